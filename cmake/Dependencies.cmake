@@ -1,0 +1,11 @@
+# Third-party packages, all from Debian 12 (see scripts/install_deps.sh).
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+if(TESSERA_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()

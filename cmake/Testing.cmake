@@ -1,0 +1,20 @@
+# tessera_add_test(<name> SOURCES <files...> LIBS <targets...> [LABELS <labels...>] [SANITIZE])
+# Builds a GoogleTest binary into build/bin and registers each test case with CTest.
+# Tests run with the repository root as working directory, so `models/` and `tests/data/`
+# resolve the same way from every test.
+function(tessera_add_test name)
+  cmake_parse_arguments(ARG "SANITIZE" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+  if(ARG_SANITIZE)
+    tessera_sanitize(${name})
+  endif()
+  set(labels unit)
+  if(ARG_LABELS)
+    set(labels ${ARG_LABELS})
+  endif()
+  gtest_discover_tests(${name}
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+    PROPERTIES LABELS "${labels}"
+    DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,35 @@
+// Conversion between GGML tensor encodings and f32, exactly as the formats define them.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/gguf/ggml_type.h"
+
+namespace tessera::gguf {
+
+// True for types DequantizeToF32 handles.
+bool CanDequantize(GgmlType type);
+
+// Decodes `num_elements` values (a multiple of the type's block size) from `src` into `dst`.
+// INVALID_ARGUMENT if sizes disagree; UNIMPLEMENTED for types without a decoder.
+absl::Status DequantizeToF32(GgmlType type, std::span<const uint8_t> src, uint64_t num_elements,
+                             std::span<float> dst);
+absl::StatusOr<std::vector<float>> DequantizeToF32(GgmlType type, std::span<const uint8_t> src,
+                                                   uint64_t num_elements);
+
+// Reference encoders (round-to-nearest, as ggml's reference quantizers) used to build test models.
+// `src.size()` must be a multiple of the block size. UNIMPLEMENTED for unsupported types.
+absl::StatusOr<std::vector<uint8_t>> QuantizeFromF32(GgmlType type, std::span<const float> src);
+
+// IEEE half / bfloat16 conversions (round-to-nearest-even on the way down).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float Bf16ToFloat(uint16_t b);
+uint16_t FloatToBf16(float f);
+
+}  // namespace tessera::gguf

@@ -1,0 +1,126 @@
+// Runs the real `tessera` and `tessera-make-tiny-model` binaries and checks what a person sees.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kDefaultModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string quoted = "'";
+  for (char c : s) quoted += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// Runs build/bin/<binary> with `args` (already shell-quoted), capturing stdout and stderr.
+CommandResult Run(const std::string& binary, const std::string& args) {
+  std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "cli_test";
+  std::filesystem::create_directories(dir);
+  std::string command = absl::StrCat(TESSERA_BIN_DIR, "/", binary, " ", args, " >",
+                                     (dir / "out").string(), " 2>", (dir / "err").string());
+  int status = std::system(command.c_str());
+  CommandResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(dir / "out");
+  result.err = ReadFile(dir / "err");
+  return result;
+}
+
+void RequireDefaultModel() {
+  ASSERT_TRUE(std::filesystem::exists(kDefaultModel))
+      << kDefaultModel << " is missing: run scripts/fetch_model.sh";
+}
+
+TEST(TesseraInspect, ShowsTheDefaultModelsRealHyperParameters) {
+  RequireDefaultModel();
+  CommandResult r = Run("tessera", absl::StrCat("inspect ", kDefaultModel));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("architecture: +llama\n"));
+  EXPECT_THAT(r.out, ContainsRegex("layers: +30\n"));
+  EXPECT_THAT(r.out, ContainsRegex("hidden: +576\n"));
+  EXPECT_THAT(r.out, ContainsRegex("heads: +9\n"));
+  EXPECT_THAT(r.out, ContainsRegex("kv heads: +3\n"));
+  EXPECT_THAT(r.out, ContainsRegex("vocab: +49152\n"));
+  EXPECT_THAT(r.out, ContainsRegex("tensors: +272 \\(F32 x61, Q4_1 x210, Q8_0 x1\\)"));
+  EXPECT_THAT(r.out, ContainsRegex("tokenizer: +gpt2 \\(pre-tokenizer smollm\\), 49152 tokens, "
+                                   "48900 merges"));
+  EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+  EXPECT_THAT(r.out, Not(HasSubstr("unsupported")));
+}
+
+TEST(TesseraInspect, MissingFileIsOneLineErrorAndNonZeroExit) {
+  CommandResult r = Run("tessera", "inspect /nonexistent/model.gguf");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/model.gguf"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(TesseraInspect, NotAGgufFileIsOneLineErrorAndNonZeroExit) {
+  std::filesystem::path bogus = std::filesystem::path(testing::TempDir()) / "bogus.gguf";
+  std::ofstream(bogus) << "this is not a gguf file at all";
+  CommandResult r = Run("tessera", absl::StrCat("inspect ", bogus.string()));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("magic"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
+  std::filesystem::path tiny = std::filesystem::path(testing::TempDir()) / "cli_tiny.gguf";
+  CommandResult made = Run("tessera-make-tiny-model",
+                           absl::StrCat("--out ", tiny.string(), " --layers 3 --seed 7"));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  CommandResult r = Run("tessera", absl::StrCat("inspect --tensors ", tiny.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("layers: +3\n"));
+  EXPECT_THAT(r.out, HasSubstr("blk.2.ffn_down.weight"));
+  EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+}
+
+TEST(TesseraTokenize, PrintsIdsThatDecodeBackThroughPieces) {
+  RequireDefaultModel();
+  CommandResult r = Run("tessera", absl::StrCat("tokenize ", kDefaultModel, " ",
+                                                ShellQuote("<|im_start|>user\nHello world")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // <|im_start|> is id 1 in SmolLM2's vocab; the rest is ordinary BPE.
+  EXPECT_THAT(r.out, ContainsRegex("^1 [0-9 ]+\n$"));
+  CommandResult pieces = Run("tessera", absl::StrCat("tokenize --pieces ", kDefaultModel, " ",
+                                                     ShellQuote("Hello world")));
+  ASSERT_EQ(pieces.exit_code, 0) << pieces.err;
+  EXPECT_THAT(pieces.out, ContainsRegex("\tHello\n[0-9]+\tĠworld\n$"));
+}
+
+TEST(TesseraTokenize, BadModelPathIsOneLineError) {
+  CommandResult r = Run("tessera", "tokenize /nonexistent.gguf hi");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent.gguf"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace

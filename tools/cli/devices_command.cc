@@ -1,0 +1,26 @@
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/device_query.h"
+#include "tools/cli/commands.h"
+
+namespace tessera::cli {
+
+absl::Status RunDevices() {
+  absl::StatusOr<cuda::CudaVersions> versions = cuda::QueryCudaVersions();
+  if (!versions.ok()) return versions.status();
+  std::printf("cuda runtime %d.%d, driver %d.%d\n", versions->runtime_version / 1000,
+              versions->runtime_version % 1000 / 10, versions->driver_version / 1000,
+              versions->driver_version % 1000 / 10);
+  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> devices = cuda::QueryCudaDevices();
+  if (!devices.ok()) return devices.status();
+  for (const cuda::CudaDeviceInfo& d : *devices) {
+    std::printf("%s\n", absl::StrFormat("[%d] %s  sm_%d%d  %.1f GiB  %d SMs", d.index, d.name,
+                                        d.compute_major, d.compute_minor,
+                                        d.total_memory_bytes / double(1 << 30),
+                                        d.multiprocessor_count).c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::cli

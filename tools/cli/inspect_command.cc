@@ -1,0 +1,122 @@
+// `tessera inspect MODEL`: what a person needs to know about a GGUF model before serving it.
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/chat/chat_template.h"
+#include "common/gguf/gguf_file.h"
+#include "common/model/model_config.h"
+#include "common/tokenizer/tokenizer.h"
+#include "tools/cli/commands.h"
+
+namespace tessera::cli {
+namespace {
+
+void PrintField(const char* label, const std::string& value) {
+  std::printf("%-15s %s\n", absl::StrCat(label, ":").c_str(), value.c_str());
+}
+
+void PrintFileFacts(const std::string& path, const gguf::GgufFile& file) {
+  PrintField("model", path);
+  PrintField("gguf", absl::StrFormat("v%d, %d metadata keys, %d tensors, alignment %d, "
+                                     "data at byte %d, %d bytes",
+                                     file.version(), file.metadata().size(),
+                                     file.tensors().size(), file.alignment(), file.data_offset(),
+                                     file.file_size()));
+}
+
+void PrintHyperParameters(const model::ModelConfig& c) {
+  PrintField("architecture", c.architecture);
+  if (!c.name.empty()) PrintField("name", c.name);
+  PrintField("layers", absl::StrCat(c.num_layers));
+  PrintField("hidden", absl::StrCat(c.hidden_size));
+  PrintField("ffn", absl::StrCat(c.ffn_size));
+  PrintField("heads", absl::StrCat(c.num_heads));
+  PrintField("kv heads", absl::StrCat(c.num_kv_heads));
+  PrintField("head dim", absl::StrCat(c.head_dim, " (rope dim ", c.rope_dim, ")"));
+  PrintField("context", absl::StrCat(c.context_length));
+  PrintField("vocab", absl::StrCat(c.vocab_size));
+  PrintField("rope theta", absl::StrFormat("%g", c.rope_theta));
+  PrintField("rms eps", absl::StrFormat("%g", c.rms_norm_eps));
+  PrintField("embeddings", c.tied_embeddings ? "tied (output reuses token_embd)" : "separate");
+}
+
+void PrintTensorSummary(const gguf::GgufFile& file) {
+  std::map<std::string, int> count_by_type;
+  uint64_t num_params = 0;
+  uint64_t num_bytes = 0;
+  for (const gguf::GgufTensorInfo& t : file.tensors()) {
+    ++count_by_type[gguf::GgmlTypeName(t.type)];
+    num_params += t.num_elements;
+    num_bytes += t.num_bytes;
+  }
+  std::string types = absl::StrJoin(count_by_type, ", ", [](std::string* out, const auto& kv) {
+    absl::StrAppend(out, kv.first, " x", kv.second);
+  });
+  PrintField("tensors", absl::StrFormat("%d (%s); %.1fM parameters, %.1f MiB",
+                                        file.tensors().size(), types, num_params / 1e6,
+                                        num_bytes / double(1 << 20)));
+}
+
+void PrintTensorList(const gguf::GgufFile& file) {
+  for (const gguf::GgufTensorInfo& t : file.tensors()) {
+    std::printf("  %-32s %-6s [%s]\n", t.name.c_str(), gguf::GgmlTypeName(t.type).c_str(),
+                absl::StrJoin(t.dims, ", ").c_str());
+  }
+}
+
+std::string DescribeToken(const tokenizer::Tokenizer& tok, tokenizer::TokenId id) {
+  if (id < 0) return "none";
+  return absl::StrCat(id, " '", tok.TokenText(id), "'");
+}
+
+void PrintTokenizer(const gguf::GgufFile& file) {
+  auto tok = tokenizer::Tokenizer::FromGguf(file);
+  if (!tok.ok()) {
+    PrintField("tokenizer", absl::StrCat("unsupported: ", tok.status().message()));
+    return;
+  }
+  const tokenizer::TokenizerInfo& info = (*tok)->info();
+  PrintField("tokenizer", absl::StrFormat("%s (pre-tokenizer %s), %d tokens, %d merges, "
+                                          "%d special",
+                                          info.model, info.pre_tokenizer, info.vocab_size,
+                                          info.num_merges, info.num_special));
+  PrintField("special ids", absl::StrCat("bos ", DescribeToken(**tok, info.bos_id), ", eos ",
+                                         DescribeToken(**tok, info.eos_id), ", pad ",
+                                         DescribeToken(**tok, info.pad_id), ", unk ",
+                                         DescribeToken(**tok, info.unk_id)));
+  PrintField("add bos/eos", absl::StrCat(info.add_bos ? "yes" : "no", "/",
+                                         info.add_eos ? "yes" : "no"));
+}
+
+void PrintChatTemplate(const gguf::GgufFile& file) {
+  auto chat_template = chat::ChatTemplate::FromGguf(file);
+  PrintField("chat template", chat_template.ok()
+                                  ? chat_template->name()
+                                  : absl::StrCat("unsupported: ", chat_template.status().message()));
+}
+
+}  // namespace
+
+absl::Status RunInspect(const InspectOptions& options) {
+  auto file = gguf::GgufFile::Open(options.model_path);
+  if (!file.ok()) return file.status();
+  auto config = model::ReadModelConfig(**file);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.model_path, ": ", config.status().message()));
+  }
+  PrintFileFacts(options.model_path, **file);
+  PrintHyperParameters(*config);
+  PrintTensorSummary(**file);
+  if (options.list_tensors) PrintTensorList(**file);
+  PrintTokenizer(**file);
+  PrintChatTemplate(**file);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::cli
