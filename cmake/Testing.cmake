@@ -1,9 +1,11 @@
-# tessera_add_test(<name> SOURCES <files...> LIBS <targets...> [LABELS <labels...>] [SANITIZE])
+# tessera_add_test(<name> SOURCES <files...> LIBS <targets...> [LABELS <labels...>] [SANITIZE]
+#                  [TEST_PREFIX <prefix>])
 # Builds a GoogleTest binary into build/bin and registers each test case with CTest.
 # Tests run with the repository root as working directory, so `models/` and `tests/data/`
-# resolve the same way from every test.
+# resolve the same way from every test. TEST_PREFIX keeps CTest names unique when the same test
+# sources are built twice (e.g. a sanitized copy): CTest keys labels by test name.
 function(tessera_add_test name)
-  cmake_parse_arguments(ARG "SANITIZE" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SANITIZE" "TEST_PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
   if(ARG_SANITIZE)
@@ -15,6 +17,7 @@ function(tessera_add_test name)
   endif()
   gtest_discover_tests(${name}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+    TEST_PREFIX "${ARG_TEST_PREFIX}"
     PROPERTIES LABELS "${labels}"
     DISCOVERY_TIMEOUT 60)
 endfunction()

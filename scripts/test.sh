@@ -8,10 +8,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 cd "$root"
-ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600
 fuzz_seconds=${TESSERA_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ]; then
   "$root/tests/fuzz/run_gguf_fuzzer.sh" "$fuzz_seconds"
 else
   echo "test.sh: GGUF fuzzing disabled (TESSERA_FUZZ_SECONDS=0)"
 fi
+# Last, so CTest's summary is the closing line of the run.
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600

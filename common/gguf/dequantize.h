@@ -17,6 +17,8 @@ bool CanDequantize(GgmlType type);
 
 // Decodes `num_elements` values (a multiple of the type's block size) from `src` into `dst`.
 // INVALID_ARGUMENT if sizes disagree; UNIMPLEMENTED for types without a decoder.
+// `src` must hold exactly the bytes of `num_elements` values; `dst` at least `num_elements` floats.
+// Results are bit-identical to ggml's dequantize_row_* (same float operations in the same order).
 absl::Status DequantizeToF32(GgmlType type, std::span<const uint8_t> src, uint64_t num_elements,
                              std::span<float> dst);
 absl::StatusOr<std::vector<float>> DequantizeToF32(GgmlType type, std::span<const uint8_t> src,

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/gguf/ggml_type.h"
 #include "common/gguf/gguf_value.h"
@@ -25,6 +26,9 @@ namespace tessera::gguf {
 
 inline constexpr uint64_t kGgufDefaultAlignment = 32;
 inline constexpr int kGgufMaxDims = 4;
+// Arrays may nest (an array of arrays); deeper nesting than this is rejected as malformed. Real
+// models use one level; the bound keeps parsing recursion shallow on hostile input.
+inline constexpr int kGgufMaxArrayDepth = 8;
 
 struct GgufTensorInfo {
   std::string name;
@@ -93,6 +97,10 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<GgufMetadataEntry> metadata_;
   std::vector<GgufTensorInfo> tensors_;
+  // Name -> index into metadata_ / tensors_. Keys view the name bytes inside the file image
+  // (bytes_), which is immutable and outlives the maps.
+  absl::flat_hash_map<std::string_view, size_t> metadata_index_;
+  absl::flat_hash_map<std::string_view, size_t> tensor_index_;
 };
 
 }  // namespace tessera::gguf

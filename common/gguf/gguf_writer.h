@@ -1,6 +1,12 @@
 // Builds a GGUF v3 image in memory: metadata in insertion order, tensors aligned to `alignment`.
 // Used by the tiny-test-model tool, the malformed-file corpus generator and tests.
 // Not thread-safe; one writer per file.
+//
+// The writer is deliberately low-level: keys are written as added (a repeated key is written
+// twice, and the reader then rejects the file), and `version` is written as given (v2 and v3 share
+// the layout). An `alignment` other than 32 must be a power of two (checked) and is recorded as the
+// uint32 `general.alignment` entry, added first by the constructor, as readers need it. Every
+// tensor starts at an aligned offset and is zero-padded to the alignment, the last one included.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 
 namespace {
 
@@ -39,7 +41,7 @@ std::string ShellQuote(const std::string& s) {
 }
 
 // Runs build/bin/<binary> with `args` (already shell-quoted), capturing stdout and stderr.
-CommandResult Run(const std::string& binary, const std::string& args) {
+CommandResult RunBinary(const std::string& binary, const std::string& args) {
   std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "cli_test";
   std::filesystem::create_directories(dir);
   std::string command = absl::StrCat(TESSERA_BIN_DIR, "/", binary, " ", args, " >",
@@ -59,7 +61,7 @@ void RequireDefaultModel() {
 
 TEST(TesseraInspect, ShowsTheDefaultModelsRealHyperParameters) {
   RequireDefaultModel();
-  CommandResult r = Run("tessera", absl::StrCat("inspect ", kDefaultModel));
+  CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", kDefaultModel));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("architecture: +llama\n"));
   EXPECT_THAT(r.out, ContainsRegex("layers: +30\n"));
@@ -75,7 +77,7 @@ TEST(TesseraInspect, ShowsTheDefaultModelsRealHyperParameters) {
 }
 
 TEST(TesseraInspect, MissingFileIsOneLineErrorAndNonZeroExit) {
-  CommandResult r = Run("tessera", "inspect /nonexistent/model.gguf");
+  CommandResult r = RunBinary("tessera", "inspect /nonexistent/model.gguf");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/model.gguf"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -85,7 +87,7 @@ TEST(TesseraInspect, MissingFileIsOneLineErrorAndNonZeroExit) {
 TEST(TesseraInspect, NotAGgufFileIsOneLineErrorAndNonZeroExit) {
   std::filesystem::path bogus = std::filesystem::path(testing::TempDir()) / "bogus.gguf";
   std::ofstream(bogus) << "this is not a gguf file at all";
-  CommandResult r = Run("tessera", absl::StrCat("inspect ", bogus.string()));
+  CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", bogus.string()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("magic"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -93,10 +95,10 @@ TEST(TesseraInspect, NotAGgufFileIsOneLineErrorAndNonZeroExit) {
 
 TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   std::filesystem::path tiny = std::filesystem::path(testing::TempDir()) / "cli_tiny.gguf";
-  CommandResult made = Run("tessera-make-tiny-model",
+  CommandResult made = RunBinary("tessera-make-tiny-model",
                            absl::StrCat("--out ", tiny.string(), " --layers 3 --seed 7"));
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  CommandResult r = Run("tessera", absl::StrCat("inspect --tensors ", tiny.string()));
+  CommandResult r = RunBinary("tessera", absl::StrCat("inspect --tensors ", tiny.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("layers: +3\n"));
   EXPECT_THAT(r.out, HasSubstr("blk.2.ffn_down.weight"));
@@ -105,19 +107,39 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
 
 TEST(TesseraTokenize, PrintsIdsThatDecodeBackThroughPieces) {
   RequireDefaultModel();
-  CommandResult r = Run("tessera", absl::StrCat("tokenize ", kDefaultModel, " ",
+  CommandResult r = RunBinary("tessera", absl::StrCat("tokenize ", kDefaultModel, " ",
                                                 ShellQuote("<|im_start|>user\nHello world")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // <|im_start|> is id 1 in SmolLM2's vocab; the rest is ordinary BPE.
   EXPECT_THAT(r.out, ContainsRegex("^1 [0-9 ]+\n$"));
-  CommandResult pieces = Run("tessera", absl::StrCat("tokenize --pieces ", kDefaultModel, " ",
+  CommandResult pieces = RunBinary("tessera", absl::StrCat("tokenize --pieces ", kDefaultModel, " ",
                                                      ShellQuote("Hello world")));
   ASSERT_EQ(pieces.exit_code, 0) << pieces.err;
   EXPECT_THAT(pieces.out, ContainsRegex("\tHello\n[0-9]+\tĠworld\n$"));
 }
 
+// `tessera tokenize` must print exactly the ids of the committed oracle (HF tokenizers) for every
+// corpus text a shell argument can carry (no NUL bytes).
+TEST(TesseraTokenize, MatchesTheOracleOnTheWholeCorpus) {
+  RequireDefaultModel();
+  nlohmann::json reference =
+      nlohmann::json::parse(ReadFile("tests/data/tokenizer/smollm2_reference.json"));
+  int num_checked = 0;
+  for (const nlohmann::json& entry : reference.at("cases")) {
+    const std::string text = entry.at("text").get<std::string>();
+    if (text.empty() || text.find('\0') != std::string::npos) continue;
+    const std::vector<int> expected = entry.at("ids").get<std::vector<int>>();
+    CommandResult r =
+        RunBinary("tessera", absl::StrCat("tokenize ", kDefaultModel, " ", ShellQuote(text)));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, absl::StrCat(absl::StrJoin(expected, " "), "\n")) << "text: " << text;
+    ++num_checked;
+  }
+  EXPECT_GE(num_checked, 40);
+}
+
 TEST(TesseraTokenize, BadModelPathIsOneLineError) {
-  CommandResult r = Run("tessera", "tokenize /nonexistent.gguf hi");
+  CommandResult r = RunBinary("tessera", "tokenize /nonexistent.gguf hi");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent.gguf"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

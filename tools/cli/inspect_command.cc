@@ -71,7 +71,7 @@ void PrintTensorList(const gguf::GgufFile& file) {
 
 std::string DescribeToken(const tokenizer::Tokenizer& tok, tokenizer::TokenId id) {
   if (id < 0) return "none";
-  return absl::StrCat(id, " '", tok.TokenText(id), "'");
+  return absl::StrCat(id, " '", std::string(tok.TokenText(id)), "'");
 }
 
 void PrintTokenizer(const gguf::GgufFile& file) {
@@ -95,9 +95,16 @@ void PrintTokenizer(const gguf::GgufFile& file) {
 
 void PrintChatTemplate(const gguf::GgufFile& file) {
   auto chat_template = chat::ChatTemplate::FromGguf(file);
-  PrintField("chat template", chat_template.ok()
-                                  ? chat_template->name()
-                                  : absl::StrCat("unsupported: ", chat_template.status().message()));
+  if (!chat_template.ok()) {
+    PrintField("chat template", absl::StrCat("unsupported: ", chat_template.status().message()));
+    return;
+  }
+  std::string description = absl::StrCat(chat_template->name(), " (", chat_template->shape());
+  if (chat_template->has_default_system_prompt()) {
+    absl::StrAppend(&description, "; default system prompt \"",
+                    *chat_template->default_system_prompt(), "\"");
+  }
+  PrintField("chat template", description + ")");
 }
 
 }  // namespace
