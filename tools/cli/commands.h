@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "worker/sampler/sampling_params.h"
 
 namespace tessera::cli {
 
@@ -26,5 +27,16 @@ struct TokenizeOptions {
 absl::Status RunTokenize(const TokenizeOptions& options);
 
 absl::Status RunDevices();
+
+struct GenerateOptions {
+  std::string model_path = kDefaultModelPath;
+  std::string prompt;          // raw prompt text (no template)
+  std::string chat;            // one user message, rendered with the model's chat template
+  int max_tokens = 128;
+  int threads = 0;             // 0 = one per hardware thread
+  bool ignore_eos = false;
+  worker::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise
+};
+absl::Status RunGenerate(const GenerateOptions& options);
 
 }  // namespace tessera::cli

@@ -1,4 +1,4 @@
-// `tessera`: the command-line entry point. Subcommands: inspect, tokenize, devices.
+// `tessera`: the command-line entry point. Subcommands: inspect, tokenize, generate, devices.
 #include <cstdio>
 #include <string>
 
@@ -38,11 +38,29 @@ int main(int argc, char** argv) {
                          "treat special-token text like <|im_start|> as plain text");
   tokenize_cmd->add_flag("--pieces", tokenize.show_pieces, "print one 'id<TAB>piece' per line");
 
+  tessera::cli::GenerateOptions generate;
+  CLI::App* generate_cmd = app.add_subcommand("generate", "generate text offline on the CPU");
+  generate_cmd->add_option("--model", generate.model_path, "GGUF model file")->capture_default_str();
+  generate_cmd->add_option("--prompt", generate.prompt, "raw prompt text");
+  generate_cmd->add_option("--chat", generate.chat, "a user message (chat template applied)");
+  generate_cmd->add_option("--max-tokens", generate.max_tokens)->capture_default_str();
+  generate_cmd->add_option("--threads", generate.threads, "0 = all hardware threads");
+  generate_cmd->add_flag("--ignore-eos", generate.ignore_eos);
+  generate_cmd->add_option("--temperature", generate.sampling.temperature, "0 = greedy");
+  generate_cmd->add_option("--top-k", generate.sampling.top_k);
+  generate_cmd->add_option("--top-p", generate.sampling.top_p);
+  generate_cmd->add_option("--min-p", generate.sampling.min_p);
+  generate_cmd->add_option("--repetition-penalty", generate.sampling.repetition_penalty);
+  generate_cmd->add_option("--presence-penalty", generate.sampling.presence_penalty);
+  generate_cmd->add_option("--frequency-penalty", generate.sampling.frequency_penalty);
+  generate_cmd->add_option("--seed", generate.sampling.seed);
+
   CLI::App* devices_cmd = app.add_subcommand("devices", "list the CUDA devices this build can use");
 
   CLI11_PARSE(app, argc, argv);
   if (inspect_cmd->parsed()) return ReportAndExit(tessera::cli::RunInspect(inspect));
   if (tokenize_cmd->parsed()) return ReportAndExit(tessera::cli::RunTokenize(tokenize));
+  if (generate_cmd->parsed()) return ReportAndExit(tessera::cli::RunGenerate(generate));
   if (devices_cmd->parsed()) return ReportAndExit(tessera::cli::RunDevices());
   return 1;
 }

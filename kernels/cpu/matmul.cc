@@ -1,0 +1,110 @@
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/util/check.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/simd_avx2.h"
+#include "kernels/cpu/simd_avx512.h"
+#include "kernels/cpu/simd_scalar.h"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+struct MatmulArgs {
+  const float* x;  // [m, k]
+  int64_t m;
+  int64_t k;
+  WeightView w;  // [n, k]
+  size_t row_bytes;
+  float* y;  // [m, n]
+  int64_t n;
+};
+
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Per-thread dequantization panel, grown on demand and reused (no allocation in steady state).
+// Cache-line aligned: its rows (k a multiple of 32) then start on a line, and 64-byte loads
+// never split across two lines.
+float* PanelScratch(size_t num_floats) {
+  constexpr size_t kAlignFloats = 16;
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < num_floats + kAlignFloats) scratch.resize(num_floats + kAlignFloats);
+  const auto address = reinterpret_cast<uintptr_t>(scratch.data());
+  const size_t skip = (64 - address % 64) % 64 / sizeof(float);
+  return scratch.data() + skip;
+}
+
+}  // namespace
+
+namespace scalar {
+constexpr int kMaxTileRows = 2;
+constexpr int kColsWide = 4;
+constexpr int kColsNarrow = 2;
+constexpr int kInlineDequantMaxRows = 2;
+#include "kernels/cpu/matmul_impl.inc"
+}  // namespace scalar
+
+#if TESSERA_X86_SIMD
+TESSERA_BEGIN_TARGET_AVX2
+namespace avx2 {
+constexpr int kMaxTileRows = 2;
+constexpr int kColsWide = 4;
+constexpr int kColsNarrow = 3;
+constexpr int kInlineDequantMaxRows = 2;
+#include "kernels/cpu/matmul_impl.inc"
+}  // namespace avx2
+TESSERA_END_TARGET
+
+TESSERA_BEGIN_TARGET_AVX512
+namespace avx512 {
+constexpr int kMaxTileRows = 4;
+constexpr int kColsWide = 8;
+constexpr int kColsNarrow = 4;
+constexpr int kInlineDequantMaxRows = 2;
+#include "kernels/cpu/matmul_impl.inc"
+}  // namespace avx512
+TESSERA_END_TARGET
+#endif
+
+bool MatmulSupportsFormat(WeightFormat format) {
+  return format == WeightFormat::kF32 || format == WeightFormat::kQ8_0 ||
+         format == WeightFormat::kQ4_0 || format == WeightFormat::kQ4_1;
+}
+
+void Matmul(ThreadPool& pool, std::span<const float> x, int64_t m, const WeightView& w,
+            std::span<float> y, Isa isa) {
+  TESSERA_CHECK(MatmulSupportsFormat(w.format), "Matmul: unsupported weight format");
+  TESSERA_CHECK(m >= 0 && w.rows >= 0 && w.cols >= 0, "Matmul: negative dimension");
+  TESSERA_CHECK(static_cast<int64_t>(x.size()) >= m * w.cols, "Matmul: x is smaller than [m, k]");
+  TESSERA_CHECK(static_cast<int64_t>(y.size()) >= m * w.rows, "Matmul: y is smaller than [m, n]");
+  TESSERA_CHECK(w.data != nullptr || w.rows * w.cols == 0, "Matmul: null weights");
+  TESSERA_CHECK(IsaSupported(isa), "Matmul: ISA not supported by this CPU");
+  if (m == 0 || w.rows == 0) return;
+  const MatmulArgs args{x.data(), m, w.cols, w, RowBytes(w.format, w.cols), y.data(), w.rows};
+  const int64_t num_panels = (w.rows + kMatmulPanelRows - 1) / kMatmulPanelRows;
+  pool.ParallelFor(num_panels, [&](int64_t begin, int64_t end) {
+    float* scratch = w.format == WeightFormat::kF32
+                         ? nullptr
+                         : PanelScratch(static_cast<size_t>(kMatmulPanelRows * w.cols));
+    switch (isa) {
+#if TESSERA_X86_SIMD
+      case Isa::kAvx512:
+        return avx512::MatmulPanels(args, begin, end, scratch);
+      case Isa::kAvx2:
+        return avx2::MatmulPanels(args, begin, end, scratch);
+#endif
+      default:
+        return scalar::MatmulPanels(args, begin, end, scratch);
+    }
+  });
+}
+
+}  // namespace tessera::kernels::cpu

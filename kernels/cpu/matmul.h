@@ -1,0 +1,43 @@
+// Dense matmul with weights in GGUF layout: y[m, n] = x[m, k] · w[n, k]ᵀ.
+//
+// Batch invariance (DESIGN.md §6) is part of the contract: y[i, j] is a function of x[i, :] and
+// w[j, :] only — the same bits whatever m, i, the thread count or the tiling. Every output element
+// is reduced the same way: 16 lane accumulators, lane l summing x[kk + l] * w[kk + l] for kk =
+// 0, 16, 32, ... in order (one fused multiply-add per step; a zero-padded partial step at the end
+// when k % 16 != 0), then the lanes added in the fixed tree
+//   (((l0+l8)+(l4+l12)) + ((l2+l10)+(l6+l14))) + (((l1+l9)+(l5+l13)) + ((l3+l11)+(l7+l15)))
+// (ReduceAdd in simd_scalar.h). kScalar uses unfused multiply-adds (isa.h).
+//
+// Quantized weights (Q8_0, Q4_0, Q4_1) stay in their GGUF blocks: for m <= 2 each block is
+// dequantized in registers, for larger m each 16-row panel is dequantized once into f32 scratch
+// and reused for all m rows. Dequantization is exact (quant.h), so either way Matmul on quantized
+// weights is bit-identical to Matmul on the same weights dequantized to f32 at load — the weight
+// format is purely a speed/memory choice. Activations stay f32 (no activation quantization).
+//
+// Parallelized over n (output features) in 16-row panels with the pool's static ranges.
+// Buffers should be 64-byte aligned (aligned_buffer.h); any alignment is correct.
+// Threading: the caller's thread drives `pool` (see thread_pool.h); x, w, y are only read/written.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weight_format.h"
+
+namespace tessera::kernels::cpu {
+
+// Rows of w handled as one unit (dequantization panel, partition granule).
+inline constexpr int kMatmulPanelRows = 16;
+
+// True for the weight formats Matmul accepts: kF32, kQ8_0, kQ4_0, kQ4_1.
+bool MatmulSupportsFormat(WeightFormat format);
+
+// y[m, n] = x[m, k] · w[n, k]ᵀ, with n = w.rows, k = w.cols.
+// Preconditions: MatmulSupportsFormat(w.format); m >= 0; x.size() >= m * k; y.size() >= m * n;
+// x and y do not overlap; IsaSupported(isa).
+void Matmul(ThreadPool& pool, std::span<const float> x, int64_t m, const WeightView& w,
+            std::span<float> y, Isa isa = BestIsa());
+
+}  // namespace tessera::kernels::cpu

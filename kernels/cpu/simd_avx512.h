@@ -1,0 +1,127 @@
+// 16-lane float vector for the kAvx512 kernel copies (one zmm register). Same interface and
+// results as simd_avx2.h (FMA, same reduction tree). Include only from .cc files, inside
+// nothing: this header opens its own target region.
+#pragma once
+
+#include "kernels/cpu/simd_scalar.h"
+#include "kernels/cpu/simd_target.h"
+
+#if TESSERA_X86_SIMD
+#include "kernels/cpu/simd_intrinsics.h"
+
+#include <cstdint>
+
+TESSERA_BEGIN_TARGET_AVX512
+namespace tessera::kernels::cpu::avx512 {
+
+inline constexpr int kLanes = 16;
+
+struct F32x16 {
+  __m512 v;
+};
+
+// f16 bits -> float with F16C (exact; same value as HalfToFloat in half.h).
+TESSERA_SIMD_INLINE float HalfBitsToFloat(uint16_t h) { return _cvtsh_ss(h); }
+
+TESSERA_SIMD_INLINE F32x16 Set1(float a) { return {_mm512_set1_ps(a)}; }
+
+// The two f16 values at p and p + 2, each converted (exactly) and broadcast to all lanes. Reads 4
+// bytes. One memory broadcast and one conversion serve both (cheaper than two scalar loads).
+TESSERA_SIMD_INLINE void BroadcastHalfPair(const uint8_t* p, F32x16* a, F32x16* b) {
+  const __m256 pair = _mm256_broadcast_ss(reinterpret_cast<const float*>(p));
+  const __m512 both = _mm512_cvtph_ps(_mm256_castps_si256(pair));  // a, b, a, b, ...
+  a->v = _mm512_permute_ps(both, 0x00);
+  b->v = _mm512_permute_ps(both, 0x55);
+}
+TESSERA_SIMD_INLINE F32x16 Zero() { return {_mm512_setzero_ps()}; }
+TESSERA_SIMD_INLINE F32x16 Load(const float* p) { return {_mm512_loadu_ps(p)}; }
+TESSERA_SIMD_INLINE __mmask16 FirstLanes(int n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+TESSERA_SIMD_INLINE F32x16 LoadPartial(const float* p, int n) {
+  return {_mm512_maskz_loadu_ps(FirstLanes(n), p)};
+}
+TESSERA_SIMD_INLINE F32x16 KeepFirst(F32x16 a, int n) {
+  return {_mm512_maskz_mov_ps(FirstLanes(n), a.v)};
+}
+TESSERA_SIMD_INLINE void Store(float* p, F32x16 a) { _mm512_storeu_ps(p, a.v); }
+TESSERA_SIMD_INLINE void StorePartial(float* p, F32x16 a, int n) {
+  _mm512_mask_storeu_ps(p, FirstLanes(n), a.v);
+}
+TESSERA_SIMD_INLINE F32x16 Add(F32x16 a, F32x16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+TESSERA_SIMD_INLINE F32x16 Sub(F32x16 a, F32x16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+TESSERA_SIMD_INLINE F32x16 Mul(F32x16 a, F32x16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+TESSERA_SIMD_INLINE F32x16 Div(F32x16 a, F32x16 b) { return {_mm512_div_ps(a.v, b.v)}; }
+TESSERA_SIMD_INLINE F32x16 Max(F32x16 a, F32x16 b) { return {_mm512_max_ps(a.v, b.v)}; }
+// a * b + c, one rounding.
+TESSERA_SIMD_INLINE F32x16 Fma(F32x16 a, F32x16 b, F32x16 c) {
+  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
+}
+
+// Upper 256 bits. The zero-masked shuffle avoids GCC 12's _mm512_undefined_* helpers, which
+// trigger false -Wuninitialized warnings (GCC PR 105593).
+TESSERA_SIMD_INLINE __m256 UpperHalf(__m512 a) {
+  return _mm512_castps512_ps256(_mm512_maskz_shuffle_f32x4(0xFFFF, a, a, 0xEE));
+}
+
+TESSERA_SIMD_INLINE float ReduceAdd(F32x16 a) {
+  const __m256 lo = _mm512_castps512_ps256(a.v);
+  const __m256 hi = UpperHalf(a.v);
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55));
+  return _mm_cvtss_f32(s1);
+}
+TESSERA_SIMD_INLINE float ReduceMax(F32x16 a) {
+  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), UpperHalf(a.v));
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const __m128 m1 = _mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 0x55));
+  return _mm_cvtss_f32(m1);
+}
+
+TESSERA_SIMD_INLINE F32x16 LoadI8(const int8_t* p) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes))};
+}
+TESSERA_SIMD_INLINE void LoadNibbles(const uint8_t* p, F32x16* lo, F32x16* hi) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m512i wide = _mm512_cvtepu8_epi32(bytes);
+  lo->v = _mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(0x0F)));
+  hi->v = _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4));
+}
+
+// Same algorithm and constants as scalar::ExpLane, with FMA.
+TESSERA_SIMD_INLINE F32x16 Exp(F32x16 a) {
+  using namespace ::tessera::kernels::cpu::scalar;  // constants
+  const __m512 x = a.v;
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_LT_OQ);
+  const __mmask16 over = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMax), _CMP_GT_OQ);
+  const __m512 xc =
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpMin)), _mm512_set1_ps(kExpMax));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExpP0), r, _mm512_set1_ps(kExpP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpP5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+  p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  y = _mm512_mask_blend_ps(under, y, _mm512_setzero_ps());
+  y = _mm512_mask_blend_ps(over, y, _mm512_set1_ps(__builtin_inff()));
+  y = _mm512_mask_blend_ps(nan, y, x);
+  return {y};
+}
+
+}  // namespace tessera::kernels::cpu::avx512
+TESSERA_END_TARGET
+
+#endif  // TESSERA_X86_SIMD

@@ -1,0 +1,63 @@
+#include "kernels/cpu/weight_format.h"
+
+#include "common/util/check.h"
+
+namespace tessera::kernels::cpu {
+
+std::string_view WeightFormatName(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32:
+      return "F32";
+    case WeightFormat::kF16:
+      return "F16";
+    case WeightFormat::kBF16:
+      return "BF16";
+    case WeightFormat::kQ8_0:
+      return "Q8_0";
+    case WeightFormat::kQ4_0:
+      return "Q4_0";
+    case WeightFormat::kQ4_1:
+      return "Q4_1";
+  }
+  return "unknown";
+}
+
+int64_t FormatBlockElements(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32:
+    case WeightFormat::kF16:
+    case WeightFormat::kBF16:
+      return 1;
+    case WeightFormat::kQ8_0:
+    case WeightFormat::kQ4_0:
+    case WeightFormat::kQ4_1:
+      return kQuantBlockSize;
+  }
+  return 1;
+}
+
+size_t FormatBlockBytes(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32:
+      return 4;
+    case WeightFormat::kF16:
+    case WeightFormat::kBF16:
+      return 2;
+    case WeightFormat::kQ8_0:
+      return 34;
+    case WeightFormat::kQ4_0:
+      return 18;
+    case WeightFormat::kQ4_1:
+      return 20;
+  }
+  return 4;
+}
+
+size_t RowBytes(WeightFormat format, int64_t cols) {
+  const int64_t block = FormatBlockElements(format);
+  TESSERA_CHECK(cols >= 0 && cols % block == 0,
+                "row length must be a multiple of the format's block size");
+  return static_cast<size_t>(cols / block) * FormatBlockBytes(format);
+}
+
+}  // namespace tessera::kernels::cpu

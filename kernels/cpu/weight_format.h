@@ -1,0 +1,48 @@
+// Weight storage formats the CPU kernels read, and a non-owning view of a weight matrix.
+//
+// Layout is GGUF/ggml's: a tensor with GGUF dims [k, n] is n rows of k contiguous elements; for
+// block formats each row is k / 32 consecutive blocks (see quant.h for the block layouts).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace tessera::kernels::cpu {
+
+enum class WeightFormat {
+  kF32,
+  kF16,   // IEEE half; rows may be dequantized (DequantizeRow), not used by Matmul
+  kBF16,  // bfloat16; same
+  kQ8_0,  // 32-element blocks: f16 d, 32 x int8 q; value = d * q
+  kQ4_0,  // 32-element blocks: f16 d, 16 bytes of nibbles; value = d * (q - 8)
+  kQ4_1,  // 32-element blocks: f16 d, f16 m, 16 bytes of nibbles; value = d * q + m
+};
+
+inline constexpr int kQuantBlockSize = 32;
+
+std::string_view WeightFormatName(WeightFormat format);
+
+// Elements per block (1 for plain formats).
+int64_t FormatBlockElements(WeightFormat format);
+
+// Bytes per block (per element for plain formats).
+size_t FormatBlockBytes(WeightFormat format);
+
+// Bytes of one row of `cols` elements. Precondition: cols % FormatBlockElements(format) == 0.
+size_t RowBytes(WeightFormat format, int64_t cols);
+
+// A matrix [rows, cols] in `format`, rows contiguous, row r at data + r * RowBytes(format, cols).
+// Non-owning; the memory (e.g. an mmapped GGUF file) must outlive every use of the view.
+struct WeightView {
+  WeightFormat format = WeightFormat::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  const uint8_t* Row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * RowBytes(format, cols);
+  }
+};
+
+}  // namespace tessera::kernels::cpu

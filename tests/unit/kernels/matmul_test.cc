@@ -1,0 +1,129 @@
+#include "kernels/cpu/matmul.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/reference.h"
+#include "tests/unit/kernels/test_util.h"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+using testing::AllNear;
+using testing::BitEqual;
+using testing::MakeWeights;
+using testing::RandomVector;
+
+class CpuMatmulTest : public ::testing::TestWithParam<Isa> {};
+
+// |error| bound for a k-term f32 dot of values in [-1, 1] against an f64 reference.
+double Tolerance(int64_t k) { return 2e-6 * static_cast<double>(k) + 1e-6; }
+
+TEST_P(CpuMatmulTest, F32MatchesReferenceOnAwkwardSizes) {
+  ThreadPool pool(2);
+  uint64_t seed = 1;
+  for (int64_t m : {1, 3, 4, 5, 17}) {
+    for (int64_t n : {1, 3, 15, 16, 17, 97}) {
+      for (int64_t k : {1, 3, 15, 16, 17, 97, 576}) {
+        auto w = MakeWeights(WeightFormat::kF32, n, k, ++seed);
+        const auto x = RandomVector(m * k, ++seed);
+        std::vector<float> y(m * n), ref(m * n);
+        Matmul(pool, x, m, w.view, y, GetParam());
+        reference::Matmul(x, m, w.view, ref);
+        ASSERT_TRUE(AllNear(y, ref, Tolerance(k))) << "m=" << m << " n=" << n << " k=" << k;
+      }
+    }
+  }
+}
+
+TEST_P(CpuMatmulTest, QuantizedMatchesReference) {
+  ThreadPool pool(2);
+  uint64_t seed = 100;
+  for (WeightFormat format : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1}) {
+    for (int64_t m : {1, 3, 8, 17}) {
+      for (int64_t n : {1, 15, 16, 17, 97}) {
+        for (int64_t k : {32, 96, 576}) {
+          auto w = MakeWeights(format, n, k, ++seed);
+          const auto x = RandomVector(m * k, ++seed);
+          std::vector<float> y(m * n), ref(m * n);
+          Matmul(pool, x, m, w.view, y, GetParam());
+          reference::Matmul(x, m, w.view, ref);
+          ASSERT_TRUE(AllNear(y, ref, Tolerance(k)))
+              << WeightFormatName(format) << " m=" << m << " n=" << n << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+// Keeping weights quantized is a pure speed choice: same bits as dequantizing at load.
+TEST_P(CpuMatmulTest, QuantizedIsBitIdenticalToDequantizedF32) {
+  ThreadPool pool(2);
+  for (WeightFormat format : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1}) {
+    auto w = MakeWeights(format, 97, 576, 7);
+    auto f = testing::DequantizedCopy(w.view);
+    for (int64_t m : {1, 2, 5, 33}) {
+      const auto x = RandomVector(m * 576, 8 + m);
+      std::vector<float> yq(m * 97), yf(m * 97);
+      Matmul(pool, x, m, w.view, yq, GetParam());
+      Matmul(pool, x, m, f.view, yf, GetParam());
+      ASSERT_TRUE(BitEqual(yq, yf)) << WeightFormatName(format) << " m=" << m;
+    }
+  }
+}
+
+// DESIGN.md §6: row i's output must not depend on m, its index, other rows, or the threads.
+TEST_P(CpuMatmulTest, BatchInvariantBitExact) {
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ8_0, WeightFormat::kQ4_1}) {
+    for (int64_t k : {576, 97}) {
+      if (format != WeightFormat::kF32 && k % 32 != 0) continue;
+      const int64_t n = 53;
+      auto w = MakeWeights(format, n, k, 11);
+      const auto probe = RandomVector(k, 12);
+      ThreadPool single(1);
+      std::vector<float> alone(n);
+      Matmul(single, probe, 1, w.view, alone, GetParam());
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        for (int64_t m = 1; m <= 37; ++m) {
+          for (int64_t row : {int64_t{0}, (m * 5) / 7, m - 1}) {  // probe first, inside, last
+            auto x = RandomVector(m * k, 1000 + m);
+            std::copy(probe.begin(), probe.end(), x.begin() + row * k);
+            std::vector<float> y(m * n);
+            Matmul(pool, x, m, w.view, y, GetParam());
+            ASSERT_TRUE(BitEqual({y.data() + row * n, static_cast<size_t>(n)}, alone))
+                << WeightFormatName(format) << " k=" << k << " threads=" << threads
+                << " m=" << m << " row=" << row;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuMatmulIsaTest, Avx2AndAvx512AreBitIdentical) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool(2);
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ4_1}) {
+    auto w = MakeWeights(format, 97, 608, 21);
+    const auto x = RandomVector(9 * 608, 22);
+    std::vector<float> a(9 * 97), b(9 * 97);
+    Matmul(pool, x, 9, w.view, a, Isa::kAvx2);
+    Matmul(pool, x, 9, w.view, b, Isa::kAvx512);
+    EXPECT_TRUE(BitEqual(a, b)) << WeightFormatName(format);
+  }
+}
+
+TEST(CpuMatmulEdgeTest, EmptyShapesAreNoOps) {
+  ThreadPool pool(2);
+  auto w = MakeWeights(WeightFormat::kF32, 4, 8, 1);
+  std::vector<float> x, y;
+  Matmul(pool, x, 0, w.view, y);
+  SUCCEED();
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuIsas, CpuMatmulTest, ::testing::ValuesIn(SupportedIsas()),
+                         testing::IsaParamName);
+
+}  // namespace
+}  // namespace tessera::kernels::cpu

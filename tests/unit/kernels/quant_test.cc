@@ -1,0 +1,127 @@
+// f16 conversion, block (de)quantization and embedding lookup.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/quant.h"
+#include "tests/unit/kernels/test_util.h"
+
+namespace tessera::kernels::cpu {
+namespace {
+
+using testing::MakeWeights;
+using testing::RandomVector;
+
+TEST(CpuHalfTest, KnownValues) {
+  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0xC000), -2.0f);
+  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_TRUE(std::isinf(HalfToFloat(0x7C00)));
+  EXPECT_TRUE(std::isnan(HalfToFloat(0x7E00)));
+  EXPECT_TRUE(std::signbit(HalfToFloat(0x8000)));
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // rounds to inf
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // ties to even: 0
+  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 ulp -> 2
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(3.0f, -11)), 0x3C02);  // tie -> even (up)
+  EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
+}
+
+TEST(CpuHalfTest, EveryHalfRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(FloatToHalf(f), h) << std::hex << h;
+  }
+}
+
+TEST(CpuQuantTest, Q8_0LayoutAndValues) {
+  BlockQ8_0 block{};
+  block.d = FloatToHalf(0.5f);
+  for (int j = 0; j < 32; ++j) block.qs[j] = static_cast<int8_t>(j - 16);
+  std::vector<float> out(32);
+  DequantizeRow(WeightFormat::kQ8_0, &block, out);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(out[j], 0.5f * (j - 16));
+}
+
+TEST(CpuQuantTest, Q4_1NibbleOrder) {
+  // Element j < 16 is the low nibble of byte j, element j + 16 the high nibble.
+  BlockQ4_1 block{};
+  block.d = FloatToHalf(2.0f);
+  block.m = FloatToHalf(-1.0f);
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>((j & 0xF) | ((15 - j) << 4));
+  std::vector<float> out(32);
+  DequantizeRow(WeightFormat::kQ4_1, &block, out);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], 2.0f * j - 1.0f);
+    EXPECT_EQ(out[j + 16], 2.0f * (15 - j) - 1.0f);
+  }
+}
+
+TEST(CpuQuantTest, Q4_0Values) {
+  BlockQ4_0 block{};
+  block.d = FloatToHalf(0.25f);
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(j | (j << 4));
+  std::vector<float> out(32);
+  DequantizeRow(WeightFormat::kQ4_0, &block, out);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(out[j], 0.25f * (j - 8));
+}
+
+TEST(CpuQuantTest, QuantizeDequantizeErrorIsBounded) {
+  const auto x = RandomVector(32 * 37, 3);
+  for (WeightFormat format : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1}) {
+    auto w = MakeWeights(format, 1, 32 * 37, 3);  // same seed: same values as x
+    std::vector<float> back(x.size());
+    DequantizeRow(format, w.view.Row(0), back);
+    // Half a quantization step of a block in [-1, 1], plus f16 rounding of the scales. Q4_0 is
+    // asymmetric (q - 8 in [-8, 7]): values at the clamped end may lose a whole step.
+    const double bound = format == WeightFormat::kQ8_0   ? 0.5 / 127
+                         : format == WeightFormat::kQ4_1 ? 0.5 * 2.0 / 15
+                                                         : 1.0 / 8;
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(back[i], x[i], bound + 1e-3) << WeightFormatName(format) << " " << i;
+    }
+  }
+}
+
+TEST(CpuQuantTest, F16AndBf16Rows) {
+  const std::vector<uint16_t> halves = {0x3C00, 0xC000, 0x0000};
+  std::vector<float> out(3);
+  DequantizeRow(WeightFormat::kF16, halves.data(), out);
+  EXPECT_EQ(out, (std::vector<float>{1.0f, -2.0f, 0.0f}));
+  const std::vector<uint16_t> bf = {0x3F80, 0xC000, 0x0000};
+  DequantizeRow(WeightFormat::kBF16, bf.data(), out);
+  EXPECT_EQ(out, (std::vector<float>{1.0f, -2.0f, 0.0f}));
+}
+
+TEST(CpuEmbeddingTest, LooksUpAndDequantizesRows) {
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ8_0, WeightFormat::kQ4_1}) {
+    auto table = MakeWeights(format, 97, 64, 9);
+    const std::vector<int32_t> ids = {0, 96, 5, 5, 17};
+    std::vector<float> out(ids.size() * 64);
+    EmbeddingLookup(table.view, ids, out);
+    for (size_t t = 0; t < ids.size(); ++t) {
+      std::vector<float> expected(64);
+      DequantizeRow(format, table.view.Row(ids[t]), expected);
+      EXPECT_TRUE(testing::BitEqual({out.data() + t * 64, 64}, expected));
+    }
+  }
+}
+
+TEST(CpuEmbeddingDeathTest, RejectsOutOfRangeIds) {
+  auto table = MakeWeights(WeightFormat::kQ8_0, 4, 32, 1);
+  std::vector<int32_t> ids = {4};
+  std::vector<float> out(32);
+  EXPECT_DEATH(EmbeddingLookup(table.view, ids, out), "token id out of range");
+}
+
+}  // namespace
+}  // namespace tessera::kernels::cpu

@@ -1,0 +1,104 @@
+// Helpers shared by the CPU kernel tests: seeded random data, quantized weight buffers and
+// tolerance checks.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/weight_format.h"
+
+namespace tessera::kernels::cpu {
+
+// gtest prints Isa parameters by name.
+inline void PrintTo(Isa isa, std::ostream* os) { *os << IsaName(isa); }
+
+}  // namespace tessera::kernels::cpu
+
+namespace tessera::kernels::cpu::testing {
+
+inline std::vector<float> RandomVector(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix [rows, cols] owned together with its view.
+struct OwnedWeights {
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+// Quantizes (or copies) random f32 values into `format`. cols must be a multiple of 32 for the
+// block formats.
+inline OwnedWeights MakeWeights(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed) {
+  const std::vector<float> f = RandomVector(static_cast<size_t>(rows * cols), seed);
+  OwnedWeights w;
+  w.bytes.resize(RowBytes(format, cols) * rows);
+  const size_t row_bytes = RowBytes(format, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::span<const float> src(f.data() + r * cols, cols);
+    uint8_t* dst = w.bytes.data() + r * row_bytes;
+    const size_t blocks = static_cast<size_t>(cols / kQuantBlockSize);
+    switch (format) {
+      case WeightFormat::kQ8_0:
+        QuantizeRowQ8_0(src, {reinterpret_cast<BlockQ8_0*>(dst), blocks});
+        break;
+      case WeightFormat::kQ4_0:
+        QuantizeRowQ4_0(src, {reinterpret_cast<BlockQ4_0*>(dst), blocks});
+        break;
+      case WeightFormat::kQ4_1:
+        QuantizeRowQ4_1(src, {reinterpret_cast<BlockQ4_1*>(dst), blocks});
+        break;
+      default:
+        std::memcpy(dst, src.data(), row_bytes);
+    }
+  }
+  w.view = WeightView{format, w.bytes.data(), rows, cols};
+  return w;
+}
+
+// The same matrix dequantized to f32.
+inline OwnedWeights DequantizedCopy(const WeightView& w) {
+  OwnedWeights out;
+  out.bytes.resize(static_cast<size_t>(w.rows * w.cols) * sizeof(float));
+  auto* f = reinterpret_cast<float*>(out.bytes.data());
+  for (int64_t r = 0; r < w.rows; ++r) DequantizeRow(w.format, w.Row(r), {f + r * w.cols,
+                                                                            static_cast<size_t>(w.cols)});
+  out.view = WeightView{WeightFormat::kF32, out.bytes.data(), w.rows, w.cols};
+  return out;
+}
+
+inline bool BitEqual(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// |a - b| <= abs_tol + rel_tol * |b| elementwise; reports the first mismatch.
+inline ::testing::AssertionResult AllNear(std::span<const float> a, std::span<const float> b,
+                                          double abs_tol, double rel_tol = 0.0) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "size mismatch";
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double diff = std::fabs(double{a[i]} - double{b[i]});
+    if (!(diff <= abs_tol + rel_tol * std::fabs(double{b[i]}))) {
+      return ::testing::AssertionFailure()
+             << "index " << i << ": " << a[i] << " vs " << b[i] << " (diff " << diff << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
+  return std::string(IsaName(info.param));
+}
+
+}  // namespace tessera::kernels::cpu::testing

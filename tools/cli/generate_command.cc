@@ -1,0 +1,95 @@
+// `tessera generate --model PATH (--prompt TEXT | --chat TEXT)`: offline generation on the CPU
+// runner, streaming text to stdout as tokens arrive; counts and speeds go to stderr.
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/chat/chat_template.h"
+#include "common/tokenizer/streaming_decoder.h"
+#include "common/tokenizer/tokenizer.h"
+#include "tools/cli/commands.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/loaded_model.h"
+#include "worker/offline_generation.h"
+
+namespace tessera::cli {
+namespace {
+
+absl::StatusOr<std::string> BuildPrompt(const GenerateOptions& options,
+                                        const gguf::GgufFile& file) {
+  if (options.chat.empty()) return options.prompt;
+  absl::StatusOr<chat::ChatTemplate> chat_template = chat::ChatTemplate::FromGguf(file);
+  if (!chat_template.ok()) return chat_template.status();
+  const chat::ChatMessage message{.role = "user", .content = options.chat};
+  return chat_template->Apply({&message, 1}, /*add_generation_prompt=*/true);
+}
+
+int64_t KvBlocksFor(int64_t num_tokens, int block_size) {
+  return (num_tokens + block_size - 1) / block_size + 1;  // + the null block
+}
+
+void PrintStats(const worker::GenerationResult& result, size_t prompt_tokens) {
+  const size_t decoded = result.tokens.size();
+  std::fprintf(stderr,
+               "\n%s\n",
+               absl::StrFormat("prompt: %d tokens in %.3f s (%.1f tok/s); decode: %d tokens in "
+                               "%.3f s (%.1f tok/s); finish: %s",
+                               prompt_tokens, result.prefill_seconds,
+                               prompt_tokens / result.prefill_seconds, decoded,
+                               result.decode_seconds,
+                               decoded > 1 ? (decoded - 1) / result.decode_seconds : 0.0,
+                               result.finish_reason == worker::FinishReason::kStop ? "stop"
+                                                                                   : "length")
+                   .c_str());
+}
+
+}  // namespace
+
+absl::Status RunGenerate(const GenerateOptions& options) {
+  if (options.prompt.empty() == options.chat.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --prompt or --chat");
+  }
+  absl::StatusOr<std::unique_ptr<worker::LoadedModel>> model = worker::LoadModel(options.model_path);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
+      tokenizer::Tokenizer::FromGguf(*(*model)->file);
+  if (!tok.ok()) return tok.status();
+  absl::StatusOr<std::string> prompt = BuildPrompt(options, *(*model)->file);
+  if (!prompt.ok()) return prompt.status();
+
+  worker::GenerationRequest request;
+  request.prompt = (*tok)->Encode(*prompt, {.add_special = true, .parse_special = true});
+  request.max_tokens = options.max_tokens;
+  request.sampling = options.sampling;
+  if (!options.ignore_eos && (*tok)->info().eos_id >= 0) {
+    request.stop_token_ids.push_back((*tok)->info().eos_id);
+  }
+  const int threads = options.threads > 0 ? options.threads
+                                          : static_cast<int>(std::thread::hardware_concurrency());
+  kernels::cpu::ThreadPool pool(std::max(1, threads));
+  const int block_size = 16;
+  worker::CpuLlamaRunner runner(
+      (*model)->config, (*model)->weights.get(), &pool,
+      {.block_size = block_size,
+       .num_kv_blocks = KvBlocksFor(request.prompt.size() + request.max_tokens, block_size)});
+
+  tokenizer::StreamingDecoder decoder(**tok);
+  auto stream_token = [&](int32_t id) {
+    if (id == (*tok)->info().eos_id && !options.ignore_eos) return;
+    absl::StatusOr<std::string> text = decoder.Push(id);
+    if (text.ok()) std::fwrite(text->data(), 1, text->size(), stdout);
+    std::fflush(stdout);
+  };
+  absl::StatusOr<worker::GenerationResult> result =
+      worker::GenerateOffline(runner, request, stream_token);
+  if (!result.ok()) return result.status();
+  const std::string rest = decoder.Flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fflush(stdout);
+  PrintStats(*result, request.prompt.size());
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,216 @@
+#include "worker/cpu/cpu_llama_runner.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/util/check.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rms_norm.h"
+
+namespace tessera::worker {
+namespace {
+
+namespace cpu = kernels::cpu;
+
+void Resize(cpu::AlignedVector<float>& buffer, int64_t size) {
+  if (static_cast<int64_t>(buffer.size()) < size) buffer.resize(size);
+}
+
+void AddInPlace(std::span<float> x, std::span<const float> delta) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+}
+
+// x [m, width] += bias [width] on every row.
+void AddBias(std::span<const float> bias, int64_t m, std::span<float> x) {
+  if (bias.empty()) return;
+  for (int64_t r = 0; r < m; ++r) AddInPlace(x.subspan(r * bias.size(), bias.size()), bias);
+}
+
+absl::Status SequenceError(size_t index, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("batch[", index, "]: ", what));
+}
+
+}  // namespace
+
+CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
+                               cpu::ThreadPool* pool, const CpuRunnerOptions& options)
+    : config_(config),
+      weights_(weights),
+      pool_(pool),
+      kv_shape_{.num_blocks = options.num_kv_blocks,
+                .block_size = options.block_size,
+                .num_kv_heads = config.num_kv_heads,
+                .head_dim = config.head_dim},
+      rope_(config.rope_dim, static_cast<float>(config.rope_theta), config.context_length) {
+  TESSERA_CHECK(options.block_size >= 1, "block_size must be >= 1");
+  TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
+  TESSERA_CHECK(static_cast<int>(weights->layers.size()) == config.num_layers,
+                "weights and config disagree on the layer count");
+  k_pools_.resize(config.num_layers);
+  v_pools_.resize(config.num_layers);
+  for (int l = 0; l < config.num_layers; ++l) {
+    k_pools_[l].assign(kv_shape_.PoolElements(), 0.0f);
+    v_pools_[l].assign(kv_shape_.PoolElements(), 0.0f);
+  }
+}
+
+KvPoolInfo CpuLlamaRunner::kv_pool() const {
+  return {.block_size = kv_shape_.block_size,
+          .num_blocks = kv_shape_.num_blocks,
+          .bytes = 2 * config_.num_layers * kv_shape_.PoolElements() *
+                   static_cast<int64_t>(sizeof(float))};
+}
+
+absl::Status CpuLlamaRunner::Validate(std::span<const SequenceWork> batch) const {
+  if (batch.empty()) return absl::InvalidArgumentError("batch is empty");
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceWork& s = batch[i];
+    if (s.tokens.empty()) return SequenceError(i, "has no tokens to process");
+    for (int32_t id : s.tokens) {
+      if (id < 0 || id >= config_.vocab_size) {
+        return SequenceError(i, absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                             config_.vocab_size, ")"));
+      }
+    }
+    const int64_t end = int64_t{s.start_pos} + static_cast<int64_t>(s.tokens.size());
+    if (s.start_pos < 0 || end > config_.context_length) {
+      return SequenceError(i, absl::StrCat("positions [", s.start_pos, ", ", end,
+                                           ") exceed the context [0, ", config_.context_length,
+                                           ")"));
+    }
+    const int64_t blocks_needed = (end + kv_shape_.block_size - 1) / kv_shape_.block_size;
+    if (static_cast<int64_t>(s.block_table.size()) < blocks_needed) {
+      return SequenceError(i, absl::StrCat("block_table has ", s.block_table.size(),
+                                           " blocks, positions up to ", end, " need ",
+                                           blocks_needed));
+    }
+    for (int32_t block : s.block_table.first(blocks_needed)) {
+      if (block < 1 || block >= kv_shape_.num_blocks) {
+        return SequenceError(i, absl::StrCat("block id ", block, " is outside [1, ",
+                                             kv_shape_.num_blocks, ") (0 is the null block)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuLlamaRunner::Forward(std::span<const SequenceWork> batch, StepLogits* logits) {
+  if (absl::Status status = Validate(batch); !status.ok()) return status;
+  PrepareInputs(batch);
+  cpu::EmbeddingLookup(weights_->token_embd, token_ids_, x_);
+  for (int layer = 0; layer < config_.num_layers; ++layer) RunLayer(layer);
+  ComputeLogits(batch, logits);
+  return absl::OkStatus();
+}
+
+void CpuLlamaRunner::PrepareInputs(std::span<const SequenceWork> batch) {
+  token_ids_.clear();
+  positions_.clear();
+  attention_sequences_.clear();
+  for (const SequenceWork& s : batch) {
+    attention_sequences_.push_back({.query_begin = static_cast<int64_t>(token_ids_.size()),
+                                    .num_query_tokens = static_cast<int32_t>(s.tokens.size()),
+                                    .start_pos = s.start_pos,
+                                    .block_table = s.block_table});
+    token_ids_.insert(token_ids_.end(), s.tokens.begin(), s.tokens.end());
+    for (size_t t = 0; t < s.tokens.size(); ++t) positions_.push_back(s.start_pos + t);
+  }
+  num_tokens_ = static_cast<int64_t>(token_ids_.size());
+  slots_.resize(num_tokens_);
+  for (const cpu::AttentionSequence& s : attention_sequences_) {
+    cpu::ComputeSlotMapping(s.block_table, kv_shape_.block_size, s.start_pos,
+                            std::span<int64_t>(slots_).subspan(s.query_begin, s.num_query_tokens));
+  }
+  const int64_t hidden = config_.hidden_size;
+  const int64_t q_dim = int64_t{config_.num_heads} * config_.head_dim;
+  const int64_t kv_dim = kv_shape_.RowElements();
+  Resize(x_, num_tokens_ * hidden);
+  Resize(normed_, num_tokens_ * hidden);
+  Resize(q_, num_tokens_ * q_dim);
+  Resize(k_, num_tokens_ * kv_dim);
+  Resize(v_, num_tokens_ * kv_dim);
+  Resize(attention_out_, num_tokens_ * q_dim);
+  Resize(projected_, num_tokens_ * hidden);
+  Resize(gate_, num_tokens_ * config_.ffn_size);
+  Resize(up_, num_tokens_ * config_.ffn_size);
+}
+
+void CpuLlamaRunner::Matmul(const Buffer& x, int64_t m, const cpu::WeightView& w, Buffer& y) {
+  cpu::Matmul(*pool_, x, m, w, y);
+}
+
+void CpuLlamaRunner::RunLayer(int layer) {
+  Attention(layer);
+  FeedForward(layer);
+}
+
+void CpuLlamaRunner::Attention(int layer) {
+  const LlamaLayerWeights& w = weights_->layers[layer];
+  const int64_t n = num_tokens_;
+  const int64_t hidden = config_.hidden_size;
+  cpu::RmsNorm(x_, w.attn_norm, config_.rms_norm_eps, n, normed_);
+  Matmul(normed_, n, w.wq, q_);
+  Matmul(normed_, n, w.wk, k_);
+  Matmul(normed_, n, w.wv, v_);
+  AddBias(w.bq, n, q_);
+  AddBias(w.bk, n, k_);
+  AddBias(w.bv, n, v_);
+  if (!w.q_norm.empty()) {  // qk-norm: RMSNorm over each head's vector
+    cpu::RmsNorm(q_, w.q_norm, config_.rms_norm_eps, n * config_.num_heads, q_);
+    cpu::RmsNorm(k_, w.k_norm, config_.rms_norm_eps, n * config_.num_kv_heads, k_);
+  }
+  cpu::ApplyRope(rope_, positions_, config_.num_heads, config_.head_dim, q_);
+  cpu::ApplyRope(rope_, positions_, config_.num_kv_heads, config_.head_dim, k_);
+  cpu::WriteKv(kv_shape_, slots_, std::span<const float>(k_).first(n * kv_shape_.RowElements()),
+               std::span<const float>(v_).first(n * kv_shape_.RowElements()), k_pools_[layer],
+               v_pools_[layer]);
+  const cpu::PagedAttentionParams params{
+      .num_heads = config_.num_heads,
+      .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),
+      .kv = kv_shape_};
+  cpu::PagedAttention(*pool_, params, q_, k_pools_[layer], v_pools_[layer],
+                      attention_sequences_, attention_out_);
+  Matmul(attention_out_, n, w.wo, projected_);
+  AddInPlace(std::span<float>(x_).first(n * hidden),
+             std::span<const float>(projected_).first(n * hidden));
+}
+
+void CpuLlamaRunner::FeedForward(int layer) {
+  const LlamaLayerWeights& w = weights_->layers[layer];
+  const int64_t n = num_tokens_;
+  const int64_t hidden = config_.hidden_size;
+  const int64_t ffn_elements = n * config_.ffn_size;
+  cpu::RmsNorm(x_, w.ffn_norm, config_.rms_norm_eps, n, normed_);
+  Matmul(normed_, n, w.w_gate, gate_);
+  Matmul(normed_, n, w.w_up, up_);
+  cpu::SwiGlu(std::span<const float>(gate_).first(ffn_elements),
+              std::span<const float>(up_).first(ffn_elements),
+              std::span<float>(gate_).first(ffn_elements));
+  Matmul(gate_, n, w.w_down, projected_);
+  AddInPlace(std::span<float>(x_).first(n * hidden),
+             std::span<const float>(projected_).first(n * hidden));
+}
+
+void CpuLlamaRunner::ComputeLogits(std::span<const SequenceWork> batch, StepLogits* logits) {
+  const int64_t hidden = config_.hidden_size;
+  logits->vocab_size = config_.vocab_size;
+  logits->sequence_index.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].needs_logits) logits->sequence_index.push_back(static_cast<int32_t>(i));
+  }
+  const int64_t rows = static_cast<int64_t>(logits->sequence_index.size());
+  Resize(final_rows_, rows * hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    const cpu::AttentionSequence& s = attention_sequences_[logits->sequence_index[r]];
+    const int64_t last_row = s.query_begin + s.num_query_tokens - 1;
+    std::copy_n(x_.begin() + last_row * hidden, hidden, final_rows_.begin() + r * hidden);
+  }
+  cpu::RmsNorm(final_rows_, weights_->output_norm, config_.rms_norm_eps, rows, final_rows_);
+  logits->values.resize(rows * config_.vocab_size);
+  cpu::Matmul(*pool_, final_rows_, rows, weights_->output, logits->values);
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,75 @@
+// The `cpu` model runner for llama-family models: the reference every GPU kernel is checked
+// against, and the engine CPU users run.
+//
+// Forward runs all tokens of the batch together through each layer (one matmul per weight with
+// m = total tokens), attention reads the paged KV pool through each sequence's block table.
+// Every kernel is batch invariant (kernels/cpu/*.h), so a sequence's logits are bit-identical
+// whatever else is in the batch and however its prompt was chunked.
+//
+// Ownership: owns its KV pool [num_layers] x {K, V} [num_blocks, block_size, num_kv_heads,
+// head_dim] f32 and grow-only scratch buffers; borrows the weights and the thread pool.
+// Threading: Forward is called from one thread at a time (the thread that drives the pool).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/kv_cache.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/cpu/llama_weights.h"
+#include "worker/model_runner.h"
+
+namespace tessera::worker {
+
+struct CpuRunnerOptions {
+  int block_size = 16;
+  int64_t num_kv_blocks = 0;  // including the null block 0; must be >= 2
+};
+
+class CpuLlamaRunner final : public ModelRunner {
+ public:
+  // Preconditions: weights match config; options.block_size >= 1, num_kv_blocks >= 2.
+  CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
+                 kernels::cpu::ThreadPool* pool, const CpuRunnerOptions& options);
+
+  const model::ModelConfig& config() const override { return config_; }
+  KvPoolInfo kv_pool() const override;
+  std::string backend_name() const override { return "cpu"; }
+  absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
+
+ private:
+  using Buffer = kernels::cpu::AlignedVector<float>;
+
+  absl::Status Validate(std::span<const SequenceWork> batch) const;
+  // Phases of Forward, in order.
+  void PrepareInputs(std::span<const SequenceWork> batch);
+  void RunLayer(int layer);
+  void Attention(int layer);
+  void FeedForward(int layer);
+  void ComputeLogits(std::span<const SequenceWork> batch, StepLogits* logits);
+
+  void Matmul(const Buffer& x, int64_t m, const kernels::cpu::WeightView& w, Buffer& y);
+
+  model::ModelConfig config_;
+  const LlamaWeights* weights_;
+  kernels::cpu::ThreadPool* pool_;
+  kernels::cpu::PagedKvShape kv_shape_;
+  kernels::cpu::RopeTable rope_;
+  std::vector<Buffer> k_pools_;  // [num_layers]
+  std::vector<Buffer> v_pools_;
+
+  // Per-step inputs, rebuilt by PrepareInputs.
+  int64_t num_tokens_ = 0;
+  std::vector<int32_t> token_ids_;                       // [num_tokens]
+  std::vector<int32_t> positions_;                       // [num_tokens]
+  std::vector<int64_t> slots_;                           // [num_tokens]
+  std::vector<kernels::cpu::AttentionSequence> attention_sequences_;
+
+  // Activations, grown to the largest step seen.
+  Buffer x_, normed_, q_, k_, v_, attention_out_, projected_, gate_, up_, final_rows_;
+};
+
+}  // namespace tessera::worker

@@ -1,0 +1,29 @@
+#include "worker/loaded_model.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::worker {
+namespace {
+
+absl::Status WithPath(const std::string& path, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path) {
+  auto model = std::make_unique<LoadedModel>();
+  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  model->file = std::move(*file);
+  absl::StatusOr<model::ModelConfig> config = model::ReadModelConfig(*model->file);
+  if (!config.ok()) return WithPath(path, config.status());
+  model->config = *config;
+  absl::StatusOr<std::unique_ptr<LlamaWeights>> weights =
+      LoadLlamaWeights(*model->file, model->config);
+  if (!weights.ok()) return WithPath(path, weights.status());
+  model->weights = std::move(*weights);
+  return model;
+}
+
+}  // namespace tessera::worker
