@@ -134,6 +134,87 @@ TEST_F(CpuLlamaRunnerTest, BatchedSequencesMatchEachAloneBitForBit) {
   }
 }
 
+// Greedy generation of several sequences served together, as a continuous-batching engine would:
+// sequences arrive at different steps, prefill in chunks of at most `chunk` tokens while others
+// decode one token per step. Returns each sequence's generated tokens and every logits row it got.
+struct Generated {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+};
+
+int32_t Argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+std::vector<Generated> GenerateTogether(ModelRunner& runner, std::vector<Sequence>& seqs,
+                                        const std::vector<int>& arrival_step, int chunk,
+                                        int max_tokens) {
+  std::vector<Generated> out(seqs.size());
+  std::vector<int32_t> computed(seqs.size(), 0);
+  for (int step = 0; step < 200; ++step) {
+    std::vector<SequenceWork> batch;
+    std::vector<size_t> owners;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const int32_t known = static_cast<int32_t>(seqs[s].tokens.size());
+      if (step < arrival_step[s] || static_cast<int>(out[s].tokens.size()) == max_tokens) continue;
+      const int32_t n = std::min(chunk, known - computed[s]);
+      batch.push_back({.tokens = std::span(seqs[s].tokens).subspan(computed[s], n),
+                       .start_pos = computed[s],
+                       .block_table = seqs[s].block_table,
+                       .needs_logits = computed[s] + n == known});
+      owners.push_back(s);
+      computed[s] += n;
+    }
+    if (batch.empty()) break;
+    StepLogits logits;
+    absl::Status status = runner.Forward(batch, &logits);
+    EXPECT_TRUE(status.ok()) << status;
+    if (!status.ok()) break;
+    for (size_t r = 0; r < logits.sequence_index.size(); ++r) {
+      const size_t s = owners[logits.sequence_index[r]];
+      out[s].logits.emplace_back(logits.Row(r).begin(), logits.Row(r).end());
+      out[s].tokens.push_back(Argmax(logits.Row(r)));
+      seqs[s].tokens.push_back(out[s].tokens.back());
+    }
+  }
+  return out;
+}
+
+TEST_F(CpuLlamaRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBitForBit) {
+  const std::vector<int> lengths = {3, 9, 20, 31, 52};
+  const int max_tokens = 8;
+  const int block_size = 16;
+  auto grow_tables = [&](std::vector<Sequence>& seqs) {  // room for the generated tokens
+    int32_t next = 1;
+    for (Sequence& s : seqs) {
+      const int blocks = (static_cast<int>(s.tokens.size()) + max_tokens + block_size - 1) /
+                         block_size;
+      s.block_table.clear();
+      for (int b = 0; b < blocks; ++b) s.block_table.push_back(next++);
+    }
+  };
+  std::vector<Generated> alone;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    auto runner = MakeRunner(block_size, 64);
+    std::vector<Sequence> one = {MakeSequences(lengths, block_size, false)[s]};
+    grow_tables(one);
+    alone.push_back(GenerateTogether(*runner, one, {0}, /*chunk=*/1000, max_tokens)[0]);
+  }
+  auto runner = MakeRunner(block_size, 64);
+  std::vector<Sequence> seqs = MakeSequences(lengths, block_size, false);
+  grow_tables(seqs);
+  std::vector<Generated> together =
+      GenerateTogether(*runner, seqs, /*arrival_step=*/{0, 1, 2, 4, 6}, /*chunk=*/8, max_tokens);
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    EXPECT_EQ(alone[s].tokens, together[s].tokens) << "sequence " << s;
+    ASSERT_EQ(alone[s].logits.size(), together[s].logits.size()) << "sequence " << s;
+    for (size_t t = 0; t < alone[s].logits.size(); ++t) {
+      EXPECT_TRUE(BitIdentical(alone[s].logits[t], together[s].logits[t]))
+          << "sequence " << s << " token " << t;
+    }
+  }
+}
+
 TEST_F(CpuLlamaRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
   const int length = 45;
   auto one_shot_runner = MakeRunner(16, 8);
