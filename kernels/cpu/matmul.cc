@@ -1,11 +1,9 @@
 #include "kernels/cpu/matmul.h"
 
-#include <algorithm>
-#include <cstring>
+#include <cstdint>
 #include <vector>
 
 #include "common/util/check.h"
-#include "kernels/cpu/half.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/simd_avx512.h"
@@ -23,12 +21,6 @@ struct MatmulArgs {
   float* y;  // [m, n]
   int64_t n;
 };
-
-inline uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 
 // Per-thread dequantization panel, grown on demand and reused (no allocation in steady state).
 // Cache-line aligned: its rows (k a multiple of 32) then start on a line, and 64-byte loads

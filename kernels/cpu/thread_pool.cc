@@ -115,8 +115,9 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   job_ranges_ = num_ranges;
   ranges_done_.store(0, std::memory_order_relaxed);
   const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
-  claim_.store((static_cast<uint64_t>(generation) << 32) | (static_cast<uint64_t>(num_ranges) << 16),
-               std::memory_order_release);
+  const uint64_t claim =
+      (static_cast<uint64_t>(generation) << 32) | (static_cast<uint64_t>(num_ranges) << 16);
+  claim_.store(claim, std::memory_order_release);
   generation_.store(generation, std::memory_order_release);
   generation_.notify_all();
 

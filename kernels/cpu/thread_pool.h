@@ -30,7 +30,8 @@ class ThreadPool {
   static constexpr int kRangesPerThread = 4;
   static constexpr int kSpinMicros = 50;
 
-  // Precondition: 1 <= num_threads <= 16383. Starts num_threads - 1 workers; a pool of 1 runs inline.
+  // Precondition: 1 <= num_threads <= 16383. Starts num_threads - 1 workers; a pool of 1 runs
+  // inline.
   explicit ThreadPool(int num_threads);
   ~ThreadPool();  // joins the workers
 

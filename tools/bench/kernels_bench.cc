@@ -86,7 +86,9 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
     for (const auto& s : shapes) {
       if (m == 512 && s[0] == 49152) continue;  // logits are computed for sampled rows only
       for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kQ8_0, WeightFormat::kQ4_1}) {
-        for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(f), s[0], s[1], m, threads, isa});
+        for (int64_t threads : {1, 2}) {
+          b->Args({static_cast<int64_t>(f), s[0], s[1], m, threads, isa});
+        }
       }
     }
   }
@@ -141,7 +143,8 @@ void BM_ModelMatmuls(benchmark::State& state) {
 }
 BENCHMARK(BM_ModelMatmuls)
     ->ArgNames({"fmt", "m", "thr"})
-    ->ArgsProduct({{static_cast<int64_t>(WeightFormat::kF32), static_cast<int64_t>(WeightFormat::kQ8_0),
+    ->ArgsProduct({{static_cast<int64_t>(WeightFormat::kF32),
+                    static_cast<int64_t>(WeightFormat::kQ8_0),
                     static_cast<int64_t>(WeightFormat::kQ4_1)},
                    {1, 8},
                    {1, 2}})

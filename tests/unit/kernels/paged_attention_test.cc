@@ -108,7 +108,8 @@ class CpuPagedAttentionTest : public ::testing::TestWithParam<Isa> {};
 TEST_P(CpuPagedAttentionTest, MatchesContiguousReference) {
   ThreadPool pool(2);
   // SmolLM2's 9/3 heads; block size 1; MHA with an odd head_dim; MQA; head_dim > 64 not a
-  // multiple of 16; GQA groups split for the grouped kernels (7 -> 4 + 3, head_dim 128: 4 -> 2 + 2).
+  // multiple of 16; GQA groups split for the grouped kernels (7 -> 4 + 3; head_dim 128:
+  // 4 -> 2 + 2).
   const Geometry geometries[] = {{9, 3, 64, 16}, {9, 3, 64, 1},  {4, 4, 24, 5},  {8, 1, 16, 16},
                                  {2, 2, 100, 3}, {14, 2, 64, 16}, {8, 2, 128, 7}};
   uint64_t seed = 1;

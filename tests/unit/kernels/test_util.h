@@ -73,8 +73,9 @@ inline OwnedWeights DequantizedCopy(const WeightView& w) {
   OwnedWeights out;
   out.bytes.resize(static_cast<size_t>(w.rows * w.cols) * sizeof(float));
   auto* f = reinterpret_cast<float*>(out.bytes.data());
-  for (int64_t r = 0; r < w.rows; ++r) DequantizeRow(w.format, w.Row(r), {f + r * w.cols,
-                                                                            static_cast<size_t>(w.cols)});
+  for (int64_t r = 0; r < w.rows; ++r) {
+    DequantizeRow(w.format, w.Row(r), {f + r * w.cols, static_cast<size_t>(w.cols)});
+  }
   out.view = WeightView{WeightFormat::kF32, out.bytes.data(), w.rows, w.cols};
   return out;
 }

@@ -31,7 +31,9 @@ std::vector<double> Softmax(const std::vector<float>& logits, double temperature
   for (float v : logits) max = std::max(max, double{v});
   std::vector<double> p(logits.size());
   double sum = 0;
-  for (size_t i = 0; i < logits.size(); ++i) sum += p[i] = std::exp((logits[i] - max) / temperature);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    sum += p[i] = std::exp((logits[i] - max) / temperature);
+  }
   for (double& v : p) v /= sum;
   return p;
 }
@@ -233,7 +235,8 @@ TEST(TopIdsTest, MatchesStableSortWithTies) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((i * 7919) % 10);
   std::vector<int32_t> all(values.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-  std::stable_sort(all.begin(), all.end(), [&](int32_t a, int32_t b) { return values[a] > values[b]; });
+  std::stable_sort(all.begin(), all.end(),
+                   [&](int32_t a, int32_t b) { return values[a] > values[b]; });
   for (size_t k : {size_t{0}, size_t{1}, size_t{5}, size_t{50}, values.size()}) {
     std::vector<int32_t> top;
     TopIds(values, k, &top);
@@ -273,7 +276,8 @@ TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
       "temperature must be a finite number >= 0 (0 = greedy), got -0.1");
   add("nan temperature", [&](auto& p) { p.temperature = nan; }, "temperature must be");
   add("inf temperature", [](auto& p) { p.temperature = kInf; }, "temperature must be");
-  add("negative top_k", [](auto& p) { p.top_k = -1; }, "top_k must be >= 0 (0 disables it), got -1");
+  add("negative top_k", [](auto& p) { p.top_k = -1; },
+      "top_k must be >= 0 (0 disables it), got -1");
   add("top_p above 1", [](auto& p) { p.top_p = 1.5f; }, "top_p must be in (0, 1], got 1.5");
   add("top_p zero", [](auto& p) { p.top_p = 0.0f; }, "top_p must be in (0, 1], got 0");
   add("nan top_p", [&](auto& p) { p.top_p = nan; }, "top_p must be in (0, 1], got nan");
