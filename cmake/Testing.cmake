@@ -15,6 +15,8 @@ function(tessera_add_test name)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
+  # A list would be split into separate property arguments; escape it into one LABELS value.
+  string(REPLACE ";" "\\;" labels "${labels}")
   gtest_discover_tests(${name}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
     TEST_PREFIX "${ARG_TEST_PREFIX}"

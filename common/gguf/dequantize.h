@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/gguf/ggml_type.h"
+#include "common/util/half.h"
 
 namespace tessera::gguf {
 
@@ -28,10 +29,10 @@ absl::StatusOr<std::vector<float>> DequantizeToF32(GgmlType type, std::span<cons
 // `src.size()` must be a multiple of the block size. UNIMPLEMENTED for unsupported types.
 absl::StatusOr<std::vector<uint8_t>> QuantizeFromF32(GgmlType type, std::span<const float> src);
 
-// IEEE half / bfloat16 conversions (round-to-nearest-even on the way down).
-float HalfToFloat(uint16_t h);
-uint16_t FloatToHalf(float f);
-float Bf16ToFloat(uint16_t b);
-uint16_t FloatToBf16(float f);
+// IEEE half / bfloat16 conversions (common/util/half.h).
+using util::Bf16ToFloat;
+using util::FloatToBf16;
+using util::FloatToHalf;
+using util::HalfToFloat;
 
 }  // namespace tessera::gguf

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
 
 namespace tessera::model {
 namespace {
@@ -61,37 +62,28 @@ int VocabSizeFromTokenizer(const gguf::GgufFile& file) {
 
 absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
   ModelConfig config;
-  absl::StatusOr<std::string> arch = file.GetString("general.architecture");
-  if (!arch.ok()) return arch.status();
-  config.architecture = *arch;
+  TESSERA_ASSIGN_OR_RETURN(config.architecture, file.GetString("general.architecture"));
   config.name = file.GetString("general.name").value_or("");
   const std::string p = config.architecture + ".";
 
-#define TESSERA_ASSIGN_OR_RETURN_INT(field, ...)                    \
-  {                                                                 \
-    absl::StatusOr<int> value = ReadPositiveInt(file, __VA_ARGS__); \
-    if (!value.ok()) return value.status();                         \
-    config.field = *value;                                          \
-  }
-  TESSERA_ASSIGN_OR_RETURN_INT(num_layers, p + "block_count");
-  TESSERA_ASSIGN_OR_RETURN_INT(hidden_size, p + "embedding_length");
-  TESSERA_ASSIGN_OR_RETURN_INT(ffn_size, p + "feed_forward_length");
-  TESSERA_ASSIGN_OR_RETURN_INT(num_heads, p + "attention.head_count");
-  TESSERA_ASSIGN_OR_RETURN_INT(num_kv_heads, p + "attention.head_count_kv", config.num_heads);
-  TESSERA_ASSIGN_OR_RETURN_INT(head_dim, p + "attention.key_length",
-                               config.hidden_size / config.num_heads);
-  TESSERA_ASSIGN_OR_RETURN_INT(rope_dim, p + "rope.dimension_count", config.head_dim);
-  TESSERA_ASSIGN_OR_RETURN_INT(context_length, p + "context_length");
-  TESSERA_ASSIGN_OR_RETURN_INT(vocab_size, p + "vocab_size", VocabSizeFromTokenizer(file));
-#undef TESSERA_ASSIGN_OR_RETURN_INT
-
-  absl::StatusOr<double> theta = ReadPositiveFloat(file, p + "rope.freq_base", 10000.0);
-  if (!theta.ok()) return theta.status();
-  config.rope_theta = *theta;
-  absl::StatusOr<double> eps =
-      ReadPositiveFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5);
-  if (!eps.ok()) return eps.status();
-  config.rms_norm_eps = *eps;
+  TESSERA_ASSIGN_OR_RETURN(config.num_layers, ReadPositiveInt(file, p + "block_count"));
+  TESSERA_ASSIGN_OR_RETURN(config.hidden_size, ReadPositiveInt(file, p + "embedding_length"));
+  TESSERA_ASSIGN_OR_RETURN(config.ffn_size, ReadPositiveInt(file, p + "feed_forward_length"));
+  TESSERA_ASSIGN_OR_RETURN(config.num_heads, ReadPositiveInt(file, p + "attention.head_count"));
+  TESSERA_ASSIGN_OR_RETURN(config.num_kv_heads,
+                           ReadPositiveInt(file, p + "attention.head_count_kv", config.num_heads));
+  TESSERA_ASSIGN_OR_RETURN(config.head_dim,
+                           ReadPositiveInt(file, p + "attention.key_length",
+                                           config.hidden_size / config.num_heads));
+  TESSERA_ASSIGN_OR_RETURN(config.rope_dim,
+                           ReadPositiveInt(file, p + "rope.dimension_count", config.head_dim));
+  TESSERA_ASSIGN_OR_RETURN(config.context_length, ReadPositiveInt(file, p + "context_length"));
+  TESSERA_ASSIGN_OR_RETURN(config.vocab_size, ReadPositiveInt(file, p + "vocab_size",
+                                                              VocabSizeFromTokenizer(file)));
+  TESSERA_ASSIGN_OR_RETURN(config.rope_theta,
+                           ReadPositiveFloat(file, p + "rope.freq_base", 10000.0));
+  TESSERA_ASSIGN_OR_RETURN(config.rms_norm_eps,
+                           ReadPositiveFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5));
   config.tied_embeddings = file.FindTensor("output.weight") == nullptr;
 
   if (absl::Status status = CheckHeadGeometry(config); !status.ok()) return status;

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "common/util/check.h"
-#include "kernels/cpu/half.h"
+#include "common/util/half.h"
 
 namespace tessera::kernels::cpu {
 namespace {
@@ -22,7 +22,7 @@ Block LoadBlock(const uint8_t* p) {  // blocks inside GGUF rows are not aligned
 void DequantizeQ8_0(const uint8_t* row, int64_t num_blocks, float* out) {
   for (int64_t b = 0; b < num_blocks; ++b) {
     const auto block = LoadBlock<BlockQ8_0>(row + b * sizeof(BlockQ8_0));
-    const float d = HalfToFloat(block.d);
+    const float d = util::HalfToFloat(block.d);
     for (int j = 0; j < kQuantBlockSize; ++j) {
       out[b * kQuantBlockSize + j] = d * static_cast<float>(block.qs[j]);
     }
@@ -32,7 +32,7 @@ void DequantizeQ8_0(const uint8_t* row, int64_t num_blocks, float* out) {
 void DequantizeQ4_0(const uint8_t* row, int64_t num_blocks, float* out) {
   for (int64_t b = 0; b < num_blocks; ++b) {
     const auto block = LoadBlock<BlockQ4_0>(row + b * sizeof(BlockQ4_0));
-    const float d = HalfToFloat(block.d);
+    const float d = util::HalfToFloat(block.d);
     float* dst = out + b * kQuantBlockSize;
     for (int j = 0; j < kHalfBlock; ++j) {
       dst[j] = d * static_cast<float>((block.qs[j] & 0x0F) - 8);
@@ -44,8 +44,8 @@ void DequantizeQ4_0(const uint8_t* row, int64_t num_blocks, float* out) {
 void DequantizeQ4_1(const uint8_t* row, int64_t num_blocks, float* out) {
   for (int64_t b = 0; b < num_blocks; ++b) {
     const auto block = LoadBlock<BlockQ4_1>(row + b * sizeof(BlockQ4_1));
-    const float d = HalfToFloat(block.d);
-    const float m = HalfToFloat(block.m);
+    const float d = util::HalfToFloat(block.d);
+    const float m = util::HalfToFloat(block.m);
     float* dst = out + b * kQuantBlockSize;
     for (int j = 0; j < kHalfBlock; ++j) {
       const float lo = d * static_cast<float>(block.qs[j] & 0x0F);  // exact
@@ -77,7 +77,7 @@ void DequantizeRow(WeightFormat format, const void* row, std::span<float> out) {
       for (int64_t i = 0; i < k; ++i) {
         uint16_t h;
         std::memcpy(&h, bytes + 2 * i, sizeof(h));
-        out[i] = format == WeightFormat::kF16 ? HalfToFloat(h) : Bf16ToFloat(h);
+        out[i] = format == WeightFormat::kF16 ? util::HalfToFloat(h) : util::Bf16ToFloat(h);
       }
       return;
     case WeightFormat::kQ8_0:
@@ -86,69 +86,6 @@ void DequantizeRow(WeightFormat format, const void* row, std::span<float> out) {
       return DequantizeQ4_0(bytes, k / block, out.data());
     case WeightFormat::kQ4_1:
       return DequantizeQ4_1(bytes, k / block, out.data());
-  }
-}
-
-void QuantizeRowQ8_0(std::span<const float> x, std::span<BlockQ8_0> out) {
-  CheckBlocks(x.size(), out.size());
-  for (size_t b = 0; b < x.size() / kQuantBlockSize; ++b) {
-    const float* v = x.data() + b * kQuantBlockSize;
-    float amax = 0.0f;
-    for (int j = 0; j < kQuantBlockSize; ++j) amax = std::max(amax, std::fabs(v[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = FloatToHalf(d);
-    for (int j = 0; j < kQuantBlockSize; ++j) {
-      out[b].qs[j] = static_cast<int8_t>(std::round(v[j] * id));
-    }
-  }
-}
-
-void QuantizeRowQ4_0(std::span<const float> x, std::span<BlockQ4_0> out) {
-  CheckBlocks(x.size(), out.size());
-  for (size_t b = 0; b < x.size() / kQuantBlockSize; ++b) {
-    const float* v = x.data() + b * kQuantBlockSize;
-    float amax = 0.0f;
-    float max = 0.0f;  // the value with the largest magnitude, sign kept
-    for (int j = 0; j < kQuantBlockSize; ++j) {
-      if (std::fabs(v[j]) > amax) {
-        amax = std::fabs(v[j]);
-        max = v[j];
-      }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = FloatToHalf(d);
-    for (int j = 0; j < kHalfBlock; ++j) {
-      const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(v[j] * id + 8.5f)));
-      const int hi =
-          std::min(15, static_cast<int>(static_cast<int8_t>(v[j + kHalfBlock] * id + 8.5f)));
-      out[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-  }
-}
-
-void QuantizeRowQ4_1(std::span<const float> x, std::span<BlockQ4_1> out) {
-  CheckBlocks(x.size(), out.size());
-  for (size_t b = 0; b < x.size() / kQuantBlockSize; ++b) {
-    const float* v = x.data() + b * kQuantBlockSize;
-    float min = v[0];
-    float max = v[0];
-    for (int j = 1; j < kQuantBlockSize; ++j) {
-      min = std::min(min, v[j]);
-      max = std::max(max, v[j]);
-    }
-    const float d = (max - min) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = FloatToHalf(d);
-    out[b].m = FloatToHalf(min);
-    for (int j = 0; j < kHalfBlock; ++j) {
-      const int lo =
-          std::min(15, static_cast<int>(static_cast<int8_t>((v[j] - min) * id + 0.5f)));
-      const int hi = std::min(
-          15, static_cast<int>(static_cast<int8_t>((v[j + kHalfBlock] - min) * id + 0.5f)));
-      out[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
   }
 }
 

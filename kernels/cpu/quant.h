@@ -38,9 +38,5 @@ static_assert(sizeof(BlockQ4_1) == 20);
 // Precondition: k % FormatBlockElements(format) == 0, out.size() >= k.
 void DequantizeRow(WeightFormat format, const void* row, std::span<float> out);
 
-// Quantizes x (size a multiple of 32) into blocks, ggml reference rounding.
-void QuantizeRowQ8_0(std::span<const float> x, std::span<BlockQ8_0> out);
-void QuantizeRowQ4_0(std::span<const float> x, std::span<BlockQ4_0> out);
-void QuantizeRowQ4_1(std::span<const float> x, std::span<BlockQ4_1> out);
 
 }  // namespace tessera::kernels::cpu

@@ -21,7 +21,7 @@ struct F32x16 {
   __m256 hi;  // lanes 8-15
 };
 
-// f16 bits -> float with F16C (exact; same value as HalfToFloat in half.h).
+// f16 bits -> float with F16C (exact; same value as util::HalfToFloat in common/util/half.h).
 TESSERA_SIMD_INLINE float HalfBitsToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
 TESSERA_SIMD_INLINE F32x16 Set1(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }

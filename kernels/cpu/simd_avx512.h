@@ -20,7 +20,7 @@ struct F32x16 {
   __m512 v;
 };
 
-// f16 bits -> float with F16C (exact; same value as HalfToFloat in half.h).
+// f16 bits -> float with F16C (exact; same value as util::HalfToFloat in common/util/half.h).
 TESSERA_SIMD_INLINE float HalfBitsToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
 TESSERA_SIMD_INLINE F32x16 Set1(float a) { return {_mm512_set1_ps(a)}; }

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/half.h"
+#include "common/util/half.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace tessera::kernels::cpu::scalar {
@@ -20,7 +20,7 @@ struct F32x16 {
   float v[16];
 };
 
-TESSERA_SIMD_INLINE float HalfBitsToFloat(uint16_t h) { return HalfToFloat(h); }
+TESSERA_SIMD_INLINE float HalfBitsToFloat(uint16_t h) { return util::HalfToFloat(h); }
 
 TESSERA_SIMD_INLINE F32x16 Set1(float a);
 // The two f16 values at p and p + 2, each converted (exactly) and broadcast. Reads 4 bytes.
@@ -35,8 +35,8 @@ TESSERA_SIMD_INLINE F32x16 Zero() { return Set1(0.0f); }
 TESSERA_SIMD_INLINE void BroadcastHalfPair(const uint8_t* p, F32x16* a, F32x16* b) {
   uint16_t h[2];
   std::memcpy(h, p, sizeof(h));
-  *a = Set1(HalfToFloat(h[0]));
-  *b = Set1(HalfToFloat(h[1]));
+  *a = Set1(util::HalfToFloat(h[0]));
+  *b = Set1(util::HalfToFloat(h[1]));
 }
 TESSERA_SIMD_INLINE F32x16 Load(const float* p) {
   F32x16 r;

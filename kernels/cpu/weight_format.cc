@@ -22,6 +22,30 @@ std::string_view WeightFormatName(WeightFormat format) {
   return "unknown";
 }
 
+gguf::GgmlType ToGgmlType(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32: return gguf::GgmlType::kF32;
+    case WeightFormat::kF16: return gguf::GgmlType::kF16;
+    case WeightFormat::kBF16: return gguf::GgmlType::kBF16;
+    case WeightFormat::kQ8_0: return gguf::GgmlType::kQ8_0;
+    case WeightFormat::kQ4_0: return gguf::GgmlType::kQ4_0;
+    case WeightFormat::kQ4_1: return gguf::GgmlType::kQ4_1;
+  }
+  TESSERA_CHECK(false, "ToGgmlType: not a WeightFormat value");
+}
+
+std::optional<WeightFormat> WeightFormatFromGgml(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kF32: return WeightFormat::kF32;
+    case gguf::GgmlType::kF16: return WeightFormat::kF16;
+    case gguf::GgmlType::kBF16: return WeightFormat::kBF16;
+    case gguf::GgmlType::kQ8_0: return WeightFormat::kQ8_0;
+    case gguf::GgmlType::kQ4_0: return WeightFormat::kQ4_0;
+    case gguf::GgmlType::kQ4_1: return WeightFormat::kQ4_1;
+    default: return std::nullopt;
+  }
+}
+
 int64_t FormatBlockElements(WeightFormat format) {
   switch (format) {
     case WeightFormat::kF32:

@@ -4,9 +4,13 @@
 // block formats each row is k / 32 consecutive blocks (see quant.h for the block layouts).
 #pragma once
 
+#include <optional>
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "common/gguf/ggml_type.h"
 
 namespace tessera::kernels::cpu {
 
@@ -22,6 +26,11 @@ enum class WeightFormat {
 inline constexpr int kQuantBlockSize = 32;
 
 std::string_view WeightFormatName(WeightFormat format);
+
+// The GGUF tensor type with the same encoding.
+gguf::GgmlType ToGgmlType(WeightFormat format);
+// The kernel format for a GGUF tensor type; nullopt for types the kernels do not read directly.
+std::optional<WeightFormat> WeightFormatFromGgml(gguf::GgmlType type);
 
 // Elements per block (1 for plain formats).
 int64_t FormatBlockElements(WeightFormat format);

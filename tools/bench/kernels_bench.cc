@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "common/gguf/dequantize.h"
 #include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
@@ -33,20 +34,8 @@ struct BenchWeights {
 BenchWeights MakeBenchWeights(WeightFormat format, int64_t n, int64_t k) {
   const auto f = RandomFloats(static_cast<size_t>(n * k), 1);
   BenchWeights w;
-  const size_t row_bytes = RowBytes(format, k);
-  w.bytes.resize(row_bytes * n);
-  for (int64_t r = 0; r < n; ++r) {
-    std::span<const float> src(f.data() + r * k, k);
-    void* dst = w.bytes.data() + r * row_bytes;
-    const size_t blocks = static_cast<size_t>(k / kQuantBlockSize);
-    if (format == WeightFormat::kQ8_0) {
-      QuantizeRowQ8_0(src, {static_cast<BlockQ8_0*>(dst), blocks});
-    } else if (format == WeightFormat::kQ4_1) {
-      QuantizeRowQ4_1(src, {static_cast<BlockQ4_1*>(dst), blocks});
-    } else {
-      std::memcpy(dst, src.data(), row_bytes);
-    }
-  }
+  const std::vector<uint8_t> encoded = *gguf::QuantizeFromF32(ToGgmlType(format), f);
+  w.bytes.assign(encoded.begin(), encoded.end());  // 64-byte aligned copy
   w.view = WeightView{format, w.bytes.data(), n, k};
   return w;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/gguf/dequantize.h"
+#include "common/util/status_macros.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tessera::worker {
@@ -14,16 +15,6 @@ namespace {
 
 using kernels::cpu::WeightFormat;
 using kernels::cpu::WeightView;
-
-std::optional<WeightFormat> KernelFormat(gguf::GgmlType type) {
-  switch (type) {
-    case gguf::GgmlType::kF32: return WeightFormat::kF32;
-    case gguf::GgmlType::kQ8_0: return WeightFormat::kQ8_0;
-    case gguf::GgmlType::kQ4_0: return WeightFormat::kQ4_0;
-    case gguf::GgmlType::kQ4_1: return WeightFormat::kQ4_1;
-    default: return std::nullopt;
-  }
-}
 
 // Resolves tensors by name, checks their shapes and keeps the f32 copies it has to make.
 class TensorBinder {
@@ -34,7 +25,7 @@ class TensorBinder {
   absl::StatusOr<WeightView> Matrix(const std::string& name, int64_t rows, int64_t cols) {
     absl::StatusOr<const gguf::GgufTensorInfo*> info = Find(name, {cols, rows});
     if (!info.ok()) return info.status();
-    std::optional<WeightFormat> format = KernelFormat((*info)->type);
+    std::optional<WeightFormat> format = kernels::cpu::WeightFormatFromGgml((*info)->type);
     if (format.has_value() && kernels::cpu::MatmulSupportsFormat(*format)) {
       return WeightView{*format, file_.TensorData(**info).data(), rows, cols};
     }
@@ -87,32 +78,25 @@ class TensorBinder {
   LlamaWeights* weights_;
 };
 
-#define TESSERA_BIND(target, expr)          \
-  {                                         \
-    auto bound = (expr);                    \
-    if (!bound.ok()) return bound.status(); \
-    target = *bound;                        \
-  }
-
 absl::Status BindLayer(TensorBinder& binder, const model::ModelConfig& c, int index,
                        LlamaLayerWeights* layer) {
   const std::string p = absl::StrCat("blk.", index, ".");
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
   const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
-  TESSERA_BIND(layer->attn_norm, binder.Vector(p + "attn_norm.weight", c.hidden_size));
-  TESSERA_BIND(layer->wq, binder.Matrix(p + "attn_q.weight", q_dim, c.hidden_size));
-  TESSERA_BIND(layer->wk, binder.Matrix(p + "attn_k.weight", kv_dim, c.hidden_size));
-  TESSERA_BIND(layer->wv, binder.Matrix(p + "attn_v.weight", kv_dim, c.hidden_size));
-  TESSERA_BIND(layer->wo, binder.Matrix(p + "attn_output.weight", c.hidden_size, q_dim));
-  TESSERA_BIND(layer->bq, binder.Vector(p + "attn_q.bias", q_dim, /*optional=*/true));
-  TESSERA_BIND(layer->bk, binder.Vector(p + "attn_k.bias", kv_dim, /*optional=*/true));
-  TESSERA_BIND(layer->bv, binder.Vector(p + "attn_v.bias", kv_dim, /*optional=*/true));
-  TESSERA_BIND(layer->q_norm, binder.Vector(p + "attn_q_norm.weight", c.head_dim, true));
-  TESSERA_BIND(layer->k_norm, binder.Vector(p + "attn_k_norm.weight", c.head_dim, true));
-  TESSERA_BIND(layer->ffn_norm, binder.Vector(p + "ffn_norm.weight", c.hidden_size));
-  TESSERA_BIND(layer->w_gate, binder.Matrix(p + "ffn_gate.weight", c.ffn_size, c.hidden_size));
-  TESSERA_BIND(layer->w_up, binder.Matrix(p + "ffn_up.weight", c.ffn_size, c.hidden_size));
-  TESSERA_BIND(layer->w_down, binder.Matrix(p + "ffn_down.weight", c.hidden_size, c.ffn_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->attn_norm, binder.Vector(p + "attn_norm.weight", c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->wq, binder.Matrix(p + "attn_q.weight", q_dim, c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->wk, binder.Matrix(p + "attn_k.weight", kv_dim, c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->wv, binder.Matrix(p + "attn_v.weight", kv_dim, c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->wo, binder.Matrix(p + "attn_output.weight", c.hidden_size, q_dim));
+  TESSERA_ASSIGN_OR_RETURN(layer->bq, binder.Vector(p + "attn_q.bias", q_dim, /*optional=*/true));
+  TESSERA_ASSIGN_OR_RETURN(layer->bk, binder.Vector(p + "attn_k.bias", kv_dim, /*optional=*/true));
+  TESSERA_ASSIGN_OR_RETURN(layer->bv, binder.Vector(p + "attn_v.bias", kv_dim, /*optional=*/true));
+  TESSERA_ASSIGN_OR_RETURN(layer->q_norm, binder.Vector(p + "attn_q_norm.weight", c.head_dim, true));
+  TESSERA_ASSIGN_OR_RETURN(layer->k_norm, binder.Vector(p + "attn_k_norm.weight", c.head_dim, true));
+  TESSERA_ASSIGN_OR_RETURN(layer->ffn_norm, binder.Vector(p + "ffn_norm.weight", c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->w_gate, binder.Matrix(p + "ffn_gate.weight", c.ffn_size, c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->w_up, binder.Matrix(p + "ffn_up.weight", c.ffn_size, c.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(layer->w_down, binder.Matrix(p + "ffn_down.weight", c.hidden_size, c.ffn_size));
   return absl::OkStatus();
 }
 
@@ -130,13 +114,13 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(const gguf::GgufF
   }
   auto weights = std::make_unique<LlamaWeights>();
   TensorBinder binder(file, weights.get());
-  TESSERA_BIND(weights->token_embd,
+  TESSERA_ASSIGN_OR_RETURN(weights->token_embd,
                binder.Matrix("token_embd.weight", config.vocab_size, config.hidden_size));
-  TESSERA_BIND(weights->output_norm, binder.Vector("output_norm.weight", config.hidden_size));
+  TESSERA_ASSIGN_OR_RETURN(weights->output_norm, binder.Vector("output_norm.weight", config.hidden_size));
   if (config.tied_embeddings) {
     weights->output = weights->token_embd;
   } else {
-    TESSERA_BIND(weights->output,
+    TESSERA_ASSIGN_OR_RETURN(weights->output,
                  binder.Matrix("output.weight", config.vocab_size, config.hidden_size));
   }
   weights->layers.resize(config.num_layers);
@@ -145,7 +129,5 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(const gguf::GgufF
   }
   return weights;
 }
-
-#undef TESSERA_BIND
 
 }  // namespace tessera::worker

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/embedding.h"
-#include "kernels/cpu/half.h"
+#include "common/util/half.h"
 #include "kernels/cpu/quant.h"
 #include "tests/unit/kernels/test_util.h"
 
@@ -17,35 +17,35 @@ using testing::MakeWeights;
 using testing::RandomVector;
 
 TEST(CpuHalfTest, KnownValues) {
-  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
-  EXPECT_EQ(HalfToFloat(0xC000), -2.0f);
-  EXPECT_EQ(HalfToFloat(0x7BFF), 65504.0f);
-  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
-  EXPECT_TRUE(std::isinf(HalfToFloat(0x7C00)));
-  EXPECT_TRUE(std::isnan(HalfToFloat(0x7E00)));
-  EXPECT_TRUE(std::signbit(HalfToFloat(0x8000)));
-  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // rounds to inf
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // ties to even: 0
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 ulp -> 2
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(3.0f, -11)), 0x3C02);  // tie -> even (up)
-  EXPECT_EQ(Bf16ToFloat(0x3F80), 1.0f);
+  EXPECT_EQ(util::HalfToFloat(0x3C00), 1.0f);
+  EXPECT_EQ(util::HalfToFloat(0xC000), -2.0f);
+  EXPECT_EQ(util::HalfToFloat(0x7BFF), 65504.0f);
+  EXPECT_EQ(util::HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(util::HalfToFloat(0x0400), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_TRUE(std::isinf(util::HalfToFloat(0x7C00)));
+  EXPECT_TRUE(std::isnan(util::HalfToFloat(0x7E00)));
+  EXPECT_TRUE(std::signbit(util::HalfToFloat(0x8000)));
+  EXPECT_EQ(util::FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(util::FloatToHalf(65504.0f), 0x7BFF);
+  EXPECT_EQ(util::FloatToHalf(65520.0f), 0x7C00);  // rounds to inf
+  EXPECT_EQ(util::FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // ties to even: 0
+  EXPECT_EQ(util::FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 ulp -> 2
+  EXPECT_EQ(util::FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
+  EXPECT_EQ(util::FloatToHalf(1.0f + std::ldexp(3.0f, -11)), 0x3C02);  // tie -> even (up)
+  EXPECT_EQ(util::Bf16ToFloat(0x3F80), 1.0f);
 }
 
 TEST(CpuHalfTest, EveryHalfRoundTrips) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    const float f = util::HalfToFloat(static_cast<uint16_t>(h));
     if (std::isnan(f)) continue;
-    EXPECT_EQ(FloatToHalf(f), h) << std::hex << h;
+    EXPECT_EQ(util::FloatToHalf(f), h) << std::hex << h;
   }
 }
 
 TEST(CpuQuantTest, Q8_0LayoutAndValues) {
   BlockQ8_0 block{};
-  block.d = FloatToHalf(0.5f);
+  block.d = util::FloatToHalf(0.5f);
   for (int j = 0; j < 32; ++j) block.qs[j] = static_cast<int8_t>(j - 16);
   std::vector<float> out(32);
   DequantizeRow(WeightFormat::kQ8_0, &block, out);
@@ -55,8 +55,8 @@ TEST(CpuQuantTest, Q8_0LayoutAndValues) {
 TEST(CpuQuantTest, Q4_1NibbleOrder) {
   // Element j < 16 is the low nibble of byte j, element j + 16 the high nibble.
   BlockQ4_1 block{};
-  block.d = FloatToHalf(2.0f);
-  block.m = FloatToHalf(-1.0f);
+  block.d = util::FloatToHalf(2.0f);
+  block.m = util::FloatToHalf(-1.0f);
   for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>((j & 0xF) | ((15 - j) << 4));
   std::vector<float> out(32);
   DequantizeRow(WeightFormat::kQ4_1, &block, out);
@@ -68,7 +68,7 @@ TEST(CpuQuantTest, Q4_1NibbleOrder) {
 
 TEST(CpuQuantTest, Q4_0Values) {
   BlockQ4_0 block{};
-  block.d = FloatToHalf(0.25f);
+  block.d = util::FloatToHalf(0.25f);
   for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(j | (j << 4));
   std::vector<float> out(32);
   DequantizeRow(WeightFormat::kQ4_0, &block, out);

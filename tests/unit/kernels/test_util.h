@@ -2,6 +2,9 @@
 // tolerance checks.
 #pragma once
 
+#include "common/gguf/dequantize.h"
+#include "common/util/check.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -44,26 +47,9 @@ struct OwnedWeights {
 inline OwnedWeights MakeWeights(WeightFormat format, int64_t rows, int64_t cols, uint64_t seed) {
   const std::vector<float> f = RandomVector(static_cast<size_t>(rows * cols), seed);
   OwnedWeights w;
-  w.bytes.resize(RowBytes(format, cols) * rows);
-  const size_t row_bytes = RowBytes(format, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::span<const float> src(f.data() + r * cols, cols);
-    uint8_t* dst = w.bytes.data() + r * row_bytes;
-    const size_t blocks = static_cast<size_t>(cols / kQuantBlockSize);
-    switch (format) {
-      case WeightFormat::kQ8_0:
-        QuantizeRowQ8_0(src, {reinterpret_cast<BlockQ8_0*>(dst), blocks});
-        break;
-      case WeightFormat::kQ4_0:
-        QuantizeRowQ4_0(src, {reinterpret_cast<BlockQ4_0*>(dst), blocks});
-        break;
-      case WeightFormat::kQ4_1:
-        QuantizeRowQ4_1(src, {reinterpret_cast<BlockQ4_1*>(dst), blocks});
-        break;
-      default:
-        std::memcpy(dst, src.data(), row_bytes);
-    }
-  }
+  auto encoded = gguf::QuantizeFromF32(ToGgmlType(format), f);  // ggml reference rounding
+  TESSERA_CHECK(encoded.ok(), "MakeWeights: format has no reference encoder");
+  w.bytes = std::move(*encoded);
   w.view = WeightView{format, w.bytes.data(), rows, cols};
   return w;
 }
