@@ -1,0 +1,68 @@
+// Loading llama-family weights: the tiny generated model (F32/F16/Q8_0/Q4_1 tensors, so both
+// the mmapped and the dequantized-at-load paths), and rejection of what we cannot run.
+#include "worker/cpu/llama_weights.h"
+
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/gguf/gguf_writer.h"
+#include "tools/convert/tiny_model.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/loaded_model.h"
+#include "worker/offline_generation.h"
+
+namespace tessera::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(LlamaWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
+  const std::string path = (std::filesystem::path(testing::TempDir()) / "weights_tiny.gguf");
+  ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 2, .seed = 5}, path).ok());
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // F16 matrices are dequantized at load; the quantized ones stay in the file.
+  EXPECT_GT((*model)->weights->num_dequantized_bytes, 0);
+  kernels::cpu::ThreadPool pool(2);
+  auto generate = [&] {
+    CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
+                          {.block_size = 4, .num_kv_blocks = 16});
+    GenerationRequest request{.prompt = {5, 6, 7, 8, 9}, .max_tokens = 10};
+    request.sampling.temperature = 0.0f;
+    auto result = GenerateOffline(runner, request, nullptr);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->tokens : std::vector<int32_t>{};
+  };
+  const std::vector<int32_t> first = generate();
+  EXPECT_EQ(first.size(), 10u);
+  EXPECT_EQ(first, generate());
+}
+
+TEST(LlamaWeightsTest, RejectsUnsupportedArchitectureByName) {
+  gguf::GgufWriter writer;
+  writer.AddString("general.architecture", "mamba");
+  auto file = gguf::GgufFile::FromBuffer(writer.Serialize());
+  ASSERT_TRUE(file.ok());
+  model::ModelConfig config{.architecture = "mamba"};
+  auto weights = LoadLlamaWeights(**file, config);
+  EXPECT_EQ(weights.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(weights.status().message(), HasSubstr("'mamba'"));
+}
+
+TEST(LlamaWeightsTest, MissingTensorIsNamed) {
+  gguf::GgufWriter writer;
+  writer.AddString("general.architecture", "llama");
+  auto file = gguf::GgufFile::FromBuffer(writer.Serialize());
+  ASSERT_TRUE(file.ok());
+  model::ModelConfig config{.architecture = "llama", .num_layers = 1, .hidden_size = 32,
+                            .ffn_size = 32, .num_heads = 1, .num_kv_heads = 1, .head_dim = 32,
+                            .vocab_size = 10};
+  auto weights = LoadLlamaWeights(**file, config);
+  EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(weights.status().message(), HasSubstr("token_embd.weight"));
+}
+
+}  // namespace
+}  // namespace tessera::worker
