@@ -1,5 +1,6 @@
 #include "common/model/model_config.h"
 
+#include <cmath>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -25,16 +26,79 @@ absl::StatusOr<int> ReadPositiveInt(const gguf::GgufFile& file, const std::strin
   return static_cast<int>(*value);
 }
 
+// Reads a finite, positive float key; `fallback` if the key is absent.
 absl::StatusOr<double> ReadPositiveFloat(const gguf::GgufFile& file, const std::string& key,
                                          double fallback) {
   if (!file.HasKey(key)) return fallback;
   absl::StatusOr<double> value = file.GetFloat(key);
   if (!value.ok()) return value.status();
-  if (!(*value > 0)) {
+  if (!std::isfinite(*value) || !(*value > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("model metadata '", key, "' = ", *value, " must be positive"));
+        absl::StrCat("model metadata '", key, "' = ", *value, " must be finite and positive"));
   }
   return *value;
+}
+
+absl::StatusOr<RopeScalingType> ReadRopeScalingType(const gguf::GgufFile& file,
+                                                    const std::string& key) {
+  absl::StatusOr<std::string> name = file.GetString(key);
+  if (!name.ok()) return name.status();
+  for (RopeScalingType type :
+       {RopeScalingType::kNone, RopeScalingType::kLinear, RopeScalingType::kYarn}) {
+    if (*name == RopeScalingTypeName(type)) return type;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("model metadata '", key, "' = '", *name,
+                                                 "' is not supported (supported: none, linear, "
+                                                 "yarn)"));
+}
+
+// llama.cpp's reading of the scaling keys (llama_model::load_hparams and the llama_context
+// defaults): an absent type means "linear", which with an absent factor is no scaling; the
+// factor comes from rope.scaling.factor, else the older rope.scale_linear; "none" ignores it.
+absl::StatusOr<RopeScaling> ReadRopeScaling(const gguf::GgufFile& file, const std::string& p,
+                                            int context_length) {
+  RopeScaling s;
+  const std::string factor_key = file.HasKey(p + "rope.scaling.factor")
+                                     ? p + "rope.scaling.factor"
+                                     : p + "rope.scale_linear";
+  TESSERA_ASSIGN_OR_RETURN(s.factor, ReadPositiveFloat(file, factor_key, 1.0));
+  if (file.HasKey(p + "rope.scaling.type")) {
+    TESSERA_ASSIGN_OR_RETURN(s.type, ReadRopeScalingType(file, p + "rope.scaling.type"));
+  } else {
+    s.type = s.factor != 1.0 ? RopeScalingType::kLinear : RopeScalingType::kNone;
+  }
+  if (s.type == RopeScalingType::kNone) s.factor = 1.0;
+  // The kernels use the factor as f32 and invert it: both must stay finite and non-zero.
+  const float factor_f32 = static_cast<float>(s.factor);
+  if (!std::isfinite(factor_f32) || factor_f32 <= 0.0f || !std::isfinite(1.0f / factor_f32)) {
+    return absl::InvalidArgumentError(absl::StrCat("model metadata '", factor_key, "' = ",
+                                                   s.factor, " is out of the float32 range"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      s.original_context_length,
+      ReadPositiveInt(file, p + "rope.scaling.original_context_length", context_length));
+  TESSERA_ASSIGN_OR_RETURN(s.attn_factor,
+                           ReadPositiveFloat(file, p + "rope.scaling.attn_factor", 1.0));
+  TESSERA_ASSIGN_OR_RETURN(s.yarn_beta_fast,
+                           ReadPositiveFloat(file, p + "rope.scaling.yarn_beta_fast", 32.0));
+  TESSERA_ASSIGN_OR_RETURN(s.yarn_beta_slow,
+                           ReadPositiveFloat(file, p + "rope.scaling.yarn_beta_slow", 1.0));
+  return s;
+}
+
+// The RoPE kernels rotate pairs of a head's leading dimensions, and YaRN divides by ln(theta).
+absl::Status CheckRopeGeometry(const ModelConfig& config, const std::string& p) {
+  if (config.rope_dim % 2 != 0 || config.rope_dim > config.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("model metadata '", p,
+                                                   "rope.dimension_count' = ", config.rope_dim,
+                                                   " must be even and at most the head dim ",
+                                                   config.head_dim));
+  }
+  if (config.rope_scaling.type == RopeScalingType::kYarn && config.rope_theta == 1.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model metadata '", p, "rope.freq_base' = 1 is invalid with YaRN scaling"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckHeadGeometry(const ModelConfig& config) {
@@ -60,6 +124,18 @@ int VocabSizeFromTokenizer(const gguf::GgufFile& file) {
 
 }  // namespace
 
+std::string_view RopeScalingTypeName(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kYarn:
+      return "yarn";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
   ModelConfig config;
   TESSERA_ASSIGN_OR_RETURN(config.architecture, file.GetString("general.architecture"));
@@ -82,11 +158,14 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
                                                               VocabSizeFromTokenizer(file)));
   TESSERA_ASSIGN_OR_RETURN(config.rope_theta,
                            ReadPositiveFloat(file, p + "rope.freq_base", 10000.0));
+  TESSERA_ASSIGN_OR_RETURN(config.rope_scaling,
+                           ReadRopeScaling(file, p, config.context_length));
   TESSERA_ASSIGN_OR_RETURN(config.rms_norm_eps,
                            ReadPositiveFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5));
   config.tied_embeddings = file.FindTensor("output.weight") == nullptr;
 
   if (absl::Status status = CheckHeadGeometry(config); !status.ok()) return status;
+  if (absl::Status status = CheckRopeGeometry(config, p); !status.ok()) return status;
   return config;
 }
 

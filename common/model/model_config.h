@@ -4,11 +4,38 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf_file.h"
 
 namespace tessera::model {
+
+// How positions are stretched to reach past the trained context (llama.cpp's
+// llama_rope_scaling_type; "longrope" is not supported).
+enum class RopeScalingType {
+  kNone,    // plain RoPE
+  kLinear,  // position interpolation: angles use pos / factor
+  kYarn,    // YaRN: per-pair ramp between interpolated and original angles, plus a magnitude scale
+};
+
+std::string_view RopeScalingTypeName(RopeScalingType type);  // "none", "linear", "yarn"
+
+// The `{arch}.rope.scaling.*` description, with llama.cpp's defaults for absent keys.
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;  // rope.scaling.type
+  // rope.scaling.factor, else the legacy rope.scale_linear; 1 when absent, and forced to 1 for
+  // kNone (llama.cpp never scales when the type is "none"). Angles use freq_scale = 1 / factor.
+  double factor = 1.0;
+  // rope.scaling.original_context_length: the context the model was trained on before
+  // extension; YaRN places its ramp with it. Defaults to context_length.
+  int original_context_length = 0;
+  double attn_factor = 1.0;     // rope.scaling.attn_factor: extra multiplier on cos/sin
+  double yarn_beta_fast = 32.0;  // rope.scaling.yarn_beta_fast: pairs rotating more than this
+                                 // many times over the original context are not interpolated
+  double yarn_beta_slow = 1.0;   // rope.scaling.yarn_beta_slow: pairs rotating fewer times are
+                                 // fully interpolated
+};
 
 struct ModelConfig {
   std::string architecture;       // general.architecture, e.g. "llama"
@@ -23,12 +50,14 @@ struct ModelConfig {
   int context_length = 0;         // {arch}.context_length
   int vocab_size = 0;             // {arch}.vocab_size, else the tokenizer's token count
   double rope_theta = 10000.0;    // {arch}.rope.freq_base
+  RopeScaling rope_scaling;       // {arch}.rope.scaling.* (and rope.scale_linear)
   double rms_norm_eps = 1e-5;     // {arch}.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;   // no separate output.weight tensor
 };
 
 // INVALID_ARGUMENT naming the key when a required key is missing or a value is out of range
-// (non-positive sizes, heads not dividing hidden, kv heads not dividing heads).
+// (non-positive sizes, heads not dividing hidden, kv heads not dividing heads, non-finite or
+// non-positive floats, an unsupported rope.scaling.type).
 absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file);
 
 }  // namespace tessera::model

@@ -29,7 +29,30 @@ void PrintFileFacts(const std::string& path, const gguf::GgufFile& file) {
                                      file.file_size()));
 }
 
-void PrintHyperParameters(const model::ModelConfig& c) {
+// Only when the model scales RoPE, so unscaled models print what they always did.
+void PrintRopeScaling(const model::ModelConfig& c) {
+  const model::RopeScaling& s = c.rope_scaling;
+  if (s.type == model::RopeScalingType::kNone) return;
+  std::string text =
+      absl::StrFormat("%s, factor %g", model::RopeScalingTypeName(s.type), s.factor);
+  if (s.type == model::RopeScalingType::kYarn) {
+    absl::StrAppendFormat(&text, ", original context %d, beta fast %g / slow %g",
+                          s.original_context_length, s.yarn_beta_fast, s.yarn_beta_slow);
+  }
+  if (s.attn_factor != 1.0) absl::StrAppendFormat(&text, ", attn factor %g", s.attn_factor);
+  PrintField("rope scaling", text);
+}
+
+// Llama 3.1+ conversions carry their frequency scaling as a tensor instead of metadata.
+void PrintRopeFreqs(const gguf::GgufFile& file) {
+  const gguf::GgufTensorInfo* freqs = file.FindTensor("rope_freqs.weight");
+  if (freqs == nullptr) return;
+  PrintField("rope freqs", absl::StrFormat("rope_freqs.weight %s [%s] (per-pair divisors)",
+                                           gguf::GgmlTypeName(freqs->type),
+                                           absl::StrJoin(freqs->dims, ", ")));
+}
+
+void PrintHyperParameters(const gguf::GgufFile& file, const model::ModelConfig& c) {
   PrintField("architecture", c.architecture);
   if (!c.name.empty()) PrintField("name", c.name);
   PrintField("layers", absl::StrCat(c.num_layers));
@@ -41,6 +64,8 @@ void PrintHyperParameters(const model::ModelConfig& c) {
   PrintField("context", absl::StrCat(c.context_length));
   PrintField("vocab", absl::StrCat(c.vocab_size));
   PrintField("rope theta", absl::StrFormat("%g", c.rope_theta));
+  PrintRopeScaling(c);
+  PrintRopeFreqs(file);
   PrintField("rms eps", absl::StrFormat("%g", c.rms_norm_eps));
   PrintField("embeddings", c.tied_embeddings ? "tied (output reuses token_embd)" : "separate");
 }
@@ -118,7 +143,7 @@ absl::Status RunInspect(const InspectOptions& options) {
         absl::StrCat(options.model_path, ": ", config.status().message()));
   }
   PrintFileFacts(options.model_path, **file);
-  PrintHyperParameters(*config);
+  PrintHyperParameters(**file, *config);
   PrintTensorSummary(**file);
   if (options.list_tensors) PrintTensorList(**file);
   PrintTokenizer(**file);

@@ -35,6 +35,37 @@ absl::Status SequenceError(size_t index, const std::string& what) {
 
 }  // namespace
 
+cpu::RopeParams RopeParamsForModel(const model::ModelConfig& config,
+                                   std::span<const float> freq_factors) {
+  TESSERA_CHECK(freq_factors.empty() ||
+                    static_cast<int>(freq_factors.size()) == config.rope_dim / 2,
+                "RopeParamsForModel: freq_factors must hold rope_dim / 2 values");
+  const model::RopeScaling& scaling = config.rope_scaling;
+  cpu::RopeParams p{.rope_dim = config.rope_dim,
+                    .theta_base = static_cast<float>(config.rope_theta),
+                    .original_context_length = scaling.original_context_length,
+                    .beta_fast = static_cast<float>(scaling.yarn_beta_fast),
+                    .beta_slow = static_cast<float>(scaling.yarn_beta_slow),
+                    .freq_factors = {freq_factors.begin(), freq_factors.end()}};
+  // llama.cpp keeps the factor as f32 and inverts it in f32 (rope_freq_scale_train).
+  if (scaling.type != model::RopeScalingType::kNone) {
+    p.freq_scale = 1.0f / static_cast<float>(scaling.factor);
+  }
+  // llama_context: ext_factor defaults to 1 for YaRN, 0 otherwise. With YaRN it sets
+  // attn_factor = get_mscale(factor) / (1 + 0.1 ln factor) — ~1, cancelling the mscale that
+  // ggml's rope_yarn applies on top (llama.cpp PR 17945) — which we evaluate the same way in f32
+  // so the product matches to the bit; then both multiply by rope.scaling.attn_factor.
+  p.attn_factor = 1.0f;
+  if (scaling.type == model::RopeScalingType::kYarn) {
+    p.ext_factor = 1.0f;
+    const float factor = 1.0f / p.freq_scale;
+    p.attn_factor = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+    p.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  }
+  p.attn_factor *= static_cast<float>(scaling.attn_factor);
+  return p;
+}
+
 CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
                                cpu::ThreadPool* pool, const CpuRunnerOptions& options)
     : config_(config),
@@ -44,7 +75,7 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
                 .block_size = options.block_size,
                 .num_kv_heads = config.num_kv_heads,
                 .head_dim = config.head_dim},
-      rope_(config.rope_dim, static_cast<float>(config.rope_theta), config.context_length) {
+      rope_(RopeParamsForModel(config, weights->rope_freqs), config.context_length) {
   TESSERA_CHECK(options.block_size >= 1, "block_size must be >= 1");
   TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
   TESSERA_CHECK(static_cast<int>(weights->layers.size()) == config.num_layers,

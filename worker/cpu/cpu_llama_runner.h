@@ -24,6 +24,13 @@
 
 namespace tessera::worker {
 
+// The RoPE parameters llama.cpp would pass to ggml_rope_ext for this model: the scaling read from
+// metadata (freq_scale = 1 / factor; YaRN's ext_factor 1, its n_ctx_orig and betas), llama.cpp's
+// llama_context adjustment of attn_factor, and the model's rope_freqs (may be empty).
+// Precondition: freq_factors is empty or holds config.rope_dim / 2 values.
+kernels::cpu::RopeParams RopeParamsForModel(const model::ModelConfig& config,
+                                            std::span<const float> freq_factors);
+
 struct CpuRunnerOptions {
   int block_size = 16;
   int64_t num_kv_blocks = 0;  // including the null block 0; must be >= 2
@@ -38,6 +45,8 @@ class CpuLlamaRunner final : public ModelRunner {
   const model::ModelConfig& config() const override { return config_; }
   KvPoolInfo kv_pool() const override;
   std::string backend_name() const override { return "cpu"; }
+  // The cos/sin table every layer's RoPE reads (for tests and diagnostics).
+  const kernels::cpu::RopeTable& rope_table() const { return rope_; }
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
  private:

@@ -1,5 +1,6 @@
 #include "worker/cpu/llama_weights.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -100,6 +101,21 @@ absl::Status BindLayer(TensorBinder& binder, const model::ModelConfig& c, int in
   return absl::OkStatus();
 }
 
+// rope_freqs.weight divides RoPE angles (ggml_rope_ext's freq_factors); zero, negative or
+// non-finite divisors would silently produce garbage rotations, so they are rejected here.
+absl::StatusOr<std::span<const float>> BindRopeFreqs(TensorBinder& binder,
+                                                      const model::ModelConfig& c) {
+  TESSERA_ASSIGN_OR_RETURN(std::span<const float> freqs,
+                           binder.Vector("rope_freqs.weight", c.rope_dim / 2, /*optional=*/true));
+  for (size_t i = 0; i < freqs.size(); ++i) {
+    if (!std::isfinite(freqs[i]) || !(freqs[i] > 0.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor 'rope_freqs.weight' [", i, "] = ",
+                                                     freqs[i], " must be finite and positive"));
+    }
+  }
+  return freqs;
+}
+
 }  // namespace
 
 bool IsLlamaFamily(const std::string& architecture) {
@@ -123,6 +139,7 @@ absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(const gguf::GgufF
     TESSERA_ASSIGN_OR_RETURN(weights->output,
                  binder.Matrix("output.weight", config.vocab_size, config.hidden_size));
   }
+  TESSERA_ASSIGN_OR_RETURN(weights->rope_freqs, BindRopeFreqs(binder, config));
   weights->layers.resize(config.num_layers);
   for (int i = 0; i < config.num_layers; ++i) {
     if (absl::Status s = BindLayer(binder, config, i, &weights->layers[i]); !s.ok()) return s;

@@ -42,11 +42,15 @@ struct LlamaWeights {
   std::span<const float> output_norm;      // [hidden]
   kernels::cpu::WeightView output;         // [vocab, hidden]; token_embd when tied
   std::vector<LlamaLayerWeights> layers;
+  // Optional per-pair RoPE frequency divisors (`rope_freqs.weight`, [rope_dim / 2]): Llama 3.1+
+  // conversions store the "llama3" frequency scaling this way. Empty when absent.
+  std::span<const float> rope_freqs;
   int64_t num_dequantized_bytes = 0;       // f32 copies made at load
   std::deque<kernels::cpu::AlignedVector<float>> owned;  // backing store for those copies
 };
 
-// INVALID_ARGUMENT naming the tensor when one is missing or has the wrong shape; UNIMPLEMENTED
+// INVALID_ARGUMENT naming the tensor when one is missing or has the wrong shape (or, for
+// rope_freqs, holds a value that is not finite and positive); UNIMPLEMENTED
 // naming the architecture when it is not a llama-family one.
 absl::StatusOr<std::unique_ptr<LlamaWeights>> LoadLlamaWeights(const gguf::GgufFile& file,
                                                                const model::ModelConfig& config);

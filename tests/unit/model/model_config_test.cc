@@ -1,6 +1,12 @@
 #include "common/model/model_config.h"
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -50,6 +56,8 @@ TEST(ModelConfig, ReadsTheDefaultModelAsItsMetadataSays) {
   EXPECT_DOUBLE_EQ(config->rope_theta, 100000.0);
   EXPECT_NEAR(config->rms_norm_eps, 1e-5, 1e-12);
   EXPECT_TRUE(config->tied_embeddings);
+  EXPECT_EQ(config->rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_EQ(config->rope_scaling.factor, 1.0);
 }
 
 TEST(ModelConfig, DefaultsKvHeadsHeadDimAndRope) {
@@ -93,6 +101,145 @@ TEST(ModelConfig, RejectsZeroLayers) {
   auto config = ReadModelConfig(**file);
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(config.status().message(), HasSubstr("qwen2.block_count"));
+}
+
+TEST(ModelConfig, RejectsOddOrOversizedRopeDim) {
+  for (uint32_t rope_dim : {15u, 18u}) {  // head_dim is 16
+    gguf::GgufWriter writer = MinimalLlama();
+    writer.AddUint32("llama.rope.dimension_count", rope_dim);
+    auto file = Parse(writer);
+    ASSERT_TRUE(file.ok()) << file.status();
+    auto config = ReadModelConfig(**file);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << rope_dim;
+    EXPECT_THAT(config.status().message(), HasSubstr("llama.rope.dimension_count"));
+  }
+}
+
+// --- RoPE scaling ({arch}.rope.scaling.*, llama.cpp key names and defaults) ---
+
+absl::StatusOr<ModelConfig> ReadWith(const std::function<void(gguf::GgufWriter&)>& add_keys) {
+  gguf::GgufWriter writer = MinimalLlama();
+  add_keys(writer);
+  auto file = Parse(writer);
+  if (!file.ok()) return file.status();
+  return ReadModelConfig(**file);
+}
+
+TEST(ModelConfigRopeScaling, AbsentKeysMeanNoScalingWithLlamaCppDefaults) {
+  auto config = ReadWith([](gguf::GgufWriter&) {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RopeScaling& s = config->rope_scaling;
+  EXPECT_EQ(s.type, RopeScalingType::kNone);
+  EXPECT_EQ(s.factor, 1.0);
+  EXPECT_EQ(s.original_context_length, 256);  // the model's context_length
+  EXPECT_EQ(s.attn_factor, 1.0);
+  EXPECT_EQ(s.yarn_beta_fast, 32.0);
+  EXPECT_EQ(s.yarn_beta_slow, 1.0);
+}
+
+TEST(ModelConfigRopeScaling, ReadsLinear) {
+  auto config = ReadWith([](gguf::GgufWriter& w) {
+    w.AddString("llama.rope.scaling.type", "linear");
+    w.AddFloat32("llama.rope.scaling.factor", 2.0f);
+  });
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(config->rope_scaling.factor, 2.0);
+  EXPECT_EQ(RopeScalingTypeName(config->rope_scaling.type), "linear");
+}
+
+// llama.cpp defaults the type to "linear", so a bare factor (or the older rope.scale_linear key
+// that early Llama 2 long-context conversions wrote) scales linearly.
+TEST(ModelConfigRopeScaling, FactorWithoutTypeIsLinearAndLegacyKeyIsRead) {
+  auto legacy =
+      ReadWith([](gguf::GgufWriter& w) { w.AddFloat32("llama.rope.scale_linear", 4.0f); });
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_EQ(legacy->rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(legacy->rope_scaling.factor, 4.0);
+  auto both = ReadWith([](gguf::GgufWriter& w) {
+    w.AddFloat32("llama.rope.scale_linear", 4.0f);
+    w.AddFloat32("llama.rope.scaling.factor", 8.0f);
+  });
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->rope_scaling.factor, 8.0);  // the new key wins
+}
+
+TEST(ModelConfigRopeScaling, ReadsYarnWithEveryKey) {
+  auto config = ReadWith([](gguf::GgufWriter& w) {
+    w.AddString("llama.rope.scaling.type", "yarn");
+    w.AddFloat32("llama.rope.scaling.factor", 4.0f);
+    w.AddUint32("llama.rope.scaling.original_context_length", 64);
+    w.AddFloat32("llama.rope.scaling.attn_factor", 0.75f);
+    w.AddFloat32("llama.rope.scaling.yarn_beta_fast", 16.0f);
+    w.AddFloat32("llama.rope.scaling.yarn_beta_slow", 2.0f);
+  });
+  ASSERT_TRUE(config.ok()) << config.status();
+  const RopeScaling& s = config->rope_scaling;
+  EXPECT_EQ(s.type, RopeScalingType::kYarn);
+  EXPECT_EQ(s.factor, 4.0);
+  EXPECT_EQ(s.original_context_length, 64);
+  EXPECT_EQ(s.attn_factor, 0.75);
+  EXPECT_EQ(s.yarn_beta_fast, 16.0);
+  EXPECT_EQ(s.yarn_beta_slow, 2.0);
+}
+
+TEST(ModelConfigRopeScaling, NoneIgnoresTheFactor) {
+  auto config = ReadWith([](gguf::GgufWriter& w) {
+    w.AddString("llama.rope.scaling.type", "none");
+    w.AddFloat32("llama.rope.scaling.factor", 8.0f);
+  });
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_EQ(config->rope_scaling.factor, 1.0);
+}
+
+TEST(ModelConfigRopeScaling, UnsupportedTypeNamesKeyAndValue) {
+  for (const char* type : {"longrope", "dynamic", ""}) {
+    auto config =
+        ReadWith([&](gguf::GgufWriter& w) { w.AddString("llama.rope.scaling.type", type); });
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << type;
+    EXPECT_THAT(config.status().message(), HasSubstr("'llama.rope.scaling.type'"));
+    EXPECT_THAT(config.status().message(), HasSubstr(std::string("'") + type + "'"));
+  }
+  auto not_a_string =
+      ReadWith([](gguf::GgufWriter& w) { w.AddUint32("llama.rope.scaling.type", 2); });
+  EXPECT_EQ(not_a_string.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(not_a_string.status().message(), HasSubstr("llama.rope.scaling.type"));
+}
+
+TEST(ModelConfigRopeScaling, BadValuesNameTheirKey) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<std::string, float>> bad = {
+      {"llama.rope.scaling.factor", 0.0f},         {"llama.rope.scaling.factor", -2.0f},
+      {"llama.rope.scaling.factor", nan},          {"llama.rope.scaling.factor", inf},
+      {"llama.rope.scale_linear", 0.0f},           {"llama.rope.scaling.attn_factor", nan},
+      {"llama.rope.scaling.attn_factor", 0.0f},    {"llama.rope.scaling.yarn_beta_fast", -1.0f},
+      {"llama.rope.scaling.yarn_beta_slow", inf},  {"llama.rope.freq_base", inf}};
+  for (const auto& [key, value] : bad) {
+    auto config = ReadWith([&](gguf::GgufWriter& w) {
+      w.AddString("llama.rope.scaling.type", "yarn");
+      w.AddFloat32(key, value);
+    });
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << key << " " << value;
+    EXPECT_THAT(config.status().message(), HasSubstr("'" + key + "'")) << value;
+  }
+  auto huge = ReadWith([](gguf::GgufWriter& w) {
+    w.AddValue("llama.rope.scaling.factor", gguf::GgufValue(1e300));
+  });
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(huge.status().message(), HasSubstr("'llama.rope.scaling.factor'"));
+  auto yarn_theta_one = ReadWith([](gguf::GgufWriter& w) {
+    w.AddString("llama.rope.scaling.type", "yarn");
+    w.AddFloat32("llama.rope.freq_base", 1.0f);
+  });
+  EXPECT_EQ(yarn_theta_one.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(yarn_theta_one.status().message(), HasSubstr("llama.rope.freq_base"));
+  auto zero_context = ReadWith(
+      [](gguf::GgufWriter& w) { w.AddUint32("llama.rope.scaling.original_context_length", 0); });
+  EXPECT_EQ(zero_context.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(zero_context.status().message(),
+              HasSubstr("llama.rope.scaling.original_context_length"));
 }
 
 }  // namespace
