@@ -124,6 +124,17 @@ int VocabSizeFromTokenizer(const gguf::GgufFile& file) {
 
 }  // namespace
 
+bool ArchitectureUsesNeoxRope(std::string_view architecture) {
+  // The Qwen entries of llama.cpp's LLAMA_ROPE_TYPE_NEOX list (the family DESIGN.md §5 targets;
+  // the MoE and hybrid ones are listed ahead of their loaders so the mode is never forgotten).
+  static constexpr std::string_view kNeoxArchitectures[] = {"qwen2", "qwen2moe", "qwen3",
+                                                            "qwen3moe", "qwen3next"};
+  for (std::string_view neox : kNeoxArchitectures) {
+    if (architecture == neox) return true;
+  }
+  return false;
+}
+
 std::string_view RopeScalingTypeName(RopeScalingType type) {
   switch (type) {
     case RopeScalingType::kNone:
@@ -163,6 +174,7 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
   TESSERA_ASSIGN_OR_RETURN(config.rms_norm_eps,
                            ReadPositiveFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5));
   config.tied_embeddings = file.FindTensor("output.weight") == nullptr;
+  config.rope_neox = ArchitectureUsesNeoxRope(config.architecture);
 
   if (absl::Status status = CheckHeadGeometry(config); !status.ok()) return status;
   if (absl::Status status = CheckRopeGeometry(config, p); !status.ok()) return status;

@@ -37,6 +37,15 @@ struct RopeScaling {
                                  // fully interpolated
 };
 
+// True when llama.cpp rotates this architecture's Q/K in NeoX mode (pairs (i, i + rope_dim / 2),
+// HF's rotate_half) rather than normal mode (adjacent pairs): llama_model_rope_type in llama.cpp's
+// src/llama-model.cpp lists qwen2, qwen2moe, qwen3, qwen3moe and qwen3next under
+// LLAMA_ROPE_TYPE_NEOX and llama under LLAMA_ROPE_TYPE_NORM. The difference is in the weights:
+// convert_hf_to_gguf permutes llama's Q/K rows to interleave each head's halves and stores the
+// Qwen ones as trained. Architectures outside those lists read as normal mode (the weights
+// loader rejects the ones we do not run).
+bool ArchitectureUsesNeoxRope(std::string_view architecture);
+
 struct ModelConfig {
   std::string architecture;       // general.architecture, e.g. "llama"
   std::string name;               // general.name ("" when absent)
@@ -51,6 +60,7 @@ struct ModelConfig {
   int vocab_size = 0;             // {arch}.vocab_size, else the tokenizer's token count
   double rope_theta = 10000.0;    // {arch}.rope.freq_base
   RopeScaling rope_scaling;       // {arch}.rope.scaling.* (and rope.scale_linear)
+  bool rope_neox = false;         // from the architecture: ArchitectureUsesNeoxRope
   double rms_norm_eps = 1e-5;     // {arch}.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;   // no separate output.weight tensor
 };

@@ -52,6 +52,22 @@ float Magnitude(const RopeParams& p) {
   return mscale;
 }
 
+// Pair i of a head is (v[i * stride], v[i * stride + offset]): stride 2 / offset 1 in normal
+// mode, stride 1 / offset num_pairs in NeoX mode (ggml's rotate_pairs with n_offset = n_dims / 2).
+// The rotation arithmetic is the same in both, so both modes round identically per pair.
+template <int kStride>
+void RotatePairs(const float* cos_sin, int num_pairs, int offset, float* v) {
+  for (int i = 0; i < num_pairs; ++i) {
+    const float c = cos_sin[2 * i];
+    const float s = cos_sin[2 * i + 1];
+    float* first = v + kStride * i;
+    const float x0 = first[0];
+    const float x1 = first[offset];
+    first[0] = x0 * c - x1 * s;
+    first[offset] = x0 * s + x1 * c;
+  }
+}
+
 RopeParams PlainParams(int rope_dim, float theta_base) {
   RopeParams params;
   params.rope_dim = rope_dim;
@@ -60,6 +76,16 @@ RopeParams PlainParams(int rope_dim, float theta_base) {
 }
 
 }  // namespace
+
+std::string_view RopeModeName(RopeMode mode) {
+  switch (mode) {
+    case RopeMode::kNormal:
+      return "normal";
+    case RopeMode::kNeox:
+      return "neox";
+  }
+  return "unknown";
+}
 
 std::array<float, 2> YarnCorrectionDims(int rope_dim, int original_context_length,
                                         float theta_base, float beta_fast, float beta_slow) {
@@ -83,7 +109,7 @@ RopeTable::RopeTable(int rope_dim, float theta_base, int64_t max_positions)
     : RopeTable(PlainParams(rope_dim, theta_base), max_positions) {}
 
 RopeTable::RopeTable(const RopeParams& params, int64_t max_positions)
-    : rope_dim_(params.rope_dim), max_positions_(max_positions) {
+    : rope_dim_(params.rope_dim), mode_(params.mode), max_positions_(max_positions) {
   CheckParams(params, max_positions);
   const int num_pairs = rope_dim_ / 2;
   const std::vector<float> mix = YarnMix(params);
@@ -119,17 +145,15 @@ void ApplyRope(const RopeTable& table, std::span<const int32_t> positions, int n
   TESSERA_CHECK(static_cast<int64_t>(x.size()) >= num_tokens * num_heads * head_dim,
                 "ApplyRope: x is smaller than [num_tokens, num_heads, head_dim]");
   const int num_pairs = table.rope_dim() / 2;
+  const bool neox = table.mode() == RopeMode::kNeox;
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* cos_sin = table.CosSin(positions[t]);
     for (int h = 0; h < num_heads; ++h) {
       float* v = x.data() + (t * num_heads + h) * head_dim;
-      for (int i = 0; i < num_pairs; ++i) {
-        const float c = cos_sin[2 * i];
-        const float s = cos_sin[2 * i + 1];
-        const float x0 = v[2 * i];
-        const float x1 = v[2 * i + 1];
-        v[2 * i] = x0 * c - x1 * s;
-        v[2 * i + 1] = x0 * s + x1 * c;
+      if (neox) {
+        RotatePairs<1>(cos_sin, num_pairs, num_pairs, v);
+      } else {
+        RotatePairs<2>(cos_sin, num_pairs, 1, v);
       }
     }
   }

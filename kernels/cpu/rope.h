@@ -1,10 +1,15 @@
-// Rotary position embedding, llama / GGUF convention ("normal" mode, not NeoX).
+// Rotary position embedding as ggml computes it (ggml_rope_ext), in its two pairings:
 //
-// llama.cpp's converter permutes the Q/K weights so the rotation applies to ADJACENT pairs:
-// for pair i < rope_dim / 2, (x[2i], x[2i+1]) is rotated by angle pos * theta_base^(-2i/rope_dim):
+// Normal mode (GGML_ROPE_TYPE_NORMAL; the `llama` architecture): llama.cpp's converter permutes
+// llama's Q/K weights so the rotation applies to ADJACENT pairs: for pair i < rope_dim / 2,
 //   x'[2i]   = x[2i] * cos - x[2i+1] * sin
 //   x'[2i+1] = x[2i] * sin + x[2i+1] * cos
-// Dimensions >= rope_dim are left unchanged.
+// NeoX mode (GGML_ROPE_TYPE_NEOX; qwen2, qwen3, ...: HF's rotate_half, weights stored as trained):
+// pair i is (x[i], x[i + rope_dim/2]), rotated by the same formula with the same cos/sin.
+// In both modes pair i is rotated by angle pos * theta_base^(-2i/rope_dim), and dimensions
+// >= rope_dim are left unchanged (ggml copies the tail in both modes; a NeoX pair never reaches
+// past rope_dim). So NeoX RoPE on x equals normal RoPE on x with its first rope_dim values
+// de-interleaved (x[i], x[i + rope_dim/2] -> x[2i], x[2i+1]), interleaved back — bit for bit.
 //
 // The angles replicate ggml's float arithmetic (ggml_rope_cache_init + rope_yarn in ggml-cpu):
 //   theta_scale = powf(theta_base, -2.0f / rope_dim);  theta_0 = (float)pos;
@@ -28,13 +33,23 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace tessera::kernels::cpu {
 
-// ggml_rope_ext's parameters. The defaults mean "no scaling".
+// Which elements form a rotated pair (ggml's rope `mode`); see the top of this file.
+enum class RopeMode {
+  kNormal,  // (2i, 2i + 1)
+  kNeox,    // (i, i + rope_dim / 2)
+};
+
+std::string_view RopeModeName(RopeMode mode);  // "normal", "neox"
+
+// ggml_rope_ext's parameters. The defaults mean "no scaling", normal mode.
 struct RopeParams {
   int rope_dim = 0;                 // rotated dimensions, even
+  RopeMode mode = RopeMode::kNormal;
   float theta_base = 10000.0f;      // freq_base
   float freq_scale = 1.0f;          // 1 / scaling factor (linear and YaRN)
   float ext_factor = 0.0f;          // YaRN mix weight: 1 for YaRN, 0 for plain interpolation
@@ -62,10 +77,11 @@ class RopeTable {
   // freq_factors empty or rope_dim / 2 finite positive values; with ext_factor != 0,
   // original_context_length > 0 and betas > 0; max_positions > 0.
   RopeTable(const RopeParams& params, int64_t max_positions);
-  // Plain RoPE (no scaling, no frequency factors).
+  // Plain normal-mode RoPE (no scaling, no frequency factors).
   RopeTable(int rope_dim, float theta_base, int64_t max_positions);
 
   int rope_dim() const { return rope_dim_; }
+  RopeMode mode() const { return mode_; }
   int64_t max_positions() const { return max_positions_; }
 
   // [rope_dim / 2][2]: cos, sin of each pair's angle at `pos`. Precondition: 0 <= pos < max.
@@ -73,11 +89,13 @@ class RopeTable {
 
  private:
   int rope_dim_;
+  RopeMode mode_;
   int64_t max_positions_;
   std::vector<float> cos_sin_;  // [max_positions, rope_dim / 2, 2]
 };
 
-// Rotates x [num_tokens, num_heads, head_dim] in place; token t is at positions[t].
+// Rotates x [num_tokens, num_heads, head_dim] in place, pairing elements by table.mode(); token t
+// is at positions[t].
 // Preconditions: num_tokens = positions.size(); x.size() >= num_tokens * num_heads * head_dim;
 // table.rope_dim() <= head_dim; every position in [0, table.max_positions()).
 void ApplyRope(const RopeTable& table, std::span<const int32_t> positions, int num_heads,

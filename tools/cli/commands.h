@@ -2,9 +2,13 @@
 // line on stderr by main.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/sampler/sampling_params.h"
 
 namespace tessera::cli {
@@ -32,11 +36,58 @@ struct GenerateOptions {
   std::string model_path = kDefaultModelPath;
   std::string prompt;          // raw prompt text (no template)
   std::string chat;            // one user message, rendered with the model's chat template
+  std::string token_ids;       // an already tokenized prompt: "1,2,3"
   int max_tokens = 128;
   int threads = 0;             // 0 = one per hardware thread
   bool ignore_eos = false;
   worker::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise
+  bool seed_given = false;     // --seed was given (the client sends no seed otherwise)
+
+  // Client mode: with `addr` set, stream from a running tessera-router instead of running
+  // offline. The fields below need it.
+  std::string addr;                  // HOST:PORT
+  std::vector<std::string> stop;     // stop strings
+  int logprobs = -1;                 // >= 0: each token's logprob and the top-N alternatives
+  std::string request_id;
 };
+// Offline on the CPU, or (options.addr set) as a client of tessera-router.
 absl::Status RunGenerate(const GenerateOptions& options);
+absl::Status RunGenerateClient(const GenerateOptions& options);
+// "1,2,3" -> {1, 2, 3}; INVALID_ARGUMENT naming the first piece that is not an integer.
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(std::string_view text);
+
+// `tessera bench --addr HOST:PORT`: a load generator; see tools/bench/load_generator.h.
+struct BenchOptions {
+  std::string addr;
+  std::string concurrency = "1,4,16,64";  // comma-separated levels
+  int num_requests = 0;                   // per level; 0: 4 x concurrency (at least 8)
+  double duration_s = 0;                  // > 0: run each level this long instead
+  int prompt_tokens = 128;
+  std::string prompt_tokens_range;        // "MIN:MAX": random lengths instead
+  std::string prompt_text;                // a fixed text prompt instead of random ids
+  int output_tokens = 128;
+  std::string output_tokens_range;        // "MIN:MAX"
+  int shared_prefix_tokens = 0;           // a common prefix of every prompt
+  uint64_t seed = 1;
+  float temperature = 0.0f;               // greedy by default
+  std::string json_path;                  // write every number here too
+};
+absl::Status RunBench(const BenchOptions& options);
+
+// `tessera serve`: starts tessera-worker and tessera-router (found next to this executable) and
+// supervises them; see serve_command.cc.
+struct ServeOptions {
+  std::string model_path = kDefaultModelPath;
+  std::string host = "127.0.0.1";
+  int port = 8000;                    // 0: any free port (printed when ready)
+  int threads = 0;                    // worker CPU threads; 0: the worker's default
+  int max_num_seqs = 0;               // 0: the component's default (not passed)
+  int max_num_batched_tokens = 0;
+  int kv_cache_mb = 0;
+  double drain_timeout_s = -1;        // < 0: the router's default
+  double startup_timeout_s = 120;     // per child, until it prints its listening line
+  std::string bin_dir;                // where the two binaries are; "": next to this executable
+};
+absl::Status RunServe(const ServeOptions& options);
 
 }  // namespace tessera::cli

@@ -1,5 +1,6 @@
-// `tessera generate --model PATH (--prompt TEXT | --chat TEXT)`: offline generation on the CPU
-// runner, streaming text to stdout as tokens arrive; counts and speeds go to stderr.
+// `tessera generate --model PATH (--prompt TEXT | --chat TEXT | --token-ids 1,2,3)`: offline
+// generation on the CPU runner, streaming text to stdout as tokens arrive; counts and speeds go
+// to stderr. With --addr it is a client of tessera-router instead (generate_client.cc).
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -45,22 +46,44 @@ void PrintStats(const worker::GenerationResult& result, size_t prompt_tokens) {
                    .c_str());
 }
 
+// Flags only a server can honour.
+absl::Status CheckOfflineFlags(const GenerateOptions& options) {
+  const char* flag = !options.stop.empty()         ? "--stop"
+                     : options.logprobs >= 0       ? "--logprobs"
+                     : !options.request_id.empty() ? "--request-id"
+                                                   : nullptr;
+  if (flag == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(flag, " needs --addr (a running server)"));
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptIds(const GenerateOptions& options,
+                                               const gguf::GgufFile& file,
+                                               const tokenizer::Tokenizer& tok) {
+  if (!options.token_ids.empty()) return ParseTokenIds(options.token_ids);
+  absl::StatusOr<std::string> prompt = BuildPrompt(options, file);
+  if (!prompt.ok()) return prompt.status();
+  return tok.Encode(*prompt, {.add_special = true, .parse_special = true});
+}
+
 }  // namespace
 
 absl::Status RunGenerate(const GenerateOptions& options) {
-  if (options.prompt.empty() == options.chat.empty()) {
-    return absl::InvalidArgumentError("give exactly one of --prompt or --chat");
+  if (!options.addr.empty()) return RunGenerateClient(options);
+  if (!options.prompt.empty() + !options.chat.empty() + !options.token_ids.empty() != 1) {
+    return absl::InvalidArgumentError("give exactly one of --prompt, --chat or --token-ids");
   }
+  absl::Status offline = CheckOfflineFlags(options);
+  if (!offline.ok()) return offline;
   absl::StatusOr<std::unique_ptr<worker::LoadedModel>> model = worker::LoadModel(options.model_path);
   if (!model.ok()) return model.status();
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
       tokenizer::Tokenizer::FromGguf(*(*model)->file);
   if (!tok.ok()) return tok.status();
-  absl::StatusOr<std::string> prompt = BuildPrompt(options, *(*model)->file);
-  if (!prompt.ok()) return prompt.status();
+  absl::StatusOr<std::vector<int32_t>> prompt_ids = PromptIds(options, *(*model)->file, **tok);
+  if (!prompt_ids.ok()) return prompt_ids.status();
 
   worker::GenerationRequest request;
-  request.prompt = (*tok)->Encode(*prompt, {.add_special = true, .parse_special = true});
+  request.prompt = *std::move(prompt_ids);
   request.max_tokens = options.max_tokens;
   request.sampling = options.sampling;
   if (!options.ignore_eos && (*tok)->info().eos_id >= 0) {

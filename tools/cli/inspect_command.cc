@@ -63,7 +63,11 @@ void PrintHyperParameters(const gguf::GgufFile& file, const model::ModelConfig& 
   PrintField("head dim", absl::StrCat(c.head_dim, " (rope dim ", c.rope_dim, ")"));
   PrintField("context", absl::StrCat(c.context_length));
   PrintField("vocab", absl::StrCat(c.vocab_size));
-  PrintField("rope theta", absl::StrFormat("%g", c.rope_theta));
+  // The pairing decides whether the Q/K weights are read as llama.cpp's permuted llama layout or
+  // as trained (Qwen), so it is worth seeing next to theta.
+  PrintField("rope", absl::StrFormat("theta %g, %s mode (%s)", c.rope_theta,
+                                     c.rope_neox ? "neox" : "normal",
+                                     c.rope_neox ? "pairs i, i + rope_dim/2" : "adjacent pairs"));
   PrintRopeScaling(c);
   PrintRopeFreqs(file);
   PrintField("rms eps", absl::StrFormat("%g", c.rms_norm_eps));

@@ -1,4 +1,5 @@
-// `tessera`: the command-line entry point. Subcommands: inspect, tokenize, generate, devices.
+// `tessera`: the command-line entry point. Subcommands: inspect, tokenize, generate (offline, or a
+// client with --addr), bench, serve, devices.
 #include <cstdio>
 #include <string>
 
@@ -9,10 +10,104 @@
 
 namespace {
 
+using tessera::cli::BenchOptions;
+using tessera::cli::GenerateOptions;
+using tessera::cli::InspectOptions;
+using tessera::cli::ServeOptions;
+using tessera::cli::TokenizeOptions;
+
 int ReportAndExit(const absl::Status& status) {
   if (status.ok()) return 0;
   std::fprintf(stderr, "tessera: error: %s\n", std::string(status.message()).c_str());
   return 1;
+}
+
+CLI::App* AddInspect(CLI::App& app, InspectOptions& inspect) {
+  CLI::App* cmd = app.add_subcommand("inspect", "print a model's architecture, "
+                                     "hyper-parameters, tensors and tokenizer facts");
+  cmd->add_option("model", inspect.model_path, "GGUF model file")->capture_default_str();
+  cmd->add_flag("--tensors", inspect.list_tensors, "list every tensor");
+  return cmd;
+}
+
+CLI::App* AddTokenize(CLI::App& app, TokenizeOptions& tokenize) {
+  CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text");
+  cmd->add_option("model", tokenize.model_path, "GGUF model file")->required();
+  cmd->add_option("text", tokenize.text, "text to tokenize")->required();
+  cmd->add_flag("--add-special", tokenize.add_special, "add BOS/EOS as the model's tokenizer asks");
+  cmd->add_flag("!--no-parse-special", tokenize.parse_special,
+                "treat special-token text like <|im_start|> as plain text");
+  cmd->add_flag("--pieces", tokenize.show_pieces, "print one 'id<TAB>piece' per line");
+  return cmd;
+}
+
+CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** seed) {
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "generate text: offline on the CPU, or from a server with --addr");
+  cmd->add_option("--addr", generate.addr, "HOST:PORT of a tessera server (client mode)");
+  cmd->add_option("--model", generate.model_path, "GGUF model file (offline)")
+      ->capture_default_str();
+  cmd->add_option("--prompt", generate.prompt, "raw prompt text");
+  cmd->add_option("--chat", generate.chat, "a user message (chat template applied)");
+  cmd->add_option("--token-ids", generate.token_ids, "an already tokenized prompt: 1,2,3");
+  cmd->add_option("--max-tokens", generate.max_tokens)->capture_default_str();
+  cmd->add_option("--threads", generate.threads, "0 = all hardware threads (offline)");
+  cmd->add_flag("--ignore-eos", generate.ignore_eos);
+  cmd->add_option("--temperature", generate.sampling.temperature, "0 = greedy (the default)");
+  cmd->add_option("--top-k", generate.sampling.top_k);
+  cmd->add_option("--top-p", generate.sampling.top_p);
+  cmd->add_option("--min-p", generate.sampling.min_p);
+  cmd->add_option("--repetition-penalty", generate.sampling.repetition_penalty);
+  cmd->add_option("--presence-penalty", generate.sampling.presence_penalty);
+  cmd->add_option("--frequency-penalty", generate.sampling.frequency_penalty);
+  *seed = cmd->add_option("--seed", generate.sampling.seed);
+  cmd->add_option("--stop", generate.stop, "a stop string (repeatable; with --addr)")
+      ->allow_extra_args(false);  // one string per --stop
+  cmd->add_option("--logprobs", generate.logprobs,
+                  "N >= 0: print each token's logprob and the top N (with --addr)");
+  cmd->add_option("--request-id", generate.request_id, "(with --addr)");
+  return cmd;
+}
+
+CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
+  CLI::App* cmd = app.add_subcommand("bench", "load-test a tessera server (concurrency sweep)");
+  cmd->add_option("--addr", bench.addr, "HOST:PORT of a tessera server")->required();
+  cmd->add_option("--concurrency", bench.concurrency, "levels, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--num-requests", bench.num_requests,
+                  "requests per level (0: 4 x concurrency, at least 8)");
+  cmd->add_option("--duration-s", bench.duration_s, "run each level this long instead");
+  cmd->add_option("--prompt-tokens", bench.prompt_tokens, "random prompt length")
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens-range", bench.prompt_tokens_range, "MIN:MAX random lengths");
+  cmd->add_option("--prompt-text", bench.prompt_text, "a fixed text prompt instead");
+  cmd->add_option("--output-tokens", bench.output_tokens, "tokens per request (ignore_eos)")
+      ->capture_default_str();
+  cmd->add_option("--output-tokens-range", bench.output_tokens_range, "MIN:MAX");
+  cmd->add_option("--shared-prefix-tokens", bench.shared_prefix_tokens,
+                  "a prefix common to every prompt");
+  cmd->add_option("--seed", bench.seed, "seeds the request shapes")->capture_default_str();
+  cmd->add_option("--temperature", bench.temperature, "0 = greedy (the default)");
+  cmd->add_option("--json", bench.json_path, "also write all numbers to this file");
+  return cmd;
+}
+
+CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
+  CLI::App* cmd = app.add_subcommand("serve", "run tessera-worker and tessera-router together");
+  cmd->add_option("--model", serve.model_path, "GGUF model file")->capture_default_str();
+  cmd->add_option("--host", serve.host)->capture_default_str();
+  cmd->add_option("--port", serve.port, "0 = any free port")->capture_default_str();
+  cmd->add_option("--threads", serve.threads, "worker CPU threads (0: its default)");
+  cmd->add_option("--max-num-seqs", serve.max_num_seqs);
+  cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens);
+  cmd->add_option("--kv-cache-mb", serve.kv_cache_mb);
+  cmd->add_option("--drain-timeout-s", serve.drain_timeout_s);
+  cmd->add_option("--startup-timeout-s", serve.startup_timeout_s,
+                  "per process, until it is listening")
+      ->capture_default_str();
+  cmd->add_option("--bin-dir", serve.bin_dir,
+                  "where tessera-worker and tessera-router are (default: next to tessera)");
+  return cmd;
 }
 
 }  // namespace
@@ -21,46 +116,28 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera: an LLM inference server"};
   app.require_subcommand(1);
 
-  tessera::cli::InspectOptions inspect;
-  CLI::App* inspect_cmd = app.add_subcommand("inspect", "print a model's architecture, "
-                                             "hyper-parameters, tensors and tokenizer facts");
-  inspect_cmd->add_option("model", inspect.model_path, "GGUF model file")
-      ->capture_default_str();
-  inspect_cmd->add_flag("--tensors", inspect.list_tensors, "list every tensor");
-
-  tessera::cli::TokenizeOptions tokenize;
-  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "print the token ids of a text");
-  tokenize_cmd->add_option("model", tokenize.model_path, "GGUF model file")->required();
-  tokenize_cmd->add_option("text", tokenize.text, "text to tokenize")->required();
-  tokenize_cmd->add_flag("--add-special", tokenize.add_special,
-                         "add BOS/EOS as the model's tokenizer asks");
-  tokenize_cmd->add_flag("!--no-parse-special", tokenize.parse_special,
-                         "treat special-token text like <|im_start|> as plain text");
-  tokenize_cmd->add_flag("--pieces", tokenize.show_pieces, "print one 'id<TAB>piece' per line");
-
-  tessera::cli::GenerateOptions generate;
-  CLI::App* generate_cmd = app.add_subcommand("generate", "generate text offline on the CPU");
-  generate_cmd->add_option("--model", generate.model_path, "GGUF model file")->capture_default_str();
-  generate_cmd->add_option("--prompt", generate.prompt, "raw prompt text");
-  generate_cmd->add_option("--chat", generate.chat, "a user message (chat template applied)");
-  generate_cmd->add_option("--max-tokens", generate.max_tokens)->capture_default_str();
-  generate_cmd->add_option("--threads", generate.threads, "0 = all hardware threads");
-  generate_cmd->add_flag("--ignore-eos", generate.ignore_eos);
-  generate_cmd->add_option("--temperature", generate.sampling.temperature, "0 = greedy");
-  generate_cmd->add_option("--top-k", generate.sampling.top_k);
-  generate_cmd->add_option("--top-p", generate.sampling.top_p);
-  generate_cmd->add_option("--min-p", generate.sampling.min_p);
-  generate_cmd->add_option("--repetition-penalty", generate.sampling.repetition_penalty);
-  generate_cmd->add_option("--presence-penalty", generate.sampling.presence_penalty);
-  generate_cmd->add_option("--frequency-penalty", generate.sampling.frequency_penalty);
-  generate_cmd->add_option("--seed", generate.sampling.seed);
-
+  InspectOptions inspect;
+  TokenizeOptions tokenize;
+  GenerateOptions generate;
+  BenchOptions bench;
+  ServeOptions serve;
+  CLI::Option* seed = nullptr;
+  CLI::App* inspect_cmd = AddInspect(app, inspect);
+  CLI::App* tokenize_cmd = AddTokenize(app, tokenize);
+  CLI::App* generate_cmd = AddGenerate(app, generate, &seed);
+  CLI::App* bench_cmd = AddBench(app, bench);
+  CLI::App* serve_cmd = AddServe(app, serve);
   CLI::App* devices_cmd = app.add_subcommand("devices", "list the CUDA devices this build can use");
 
   CLI11_PARSE(app, argc, argv);
   if (inspect_cmd->parsed()) return ReportAndExit(tessera::cli::RunInspect(inspect));
   if (tokenize_cmd->parsed()) return ReportAndExit(tessera::cli::RunTokenize(tokenize));
-  if (generate_cmd->parsed()) return ReportAndExit(tessera::cli::RunGenerate(generate));
+  if (generate_cmd->parsed()) {
+    generate.seed_given = seed->count() > 0;
+    return ReportAndExit(tessera::cli::RunGenerate(generate));
+  }
+  if (bench_cmd->parsed()) return ReportAndExit(tessera::cli::RunBench(bench));
+  if (serve_cmd->parsed()) return ReportAndExit(tessera::cli::RunServe(serve));
   if (devices_cmd->parsed()) return ReportAndExit(tessera::cli::RunDevices());
   return 1;
 }

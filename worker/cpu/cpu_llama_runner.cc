@@ -42,6 +42,7 @@ cpu::RopeParams RopeParamsForModel(const model::ModelConfig& config,
                 "RopeParamsForModel: freq_factors must hold rope_dim / 2 values");
   const model::RopeScaling& scaling = config.rope_scaling;
   cpu::RopeParams p{.rope_dim = config.rope_dim,
+                    .mode = config.rope_neox ? cpu::RopeMode::kNeox : cpu::RopeMode::kNormal,
                     .theta_base = static_cast<float>(config.rope_theta),
                     .original_context_length = scaling.original_context_length,
                     .beta_fast = static_cast<float>(scaling.yarn_beta_fast),

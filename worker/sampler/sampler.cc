@@ -100,6 +100,12 @@ void Sampler::RecordGenerated(int32_t token) {
   ++generated_counts_[token];
 }
 
+void Sampler::RestoreGenerated(std::span<const int32_t> tokens) {
+  for (int32_t token : tokens) RecordGenerated(token);
+  // Sample draws exactly once per stochastic token (in Draw) and never when greedy.
+  if (params_.temperature >= kGreedyTemperature) rng_.discard(tokens.size());
+}
+
 SampleResult Sampler::Sample(std::span<const float> logits) {
   TESSERA_CHECK(static_cast<int>(logits.size()) == vocab_size_,
                 "Sampler: logits size differs from the vocab size");

@@ -63,6 +63,14 @@ class Sampler {
   // Precondition: 0 <= token < vocab_size.
   void RecordGenerated(int32_t token);
 
+  // Rebuilds the state of a sequence re-admitted after a preemption: records `tokens` as
+  // generated (in order) and advances the RNG by the draws sampling them took — one 64-bit draw
+  // per token when sampling is stochastic, none when greedy — so the next Sample continues
+  // exactly as an uninterrupted sampler would. (The one case it cannot replay: a stochastic
+  // sample whose logits had no finite value fell back to greedy without a draw; real models never
+  // produce such rows.) Precondition: every token is in [0, vocab_size).
+  void RestoreGenerated(std::span<const int32_t> tokens);
+
   const SamplingParams& params() const { return params_; }
 
  private:

@@ -242,5 +242,41 @@ TEST(ModelConfigRopeScaling, BadValuesNameTheirKey) {
               HasSubstr("llama.rope.scaling.original_context_length"));
 }
 
+// --- RoPE mode (llama.cpp's llama_model_rope_type, by architecture) ---
+
+// MinimalLlama's keys under another architecture's prefix.
+gguf::GgufWriter Minimal(const std::string& arch) {
+  gguf::GgufWriter writer;
+  writer.AddString("general.architecture", arch);
+  writer.AddUint32(arch + ".block_count", 2);
+  writer.AddUint32(arch + ".embedding_length", 64);
+  writer.AddUint32(arch + ".feed_forward_length", 128);
+  writer.AddUint32(arch + ".attention.head_count", 4);
+  writer.AddUint32(arch + ".context_length", 256);
+  writer.AddUint32(arch + ".vocab_size", 300);
+  return writer;
+}
+
+TEST(ModelConfigRopeMode, QwenIsNeoxAndLlamaIsNormal) {
+  for (const auto& [arch, neox] : std::vector<std::pair<std::string, bool>>{
+           {"llama", false}, {"qwen2", true}, {"qwen3", true}}) {
+    auto file = Parse(Minimal(arch));
+    ASSERT_TRUE(file.ok()) << file.status();
+    auto config = ReadModelConfig(**file);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->rope_neox, neox) << arch;
+  }
+}
+
+TEST(ModelConfigRopeMode, FollowsLlamaCppsList) {
+  for (const char* neox : {"qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next"}) {
+    EXPECT_TRUE(ArchitectureUsesNeoxRope(neox)) << neox;
+  }
+  // Names are matched exactly, as llama.cpp's llm_arch_from_string does.
+  for (const char* normal : {"llama", "Qwen2", "qwen2 ", ""}) {
+    EXPECT_FALSE(ArchitectureUsesNeoxRope(normal)) << normal;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::model

@@ -1,0 +1,296 @@
+#include "router/engine.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/check.h"
+
+namespace tessera::router {
+namespace {
+
+namespace v1 = ::tessera::v1;
+using Clock = std::chrono::steady_clock;
+
+// Plans sent and not yet answered: plan N+1 goes out while the worker computes plan N.
+constexpr size_t kMaxPlansInFlight = 2;
+
+}  // namespace
+
+Engine::Engine(EngineConfig config, const ModelFrontend* model)
+    : config_(std::move(config)), model_(model) {
+  WorkerClientCallbacks callbacks{
+      .on_connected =
+          [this](uint64_t epoch, wv1::DescribeResponse description) {
+            events_.Push(WorkerConnected{epoch, std::move(description)});
+          },
+      .on_result =
+          [this](uint64_t epoch, wv1::StepResult result) {
+            events_.Push(WorkerResult{epoch, std::move(result)});
+          },
+      .on_lost = [this](uint64_t epoch,
+                        absl::Status status) { events_.Push(WorkerLost{epoch, status}); },
+  };
+  worker_client_ = std::make_unique<WorkerClient>(
+      WorkerClientConfig{.address = config_.worker_address,
+                         .initial_backoff = config_.reconnect_backoff,
+                         .max_backoff = config_.max_reconnect_backoff},
+      std::move(callbacks));
+}
+
+Engine::~Engine() { Stop(); }
+
+void Engine::Start() {
+  thread_ = std::thread([this] { Loop(); });
+  worker_client_->Start();
+}
+
+void Engine::Stop() {
+  if (!thread_.joinable()) return;
+  worker_client_->Stop();
+  events_.Push(Shutdown{});
+  thread_.join();
+}
+
+uint64_t Engine::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink) {
+  const uint64_t id = next_id_.fetch_add(1);
+  events_.Push(NewRequest{id, std::move(request), std::move(sink), Clock::now()});
+  return id;
+}
+
+void Engine::Cancel(uint64_t id) { events_.Push(CancelRequest{id}); }
+
+void Engine::BeginDrain(Clock::time_point deadline) {
+  draining_ = true;
+  events_.Push(Drain{deadline});
+}
+
+std::optional<wv1::DescribeResponse> Engine::worker() const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  return worker_;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  return stats_;
+}
+
+void Engine::Loop() {
+  std::deque<Event> events;
+  while (!stopping_) {
+    const bool sent = SendPlans();
+    // Block only when nothing could be sent; wake at least every 100 ms for drain deadlines.
+    events_.PopAll(/*wait=*/!sent, Clock::now() + std::chrono::milliseconds(100), &events);
+    while (!events.empty()) {
+      Handle(events.front());
+      events.pop_front();
+    }
+    CheckDrain(Clock::now());
+    PublishStats();
+  }
+  FailAll(absl::CancelledError("the router is shutting down"));
+}
+
+void Engine::Handle(Event& event) {
+  std::visit(
+      [this](auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, NewRequest>) HandleNew(e);
+        if constexpr (std::is_same_v<T, CancelRequest>) HandleCancel(e);
+        if constexpr (std::is_same_v<T, WorkerConnected>) HandleConnected(e);
+        if constexpr (std::is_same_v<T, WorkerResult>) HandleResult(e);
+        if constexpr (std::is_same_v<T, WorkerLost>) HandleLost(e);
+        if constexpr (std::is_same_v<T, Drain>) drain_deadline_ = e.deadline;
+        if constexpr (std::is_same_v<T, Shutdown>) stopping_ = true;
+      },
+      event);
+}
+
+void Engine::HandleNew(NewRequest& event) {
+  if (draining_ || stopping_) {
+    event.sink->Close({}, absl::UnavailableError("the server is shutting down"));
+    return;
+  }
+  if (scheduler_ == nullptr) {
+    event.sink->Close({}, absl::UnavailableError("no worker is connected; retry later"));
+    return;
+  }
+  absl::Status admitted = scheduler_->AddRequest(event.id, event.request.prompt_tokens,
+                                                 event.request.max_tokens);
+  if (!admitted.ok()) {
+    event.sink->Close({}, admitted);
+    return;
+  }
+  const std::vector<int32_t> eos(worker_->eos_token_ids().begin(),
+                                 worker_->eos_token_ids().end());
+  requests_[event.id] = std::make_unique<RequestOutput>(
+      std::move(event.request), std::move(event.sink), event.arrival, *model_->tokenizer, eos);
+}
+
+void Engine::HandleCancel(const CancelRequest& event) {
+  auto it = requests_.find(event.id);
+  if (it == requests_.end()) return;  // already finished
+  (void)scheduler_->Finish(event.id, FinishReason::kCancelled);
+  it->second->Close(v1::FINISH_REASON_CANCELLED, absl::CancelledError("cancelled by the client"));
+  requests_.erase(it);
+}
+
+void Engine::HandleConnected(WorkerConnected& event) {
+  epoch_ = event.epoch;
+  in_flight_.clear();
+  next_step_ = 1;
+  const wv1::DescribeResponse& d = event.description;
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(SchedulerConfig{
+      .max_num_batched_tokens = config_.max_num_batched_tokens,
+      .max_num_seqs = std::min(config_.max_num_seqs, d.max_num_seqs()),
+      .block_size = d.block_size(),
+      .num_blocks = static_cast<int32_t>(d.num_kv_blocks()),
+      .max_context = d.max_context(),
+      .max_waiting = config_.max_waiting,
+  });
+  if (!scheduler.ok()) {
+    // A worker whose capacity we cannot use: stay NOT_SERVING and say why.
+    std::fprintf(stderr, "tessera-router: cannot use worker %s: %s\n",
+                 d.worker_id().c_str(), std::string(scheduler.status().message()).c_str());
+    return;
+  }
+  scheduler_ = std::move(*scheduler);
+  {
+    std::lock_guard<std::mutex> lock(shared_mutex_);
+    worker_ = event.description;
+  }
+  connected_ = true;
+}
+
+void Engine::HandleResult(WorkerResult& event) {
+  if (event.epoch != epoch_ || in_flight_.empty()) return;  // a stream we gave up on
+  InFlightStep step = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const wv1::StepResult& result = event.result;
+  TESSERA_CHECK(result.step() == step.step, "worker answered a step out of order");
+  TESSERA_CHECK(static_cast<size_t>(result.sampled_size()) == step.sampling_requests.size(),
+                "worker returned a different number of sampled tokens than the plan asked for");
+  for (int i = 0; i < result.sampled_size(); ++i) {
+    ApplySampled(step.sampling_requests[i], result.sampled(i));
+  }
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  stats_.worker_active_slots = result.active_slots();
+}
+
+void Engine::ApplySampled(uint64_t request_id, const wv1::SampledToken& sampled) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;  // finished or cancelled after the plan went out
+  absl::StatusOr<SampleOutcome> outcome = scheduler_->OnTokenSampled(request_id, sampled.token_id());
+  TESSERA_CHECK(outcome.ok(), "a sampled token for a live request the scheduler did not expect");
+  const bool finished = it->second->Accept(sampled, Clock::now());
+  TESSERA_CHECK(finished || *outcome != SampleOutcome::kFinishedLength,
+                "the scheduler ended a request at max_tokens but its output did not");
+  if (finished) {
+    if (*outcome != SampleOutcome::kFinishedLength) {
+      (void)scheduler_->Finish(request_id, FinishReason::kStop);
+    }
+    requests_.erase(it);
+  }
+}
+
+void Engine::HandleLost(const WorkerLost& event) {
+  if (event.epoch != epoch_) return;
+  connected_ = false;
+  in_flight_.clear();
+  FailAll(absl::UnavailableError(
+      absl::StrCat("the worker connection was lost: ", event.status.message())));
+  scheduler_.reset();
+}
+
+void Engine::FailAll(const absl::Status& status) {
+  const v1::FinishReason reason = absl::IsCancelled(status) ? v1::FINISH_REASON_CANCELLED
+                                                            : v1::FINISH_REASON_ERROR;
+  for (auto& [id, output] : requests_) {
+    if (scheduler_ != nullptr) (void)scheduler_->Finish(id, FinishReason::kError);
+    output->Close(reason, status);
+  }
+  requests_.clear();
+}
+
+bool Engine::SendPlans() {
+  bool sent = false;
+  while (scheduler_ != nullptr && in_flight_.size() < kMaxPlansInFlight) {
+    ScheduledStep& step = step_;
+    scheduler_->Schedule(&step);
+    for (const FailedRequest& failed : step.failed) {
+      auto it = requests_.find(failed.request_id);
+      if (it == requests_.end()) continue;
+      it->second->Close(v1::FINISH_REASON_ERROR, failed.status);
+      requests_.erase(it);
+    }
+    if (!step.ShouldSend()) break;
+    wv1::StepPlan plan;
+    InFlightStep in_flight;
+    BuildPlan(step, &plan, &in_flight);
+    if (!worker_client_->Send(epoch_, plan)) break;  // WorkerLost follows
+    in_flight_.push_back(std::move(in_flight));
+    ++steps_sent_;
+    sent = true;
+  }
+  return sent;
+}
+
+void Engine::BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightStep* in_flight) {
+  const Clock::time_point now = Clock::now();
+  in_flight->step = next_step_++;
+  in_flight->sent = now;
+  plan->set_step(in_flight->step);
+  for (int32_t slot : step.dropped_slots) plan->add_drop_slots(slot);
+  for (const ScheduledRequest& scheduled : step.requests) {
+    RequestOutput& output = *requests_.at(scheduled.request_id);
+    if (scheduled.is_new) {
+      output.OnScheduled(now, scheduled.start_position);
+      wv1::NewSequence* sequence = plan->add_new_sequences();
+      sequence->set_slot(scheduled.slot);
+      *sequence->mutable_sampling() = output.request().sampling;
+      const std::span<const int32_t> tokens =
+          scheduler_->Tokens(scheduled.request_id).first(scheduled.num_known_tokens);
+      sequence->mutable_tokens()->Add(tokens.begin(), tokens.end());
+      sequence->set_num_prompt_tokens(scheduled.num_prompt_tokens);
+      sequence->set_num_cached_tokens(scheduled.start_position);
+    }
+    wv1::SequenceStep* sequence = plan->add_sequences();
+    sequence->set_slot(scheduled.slot);
+    sequence->set_num_tokens(scheduled.num_tokens);
+    const std::span<const BlockId> blocks = step.NewBlocks(scheduled);
+    sequence->mutable_new_blocks()->Add(blocks.begin(), blocks.end());
+    if (scheduled.samples) in_flight->sampling_requests.push_back(scheduled.request_id);
+  }
+}
+
+void Engine::CheckDrain(Clock::time_point now) {
+  if (!draining_) return;
+  if (drain_deadline_.has_value() && now >= *drain_deadline_ && !requests_.empty()) {
+    for (auto& [id, output] : requests_) {
+      if (scheduler_ != nullptr) (void)scheduler_->Finish(id, FinishReason::kCancelled);
+      output->Close(v1::FINISH_REASON_CANCELLED,
+                    absl::CancelledError("the server shut down before the request finished"));
+    }
+    requests_.clear();
+  }
+  if (requests_.empty()) drained_ = true;
+}
+
+void Engine::PublishStats() {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  stats_.worker_connected = connected_;
+  stats_.steps = steps_sent_;
+  if (scheduler_ == nullptr) {
+    stats_.requests_running = stats_.requests_waiting = 0;
+    stats_.kv_blocks_used = 0;
+    return;
+  }
+  const SchedulerStats s = scheduler_->stats();
+  stats_.requests_running = s.num_running;
+  stats_.requests_waiting = s.num_waiting;
+  stats_.kv_blocks_used = s.num_blocks_used;
+  stats_.kv_blocks_total = s.num_blocks_total;
+  stats_.preemptions = s.num_preemptions;
+}
+
+}  // namespace tessera::router

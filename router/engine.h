@@ -1,0 +1,143 @@
+// The router's engine: one thread that owns the scheduler, the per-request output state and the
+// conversation with the worker. RPC handlers reach it only through Submit/Cancel (an event
+// queue); the worker connection thread feeds it results the same way (DESIGN.md §1, §3).
+//
+// Each loop turn: take queued events (new requests, cancellations, step results, worker
+// connected/lost), then plan steps while fewer than two plans are unanswered — plan N+1 goes out
+// before result N arrives, so the gRPC hop overlaps the worker's compute.
+//
+// Threading: the engine thread runs Loop; Submit, Cancel, BeginDrain, limits() and stats() are
+// safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <variant>
+
+#include "absl/container/flat_hash_map.h"
+#include "router/event_queue.h"
+#include "router/model_frontend.h"
+#include "router/request_builder.h"
+#include "router/request_output.h"
+#include "router/response_sink.h"
+#include "router/scheduler.h"
+#include "router/worker_client.h"
+
+namespace tessera::router {
+
+struct EngineConfig {
+  std::string worker_address;
+  int max_num_batched_tokens = 2048;
+  int max_num_seqs = 256;              // capped by the worker's slots
+  int max_waiting = 1024;              // waiting-queue capacity (RESOURCE_EXHAUSTED beyond)
+  std::chrono::milliseconds reconnect_backoff{100};
+  std::chrono::milliseconds max_reconnect_backoff{2000};
+};
+
+struct EngineStats {
+  int requests_running = 0;
+  int requests_waiting = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  bool worker_connected = false;
+  int worker_active_slots = 0;
+  uint64_t steps = 0;
+  uint64_t preemptions = 0;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, const ModelFrontend* model);
+  ~Engine();  // Stop()
+
+  void Start();
+  void Stop();
+
+  // Queues a validated request; every outcome (tokens, errors such as a full queue) reaches the
+  // sink. Returns the engine's id for Cancel.
+  uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink);
+  void Cancel(uint64_t id);
+  // Stop admitting (new requests get UNAVAILABLE); requests in flight continue. After
+  // `deadline` the remaining ones are cancelled.
+  void BeginDrain(std::chrono::steady_clock::time_point deadline);
+  // True once draining and no request is left.
+  bool Drained() const { return drained_.load(); }
+
+  // The worker's description; empty until a worker has connected.
+  std::optional<wv1::DescribeResponse> worker() const;
+  bool serving() const { return connected_.load() && !draining_.load(); }
+  EngineStats stats() const;
+
+ private:
+  struct NewRequest {
+    uint64_t id;
+    ValidatedRequest request;
+    std::shared_ptr<ResponseSink> sink;
+    std::chrono::steady_clock::time_point arrival;
+  };
+  struct CancelRequest { uint64_t id; };
+  struct WorkerConnected { uint64_t epoch; wv1::DescribeResponse description; };
+  struct WorkerResult { uint64_t epoch; wv1::StepResult result; };
+  struct WorkerLost { uint64_t epoch; absl::Status status; };
+  struct Drain { std::chrono::steady_clock::time_point deadline; };
+  struct Shutdown {};
+  using Event = std::variant<NewRequest, CancelRequest, WorkerConnected, WorkerResult, WorkerLost,
+                             Drain, Shutdown>;
+
+  // A plan sent and not yet answered: which request each sampled token belongs to.
+  struct InFlightStep {
+    uint64_t step = 0;
+    std::vector<uint64_t> sampling_requests;
+    std::chrono::steady_clock::time_point sent;
+  };
+
+  void Loop();
+  void Handle(Event& event);
+  void HandleNew(NewRequest& event);
+  void HandleCancel(const CancelRequest& event);
+  void HandleConnected(WorkerConnected& event);
+  void HandleResult(WorkerResult& event);
+  void HandleLost(const WorkerLost& event);
+  void ApplySampled(uint64_t request_id, const wv1::SampledToken& sampled);
+  // Plans and sends steps while fewer than two are unanswered. True when one was sent.
+  bool SendPlans();
+  void BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightStep* in_flight);
+  void FinishRequest(uint64_t id, ::tessera::v1::GenerateResponse last, absl::Status status);
+  void FailAll(const absl::Status& status);
+  void CheckDrain(std::chrono::steady_clock::time_point now);
+  void PublishStats();
+
+  const EngineConfig config_;
+  const ModelFrontend* model_;
+  EventQueue<Event> events_;
+  std::unique_ptr<WorkerClient> worker_client_;
+  std::thread thread_;
+  std::atomic<uint64_t> next_id_{1};
+
+  // Engine-thread state.
+  std::unique_ptr<Scheduler> scheduler_;   // null while no worker is connected
+  absl::flat_hash_map<uint64_t, std::unique_ptr<RequestOutput>> requests_;
+  std::deque<InFlightStep> in_flight_;
+  ScheduledStep step_;                 // reused by every Schedule() call
+  uint64_t epoch_ = 0;
+  uint64_t next_step_ = 1;            // per worker stream
+  uint64_t steps_sent_ = 0;           // since start
+  bool stopping_ = false;
+  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+
+  // Shared with other threads.
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> drained_{false};
+  mutable std::mutex shared_mutex_;
+  std::optional<wv1::DescribeResponse> worker_;   // guarded by shared_mutex_
+  EngineStats stats_;                              // guarded by shared_mutex_
+};
+
+}  // namespace tessera::router

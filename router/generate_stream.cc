@@ -1,0 +1,98 @@
+#include "router/generate_stream.h"
+
+#include <utility>
+
+namespace tessera::router {
+
+namespace v1 = ::tessera::v1;
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+class GenerateStream::Sink final : public ResponseSink {
+ public:
+  explicit Sink(GenerateStream* reactor) : reactor_(reactor) {}
+
+  void Send(v1::GenerateResponse response) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    if (closed_) return;
+    queue_.push_back(std::move(response));
+    PumpLocked();
+  }
+
+  void Close(v1::GenerateResponse last, absl::Status status) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    if (closed_) return;
+    closed_ = true;
+    if (last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) queue_.push_back(std::move(last));
+    final_status_ = ToGrpcStatus(status);
+    PumpLocked();
+  }
+
+  void OnWriteDone(bool ok) {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    writing_ = false;
+    if (!ok) {
+      // The client is gone; OnCancel tells the engine. Nothing more can be written.
+      queue_.clear();
+      closed_ = true;
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    }
+    PumpLocked();
+  }
+
+  void Detach() {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  // Starts the next write, or finishes the call once closed and everything was written.
+  void PumpLocked() {
+    if (reactor_ == nullptr || writing_ || finished_) return;
+    if (!queue_.empty()) {
+      writing_ = true;
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      reactor_->StartWrite(&current_);
+      return;
+    }
+    if (closed_) {
+      finished_ = true;
+      reactor_->Finish(final_status_);
+    }
+  }
+
+  std::recursive_mutex mutex_;
+  GenerateStream* reactor_;
+  std::deque<v1::GenerateResponse> queue_;
+  v1::GenerateResponse current_;   // the message being written (must live until OnWriteDone)
+  bool writing_ = false;
+  bool closed_ = false;
+  bool finished_ = false;
+  grpc::Status final_status_;
+};
+
+GenerateStream::GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request)
+    : engine_(engine), sink_(std::make_shared<Sink>(this)) {
+  if (!request.ok()) {
+    sink_->Close({}, request.status());
+    return;
+  }
+  id_ = engine_->Submit(std::move(*request), sink_);
+}
+
+void GenerateStream::OnWriteDone(bool ok) { sink_->OnWriteDone(ok); }
+
+void GenerateStream::OnCancel() {
+  if (id_ != 0) engine_->Cancel(id_);
+}
+
+void GenerateStream::OnDone() {
+  sink_->Detach();
+  delete this;
+}
+
+}  // namespace tessera::router

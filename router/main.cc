@@ -1,0 +1,115 @@
+// tessera-router: serves the public tessera.v1 API (plus grpc.health.v1 and reflection) and drives
+// one worker over the step protocol. Prints "tessera-router listening on HOST:PORT" once the
+// server accepts connections; the health status turns SERVING when the worker has described
+// itself. SIGINT/SIGTERM drain: stop admitting, let requests finish within --drain-timeout-s,
+// cancel the rest, exit 0.
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "router/engine.h"
+#include "router/model_frontend.h"
+#include "router/tessera_service.h"
+
+namespace {
+
+using tessera::router::Engine;
+using tessera::router::EngineConfig;
+
+struct RouterFlags {
+  std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string listen = "127.0.0.1:8000";
+  double drain_timeout_s = 30;
+  EngineConfig engine;
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tessera-router: error: %s\n", message.c_str());
+  return 1;
+}
+
+// Waits for SIGINT/SIGTERM (blocked in every thread), keeping the health status in step with
+// the engine meanwhile.
+void ServeUntilSignal(grpc::Server& server, const Engine& engine, const sigset_t& signals) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  const timespec tick{0, 100 * 1000 * 1000};
+  bool serving = false;
+  health->SetServingStatus(false);
+  for (;;) {
+    if (engine.serving() != serving) {
+      serving = engine.serving();
+      health->SetServingStatus(serving);
+    }
+    if (sigtimedwait(&signals, nullptr, &tick) > 0) return;
+  }
+}
+
+void Drain(grpc::Server& server, Engine& engine, double timeout_s) {
+  server.GetHealthCheckService()->SetServingStatus(false);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  engine.BeginDrain(deadline);
+  while (!engine.Drained()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Give the last responses a moment to flush before the server cancels open calls.
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  engine.Stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  RouterFlags flags;
+  CLI::App app{"tessera-router: the public API, scheduler and streaming front of tessera"};
+  app.add_option("--model", flags.model_path, "GGUF model (tokenizer and chat template)")
+      ->capture_default_str();
+  app.add_option("--worker", flags.engine.worker_address, "worker address HOST:PORT")->required();
+  app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
+      ->capture_default_str();
+  app.add_option("--max-num-batched-tokens", flags.engine.max_num_batched_tokens,
+                 "token budget per step")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-num-seqs", flags.engine.max_num_seqs, "sequences per step")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--drain-timeout-s", flags.drain_timeout_s,
+                 "on SIGTERM, how long running requests may take to finish")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+
+  absl::StatusOr<std::unique_ptr<tessera::router::ModelFrontend>> model =
+      tessera::router::LoadModelFrontend(flags.model_path);
+  if (!model.ok()) return Fail(std::string(model.status().message()));
+
+  Engine engine(flags.engine, model->get());
+  tessera::router::TesseraService service(&engine, model->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) return Fail("cannot listen on " + flags.listen);
+  engine.Start();
+
+  const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
+  std::printf("tessera-router listening on %s:%d\n", host.c_str(), port);
+  std::fflush(stdout);
+  ServeUntilSignal(*server, engine, signals);
+  std::fprintf(stderr, "tessera-router: draining\n");
+  Drain(*server, engine, flags.drain_timeout_s);
+  return 0;
+}

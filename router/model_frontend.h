@@ -1,0 +1,31 @@
+// The router's view of the model: the tokenizer and chat template read from the model file's
+// metadata (the router maps the file but never touches the weights or any device).
+//
+// Ownership/threading: built once at router start, immutable afterwards; shared read-only by the
+// RPC handlers and the engine loop.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/chat/chat_template.h"
+#include "common/gguf/gguf_file.h"
+#include "common/tokenizer/tokenizer.h"
+
+namespace tessera::router {
+
+struct ModelFrontend {
+  std::unique_ptr<gguf::GgufFile> file;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::optional<chat::ChatTemplate> chat_template;
+  std::string chat_template_error;  // why chat_template is absent ("" when present)
+  std::string model_name;           // general.name, else the file name
+};
+
+// Errors name the path and the problem (unreadable file, unsupported tokenizer). A missing or
+// unsupported chat template is not an error: chat requests are refused with the reason instead.
+absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(const std::string& path);
+
+}  // namespace tessera::router

@@ -1,0 +1,175 @@
+#include "router/request_builder.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker/sampler/sampling_params.h"
+
+namespace tessera::router {
+namespace {
+
+namespace v1 = ::tessera::v1;
+namespace wv1 = ::tessera::worker::v1;
+
+absl::Status CheckIdsInVocabulary(const google::protobuf::RepeatedField<int32_t>& ids,
+                                  const std::string& field, int vocab_size) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i],
+                                                     " is outside the vocabulary [0, ",
+                                                     vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& request,
+                                                  const ModelFrontend& model,
+                                                  const ModelLimits& limits) {
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText:
+      return TokenizeText(request.text(), /*add_special=*/true, model);
+    case v1::GenerateRequest::kTokenIds: {
+      if (request.token_ids().ids().empty()) {
+        return absl::InvalidArgumentError("token_ids.ids is empty: give at least one token");
+      }
+      absl::Status status =
+          CheckIdsInVocabulary(request.token_ids().ids(), "token_ids.ids", limits.vocab_size);
+      if (!status.ok()) return status;
+      return std::vector<int32_t>(request.token_ids().ids().begin(),
+                                  request.token_ids().ids().end());
+    }
+    case v1::GenerateRequest::kChat:
+      return TokenizeChat(request.chat(), model);
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("prompt is missing: set one of text, token_ids or chat");
+}
+
+absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& request,
+                                                    const ModelLimits& limits,
+                                                    uint64_t random_seed) {
+  const v1::SamplingParams& in = request.sampling();
+  worker::SamplingParams params;
+  if (in.has_temperature()) params.temperature = in.temperature();
+  if (in.has_top_k()) params.top_k = in.top_k();
+  if (in.has_top_p()) params.top_p = in.top_p();
+  if (in.has_min_p()) params.min_p = in.min_p();
+  if (in.has_repetition_penalty()) params.repetition_penalty = in.repetition_penalty();
+  if (in.has_presence_penalty()) params.presence_penalty = in.presence_penalty();
+  if (in.has_frequency_penalty()) params.frequency_penalty = in.frequency_penalty();
+  params.seed = in.has_seed() ? in.seed() : random_seed;
+  if (request.top_logprobs() > static_cast<uint32_t>(limits.max_logprobs)) {
+    return absl::InvalidArgumentError(absl::StrCat("top_logprobs must be in [0, ",
+                                                   limits.max_logprobs, "], got ",
+                                                   request.top_logprobs()));
+  }
+  params.num_logprobs = static_cast<int>(request.top_logprobs());
+  absl::Status status = worker::ValidateSamplingParams(params, limits.vocab_size);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.", status.message()));
+  }
+  wv1::SamplingParams out;
+  out.set_temperature(params.temperature);
+  out.set_top_k(params.top_k);
+  out.set_top_p(params.top_p);
+  out.set_min_p(params.min_p);
+  out.set_repetition_penalty(params.repetition_penalty);
+  out.set_presence_penalty(params.presence_penalty);
+  out.set_frequency_penalty(params.frequency_penalty);
+  out.set_seed(params.seed);
+  out.set_logprobs(request.logprobs() || request.top_logprobs() > 0);
+  out.set_top_logprobs(params.num_logprobs);
+  return out;
+}
+
+absl::Status CheckStops(const v1::GenerateRequest& request, const ModelLimits& limits) {
+  for (int i = 0; i < request.stop_size(); ++i) {
+    if (request.stop(i).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is an empty string"));
+    }
+  }
+  return CheckIdsInVocabulary(request.stop_token_ids(), "stop_token_ids", limits.vocab_size);
+}
+
+absl::Status CheckLength(size_t prompt_tokens, int max_tokens, const ModelLimits& limits) {
+  if (max_tokens < 1) {
+    return absl::InvalidArgumentError("max_tokens must be >= 1, got 0");
+  }
+  if (prompt_tokens + static_cast<size_t>(max_tokens) > static_cast<size_t>(limits.max_context)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt_tokens, " tokens) + max_tokens (", max_tokens, ") = ",
+        prompt_tokens + max_tokens, " exceeds the model's context of ", limits.max_context,
+        " tokens; shorten the prompt or lower max_tokens"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int32_t>> TokenizeText(const std::string& text, bool add_special,
+                                                  const ModelFrontend& model) {
+  if (text.empty()) return absl::InvalidArgumentError("text is empty: give a prompt");
+  std::vector<int32_t> ids =
+      model.tokenizer->Encode(text, {.add_special = add_special, .parse_special = true});
+  if (ids.empty()) {
+    return absl::InvalidArgumentError("text tokenizes to no tokens (only unknown bytes?)");
+  }
+  return ids;
+}
+
+absl::StatusOr<std::vector<int32_t>> TokenizeChat(const v1::Chat& chat,
+                                                  const ModelFrontend& model) {
+  if (chat.messages().empty()) {
+    return absl::InvalidArgumentError("chat.messages is empty: give at least one message");
+  }
+  if (!model.chat_template.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this model has no usable chat template (", model.chat_template_error,
+        "); send text or token_ids instead"));
+  }
+  std::vector<chat::ChatMessage> messages;
+  for (const v1::ChatMessage& message : chat.messages()) {
+    messages.push_back({.role = message.role(), .content = message.content()});
+  }
+  const bool add_generation_prompt =
+      chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
+  absl::StatusOr<std::string> text = model.chat_template->Apply(messages, add_generation_prompt);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat.", text.status().message()));
+  }
+  return TokenizeText(*text, /*add_special=*/true, model);
+}
+
+absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request,
+                                              const ModelFrontend& model,
+                                              const ModelLimits& limits, uint64_t random_seed) {
+  ValidatedRequest out;
+  out.request_id = request.request_id();
+  absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(request, model, limits);
+  if (!prompt.ok()) return prompt.status();
+  out.prompt_tokens = std::move(*prompt);
+  out.max_tokens = request.has_max_tokens() ? static_cast<int>(std::min<uint32_t>(
+                                                  request.max_tokens(), 1u << 30))
+                                            : static_cast<int>(kDefaultMaxTokens);
+  if (!request.has_max_tokens()) {
+    // The default shrinks to what the context leaves, as vLLM does; an explicit value does not.
+    out.max_tokens = std::min<int>(
+        out.max_tokens, std::max<int>(1, limits.max_context - out.prompt_tokens.size()));
+  }
+  absl::Status status = CheckLength(out.prompt_tokens.size(), out.max_tokens, limits);
+  if (!status.ok()) return status;
+  absl::StatusOr<wv1::SamplingParams> sampling = ResolveSampling(request, limits, random_seed);
+  if (!sampling.ok()) return sampling.status();
+  out.sampling = std::move(*sampling);
+  status = CheckStops(request, limits);
+  if (!status.ok()) return status;
+  out.stop.assign(request.stop().begin(), request.stop().end());
+  out.stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
+  out.ignore_eos = request.ignore_eos();
+  out.skip_special_tokens = request.skip_special_tokens();
+  return out;
+}
+
+}  // namespace tessera::router

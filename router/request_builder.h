@@ -1,0 +1,52 @@
+// Admission checks of the public API: turns a tessera.v1.GenerateRequest into a validated
+// request with its prompt tokens and fully resolved sampling parameters, or INVALID_ARGUMENT with
+// a message naming the field (DESIGN.md §8).
+//
+// Threading: pure functions; called on gRPC handler threads before anything reaches the engine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "router/model_frontend.h"
+#include "tessera/v1/tessera.pb.h"
+#include "tessera/worker/v1/worker.pb.h"
+
+namespace tessera::router {
+
+// What the router knows about the worker's limits (from Describe).
+struct ModelLimits {
+  int vocab_size = 0;
+  int max_context = 0;
+  int max_logprobs = 20;
+  std::vector<int32_t> eos_token_ids;
+};
+
+inline constexpr uint32_t kDefaultMaxTokens = 256;
+
+struct ValidatedRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_tokens;           // >= 1 token
+  int max_tokens = 0;                           // >= 1
+  ::tessera::worker::v1::SamplingParams sampling;
+  std::vector<std::string> stop;                // non-empty strings
+  std::vector<int32_t> stop_token_ids;          // in the vocabulary
+  bool ignore_eos = false;
+  bool skip_special_tokens = false;
+};
+
+// `random_seed` is used when the request gives no seed.
+absl::StatusOr<ValidatedRequest> BuildRequest(const ::tessera::v1::GenerateRequest& request,
+                                              const ModelFrontend& model,
+                                              const ModelLimits& limits, uint64_t random_seed);
+
+// The prompt of a Tokenize request or a Generate request, as token ids (INVALID_ARGUMENT for an
+// empty prompt, ids outside the vocabulary, a chat without a usable template).
+absl::StatusOr<std::vector<int32_t>> TokenizeText(const std::string& text, bool add_special,
+                                                  const ModelFrontend& model);
+absl::StatusOr<std::vector<int32_t>> TokenizeChat(const ::tessera::v1::Chat& chat,
+                                                  const ModelFrontend& model);
+
+}  // namespace tessera::router

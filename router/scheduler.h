@@ -1,0 +1,177 @@
+// Scheduler: the router's continuous-batching scheduler (DESIGN.md §3). Pure planning: no I/O,
+// no clocks, no threads. A request is "computed tokens catching up with known tokens"; each
+// Schedule() call plans one forward step under a token budget and a sequence limit, and owns the
+// logical KV blocks (BlockManager) and the worker slots.
+//
+// Owner: the router's engine loop thread. Every method must be called from that one thread;
+// client RPC handlers reach the scheduler only through the engine's queues.
+//
+// One step in flight. The engine sends plan N+1 before result N arrives. So when a chunk
+// reaches the end of a request's known tokens (it samples), the scheduler immediately counts
+// a *pending* token (a placeholder known token) and the next Schedule() can already plan the
+// decode of that token; the worker feeds its own last sampled token. OnTokenSampled() fills the
+// oldest placeholder. Engine contract: Schedule() for step N+2 is called only after result N
+// was delivered, so a request has at most two pending tokens, and a preempted request has none
+// left when it is re-admitted (both checked).
+//
+// Lifecycle of a request:
+//   AddRequest -> waiting -> (admitted: slot + blocks) running -> ... -> finished
+//                   ^------------- preempted (blocks and slot freed) ------'
+// A request finishes when the engine calls Finish() (stop token/string, cancel, error) or when
+// its max_tokens-th token arrives (OnTokenSampled returns kFinishedLength). Once generated +
+// pending == max_tokens it is no longer scheduled ("awaiting its last token", visible in
+// RequestSnapshot). A finished request's slot is listed in the next plan's dropped_slots; any
+// later result for it must be ignored by the engine (OnTokenSampled answers NOT_FOUND).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "router/block_manager.h"
+#include "router/scheduled_step.h"
+#include "router/scheduler_config.h"
+
+namespace tessera::router {
+
+enum class FinishReason { kStop, kLength, kCancelled, kError };
+inline constexpr size_t kNumFinishReasons = 4;
+
+enum class SampleOutcome {
+  kContinue,        // more tokens to come
+  kFinishedLength,  // that was token number max_tokens: the request is finished and removed
+};
+
+// A copy of one request's scheduling state (tests, debugging, metrics).
+struct RequestSnapshot {
+  bool running = false;  // false: waiting (never admitted, or preempted)
+  int32_t slot = -1;     // -1 while waiting
+  int32_t num_prompt_tokens = 0;
+  int32_t num_generated = 0;  // tokens delivered through OnTokenSampled
+  int32_t num_pending = 0;    // sampled by an unanswered plan, not delivered yet
+  int32_t num_computed = 0;   // tokens scheduled since the last admission
+  int32_t max_tokens = 0;
+  int32_t num_blocks = 0;  // block table length
+  int32_t num_preemptions = 0;
+  // generated + pending == max_tokens: never scheduled again; finishes when the last pending
+  // token arrives.
+  bool awaiting_last_token = false;
+};
+
+// Read-only numbers for the router's metrics (DESIGN.md §7).
+struct SchedulerStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_blocks_used = 0;
+  int32_t num_blocks_total = 0;  // usable blocks (null block excluded)
+  int64_t num_preemptions = 0;   // total since creation
+  int64_t num_steps = 0;         // non-empty steps planned
+  int64_t num_failed = 0;        // requests the scheduler failed (FailedRequest)
+  // Finished requests by FinishReason (Finish() calls, and kLength from OnTokenSampled).
+  std::array<int64_t, kNumFinishReasons> num_finished{};
+};
+
+class Scheduler {
+ public:
+  // INVALID_ARGUMENT when the config is out of range (ValidateSchedulerConfig).
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config);
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  ~Scheduler();  // out of line: Request is incomplete here
+
+  // Queues a request at the tail of the waiting queue.
+  //   INVALID_ARGUMENT: empty prompt, max_tokens < 1, prompt + max_tokens > max_context, or more
+  //                     KV blocks than the whole pool holds;
+  //   ALREADY_EXISTS:   `id` is in use;
+  //   RESOURCE_EXHAUSTED: the waiting queue holds max_waiting requests.
+  absl::Status AddRequest(RequestId id, std::span<const int32_t> prompt, int32_t max_tokens);
+
+  // Plans the next step into *step (cleared first; its vectors are reused). Phases: running
+  // requests oldest first (preempting the newest when blocks run out), then admission FCFS if
+  // nothing was preempted. Send the plan only when step->ShouldSend(); its failed/preempted
+  // lists need handling either way.
+  void Schedule(ScheduledStep* step);
+
+  // Delivers the token sampled for `id`'s oldest pending placeholder (results arrive in plan
+  // order). NOT_FOUND: `id` finished already (a late result; ignore it). FAILED_PRECONDITION: no
+  // token of `id` is in flight (a result for a slot that did not sample).
+  absl::StatusOr<SampleOutcome> OnTokenSampled(RequestId id, int32_t token);
+
+  // Removes a waiting or running request, freeing its blocks and slot (the slot is dropped in
+  // the next plan). NOT_FOUND when `id` is unknown or already finished.
+  absl::Status Finish(RequestId id, FinishReason reason);
+
+  // Takes a new capacity after the worker reconnected and answered Describe again (DESIGN.md §2:
+  // the engine first fails every running request). Waiting requests stay queued; their pending
+  // tokens died with the old stream and are resampled after recompute; one that no longer fits
+  // fails at its admission. FAILED_PRECONDITION while any request is running; INVALID_ARGUMENT
+  // for a bad config.
+  absl::Status Reconfigure(const SchedulerConfig& config);
+
+  // nullopt when `id` is unknown.
+  std::optional<RequestSnapshot> GetRequest(RequestId id) const;
+  // Known tokens of `id` (prompt, then generated; placeholders excluded), empty when unknown.
+  // Valid until the next call that mutates the scheduler. The engine reads the first
+  // num_known_tokens of it for an is_new entry.
+  std::span<const int32_t> Tokens(RequestId id) const;
+
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  struct Request;
+  struct Budget;
+  struct StepKinds {
+    bool decode = true;
+    bool prefill = true;
+  };
+  enum class StepKind { kNone, kDecode, kPrefill, kMixed };
+
+  explicit Scheduler(const SchedulerConfig& config);
+
+  // Schedule() phases.
+  StepKinds ChooseStepKinds() const;
+  void RunPass(StepKinds kinds, Budget& budget, ScheduledStep* step);
+  void ScheduleRunning(StepKinds kinds, Budget& budget, ScheduledStep* step);
+  void AdmitWaiting(Budget& budget, ScheduledStep* step);
+  void FinishStep(ScheduledStep* step);
+
+  // Appends blocks so `r`'s table covers `num_positions`, preempting the newest running
+  // requests while none is free. False when `r` itself was the newest and got preempted.
+  bool ReserveBlocks(Request& r, int32_t num_positions, ScheduledStep* step);
+  void AppendBlocks(Request& r, int32_t num_blocks, ScheduledStep* step);
+  void PreemptNewest(ScheduledStep* step);
+  void EmitChunk(Request& r, int32_t num_tokens, bool is_new, int32_t new_blocks_begin,
+                 Budget& budget, ScheduledStep* step);
+
+  absl::Status CheckFitsAlone(int64_t num_prompt_tokens, int64_t max_tokens) const;
+  int32_t AcquireSlot();
+  void ReleaseSlot(Request& r);
+  // Frees `r`'s blocks and slot and forgets it; `r` is destroyed.
+  void Retire(Request& r);
+
+  SchedulerConfig config_;
+  BlockManager blocks_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<Request*> running_;  // admission order: front() is the oldest
+  std::deque<Request*> waiting_;   // FCFS; preempted requests re-enter at the front
+  std::vector<int32_t> free_slots_;     // stack: back() is handed out next
+  std::vector<bool> slot_in_use_;       // [max_num_seqs], guards against duplicate slots
+  std::vector<int32_t> pending_drops_;  // slots freed since the last plan
+  StepKind last_step_kind_ = StepKind::kNone;
+  int64_t num_preemptions_ = 0;
+  int64_t num_steps_ = 0;
+  int64_t num_failed_ = 0;
+  std::array<int64_t, kNumFinishReasons> num_finished_{};
+};
+
+}  // namespace tessera::router

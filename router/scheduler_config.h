@@ -1,0 +1,44 @@
+// SchedulerConfig: the continuous-batching scheduler's limits and policies. Capacity fields come
+// from the worker's Describe (DESIGN.md §2); the rest from router flags. Plain data, validated
+// by ValidateSchedulerConfig before a Scheduler uses it.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace tessera::router {
+
+struct SchedulerConfig {
+  // Token budget of one step: tokens processed across all scheduled requests.
+  int32_t max_num_batched_tokens = 2048;
+  // Requests running at once; also the number of worker slots, [0, max_num_seqs).
+  int32_t max_num_seqs = 256;
+  // Tokens per KV block and blocks in the pool (block 0, the null block, included), from
+  // Describe.
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+  // Longest sequence a request may reach (prompt + max_tokens), from Describe.
+  int32_t max_context = 4096;
+  // Waiting-queue capacity for new requests; AddRequest answers RESOURCE_EXHAUSTED beyond it.
+  // (Preempted requests go back to the queue regardless: they were admitted already.)
+  int32_t max_waiting = 1024;
+
+  // Optional policies, off by default.
+  //
+  // decode_stable: a step never mixes prefill chunks with decodes, so decode steps keep a
+  // steady latency and stay eligible for the worker's CUDA-graph replay (DESIGN.md §5). When
+  // both kinds of work are ready, steps alternate: after a decode-only step comes a
+  // prefill-only step and vice versa, so neither side starves. If the preferred kind yields
+  // nothing (e.g. no block for the admission), the step falls back to the other kind.
+  bool decode_stable = false;
+  // Caps the prefill tokens of one step (running chunked prefills and admissions together);
+  // 0 = no cap beyond max_num_batched_tokens. Bounds how much one step's latency grows when
+  // long prompts arrive.
+  int32_t max_prefill_tokens_per_step = 0;
+};
+
+// INVALID_ARGUMENT naming the field when a limit is out of range.
+absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
+
+}  // namespace tessera::router

@@ -1,0 +1,112 @@
+#include "router/tessera_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "router/generate_stream.h"
+
+namespace tessera::router {
+namespace {
+
+namespace v1 = ::tessera::v1;
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
+  std::optional<wv1::DescribeResponse> worker = engine.worker();
+  if (!worker.has_value()) return absl::UnavailableError("no worker has connected yet; retry later");
+  return ModelLimits{.vocab_size = worker->vocab_size(),
+                     .max_context = worker->max_context(),
+                     .max_logprobs = worker->max_logprobs(),
+                     .eos_token_ids = {worker->eos_token_ids().begin(),
+                                       worker->eos_token_ids().end()}};
+}
+
+}  // namespace
+
+TesseraService::TesseraService(Engine* engine, const ModelFrontend* model)
+    : engine_(engine), model_(model), seed_source_(std::random_device{}()) {}
+
+uint64_t TesseraService::NextSeed() {
+  std::lock_guard<std::mutex> lock(seed_mutex_);
+  return seed_source_();
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TesseraService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  absl::StatusOr<ModelLimits> limits = LimitsOf(*engine_);
+  if (!limits.ok()) return new GenerateStream(engine_, limits.status());
+  return new GenerateStream(engine_, BuildRequest(*request, *model_, *limits, NextSeed()));
+}
+
+grpc::ServerUnaryReactor* TesseraService::Tokenize(grpc::CallbackServerContext* context,
+                                                   const v1::TokenizeRequest* request,
+                                                   v1::TokenizeResponse* response) {
+  absl::StatusOr<std::vector<int32_t>> ids;
+  if (request->has_chat()) {
+    ids = TokenizeChat(request->chat(), *model_);
+  } else {
+    ids = TokenizeText(request->text(), request->add_special_tokens(), *model_);
+  }
+  if (ids.ok()) response->mutable_token_ids()->Add(ids->begin(), ids->end());
+  return Answer(context, ids.status());
+}
+
+grpc::ServerUnaryReactor* TesseraService::Detokenize(grpc::CallbackServerContext* context,
+                                                     const v1::DetokenizeRequest* request,
+                                                     v1::DetokenizeResponse* response) {
+  std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
+  absl::StatusOr<std::string> text =
+      model_->tokenizer->Decode(ids, {.skip_special = request->skip_special_tokens()});
+  if (!text.ok()) {
+    return Answer(context, absl::InvalidArgumentError(
+                               absl::StrCat("token_ids: ", text.status().message())));
+  }
+  response->set_text(std::move(*text));
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TesseraService::ModelInfo(grpc::CallbackServerContext* context,
+                                                    const v1::ModelInfoRequest* request,
+                                                    v1::ModelInfoResponse* response) {
+  std::optional<wv1::DescribeResponse> worker = engine_->worker();
+  if (!worker.has_value()) {
+    return Answer(context, absl::UnavailableError("no worker has connected yet; retry later"));
+  }
+  response->set_model_name(model_->model_name);
+  response->set_architecture(worker->architecture());
+  response->set_vocab_size(worker->vocab_size());
+  response->set_max_context(worker->max_context());
+  *response->mutable_eos_token_ids() = worker->eos_token_ids();
+  response->set_bos_token_id(worker->bos_token_id());
+  if (model_->chat_template.has_value()) {
+    response->set_chat_template(model_->chat_template->shape());
+  }
+  response->set_backend(worker->backend());
+  response->set_device(worker->device());
+  response->set_block_size(worker->block_size());
+  response->set_num_kv_blocks(worker->num_kv_blocks());
+  response->set_max_num_seqs(worker->max_num_seqs());
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TesseraService::ServerStats(grpc::CallbackServerContext* context,
+                                                      const v1::ServerStatsRequest* request,
+                                                      v1::ServerStatsResponse* response) {
+  const EngineStats stats = engine_->stats();
+  response->set_requests_running(stats.requests_running);
+  response->set_requests_waiting(stats.requests_waiting);
+  response->set_kv_blocks_used(stats.kv_blocks_used);
+  response->set_kv_blocks_total(stats.kv_blocks_total);
+  response->set_worker_connected(stats.worker_connected);
+  response->set_worker_active_slots(stats.worker_active_slots);
+  response->set_steps(stats.steps);
+  response->set_preemptions(stats.preemptions);
+  return Answer(context, absl::OkStatus());
+}
+
+}  // namespace tessera::router

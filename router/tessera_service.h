@@ -1,0 +1,47 @@
+// The public tessera.v1.Tessera service (gRPC callback API): Generate streams through the engine;
+// Tokenize, Detokenize, ModelInfo and ServerStats answer on the handler thread.
+//
+// Threading: handlers run on gRPC's callback threads; they validate requests themselves and talk
+// to the engine only through Engine::Submit/Cancel and its thread-safe getters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <random>
+
+#include "router/engine.h"
+#include "router/model_frontend.h"
+#include "tessera/v1/tessera.grpc.pb.h"
+
+namespace tessera::router {
+
+class TesseraService final : public ::tessera::v1::Tessera::CallbackService {
+ public:
+  TesseraService(Engine* engine, const ModelFrontend* model);
+
+  grpc::ServerWriteReactor<::tessera::v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context,
+      const ::tessera::v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const ::tessera::v1::TokenizeRequest* request,
+                                     ::tessera::v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const ::tessera::v1::DetokenizeRequest* request,
+                                       ::tessera::v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
+                                      const ::tessera::v1::ModelInfoRequest* request,
+                                      ::tessera::v1::ModelInfoResponse* response) override;
+  grpc::ServerUnaryReactor* ServerStats(grpc::CallbackServerContext* context,
+                                        const ::tessera::v1::ServerStatsRequest* request,
+                                        ::tessera::v1::ServerStatsResponse* response) override;
+
+ private:
+  uint64_t NextSeed();
+
+  Engine* engine_;
+  const ModelFrontend* model_;
+  std::mutex seed_mutex_;
+  std::mt19937_64 seed_source_;   // seeds for requests that give none
+};
+
+}  // namespace tessera::router

@@ -1,0 +1,122 @@
+#include "router/worker_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/util/check.h"
+
+namespace tessera::router {
+
+struct WorkerClient::Stream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<wv1::StepPlan, wv1::StepResult>> rw;
+};
+
+namespace {
+
+std::shared_ptr<grpc::Channel> DialWorker(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Plans with many new long prompts can exceed gRPC's 4 MiB default.
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Notice a worker that vanished without closing its socket (a killed VM, a cut network).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // A fresh channel per attempt: our own backoff decides when to retry, not the channel's.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::Status ToAbslStatus(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace
+
+WorkerClient::WorkerClient(WorkerClientConfig config, WorkerClientCallbacks callbacks)
+    : config_(std::move(config)), callbacks_(std::move(callbacks)) {}
+
+WorkerClient::~WorkerClient() { Stop(); }
+
+void WorkerClient::Start() {
+  TESSERA_CHECK(!thread_.joinable(), "WorkerClient::Start called twice");
+  thread_ = std::thread([this] { ConnectionLoop(); });
+}
+
+void WorkerClient::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    if (stream_ != nullptr) stream_->context.TryCancel();
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool WorkerClient::Send(uint64_t epoch, const wv1::StepPlan& plan) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stream_ == nullptr || epoch != epoch_) return false;
+  return stream_->rw->Write(plan);
+}
+
+void WorkerClient::ConnectionLoop() {
+  std::chrono::milliseconds backoff = config_.initial_backoff;
+  while (!stopping_) {
+    wv1::DescribeResponse description;
+    std::unique_ptr<Stream> stream = Connect(&description);
+    if (stream == nullptr) {
+      SleepBackoff(backoff);
+      backoff = std::min(backoff * 2, config_.max_backoff);
+      continue;
+    }
+    backoff = config_.initial_backoff;
+    uint64_t epoch = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) stream->context.TryCancel();
+      epoch = ++epoch_;
+      stream_ = stream.get();
+    }
+    callbacks_.on_connected(epoch, std::move(description));
+    ReadUntilBroken(*stream, epoch);
+  }
+}
+
+std::unique_ptr<WorkerClient::Stream> WorkerClient::Connect(wv1::DescribeResponse* description) {
+  std::shared_ptr<grpc::Channel> channel = DialWorker(config_.address);
+  std::unique_ptr<wv1::Worker::Stub> stub = wv1::Worker::NewStub(channel);
+  grpc::ClientContext describe_context;
+  describe_context.set_deadline(std::chrono::system_clock::now() + config_.describe_timeout);
+  if (!stub->Describe(&describe_context, wv1::DescribeRequest(), description).ok()) return nullptr;
+  if (stopping_) return nullptr;
+  auto stream = std::make_unique<Stream>();
+  stream->rw = stub->Run(&stream->context);
+  return stream;
+}
+
+void WorkerClient::ReadUntilBroken(Stream& stream, uint64_t epoch) {
+  wv1::StepResult result;
+  while (stream.rw->Read(&result)) {
+    callbacks_.on_result(epoch, std::move(result));
+    result.Clear();
+  }
+  {
+    // No Write may race with Finish: take the stream away from Send first.
+    std::lock_guard<std::mutex> lock(mutex_);
+    stream_ = nullptr;
+  }
+  grpc::Status status = stream.rw->Finish();
+  absl::Status lost = ToAbslStatus(status);
+  if (lost.ok()) lost = absl::UnavailableError("the worker closed the step stream");
+  callbacks_.on_lost(epoch, lost);
+}
+
+void WorkerClient::SleepBackoff(std::chrono::milliseconds delay) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait_for(lock, delay, [this] { return stopping_.load(); });
+}
+
+}  // namespace tessera::router

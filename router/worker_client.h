@@ -1,0 +1,77 @@
+// The router's connection to one worker: Describe, then the Run stream of step plans/results.
+//
+// A connection thread owned by this class dials the worker, calls Describe, opens Run and then
+// reads results until the stream breaks; it reports each of those through the callbacks and
+// redials with exponential backoff. Every report carries the connection's epoch (1, 2, ...), so
+// the engine can ignore results of a stream it already gave up on.
+//
+// Threading: callbacks run on the connection thread (they should only enqueue). Send may be
+// called from one other thread (the engine loop); it is safe against the connection thread
+// breaking or replacing the stream.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "tessera/worker/v1/worker.grpc.pb.h"
+
+namespace tessera::router {
+
+namespace wv1 = ::tessera::worker::v1;
+
+struct WorkerClientConfig {
+  std::string address;                                   // host:port
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{2000};
+  std::chrono::milliseconds describe_timeout{5000};
+};
+
+struct WorkerClientCallbacks {
+  std::function<void(uint64_t epoch, wv1::DescribeResponse)> on_connected;
+  std::function<void(uint64_t epoch, wv1::StepResult)> on_result;
+  std::function<void(uint64_t epoch, absl::Status)> on_lost;   // only after on_connected
+};
+
+class WorkerClient {
+ public:
+  WorkerClient(WorkerClientConfig config, WorkerClientCallbacks callbacks);
+  ~WorkerClient();  // Stop()
+  WorkerClient(const WorkerClient&) = delete;
+  WorkerClient& operator=(const WorkerClient&) = delete;
+
+  void Start();
+  // Closes the stream (the worker drops every slot) and joins the connection thread.
+  void Stop();
+
+  // Writes a plan on the stream of `epoch`. False when that stream is gone (the engine then
+  // waits for on_lost / on_connected).
+  bool Send(uint64_t epoch, const wv1::StepPlan& plan);
+
+ private:
+  struct Stream;
+  void ConnectionLoop();
+  // Dials and describes; null when the worker is unreachable or stopping.
+  std::unique_ptr<Stream> Connect(wv1::DescribeResponse* description);
+  void ReadUntilBroken(Stream& stream, uint64_t epoch);
+  void SleepBackoff(std::chrono::milliseconds delay);
+
+  const WorkerClientConfig config_;
+  const WorkerClientCallbacks callbacks_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mutex_;                 // guards stream_, epoch_ and the Write/Finish ordering
+  std::condition_variable wake_;     // interrupts the backoff sleep on Stop
+  Stream* stream_ = nullptr;         // the live stream, owned by the connection thread
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace tessera::router

@@ -1,0 +1,123 @@
+#include "tests/e2e/serving_harness.h"
+
+#include <csignal>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::e2e {
+namespace {
+
+namespace v1 = ::tessera::v1;
+
+// Spawns build/bin/<binary> and waits for "<binary> listening on HOST:PORT"; returns HOST:PORT.
+absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
+                                              std::vector<std::string> args,
+                                              std::unique_ptr<cli::ChildProcess>* child) {
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
+      {.path = absl::StrCat(TESSERA_BIN_DIR, "/", binary),
+       .args = std::move(args),
+       .echo_stderr_fd = 2});
+  if (!spawned.ok()) return spawned.status();
+  *child = std::move(*spawned);
+  const std::regex ready(binary + " listening on (\\S+)");
+  for (;;) {
+    absl::StatusOr<std::string> line = (*child)->ReadStdoutLine(absl::Seconds(120));
+    if (!line.ok()) {
+      return absl::Status(line.status().code(),
+                          absl::StrCat(binary, " never became ready: ", line.status().message(),
+                                       "; stderr: ", (*child)->StderrTail()));
+    }
+    std::smatch match;
+    if (std::regex_search(*line, match, ready)) return match[1].str();
+  }
+}
+
+}  // namespace
+
+ServingProcesses::~ServingProcesses() = default;  // ChildProcess SIGKILLs and reaps
+
+absl::Status ServingProcesses::StartWorker(const std::vector<std::string>& extra_args, int port) {
+  // 256 MiB of KV (~5.8K tokens of the default model) is plenty here and keeps several workers
+  // cheap on a small CI machine.
+  std::vector<std::string> args = {"--model", model_, "--listen",
+                                   absl::StrCat("127.0.0.1:", port), "--kv-cache-mb", "256"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  absl::StatusOr<std::string> address = SpawnAndWaitReady("tessera-worker", args, &worker_);
+  if (!address.ok()) return address.status();
+  worker_address_ = *address;
+  worker_port_ = std::stoi(worker_address_.substr(worker_address_.rfind(':') + 1));
+  return absl::OkStatus();
+}
+
+absl::Status ServingProcesses::StartRouter(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {"--model", model_, "--worker", worker_address_,
+                                   "--listen", "127.0.0.1:0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  absl::StatusOr<std::string> address = SpawnAndWaitReady("tessera-router", args, &router_);
+  if (!address.ok()) return address.status();
+  router_address_ = *address;
+  return absl::OkStatus();
+}
+
+absl::Status ServingProcesses::WaitConnected(double timeout_s) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (Stats().worker_connected()) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError("the router did not connect to the worker");
+}
+
+void ServingProcesses::KillWorker() {
+  if (worker_ == nullptr) return;
+  (void)worker_->Signal(SIGKILL);
+  worker_->Wait(absl::Seconds(10));
+  worker_.reset();
+}
+
+int ServingProcesses::StopRouter(double timeout_s) {
+  if (router_ == nullptr) return -1;
+  (void)router_->Signal(SIGTERM);
+  std::optional<cli::ChildExit> exit = router_->Wait(absl::Seconds(timeout_s));
+  router_.reset();
+  return exit.has_value() ? exit->exit_code : -1;
+}
+
+std::unique_ptr<v1::Tessera::Stub> ServingProcesses::NewStub() const {
+  return v1::Tessera::NewStub(
+      grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials()));
+}
+
+v1::ServerStatsResponse ServingProcesses::Stats() const {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ServerStatsResponse stats;
+  (void)NewStub()->ServerStats(&context, v1::ServerStatsRequest(), &stats);
+  return stats;
+}
+
+StreamResult RunGenerate(
+    v1::Tessera::Stub& stub, const v1::GenerateRequest& request,
+    const std::function<void(const v1::GenerateResponse&, grpc::ClientContext&)>& on_response) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub.Generate(&context, request);
+  StreamResult result;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    ++result.num_responses;
+    result.text += response.text();
+    result.token_ids.insert(result.token_ids.end(), response.token_ids().begin(),
+                            response.token_ids().end());
+    if (on_response) on_response(response, context);
+    result.last = response;
+  }
+  result.status = reader->Finish();
+  return result;
+}
+
+}  // namespace tessera::e2e

@@ -1,0 +1,63 @@
+// Test harness: tessera-worker and tessera-router from build/bin as real child processes on
+// loopback (port 0, the ports read from their "listening on" lines), plus a client stub and a
+// helper that runs one Generate stream to the end.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "tessera/v1/tessera.grpc.pb.h"
+#include "tools/cli/child_process.h"
+
+namespace tessera::e2e {
+
+inline constexpr char kDefaultModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+class ServingProcesses {
+ public:
+  ~ServingProcesses();  // SIGKILLs what is still running
+
+  // `port` 0 = any free port. Blocks until the process prints its listening line.
+  absl::Status StartWorker(const std::vector<std::string>& extra_args = {}, int port = 0);
+  absl::Status StartRouter(const std::vector<std::string>& extra_args = {});
+  // Waits until the router reports a connected worker (ServerStats).
+  absl::Status WaitConnected(double timeout_s = 60);
+  void KillWorker();
+  // SIGTERM to the router; its exit code (-1 if it had to be killed after `timeout_s`).
+  int StopRouter(double timeout_s = 30);
+
+  const std::string& router_address() const { return router_address_; }
+  int worker_port() const { return worker_port_; }
+  std::unique_ptr<::tessera::v1::Tessera::Stub> NewStub() const;
+  ::tessera::v1::ServerStatsResponse Stats() const;
+
+ private:
+  std::string model_ = kDefaultModel;
+  std::unique_ptr<cli::ChildProcess> worker_;
+  std::unique_ptr<cli::ChildProcess> router_;
+  std::string worker_address_;
+  int worker_port_ = 0;
+  std::string router_address_;
+};
+
+struct StreamResult {
+  grpc::Status status;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  int num_responses = 0;
+  ::tessera::v1::GenerateResponse last;
+};
+
+// Runs `request` to the end of its stream. `on_response` (optional) sees every response with the
+// call's context (e.g. to cancel).
+StreamResult RunGenerate(
+    ::tessera::v1::Tessera::Stub& stub, const ::tessera::v1::GenerateRequest& request,
+    const std::function<void(const ::tessera::v1::GenerateResponse&, grpc::ClientContext&)>&
+        on_response = nullptr);
+
+}  // namespace tessera::e2e

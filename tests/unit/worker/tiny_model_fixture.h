@@ -1,0 +1,65 @@
+// Test fixture: the tiny generated llama model (tools/convert), loaded once per test suite, a
+// 2-thread kernel pool, and helpers for prompts and protocol sampling parameters.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/worker/sim_router.h"
+#include "tools/convert/tiny_model.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/loaded_model.h"
+
+namespace tessera::worker::testing {
+
+class TinyModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path =
+        (std::filesystem::path(::testing::TempDir()) / "worker_tiny_model.gguf").string();
+    ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 2, .seed = 5}, path).ok());
+    auto loaded = LoadModel(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    model_ = loaded->release();
+    pool_ = new kernels::cpu::ThreadPool(2);
+  }
+  static void TearDownTestSuite() {
+    delete pool_;
+    delete model_;
+    pool_ = nullptr;
+    model_ = nullptr;
+  }
+
+  static std::unique_ptr<CpuLlamaRunner> MakeRunner(int block_size, int64_t num_blocks) {
+    return std::make_unique<CpuLlamaRunner>(
+        model_->config, model_->weights.get(), pool_,
+        CpuRunnerOptions{.block_size = block_size, .num_kv_blocks = num_blocks});
+  }
+
+  static const model::ModelConfig& config() { return model_->config; }
+
+  // Deterministic pseudo-random prompt of ordinary tokens (ids 3.. skip the special ones).
+  static std::vector<int32_t> Prompt(int length, int seed) {
+    std::vector<int32_t> ids(length);
+    for (int i = 0; i < length; ++i) {
+      ids[i] = 3 + (seed * 7919 + i * 104729) % (model_->config.vocab_size - 3);
+    }
+    return ids;
+  }
+
+  static v1::SamplingParams Sampling(float temperature, uint64_t seed) {
+    v1::SamplingParams p = DefaultSampling();
+    p.set_temperature(temperature);
+    p.set_seed(seed);
+    return p;
+  }
+
+  static inline LoadedModel* model_ = nullptr;
+  static inline kernels::cpu::ThreadPool* pool_ = nullptr;
+};
+
+}  // namespace tessera::worker::testing

@@ -1,0 +1,309 @@
+// `tessera serve`: runs tessera-worker and tessera-router (found next to this executable) as one
+// service and supervises them.
+//
+//   1. worker: `--model M --listen 127.0.0.1:0 [--threads N ...]`, until it prints
+//      "tessera-worker listening on HOST:PORT";
+//   2. router: `--model M --worker HOST:PORT --listen HOST:PORT [...]`, until it prints
+//      "tessera-router listening on HOST:PORT";
+//   3. polls the router's grpc.health.v1 Check("") until SERVING (the worker described itself),
+//      then prints "tessera serve: listening on HOST:PORT" to stdout;
+//   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the worker gets
+//      SIGTERM; a second signal while draining kills the router at once. Exit 0 when both ended
+//      cleanly. A child that dies on its own stops the other and fails the command.
+// Children's output is echoed to stderr line by line, prefixed with their name.
+//
+// Threading: the main thread only. SIGINT/SIGTERM/SIGCHLD are blocked before any thread starts
+// (so the child pumps and gRPC's threads inherit that) and taken with sigtimedwait here.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tools/cli/child_process.h"
+#include "tools/cli/commands.h"
+
+namespace tessera::cli {
+namespace {
+
+constexpr char kWorkerBinary[] = "tessera-worker";
+constexpr char kRouterBinary[] = "tessera-router";
+// How long the worker may take to exit after SIGTERM, and the router beyond its drain timeout.
+constexpr absl::Duration kExitGrace = absl::Seconds(10);
+constexpr double kRouterDefaultDrainS = 30;  // tessera-router's --drain-timeout-s default
+
+sigset_t SupervisedSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signo : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&signals, signo);
+  return signals;
+}
+
+// A pending SIGINT/SIGTERM within `wait` (0 if none); a SIGCHLD only ends the wait early.
+int TakeStopSignal(absl::Duration wait) {
+  const sigset_t signals = SupervisedSignals();
+  const timespec timeout = absl::ToTimespec(wait);
+  const int signo = sigtimedwait(&signals, nullptr, &timeout);
+  return signo == SIGINT || signo == SIGTERM ? signo : 0;
+}
+
+// The last non-empty line of a child's stderr, for one-line error messages (the whole output
+// was echoed already).
+std::string LastStderrLine(const ChildProcess& child) {
+  std::vector<std::string> lines = absl::StrSplit(child.StderrTail(), '\n', absl::SkipWhitespace());
+  return lines.empty() ? "" : absl::StrCat("; its last stderr line: \"", lines.back(), "\"");
+}
+
+// "tessera-worker exited before listening (exit status 1); its last stderr line: "..."".
+std::string Died(const ChildProcess& child, const ChildExit& exit, std::string_view when) {
+  return absl::StrCat(child.name(), " exited ", std::string(when), " (", exit.ToString(), ")",
+                      LastStderrLine(child));
+}
+
+class Supervisor {
+ public:
+  explicit Supervisor(const ServeOptions& options) : options_(options) {}
+
+  absl::Status Run();
+
+ private:
+  absl::StatusOr<std::string> FindBinary(const std::string& name) const;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& name,
+                                                      std::vector<std::string> args);
+  // Reads `child`'s stdout until "<name> listening on HOST:PORT"; returns HOST:PORT.
+  absl::StatusOr<std::string> AwaitListening(ChildProcess& child);
+  absl::Status AwaitServing(const std::string& router_addr);
+  // Fails when a started child has ended; CANCELLED when a stop signal arrived.
+  absl::Status CheckChildren(absl::Duration wait);
+  absl::Status Supervise();
+  absl::Status Shutdown(int signo);
+  // Signals `child`, waits up to `grace` (a further stop signal cuts it short), then SIGKILLs.
+  ChildExit Stop(ChildProcess& child, int signo, absl::Duration grace);
+  void StopAll();
+
+  const ServeOptions& options_;
+  std::unique_ptr<ChildProcess> worker_;
+  std::unique_ptr<ChildProcess> router_;
+  int stop_signal_ = 0;
+};
+
+absl::StatusOr<std::string> Supervisor::FindBinary(const std::string& name) const {
+  std::filesystem::path dir = options_.bin_dir;
+  if (dir.empty()) {
+    std::error_code error;
+    dir = std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
+    if (error) return absl::InternalError("cannot read /proc/self/exe: " + error.message());
+  }
+  const std::filesystem::path path = dir / name;
+  if (access(path.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(name, " not found at ", path.string(),
+                                            " (build it next to tessera, or pass --bin-dir)"));
+  }
+  return path.string();
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> Supervisor::Start(const std::string& name,
+                                                                std::vector<std::string> args) {
+  absl::StatusOr<std::string> path = FindBinary(name);
+  if (!path.ok()) return path.status();
+  ChildOptions child;
+  child.path = *path;
+  child.args = std::move(args);
+  child.name = name;
+  child.echo_stdout_fd = STDERR_FILENO;  // our stdout carries only our own "listening" line
+  child.echo_stderr_fd = STDERR_FILENO;
+  return ChildProcess::Spawn(std::move(child));
+}
+
+absl::StatusOr<std::string> Supervisor::AwaitListening(ChildProcess& child) {
+  const std::string prefix = absl::StrCat(child.name(), " listening on ");
+  const absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
+  for (;;) {
+    absl::StatusOr<std::string> line = child.ReadStdoutLine(absl::Milliseconds(100));
+    if (line.ok() && absl::StartsWith(*line, prefix)) {
+      const std::string addr(absl::StripAsciiWhitespace(line->substr(prefix.size())));
+      if (addr.find(':') == std::string::npos) {
+        return absl::InternalError(absl::StrCat(child.name(), " printed a bad address: ", *line));
+      }
+      return addr;
+    }
+    if (line.status().code() == absl::StatusCode::kOutOfRange) {
+      const std::optional<ChildExit> exit = child.Wait(kExitGrace);
+      if (!exit.has_value()) {
+        return absl::InternalError(absl::StrCat(child.name(), " closed its stdout unannounced"));
+      }
+      return absl::UnavailableError(Died(child, *exit, "before listening"));
+    }
+    if (int signo = TakeStopSignal(absl::ZeroDuration())) {
+      stop_signal_ = signo;
+      return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(child.name(), " did not report \"", prefix,
+                                                      "...\" within ", options_.startup_timeout_s,
+                                                      " s (--startup-timeout-s)"));
+    }
+  }
+}
+
+absl::Status Supervisor::CheckChildren(absl::Duration wait) {
+  if (int signo = TakeStopSignal(wait)) {
+    stop_signal_ = signo;
+    return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
+  }
+  for (ChildProcess* child : {worker_.get(), router_.get()}) {
+    if (child == nullptr) continue;
+    if (std::optional<ChildExit> exit = child->Poll()) {
+      return absl::UnavailableError(Died(*child, *exit, "unexpectedly"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::AwaitServing(const std::string& router_addr) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(router_addr, grpc::InsecureChannelCredentials()));
+  const absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
+  std::string last = "no answer yet";
+  for (;;) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    grpc::health::v1::HealthCheckRequest request;  // service "": the server as a whole
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status = stub->Check(&context, request, &response);
+    if (status.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::OkStatus();
+    }
+    last = status.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
+                       : status.error_message();
+    if (absl::Status alive = CheckChildren(absl::Milliseconds(100)); !alive.ok()) return alive;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          kRouterBinary, " at ", router_addr, " was not SERVING within ",
+          options_.startup_timeout_s, " s (last health check: ", last, ")"));
+    }
+  }
+}
+
+ChildExit Supervisor::Stop(ChildProcess& child, int signo, absl::Duration grace) {
+  (void)child.Signal(signo);
+  const absl::Time deadline = absl::Now() + grace;
+  while (absl::Now() < deadline) {
+    if (std::optional<ChildExit> exit = child.Poll()) return *exit;
+    if (TakeStopSignal(absl::Milliseconds(50)) != 0) {
+      std::fprintf(stderr, "tessera serve: second signal; killing %s\n", child.name().c_str());
+      break;
+    }
+  }
+  (void)child.Signal(SIGKILL);
+  return child.Wait(kExitGrace).value_or(ChildExit{});
+}
+
+void Supervisor::StopAll() {
+  if (router_ != nullptr && !router_->Poll()) Stop(*router_, SIGTERM, kExitGrace);
+  if (worker_ != nullptr && !worker_->Poll()) Stop(*worker_, SIGTERM, kExitGrace);
+}
+
+absl::Status Supervisor::Shutdown(int signo) {
+  const double drain_s =
+      options_.drain_timeout_s >= 0 ? options_.drain_timeout_s : kRouterDefaultDrainS;
+  std::fprintf(stderr, "tessera serve: %s; draining %s (up to %.0f s)\n", strsignal(signo),
+               kRouterBinary, drain_s);
+  const ChildExit router_exit = Stop(*router_, signo, absl::Seconds(drain_s) + kExitGrace);
+  const ChildExit worker_exit = Stop(*worker_, SIGTERM, kExitGrace);
+  if (!router_exit.success()) {
+    return absl::InternalError(Died(*router_, router_exit, "badly while draining"));
+  }
+  // A worker without a SIGTERM handler ends by the signal: that is a clean stop too.
+  if (!worker_exit.success() && worker_exit.signal != SIGTERM) {
+    return absl::InternalError(Died(*worker_, worker_exit, "badly while stopping"));
+  }
+  std::fprintf(stderr, "tessera serve: stopped\n");
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::Supervise() {
+  for (;;) {
+    absl::Status alive = CheckChildren(absl::Milliseconds(200));
+    if (alive.ok()) continue;
+    if (stop_signal_ != 0) return Shutdown(stop_signal_);
+    StopAll();
+    return absl::Status(alive.code(), absl::StrCat(alive.message(), "; stopped the other"));
+  }
+}
+
+std::vector<std::string> WorkerArgs(const ServeOptions& o) {
+  std::vector<std::string> args = {"--model", o.model_path, "--listen", "127.0.0.1:0"};
+  if (o.threads > 0) args.insert(args.end(), {"--threads", absl::StrCat(o.threads)});
+  if (o.max_num_seqs > 0) args.insert(args.end(), {"--max-num-seqs", absl::StrCat(o.max_num_seqs)});
+  if (o.kv_cache_mb > 0) args.insert(args.end(), {"--kv-cache-mb", absl::StrCat(o.kv_cache_mb)});
+  return args;
+}
+
+std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& worker_addr) {
+  std::vector<std::string> args = {"--model", o.model_path, "--worker", worker_addr, "--listen",
+                                   absl::StrCat(o.host, ":", o.port)};
+  if (o.max_num_seqs > 0) args.insert(args.end(), {"--max-num-seqs", absl::StrCat(o.max_num_seqs)});
+  if (o.max_num_batched_tokens > 0) {
+    args.insert(args.end(), {"--max-num-batched-tokens", absl::StrCat(o.max_num_batched_tokens)});
+  }
+  if (o.drain_timeout_s >= 0) {
+    args.insert(args.end(), {"--drain-timeout-s", absl::StrCat(o.drain_timeout_s)});
+  }
+  return args;
+}
+
+absl::Status Supervisor::Run() {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker = Start(kWorkerBinary, WorkerArgs(options_));
+  if (!worker.ok()) return worker.status();
+  worker_ = *std::move(worker);
+  absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_);
+  absl::StatusOr<std::string> router_addr;
+  absl::Status ready = worker_addr.status();
+  if (ready.ok()) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> router =
+        Start(kRouterBinary, RouterArgs(options_, *worker_addr));
+    ready = router.status();
+    if (router.ok()) router_ = *std::move(router);
+  }
+  if (ready.ok()) {
+    router_addr = AwaitListening(*router_);
+    ready = router_addr.status();
+  }
+  if (ready.ok()) ready = AwaitServing(*router_addr);
+  if (!ready.ok()) {
+    StopAll();
+    return ready;
+  }
+  std::printf("tessera serve: listening on %s\n", router_addr->c_str());
+  std::fflush(stdout);
+  return Supervise();
+}
+
+}  // namespace
+
+absl::Status RunServe(const ServeOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port ", options.port, " is not in [0, 65535]"));
+  }
+  // Before any thread starts: every thread inherits the mask, so only sigtimedwait sees these.
+  const sigset_t signals = SupervisedSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  Supervisor supervisor(options);
+  return supervisor.Run();
+}
+
+}  // namespace tessera::cli

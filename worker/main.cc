@@ -1,0 +1,227 @@
+// `tessera-worker`: loads a model, builds the CPU runner and its KV pool, and serves the
+// `tessera.worker.v1.Worker` step protocol (plus the standard gRPC health service) until SIGINT
+// or SIGTERM.
+//
+// Once serving it prints exactly one line to stdout, `tessera-worker listening on HOST:PORT`
+// (the bound port, so `--listen 127.0.0.1:0` works), which `tessera serve` and the e2e tests wait
+// for. Errors (bad flags, a model that does not load, an address that cannot be bound) are one
+// line on stderr and exit status 1. A signal shuts the server down gracefully (in-flight streams
+// get a short deadline) and exits 0.
+//
+// Threading: main blocks SIGINT/SIGTERM before any thread starts (so every thread inherits the
+// mask) and later waits for them with sigwait; gRPC threads serve RPCs; the service's step
+// thread drives the runner, whose thread pool runs the kernels.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <grpc/support/log.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/tokenizer/tokenizer.h"
+#include "common/util/absl_compat.h"
+#include "common/util/status_macros.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/loaded_model.h"
+#include "worker/worker_service.h"
+
+namespace tessera::worker {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr auto kShutdownGrace = std::chrono::seconds(2);
+
+// gRPC's own log lines, one line each on stderr (ours: "tessera-worker: ..."), or none while
+// muted.
+std::atomic<bool> grpc_log_muted{false};
+
+void LogGrpc(gpr_log_func_args* args) {
+  if (grpc_log_muted.load()) return;
+  std::fprintf(stderr, "tessera-worker: grpc %s: %s (%s:%d)\n",
+               gpr_log_severity_string(args->severity), args->message, args->file, args->line);
+}
+
+struct WorkerFlags {
+  std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string listen = "127.0.0.1:0";
+  int threads = 0;             // 0 = hardware threads
+  int block_size = 16;
+  int64_t num_kv_blocks = 0;   // including the null block; 0 = from kv_cache_mb
+  // 2 GiB of f32 K/V holds ~46K tokens of the default model (45 KiB per token): its full 8K
+  // context for five sequences at once, or dozens of typical chat requests.
+  int64_t kv_cache_mb = 2048;
+  int max_num_seqs = 256;
+};
+
+absl::Status CheckFlags(const WorkerFlags& flags) {
+  if (flags.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
+  if (flags.block_size < 1) return absl::InvalidArgumentError("--block-size must be >= 1");
+  if (flags.num_kv_blocks != 0 && flags.num_kv_blocks < 2) {
+    return absl::InvalidArgumentError(
+        "--num-kv-blocks must be 0 (size from --kv-cache-mb) or >= 2 (block 0 is reserved)");
+  }
+  if (flags.kv_cache_mb < 1) return absl::InvalidArgumentError("--kv-cache-mb must be >= 1");
+  if (flags.max_num_seqs < 1) return absl::InvalidArgumentError("--max-num-seqs must be >= 1");
+  const size_t colon = flags.listen.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == flags.listen.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen must be HOST:PORT, got '", flags.listen, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// Blocks (including the null block 0) that fit in kv_cache_mb: each holds K and V for every layer
+// as f32 [block_size, num_kv_heads, head_dim].
+absl::StatusOr<int64_t> KvBlocks(const WorkerFlags& flags, const model::ModelConfig& config) {
+  if (flags.num_kv_blocks > 0) return flags.num_kv_blocks;
+  const int64_t block_bytes = int64_t{2} * config.num_layers * flags.block_size *
+                              config.num_kv_heads * config.head_dim *
+                              static_cast<int64_t>(sizeof(float));
+  const int64_t blocks = flags.kv_cache_mb * kMiB / block_bytes;
+  if (blocks < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-mb ", flags.kv_cache_mb, " holds ", blocks, " KV blocks of ", block_bytes,
+        " bytes; at least 2 are needed (block 0 is reserved)"));
+  }
+  return blocks;
+}
+
+std::string DeviceDescription(int threads) {
+  return absl::StrCat(threads, threads == 1 ? " thread, " : " threads, ",
+                      util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())));
+}
+
+// Everything the server borrows, in construction order (destroyed in reverse).
+struct Worker {
+  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool;
+  std::unique_ptr<CpuLlamaRunner> runner;
+  std::unique_ptr<WorkerService> service;
+  std::unique_ptr<grpc::Server> server;
+};
+
+absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
+  TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
+                           tokenizer::Tokenizer::FromGguf(*worker->model->file));
+  const model::ModelConfig& config = worker->model->config;
+  TESSERA_ASSIGN_OR_RETURN(const int64_t num_blocks, KvBlocks(flags, config));
+  const int threads = flags.threads > 0
+                          ? flags.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  worker->pool = std::make_unique<kernels::cpu::ThreadPool>(threads);
+  worker->runner = std::make_unique<CpuLlamaRunner>(
+      config, worker->model->weights.get(), worker->pool.get(),
+      CpuRunnerOptions{.block_size = flags.block_size, .num_kv_blocks = num_blocks});
+  WorkerServiceOptions options{.max_num_seqs = flags.max_num_seqs,
+                               .model_name = "",
+                               .eos_token_ids = {},
+                               .bos_token_id = tok->info().bos_id,
+                               .device = DeviceDescription(threads)};
+  if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
+  if (config.name.empty()) {
+    options.model_name = std::filesystem::path(flags.model_path).stem().string();
+  }
+  worker->service = std::make_unique<WorkerService>(worker->runner.get(), options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(worker->service.get());
+  // A plan admitting many long prompts carries every token of each (up to 5 bytes a varint),
+  // far beyond gRPC's 4 MiB default for received messages.
+  const int64_t max_plan_bytes =
+      int64_t{flags.max_num_seqs} * config.context_length * 5 + (int64_t{1} << 20);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(max_plan_bytes, std::numeric_limits<int>::max())));
+  // gRPC logs a bind failure itself (a long nested error); the error we return says it in one
+  // line, so its log is muted while building.
+  grpc_log_muted.store(true);
+  worker->server = builder.BuildAndStart();
+  grpc_log_muted.store(false);
+  if (worker->server == nullptr || *port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
+  }
+  const KvPoolInfo kv = worker->runner->kv_pool();
+  std::fprintf(stderr, "%s\n",
+               absl::StrFormat("tessera-worker: %s (%s), %d KV blocks of %d tokens (%.0f MiB), "
+                               "max %d sequences, %s",
+                               worker->service->description().model_name(), config.architecture,
+                               kv.num_blocks, kv.block_size,
+                               static_cast<double>(kv.bytes) / kMiB, flags.max_num_seqs,
+                               options.device)
+                   .c_str());
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  WorkerFlags flags;
+  CLI::App app{"tessera-worker: serves the tessera.worker.v1 step protocol on one model"};
+  app.add_option("--model", flags.model_path, "GGUF model file")->capture_default_str();
+  app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
+      ->capture_default_str();
+  app.add_option("--threads", flags.threads, "kernel threads (0 = hardware threads)")
+      ->capture_default_str();
+  app.add_option("--block-size", flags.block_size, "tokens per KV block")->capture_default_str();
+  app.add_option("--num-kv-blocks", flags.num_kv_blocks,
+                 "KV pool blocks including the null block (0 = from --kv-cache-mb)")
+      ->capture_default_str();
+  app.add_option("--kv-cache-mb", flags.kv_cache_mb, "KV pool size in MiB")->capture_default_str();
+  app.add_option("--max-num-seqs", flags.max_num_seqs, "sequence slots")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "tessera-worker: error: %s\n", e.what());
+    return 1;
+  }
+  if (absl::Status s = CheckFlags(flags); !s.ok()) {
+    std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+
+  // Before any thread exists, so that only sigwait below sees these signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  gpr_set_log_function(LogGrpc);
+  Worker worker;
+  int port = 0;
+  if (absl::Status s = Start(flags, &worker, &port); !s.ok()) {
+    std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
+  std::printf("tessera-worker listening on %s:%d\n", host.c_str(), port);
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "tessera-worker: signal %d, shutting down\n", signal_number);
+  worker.server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  return 0;  // `worker` is destroyed in reverse order: server, service, runner, pool, model
+}
+
+}  // namespace
+}  // namespace tessera::worker
+
+int main(int argc, char** argv) { return tessera::worker::Main(argc, argv); }

@@ -1,0 +1,151 @@
+// StepExecutor: construction and the execution phases (validation is in
+// step_executor_validation.cc).
+#include "worker/step_executor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/check.h"
+
+namespace tessera::worker {
+namespace {
+
+double Seconds(StepExecutor::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+SamplingParams SamplingParamsFromProto(const v1::SamplingParams& proto) {
+  return {.temperature = proto.temperature(),
+          .top_k = proto.top_k(),
+          .top_p = proto.top_p(),
+          .min_p = proto.min_p(),
+          .repetition_penalty = proto.repetition_penalty(),
+          .presence_penalty = proto.presence_penalty(),
+          .frequency_penalty = proto.frequency_penalty(),
+          .seed = proto.seed(),
+          .num_logprobs = proto.top_logprobs()};
+}
+
+StepExecutor::StepExecutor(ModelRunner* runner, const StepExecutorOptions& options)
+    : runner_(runner),
+      vocab_size_(runner->config().vocab_size),
+      max_context_(runner->config().context_length),
+      block_size_(runner->kv_pool().block_size),
+      num_blocks_(runner->kv_pool().num_blocks),
+      max_logprobs_(std::min(kMaxLogprobs, runner->config().vocab_size)),
+      max_blocks_per_seq_((max_context_ + block_size_ - 1) / block_size_),
+      slots_(options.max_num_seqs, num_blocks_, block_size_, vocab_size_),
+      slot_marks_(static_cast<size_t>(options.max_num_seqs)),
+      block_in_table_(static_cast<size_t>(num_blocks_), 0),
+      ref_delta_epoch_(static_cast<size_t>(num_blocks_), 0),
+      table_ref_delta_(static_cast<size_t>(num_blocks_), 0),
+      cached_ref_delta_(static_cast<size_t>(num_blocks_), 0) {
+  TESSERA_CHECK(max_context_ >= 1, "StepExecutor: the model needs a context length");
+  batch_.reserve(static_cast<size_t>(options.max_num_seqs));
+  batch_slots_.reserve(static_cast<size_t>(options.max_num_seqs));
+}
+
+void StepExecutor::Reset() {
+  slots_.DropAll();
+  last_step_ = 0;
+}
+
+absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point received,
+                                   v1::StepResult* result) {
+  if (absl::Status status = Validate(plan); !status.ok()) return status;
+  ApplyDrops(plan);
+  ApplyNewSequences(plan);
+  AppendBlocksAndBuildBatch(plan);
+
+  const Clock::time_point forward_start = Clock::now();
+  logits_.sequence_index.clear();
+  if (!batch_.empty()) {
+    absl::Status status = runner_->Forward(batch_, &logits_);
+    if (!status.ok()) {
+      // Validation covers everything the runner checks; reaching this is a worker bug.
+      return absl::InternalError(absl::StrCat("plan ", plan.step(),
+                                              ": the runner rejected a validated batch: ",
+                                              status.message()));
+    }
+  }
+  const Clock::time_point forward_end = Clock::now();
+
+  result->Clear();
+  result->set_step(plan.step());
+  SampleAndFill(result);
+  last_step_ = plan.step();
+  result->set_active_slots(slots_.num_active());
+
+  const Clock::time_point done = Clock::now();
+  v1::StepTimings* timings = result->mutable_timings();
+  timings->set_host_seconds(Seconds(forward_start - received));
+  timings->set_device_seconds(Seconds(forward_end - forward_start));
+  timings->set_sample_seconds(Seconds(done - forward_end));
+  timings->set_total_seconds(Seconds(done - received));
+  timings->set_graph_replayed(false);  // no graphs on the cpu runner
+  return absl::OkStatus();
+}
+
+void StepExecutor::ApplyDrops(const v1::StepPlan& plan) {
+  for (int32_t slot : plan.drop_slots()) slots_.Drop(slot);
+}
+
+void StepExecutor::ApplyNewSequences(const v1::StepPlan& plan) {
+  for (const v1::NewSequence& seq : plan.new_sequences()) {
+    const v1::SamplingParams& sampling = seq.sampling();
+    slots_.Admit(seq.slot(),
+                 {.tokens = {seq.tokens().data(), static_cast<size_t>(seq.tokens_size())},
+                  .num_prompt_tokens = seq.num_prompt_tokens(),
+                  .num_cached_tokens = seq.num_cached_tokens(),
+                  .sampling = SamplingParamsFromProto(sampling),
+                  .return_logprob = sampling.logprobs() || sampling.top_logprobs() > 0,
+                  .num_top_logprobs = sampling.top_logprobs()});
+  }
+}
+
+void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
+  batch_.clear();
+  batch_slots_.clear();
+  for (const v1::SequenceStep& seq : plan.sequences()) {
+    slots_.AppendBlocks(seq.slot(), {seq.new_blocks().data(),
+                                     static_cast<size_t>(seq.new_blocks_size())});
+    const Slot& s = slots_.at(seq.slot());
+    const int32_t end = s.num_computed + seq.num_tokens();
+    batch_.push_back({.tokens = std::span<const int32_t>(s.tokens).subspan(
+                          s.num_computed, static_cast<size_t>(seq.num_tokens())),
+                      .start_pos = s.num_computed,
+                      .block_table = s.block_table,
+                      .needs_logits = end == s.num_known()});
+    batch_slots_.push_back(seq.slot());
+  }
+}
+
+// Advances every scheduled slot's computed count, then samples the rows that asked for logits
+// (batch order = plan order) and appends each sampled token to its slot.
+void StepExecutor::SampleAndFill(v1::StepResult* result) {
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    slots_.at(batch_slots_[i]).num_computed += static_cast<int32_t>(batch_[i].tokens.size());
+  }
+  for (size_t row = 0; row < logits_.sequence_index.size(); ++row) {
+    const int32_t slot = batch_slots_[logits_.sequence_index[row]];
+    Slot& s = slots_.at(slot);
+    TESSERA_CHECK(s.num_computed == s.num_known(), "StepExecutor: a row sampled mid-prompt");
+    const SampleResult sampled = s.sampler->Sample(logits_.Row(row));
+    s.tokens.push_back(sampled.token);
+    v1::SampledToken* out = result->add_sampled();
+    out->set_slot(slot);
+    out->set_token_id(sampled.token);
+    if (s.return_logprob) out->set_logprob(sampled.logprob);
+    for (const TokenLogprob& top : sampled.top_logprobs) {
+      v1::TopLogprob* entry = out->add_top_logprobs();
+      entry->set_token_id(top.token);
+      entry->set_logprob(top.logprob);
+    }
+  }
+  // The spans in batch_ may dangle now (tokens grew); drop them.
+  batch_.clear();
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,148 @@
+// Executes the step protocol's plans (proto/tessera/worker/v1/worker.proto, DESIGN.md §2) on a
+// ModelRunner: one StepPlan in, one StepResult out.
+//
+// A plan is a delta against the slot table. Execute runs it in named phases:
+//   validate   every field of the plan against the table and the runner's limits; on any error
+//              return INVALID_ARGUMENT naming the field ("plan 7: sequences[2].new_blocks[0] =
+//              5000 is outside [1, 4096)") and change nothing;
+//   drops      end the listed slots (finished or preempted requests);
+//   admissions start the new sequences (a re-admitted one restores its generated tokens into
+//              its sampler, RNG included, so a seeded request continues identically);
+//   blocks     append each scheduled slot's new blocks to its table;
+//   batch      one SequenceWork per scheduled slot: tokens[computed, computed + num_tokens)
+//              (persistent vectors: nothing is allocated per step once warm);
+//   forward    ModelRunner::Forward;
+//   sample     every slot whose computed count reached its known tokens samples, and the token
+//              is appended (so the next decode step needs no token ids);
+//   result     sampled tokens in plan order (+ logprobs when asked), timings, active slots.
+//
+// What validation checks (each names the field): step numbers consecutive from 1; slot ids in
+// [0, max_num_seqs); dropping a free slot or one twice; admitting into a busy slot (one not
+// dropped in the same plan) or one slot twice; new sequence tokens (non-empty, within the
+// vocabulary and max_context), num_prompt_tokens in [1, tokens], num_cached_tokens a multiple of
+// block_size below the token count (and its blocks sent in this plan); sampling parameters
+// (ValidateSamplingParams, top_logprobs <= max_logprobs); a sequence entry for a slot twice or for
+// a slot with no sequence; num_tokens >= 1 and computed + num_tokens <= known tokens; positions
+// past max_context; block ids outside [1, num_blocks), a block listed twice in one slot's table,
+// a table longer than max_context needs or too short for the positions computed; writes into a
+// block that a live slot holds as cached (shared), or that another live slot's table lists (a
+// block is written only by the one sequence that owns it).
+//
+// Ownership: owns the slot table and the step's scratch; borrows the runner (which must outlive
+// it). Threading: single-threaded — every call comes from the worker's step thread, the only
+// thread that drives the runner.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tessera/worker/v1/worker.pb.h"
+#include "worker/model_runner.h"
+#include "worker/slot_table.h"
+
+namespace tessera::worker {
+
+// The sampler's parameters from the protocol's (top_logprobs -> num_logprobs); unvalidated.
+SamplingParams SamplingParamsFromProto(const tessera::worker::v1::SamplingParams& proto);
+
+struct StepExecutorOptions {
+  int max_num_seqs = 256;  // slots [0, max_num_seqs); >= 1
+};
+
+class StepExecutor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Preconditions: runner != nullptr and outlives the executor; options.max_num_seqs >= 1.
+  StepExecutor(ModelRunner* runner, const StepExecutorOptions& options);
+
+  StepExecutor(const StepExecutor&) = delete;
+  StepExecutor& operator=(const StepExecutor&) = delete;
+
+  // Runs one plan; `received` is when the plan arrived (timings count from it). Fills `result`
+  // (cleared first; its storage is reused). INVALID_ARGUMENT: the plan is bad and nothing
+  // changed. Any other error comes from the runner failing a batch that passed validation (a
+  // bug): the table may be half-updated and the caller must Reset (end the stream).
+  absl::Status Execute(const tessera::worker::v1::StepPlan& plan, Clock::time_point received,
+                       tessera::worker::v1::StepResult* result);
+
+  // Drops every slot and expects step 1 next (a new stream).
+  void Reset();
+
+  const SlotTable& slots() const { return slots_; }
+  uint64_t last_step() const { return last_step_; }
+  int max_logprobs() const { return max_logprobs_; }
+
+ private:
+  // One scheduled slot as the plan leaves it (after its drops and admissions), for validation.
+  struct SlotView {
+    bool is_new = false;
+    std::span<const int32_t> table;  // the slot's current block table (empty when new)
+    int32_t num_computed = 0;
+    int32_t num_known = 0;
+    int32_t num_cached_tokens = 0;
+  };
+  // Per-slot marks of the plan being validated; valid when the epoch equals epoch_.
+  struct SlotMark {
+    uint64_t dropped = 0;
+    uint64_t admitted = 0;
+    uint64_t scheduled = 0;
+    int32_t new_index = -1;       // into plan.new_sequences
+    int32_t sequence_index = -1;  // into plan.sequences
+  };
+
+  // Validation phases (step_executor_validation.cc), in order. Each returns INVALID_ARGUMENT
+  // prefixed "plan N: " and never mutates the table.
+  absl::Status Validate(const tessera::worker::v1::StepPlan& plan);
+  absl::Status ValidateDrops(const tessera::worker::v1::StepPlan& plan);
+  absl::Status ValidateNewSequences(const tessera::worker::v1::StepPlan& plan);
+  absl::Status ValidateNewSequence(const tessera::worker::v1::NewSequence& seq, int index);
+  absl::Status ValidateSequences(const tessera::worker::v1::StepPlan& plan);
+  absl::Status ValidateSequence(const tessera::worker::v1::SequenceStep& seq, int index,
+                                const SlotView& view);
+  absl::Status ValidateBlocks(const tessera::worker::v1::SequenceStep& seq, int index,
+                              const SlotView& view);
+  absl::Status ValidateWrites(const tessera::worker::v1::StepPlan& plan);
+  SlotView ViewOf(const tessera::worker::v1::StepPlan& plan, int slot) const;
+  absl::Status Invalid(const std::string& message) const;
+  // Block reference counts as they will be after this plan's drops, admissions and appends.
+  void AddRefDelta(int32_t block, int32_t table_delta, int32_t cached_delta);
+  int32_t BlockRefsAfterPlan(int32_t block) const;
+  int32_t CachedRefsAfterPlan(int32_t block) const;
+
+  // Execution phases (step_executor.cc), in order; the plan is valid.
+  void ApplyDrops(const tessera::worker::v1::StepPlan& plan);
+  void ApplyNewSequences(const tessera::worker::v1::StepPlan& plan);
+  void AppendBlocksAndBuildBatch(const tessera::worker::v1::StepPlan& plan);
+  void SampleAndFill(tessera::worker::v1::StepResult* result);
+
+  ModelRunner* runner_;
+  const int vocab_size_;
+  const int max_context_;
+  const int block_size_;
+  const int64_t num_blocks_;
+  const int max_logprobs_;
+  const int32_t max_blocks_per_seq_;  // ceil(max_context / block_size)
+  SlotTable slots_;
+  uint64_t last_step_ = 0;
+  uint64_t plan_step_ = 0;  // the plan being validated (for messages)
+
+  // Validation scratch, stamped with epochs so nothing is cleared per plan.
+  uint64_t epoch_ = 0;        // one per Validate call
+  uint64_t table_epoch_ = 0;  // one per block-table duplicate check
+  std::vector<SlotMark> slot_marks_;           // [max_num_seqs]
+  std::vector<uint64_t> block_in_table_;       // [num_blocks] table_epoch_ when listed
+  std::vector<uint64_t> ref_delta_epoch_;      // [num_blocks] epoch_ when the deltas are valid
+  std::vector<int32_t> table_ref_delta_;       // [num_blocks] change of SlotTable::block_refs
+  std::vector<int32_t> cached_ref_delta_;      // [num_blocks] change of SlotTable::cached_refs
+
+  // Step buffers, reused every step.
+  std::vector<SequenceWork> batch_;
+  std::vector<int32_t> batch_slots_;  // slot of each batch entry
+  StepLogits logits_;
+};
+
+}  // namespace tessera::worker

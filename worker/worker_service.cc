@@ -1,0 +1,152 @@
+#include "worker/worker_service.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_format.h"
+
+namespace tessera::worker {
+
+// One long-lived thread that runs the closures handed to it, one at a time: the only thread
+// that drives the executor and the runner (a CUDA runner will want its context on one thread).
+class StepThread {
+ public:
+  StepThread() : thread_([this] { Loop(); }) {}
+
+  ~StepThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Runs fn on the step thread and returns when it finished. Callers queue on caller_mu_.
+  void RunAndWait(absl::FunctionRef<void()> fn) {
+    std::lock_guard<std::mutex> caller(caller_mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    job_ = &fn;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return job_ == nullptr; });
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || job_ != nullptr; });
+      if (job_ == nullptr) return;  // stop_ and nothing left to run
+      lock.unlock();
+      (*job_)();
+      lock.lock();
+      job_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex caller_mu_;  // one RunAndWait at a time
+  std::mutex mu_;
+  std::condition_variable cv_;
+  absl::FunctionRef<void()>* job_ = nullptr;  // guarded by mu_
+  bool stop_ = false;                         // guarded by mu_
+  std::thread thread_;                        // last: starts after the fields above exist
+};
+
+namespace {
+
+std::string RandomWorkerId() {
+  std::random_device device;
+  const uint64_t bits = (uint64_t{device()} << 32) | device();
+  return absl::StrFormat("w-%016x", bits);
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerServiceOptions& options,
+                              int max_logprobs) {
+  const model::ModelConfig& config = runner.config();
+  const KvPoolInfo kv = runner.kv_pool();
+  v1::DescribeResponse d;
+  d.set_worker_id(RandomWorkerId());
+  d.set_model_name(options.model_name.empty() ? config.name : options.model_name);
+  d.set_architecture(config.architecture);
+  d.set_vocab_size(config.vocab_size);
+  for (int32_t id : options.eos_token_ids) d.add_eos_token_ids(id);
+  d.set_bos_token_id(options.bos_token_id);
+  d.set_max_context(config.context_length);
+  d.set_block_size(kv.block_size);
+  d.set_num_kv_blocks(kv.num_blocks);
+  d.set_max_num_seqs(options.max_num_seqs);
+  d.set_kv_pool_bytes(kv.bytes);
+  d.set_backend(runner.backend_name());
+  d.set_device(options.device);
+  // What a plan may ask for: logprobs/top-N, penalties, per-request seeds, prompts split over
+  // steps, prefix-cache hits (num_cached_tokens), re-admission with generated tokens.
+  for (const char* feature :
+       {"logprobs", "penalties", "seed", "chunked_prefill", "prefix_cache", "preemption"}) {
+    d.add_features(feature);
+  }
+  d.set_max_logprobs(max_logprobs);
+  return d;
+}
+
+}  // namespace
+
+WorkerService::WorkerService(ModelRunner* runner, const WorkerServiceOptions& options)
+    : executor_(runner, {.max_num_seqs = options.max_num_seqs}),
+      step_thread_(std::make_unique<StepThread>()) {
+  description_ = BuildDescription(*runner, options, executor_.max_logprobs());
+}
+
+WorkerService::~WorkerService() = default;
+
+grpc::Status WorkerService::Describe(grpc::ServerContext* context,
+                                     const v1::DescribeRequest* request,
+                                     v1::DescribeResponse* response) {
+  *response = description_;
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Run(grpc::ServerContext* context,
+                                grpc::ServerReaderWriter<v1::StepResult, v1::StepPlan>* stream) {
+  bool expected = false;
+  if (!attached_.compare_exchange_strong(expected, true)) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "another router is attached to this worker (one Run stream at a time)");
+  }
+  grpc::Status status;
+  step_thread_->RunAndWait([&] { status = ServeStream(context, stream); });
+  attached_.store(false);
+  return status;
+}
+
+grpc::Status WorkerService::ServeStream(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::StepResult, v1::StepPlan>* stream) {
+  executor_.Reset();  // a new stream starts with an empty slot table and step 1
+  // Reused every step: parsing into the same messages recycles their storage.
+  v1::StepPlan plan;
+  v1::StepResult result;
+  grpc::Status status = grpc::Status::OK;
+  while (stream->Read(&plan)) {
+    const StepExecutor::Clock::time_point received = StepExecutor::Clock::now();
+    if (absl::Status executed = executor_.Execute(plan, received, &result); !executed.ok()) {
+      status = ToGrpc(executed);
+      break;
+    }
+    if (!stream->Write(result)) break;  // the router went away
+  }
+  executor_.Reset();  // the stream's end drops every slot
+  if (status.ok() && context->IsCancelled()) {
+    status = grpc::Status(grpc::StatusCode::CANCELLED, "the Run stream was cancelled");
+  }
+  return status;
+}
+
+}  // namespace tessera::worker
