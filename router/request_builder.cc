@@ -85,9 +85,18 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
 }
 
 absl::Status CheckStops(const v1::GenerateRequest& request, const ModelLimits& limits) {
+  // Stop matching costs O(length^2) per stop string per token: bound both.
+  if (request.stop_size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError(absl::StrCat("stop has ", request.stop_size(),
+                                                   " strings; at most ", kMaxStopStrings));
+  }
   for (int i = 0; i < request.stop_size(); ++i) {
     if (request.stop(i).empty()) {
       return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is an empty string"));
+    }
+    if (request.stop(i).size() > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is ", request.stop(i).size(),
+                                                     " bytes; at most ", kMaxStopStringBytes));
     }
   }
   return CheckIdsInVocabulary(request.stop_token_ids(), "stop_token_ids", limits.vocab_size);

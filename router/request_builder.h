@@ -25,6 +25,8 @@ struct ModelLimits {
 };
 
 inline constexpr uint32_t kDefaultMaxTokens = 256;
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopStringBytes = 256;
 
 struct ValidatedRequest {
   std::string request_id;

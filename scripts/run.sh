@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
-# README command 1: set up, then run the main job: greedy offline generation on the default model
-# with its chat template.
+# README command 1: set up, then run the main job: `tessera serve` starts tessera-worker and
+# tessera-router on the default model, and `tessera generate --addr` streams the answer to
+# "What is the capital of France?" (chat template, greedy) through the public Generate API.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 cd "$root"
-build/bin/tessera generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
-  --chat "What is the capital of France?" --max-tokens 64
+
+port=${TESSERA_PORT:-8000}
+log=$(mktemp -t tessera-serve.XXXXXX)
+build/bin/tessera serve --model models/SmolLM2-135M-Instruct.Q4_1.gguf --port "$port" >"$log" 2>&1 &
+serve_pid=$!
+trap 'kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true' EXIT
+
+for _ in $(seq 1 240); do
+  if grep -q "tessera serve: listening on" "$log"; then break; fi
+  if ! kill -0 "$serve_pid" 2>/dev/null; then cat "$log" >&2; exit 1; fi
+  sleep 0.5
+done
+grep "tessera serve: listening on" "$log" || { cat "$log" >&2; exit 1; }
+
+build/bin/tessera generate --addr "127.0.0.1:$port" --chat "What is the capital of France?" \
+  --max-tokens 64
+echo

@@ -182,6 +182,20 @@ TEST_F(ServingTest, BadInputGetsAStatusAndAMessage) {
        grpc::StatusCode::INVALID_ARGUMENT, "stop_token_ids"},
       {"empty stop string", [](v1::GenerateRequest& r) { r.add_stop(""); },
        grpc::StatusCode::INVALID_ARGUMENT, "stop[0]"},
+      {"too many stop strings",
+       [](v1::GenerateRequest& r) {
+         for (int i = 0; i < 17; ++i) r.add_stop(absl::StrCat("s", i));
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "at most 16"},
+      {"chat without messages", [](v1::GenerateRequest& r) { r.mutable_chat(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "chat.messages"},
+      {"chat with an unknown role",
+       [](v1::GenerateRequest& r) {
+         v1::ChatMessage* m = r.mutable_chat()->add_messages();
+         m->set_role("wizard");
+         m->set_content("hi");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "chat."},
   };
   auto stub = serving_->NewStub();
   for (const BadInput& bad : cases) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -195,7 +196,11 @@ absl::StatusOr<std::string> ChildProcess::ReadStdoutLine(absl::Duration timeout)
     lines_.pop_front();
     return line;
   }
-  if (ready) return absl::OutOfRangeError(absl::StrCat(options_.name, " closed its stdout"));
+  if (ready) {
+    // Usually the child exited: let its last stderr arrive, so StderrTail can explain why.
+    line_ready_.wait_for(lock, std::chrono::seconds(1), [this] { return stderr_closed_; });
+    return absl::OutOfRangeError(absl::StrCat(options_.name, " closed its stdout"));
+  }
   return absl::DeadlineExceededError(
       absl::StrCat("no line from ", options_.name, " within ", absl::FormatDuration(timeout)));
 }
@@ -223,6 +228,10 @@ std::optional<ChildExit> ChildProcess::Poll() {
     result.exit_code = WEXITSTATUS(status);
   }  // reaped < 0 (ECHILD: someone else reaped it): exit_code stays -1
   exit_ = result;
+  // Let the pumps take what the child wrote last, so StderrTail explains its exit.
+  std::unique_lock<std::mutex> lock(mu_);
+  line_ready_.wait_for(lock, std::chrono::seconds(1),
+                       [this] { return stdout_closed_ && stderr_closed_; });
   return exit_;
 }
 
@@ -278,6 +287,9 @@ void ChildProcess::PumpStderr(int fd) {
     }
   });
   if (!partial.empty()) Echo(options_.echo_stderr_fd, partial);
+  std::lock_guard<std::mutex> lock(mu_);
+  stderr_closed_ = true;
+  line_ready_.notify_all();
 }
 
 }  // namespace tessera::cli

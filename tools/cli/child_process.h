@@ -69,13 +69,16 @@ class ChildProcess {
   // The next line the child wrote to stdout, without its '\n' (a last line without one counts).
   // Only the newest 1024 unread lines are kept.
   // DEADLINE_EXCEEDED when none arrives within `timeout`; OUT_OF_RANGE once stdout is closed
-  // (usually: the child exited) and every line has been read.
+  // (usually: the child exited) and every line has been read; stderr is then complete too
+  // (bounded by a second's wait).
   absl::StatusOr<std::string> ReadStdoutLine(absl::Duration timeout);
 
   // Sends `signo` to the child (not its group). OK (and nothing sent) once it was reaped.
   absl::Status Signal(int signo);
 
-  // Reaps the child if it has ended; nullopt while it runs. Stays set once reaped.
+  // Reaps the child if it has ended; nullopt while it runs. Stays set once reaped. Once it
+  // returns an exit, the child's output is complete (the pumps reached EOF), unless a
+  // grandchild holds the pipes open for more than a second.
   std::optional<ChildExit> Poll();
   // Polls until the child ends or `timeout` passes (nullopt then).
   std::optional<ChildExit> Wait(absl::Duration timeout);
@@ -96,9 +99,10 @@ class ChildProcess {
   std::optional<ChildExit> exit_;  // set once reaped (owner thread only)
 
   mutable std::mutex mu_;
-  std::condition_variable line_ready_;
+  std::condition_variable line_ready_;  // also signalled when a pipe closes
   std::deque<std::string> lines_;  // guarded by mu_
   bool stdout_closed_ = false;     // guarded by mu_
+  bool stderr_closed_ = false;     // guarded by mu_
   std::string stderr_tail_;        // guarded by mu_
 
   std::atomic<bool> stop_{false};  // set after the child is reaped in the destructor

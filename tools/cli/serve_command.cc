@@ -254,8 +254,11 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o) {
 }
 
 std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& worker_addr) {
+  // An IPv6 literal needs brackets before the port.
+  const bool bracket = o.host.find(':') != std::string::npos && o.host.front() != '[';
+  const std::string host = bracket ? absl::StrCat("[", o.host, "]") : o.host;
   std::vector<std::string> args = {"--model", o.model_path, "--worker", worker_addr, "--listen",
-                                   absl::StrCat(o.host, ":", o.port)};
+                                   absl::StrCat(host, ":", o.port)};
   if (o.max_num_seqs > 0) args.insert(args.end(), {"--max-num-seqs", absl::StrCat(o.max_num_seqs)});
   if (o.max_num_batched_tokens > 0) {
     args.insert(args.end(), {"--max-num-batched-tokens", absl::StrCat(o.max_num_batched_tokens)});
@@ -296,6 +299,7 @@ absl::Status Supervisor::Run() {
 }  // namespace
 
 absl::Status RunServe(const ServeOptions& options) {
+  if (options.host.empty()) return absl::InvalidArgumentError("--host is empty");
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port ", options.port, " is not in [0, 65535]"));
   }
