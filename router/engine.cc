@@ -17,8 +17,14 @@ constexpr size_t kMaxPlansInFlight = 2;
 
 }  // namespace
 
-Engine::Engine(EngineConfig config, const ModelFrontend* model)
-    : config_(std::move(config)), model_(model) {
+Engine::Engine(EngineConfig config, const ModelFrontend* model, RouterMetrics* metrics)
+    : config_(std::move(config)), model_(model), metrics_(metrics) {
+  if (metrics_ == nullptr) {
+    owned_metrics_ = std::make_unique<RouterMetrics>(
+        std::make_shared<prometheus::Registry>(),
+        RouterMetricsOptions{.max_num_batched_tokens = config_.max_num_batched_tokens});
+    metrics_ = owned_metrics_.get();
+  }
   WorkerClientCallbacks callbacks{
       .on_connected =
           [this](uint64_t epoch, wv1::DescribeResponse description) {
@@ -108,23 +114,28 @@ void Engine::Handle(Event& event) {
 
 void Engine::HandleNew(NewRequest& event) {
   if (draining_ || stopping_) {
+    metrics_->ObserveRejected();
     event.sink->Close({}, absl::UnavailableError("the server is shutting down"));
     return;
   }
   if (scheduler_ == nullptr) {
+    metrics_->ObserveRejected();
     event.sink->Close({}, absl::UnavailableError("no worker is connected; retry later"));
     return;
   }
   absl::Status admitted = scheduler_->AddRequest(event.id, event.request.prompt_tokens,
-                                                 event.request.max_tokens);
+                                                 event.request.max_tokens,
+                                                 event.request.cache_salt);
   if (!admitted.ok()) {
+    metrics_->ObserveRejected();
     event.sink->Close({}, admitted);
     return;
   }
   const std::vector<int32_t> eos(worker_->eos_token_ids().begin(),
                                  worker_->eos_token_ids().end());
   requests_[event.id] = std::make_unique<RequestOutput>(
-      std::move(event.request), std::move(event.sink), event.arrival, *model_->tokenizer, eos);
+      std::move(event.request), std::move(event.sink), event.arrival, *model_->tokenizer, eos,
+      metrics_);
 }
 
 void Engine::HandleCancel(const CancelRequest& event) {
@@ -147,6 +158,8 @@ void Engine::HandleConnected(WorkerConnected& event) {
       .num_blocks = static_cast<int32_t>(d.num_kv_blocks()),
       .max_context = d.max_context(),
       .max_waiting = config_.max_waiting,
+      // A hybrid model's worker does not advertise prefix sharing (DESIGN.md §4).
+      .enable_prefix_cache = config_.enable_prefix_cache && WorkerSharesPrefixes(d),
   });
   if (!scheduler.ok()) {
     // A worker whose capacity we cannot use: stay NOT_SERVING and say why.
@@ -155,6 +168,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
     return;
   }
   scheduler_ = std::move(*scheduler);
+  metrics_->SetPrefixCacheEnabled(scheduler_->config().enable_prefix_cache);
   {
     std::lock_guard<std::mutex> lock(shared_mutex_);
     worker_ = event.description;
@@ -167,9 +181,15 @@ void Engine::HandleResult(WorkerResult& event) {
   InFlightStep step = std::move(in_flight_.front());
   in_flight_.pop_front();
   const wv1::StepResult& result = event.result;
-  TESSERA_CHECK(result.step() == step.step, "worker answered a step out of order");
-  TESSERA_CHECK(static_cast<size_t>(result.sampled_size()) == step.sampling_requests.size(),
-                "worker returned a different number of sampled tokens than the plan asked for");
+  if (result.step() != step.step ||
+      static_cast<size_t>(result.sampled_size()) != step.sampling_requests.size()) {
+    // The worker is another process: a malformed answer is bad input, not our broken
+    // invariant. Treat it as a lost worker and start over on a fresh stream.
+    AbandonWorker(absl::StrCat("the worker answered plan ", step.step, " with result ",
+                               result.step(), " carrying ", result.sampled_size(),
+                               " tokens (expected ", step.sampling_requests.size(), ")"));
+    return;
+  }
   for (int i = 0; i < result.sampled_size(); ++i) {
     ApplySampled(step.sampling_requests[i], result.sampled(i));
   }
@@ -202,6 +222,12 @@ void Engine::HandleLost(const WorkerLost& event) {
   scheduler_.reset();
 }
 
+void Engine::AbandonWorker(const std::string& why) {
+  std::fprintf(stderr, "tessera-router: %s; reconnecting\n", why.c_str());
+  worker_client_->Abandon(epoch_);
+  HandleLost(WorkerLost{epoch_, absl::InternalError(why)});
+}
+
 void Engine::FailAll(const absl::Status& status) {
   const v1::FinishReason reason = absl::IsCancelled(status) ? v1::FINISH_REASON_CANCELLED
                                                             : v1::FINISH_REASON_ERROR;
@@ -216,7 +242,10 @@ bool Engine::SendPlans() {
   bool sent = false;
   while (scheduler_ != nullptr && in_flight_.size() < kMaxPlansInFlight) {
     ScheduledStep& step = step_;
+    const Clock::time_point schedule_start = Clock::now();
     scheduler_->Schedule(&step);
+    metrics_->ObserveStep(
+        step, std::chrono::duration<double>(Clock::now() - schedule_start).count());
     for (const FailedRequest& failed : step.failed) {
       auto it = requests_.find(failed.request_id);
       if (it == requests_.end()) continue;
@@ -281,16 +310,20 @@ void Engine::PublishStats() {
   stats_.worker_connected = connected_;
   stats_.steps = steps_sent_;
   if (scheduler_ == nullptr) {
+    metrics_->ObserveScheduler(nullptr);
     stats_.requests_running = stats_.requests_waiting = 0;
     stats_.kv_blocks_used = 0;
     return;
   }
   const SchedulerStats s = scheduler_->stats();
+  metrics_->ObserveScheduler(&s);
   stats_.requests_running = s.num_running;
   stats_.requests_waiting = s.num_waiting;
   stats_.kv_blocks_used = s.num_blocks_used;
   stats_.kv_blocks_total = s.num_blocks_total;
   stats_.preemptions = s.num_preemptions;
+  stats_.prefix_cache_query_tokens = s.prefix_cache_query_tokens;
+  stats_.prefix_cache_hit_tokens = s.prefix_cache_hit_tokens;
 }
 
 }  // namespace tessera::router

@@ -6,6 +6,9 @@
 // connected/lost), then plan steps while fewer than two plans are unanswered — plan N+1 goes out
 // before result N arrives, so the gRPC hop overlaps the worker's compute.
 //
+// Metrics: the engine thread reports queues, KV use, steps and every request's lifecycle to a
+// RouterMetrics (router_metrics.h).
+//
 // Threading: the engine thread runs Loop; Submit, Cancel, BeginDrain, limits() and stats() are
 // safe from any thread.
 #pragma once
@@ -26,6 +29,7 @@
 #include "router/request_builder.h"
 #include "router/request_output.h"
 #include "router/response_sink.h"
+#include "router/router_metrics.h"
 #include "router/scheduler.h"
 #include "router/worker_client.h"
 
@@ -36,6 +40,7 @@ struct EngineConfig {
   int max_num_batched_tokens = 2048;
   int max_num_seqs = 256;              // capped by the worker's slots
   int max_waiting = 1024;              // waiting-queue capacity (RESOURCE_EXHAUSTED beyond)
+  bool enable_prefix_cache = true;     // --no-prefix-cache turns it off
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -49,11 +54,16 @@ struct EngineStats {
   int worker_active_slots = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;
+  // Prefix cache, since the worker connected: tokens looked up at admission, tokens served.
+  uint64_t prefix_cache_query_tokens = 0;
+  uint64_t prefix_cache_hit_tokens = 0;
 };
 
 class Engine {
  public:
-  Engine(EngineConfig config, const ModelFrontend* model);
+  // `metrics` (borrowed, must outlive the engine) receives the router's metrics; null = the
+  // engine keeps its own, unexported ones.
+  Engine(EngineConfig config, const ModelFrontend* model, RouterMetrics* metrics = nullptr);
   ~Engine();  // Stop()
 
   void Start();
@@ -104,6 +114,8 @@ class Engine {
   void HandleConnected(WorkerConnected& event);
   void HandleResult(WorkerResult& event);
   void HandleLost(const WorkerLost& event);
+  // Drops the current worker stream after a malformed result; the client redials.
+  void AbandonWorker(const std::string& why);
   void ApplySampled(uint64_t request_id, const wv1::SampledToken& sampled);
   // Plans and sends steps while fewer than two are unanswered. True when one was sent.
   bool SendPlans();
@@ -115,6 +127,8 @@ class Engine {
 
   const EngineConfig config_;
   const ModelFrontend* model_;
+  std::unique_ptr<RouterMetrics> owned_metrics_;  // when none was lent
+  RouterMetrics* metrics_;                         // never null; engine thread only
   EventQueue<Event> events_;
   std::unique_ptr<WorkerClient> worker_client_;
   std::thread thread_;

@@ -3,6 +3,10 @@
 // server accepts connections; the health status turns SERVING when the worker has described
 // itself. SIGINT/SIGTERM drain: stop admitting, let requests finish within --drain-timeout-s,
 // cancel the rest, exit 0.
+//
+// With --metrics-port it also serves Prometheus /metrics, /healthz and /readyz (ready = a worker
+// is connected and the router is not draining, the same condition as the gRPC health status) and
+// prints "tessera-router metrics on HOST:PORT" before the listening line.
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -14,8 +18,10 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
+#include "router/router_metrics.h"
 #include "router/tessera_service.h"
 
 namespace {
@@ -27,6 +33,8 @@ struct RouterFlags {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string listen = "127.0.0.1:8000";
   double drain_timeout_s = 30;
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   EngineConfig engine;
 };
 
@@ -49,6 +57,31 @@ void ServeUntilSignal(grpc::Server& server, const Engine& engine, const sigset_t
     }
     if (sigtimedwait(&signals, nullptr, &tick) > 0) return;
   }
+}
+
+// /readyz: the engine's serving() condition, with the reason when it is false.
+absl::Status Readiness(const Engine& engine) {
+  if (engine.serving()) return absl::OkStatus();
+  if (!engine.stats().worker_connected) return absl::UnavailableError("no worker is connected");
+  return absl::UnavailableError("the router is draining");
+}
+
+// With --metrics-port: serves /metrics, /healthz and /readyz and prints "tessera-router metrics
+// on HOST:PORT" (before the listening line, so a supervisor reading up to that line sees both).
+absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> StartMetricsServer(
+    const RouterFlags& flags, const tessera::router::RouterMetrics& metrics,
+    const Engine& engine) {
+  if (flags.metrics_port < 0) return nullptr;
+  absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> server =
+      tessera::metrics::MetricsServer::Start(
+          metrics.registry(), {.host = flags.metrics_host,
+                               .port = flags.metrics_port,
+                               .readiness = [&engine] { return Readiness(engine); }});
+  if (server.ok()) {
+    std::printf("tessera-router metrics on %s:%d\n", flags.metrics_host.c_str(),
+                (*server)->port());
+  }
+  return server;
 }
 
 void Drain(grpc::Server& server, Engine& engine, double timeout_s) {
@@ -78,10 +111,20 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  bool no_prefix_cache = false;
+  app.add_flag("--no-prefix-cache", no_prefix_cache,
+               "do not share KV blocks between requests with a common prefix");
   app.add_option("--drain-timeout-s", flags.drain_timeout_s,
                  "on SIGTERM, how long running requests may take to finish")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--metrics-port", flags.metrics_port,
+                 "serve Prometheus /metrics, /healthz and /readyz on this port (0 = any free "
+                 "port; default: no metrics server)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-host", flags.metrics_host, "address for the metrics server")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  flags.engine.enable_prefix_cache = !no_prefix_cache;
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -93,7 +136,10 @@ int main(int argc, char** argv) {
       tessera::router::LoadModelFrontend(flags.model_path);
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
-  Engine engine(flags.engine, model->get());
+  tessera::router::RouterMetrics metrics(
+      std::make_shared<prometheus::Registry>(),
+      {.max_num_batched_tokens = flags.engine.max_num_batched_tokens});
+  Engine engine(flags.engine, model->get(), &metrics);
   tessera::router::TesseraService service(&engine, model->get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -101,8 +147,14 @@ int main(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  // gRPC sets SO_REUSEPORT by default: a second server on a busy port would bind silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) return Fail("cannot listen on " + flags.listen);
+  // Declared after the engine: stopped (by its destructor) before the engine it asks goes away.
+  absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> metrics_server =
+      StartMetricsServer(flags, metrics, engine);
+  if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
   engine.Start();
 
   const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));

@@ -178,6 +178,7 @@ absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request
   out.stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
   out.ignore_eos = request.ignore_eos();
   out.skip_special_tokens = request.skip_special_tokens();
+  out.cache_salt = request.cache_salt();
   return out;
 }
 

@@ -37,6 +37,7 @@ struct ValidatedRequest {
   std::vector<int32_t> stop_token_ids;          // in the vocabulary
   bool ignore_eos = false;
   bool skip_special_tokens = false;
+  std::string cache_salt;                       // prefix-cache namespace ("" = shared default)
 };
 
 // `random_seed` is used when the request gives no seed.

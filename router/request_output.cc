@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/check.h"
 
 namespace tessera::router {
 namespace {
@@ -34,20 +35,42 @@ v1::FinishReason ToFinishReason(StopReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+RequestOutcome ToOutcome(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_STOP: return RequestOutcome::kStop;
+    case v1::FINISH_REASON_EOS: return RequestOutcome::kEos;
+    case v1::FINISH_REASON_LENGTH: return RequestOutcome::kLength;
+    case v1::FINISH_REASON_CANCELLED: return RequestOutcome::kCancelled;
+    default: return RequestOutcome::kError;
+  }
+}
+
 }  // namespace
 
 RequestOutput::RequestOutput(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
                              Clock::time_point arrival, const tokenizer::Tokenizer& tokenizer,
-                             const std::vector<int32_t>& eos_token_ids)
+                             const std::vector<int32_t>& eos_token_ids, RouterMetrics* metrics)
     : request_(std::move(request)),
       sink_(std::move(sink)),
       stop_checker_(tokenizer, StopOptions(request_, eos_token_ids)),
-      arrival_(arrival) {}
+      arrival_(arrival),
+      metrics_(metrics) {
+  TESSERA_CHECK(metrics_ != nullptr, "RequestOutput needs RouterMetrics");
+}
 
 void RequestOutput::OnScheduled(Clock::time_point now, int32_t cached_tokens) {
   if (first_scheduled_.has_value()) return;
   first_scheduled_ = now;
   cached_tokens_ = cached_tokens;
+  metrics_->ObserveAdmitted(Seconds(now - arrival_),
+                            static_cast<int64_t>(request_.prompt_tokens.size()));
+}
+
+void RequestOutput::ObserveToken(Clock::time_point now) {
+  const bool first = !first_token_.has_value();
+  if (first) first_token_ = now;
+  metrics_->ObserveToken(first, Seconds(now - (first ? arrival_ : last_token_)));
+  last_token_ = now;
 }
 
 bool RequestOutput::Accept(const wv1::SampledToken& sampled, Clock::time_point now) {
@@ -58,7 +81,7 @@ bool RequestOutput::Accept(const wv1::SampledToken& sampled, Clock::time_point n
                                            output.status().message())));
     return true;
   }
-  if (!first_token_.has_value()) first_token_ = now;
+  ObserveToken(now);
   v1::GenerateResponse response;
   response.set_request_id(request_.request_id);
   response.set_text(std::move(output->text));
@@ -69,6 +92,7 @@ bool RequestOutput::Accept(const wv1::SampledToken& sampled, Clock::time_point n
     return false;
   }
   FillFinal(*output, now, &response);
+  metrics_->ObserveFinished(ToOutcome(response.finish_reason()), Seconds(now - arrival_));
   sink_->Close(std::move(response), absl::OkStatus());
   return true;
 }
@@ -111,6 +135,7 @@ void RequestOutput::Close(v1::FinishReason reason, const absl::Status& status) {
   last.mutable_usage()->set_completion_tokens(stop_checker_.num_tokens());
   last.mutable_usage()->set_cached_tokens(cached_tokens_);
   last.mutable_timings()->set_total_seconds(Seconds(now - arrival_));
+  metrics_->ObserveFinished(ToOutcome(reason), Seconds(now - arrival_));
   sink_->Close(std::move(last), status);
 }
 

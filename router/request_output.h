@@ -1,6 +1,9 @@
 // One request's output side on the router: incremental detokenization and stop checks
 // (StopChecker), the responses streamed to the client, and the request's timings and usage.
 //
+// It also reports the request's lifecycle to RouterMetrics (queue time, time to first token,
+// inter-token latency, generated tokens, outcome and end-to-end latency) as it happens.
+//
 // Ownership/threading: owned by the engine (one per live request), used only on the engine thread.
 #pragma once
 
@@ -11,6 +14,7 @@
 
 #include "router/request_builder.h"
 #include "router/response_sink.h"
+#include "router/router_metrics.h"
 #include "router/stop_checker.h"
 #include "tessera/v1/tessera.pb.h"
 #include "tessera/worker/v1/worker.pb.h"
@@ -21,9 +25,10 @@ class RequestOutput {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Precondition: metrics != nullptr and outlives the request.
   RequestOutput(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
                 Clock::time_point arrival, const tokenizer::Tokenizer& tokenizer,
-                const std::vector<int32_t>& eos_token_ids);
+                const std::vector<int32_t>& eos_token_ids, RouterMetrics* metrics);
 
   const ValidatedRequest& request() const { return request_; }
 
@@ -45,6 +50,7 @@ class RequestOutput {
                    ::tessera::v1::GenerateResponse* response) const;
   void FillFinal(const StopCheckerOutput& output, Clock::time_point now,
                  ::tessera::v1::GenerateResponse* response) const;
+  void ObserveToken(Clock::time_point now);
 
   ValidatedRequest request_;
   std::shared_ptr<ResponseSink> sink_;
@@ -52,6 +58,8 @@ class RequestOutput {
   Clock::time_point arrival_;
   std::optional<Clock::time_point> first_scheduled_;
   std::optional<Clock::time_point> first_token_;
+  Clock::time_point last_token_;  // meaningful once first_token_ is set
+  RouterMetrics* metrics_;
   int32_t cached_tokens_ = 0;
 };
 

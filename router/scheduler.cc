@@ -6,40 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
+#include "router/scheduler_request.h"
 
 namespace tessera::router {
 
-// One request's scheduling state. Known tokens = tokens + num_pending placeholders.
-struct Scheduler::Request {
-  RequestId id = 0;
-  std::vector<int32_t> tokens;  // prompt, then generated tokens in order
-  int32_t num_prompt_tokens = 0;
-  int32_t max_tokens = 0;
-  int32_t num_pending = 0;   // sampled by a plan whose result has not arrived
-  int32_t num_computed = 0;  // tokens scheduled since the last admission
-  // Tokens the worker got in the request's description at its last admission; positions below
-  // are prefill (token ids from the router), positions from here on are decodes of tokens the
-  // worker sampled itself.
-  int32_t num_given = 0;
-  int32_t slot = -1;
-  bool running = false;
-  int32_t num_preemptions = 0;
-  std::vector<BlockId> block_table;
+namespace {
 
-  int32_t num_generated() const {
-    return static_cast<int32_t>(tokens.size()) - num_prompt_tokens;
-  }
-  int32_t num_known() const { return static_cast<int32_t>(tokens.size()) + num_pending; }
-  // Everything it may ever sample is sampled or in flight: nothing left to schedule.
-  bool awaiting_last_token() const { return num_generated() + num_pending == max_tokens; }
-  bool prefilling() const { return num_computed < num_given; }
-};
+PrefixCacheOptions CacheOptions(const SchedulerConfig& config) {
+  return PrefixCacheOptions{.enabled = config.enable_prefix_cache,
+                            .block_size = config.block_size,
+                            .hash_bits = config.prefix_cache_hash_bits};
+}
 
-// What is left of this step's limits.
-struct Scheduler::Budget {
-  int32_t tokens = 0;
-  int32_t prefill_tokens = 0;
-};
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config) {
   if (absl::Status s = ValidateSchedulerConfig(config); !s.ok()) return s;
@@ -49,7 +28,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConf
 Scheduler::~Scheduler() = default;
 
 Scheduler::Scheduler(const SchedulerConfig& config)
-    : config_(config), blocks_(config.num_blocks) {
+    : config_(config), blocks_(config.num_blocks, CacheOptions(config)) {
   // Reconfigure() installs the slots, reserving every per-step container up front so planning
   // never allocates.
   running_.reserve(static_cast<size_t>(config.max_num_seqs));
@@ -63,14 +42,19 @@ absl::Status Scheduler::Reconfigure(const SchedulerConfig& config) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Reconfigure with ", running_.size(), " running requests: finish them first"));
   }
+  // Waiting requests hold salts interned in the old pool's cache.
+  for (Request* r : waiting_) ReleaseSalt(*r);
   config_ = config;
-  blocks_ = BlockManager(config.num_blocks);
+  blocks_ = BlockManager(config.num_blocks, CacheOptions(config));
+  for (Request* r : waiting_) AcquireSalt(*r);
+  hit_ids_.reserve(static_cast<size_t>(BlockManager::BlocksFor(config.max_context, config.block_size)));
   const auto num_slots = static_cast<size_t>(config.max_num_seqs);
   free_slots_.clear();
   free_slots_.reserve(num_slots);
   for (int32_t slot = config.max_num_seqs - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   slot_in_use_.assign(num_slots, false);
   running_.reserve(num_slots);
+  scheduled_.reserve(num_slots);
   pending_drops_.clear();  // the new worker holds no slot state
   pending_drops_.reserve(num_slots);
   last_step_kind_ = StepKind::kNone;
@@ -100,7 +84,7 @@ absl::Status Scheduler::CheckFitsAlone(int64_t num_prompt_tokens, int64_t max_to
 }
 
 absl::Status Scheduler::AddRequest(RequestId id, std::span<const int32_t> prompt,
-                                   int32_t max_tokens) {
+                                   int32_t max_tokens, std::string_view cache_salt) {
   if (requests_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", id, " is already in use"));
   }
@@ -121,6 +105,8 @@ absl::Status Scheduler::AddRequest(RequestId id, std::span<const int32_t> prompt
   r->tokens.assign(prompt.begin(), prompt.end());
   r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
   r->max_tokens = max_tokens;
+  r->cache_salt = cache_salt;
+  AcquireSalt(*r);
   waiting_.push_back(r.get());
   requests_.emplace(id, std::move(r));
   return absl::OkStatus();
@@ -128,6 +114,7 @@ absl::Status Scheduler::AddRequest(RequestId id, std::span<const int32_t> prompt
 
 void Scheduler::Schedule(ScheduledStep* step) {
   step->Clear();
+  scheduled_.clear();
   // No-ops after the first call: the step's lists never outgrow these bounds.
   const auto max_seqs = static_cast<size_t>(config_.max_num_seqs);
   step->requests.reserve(max_seqs);
@@ -211,6 +198,8 @@ void Scheduler::AppendBlocks(Request& r, int32_t num_blocks, ScheduledStep* step
 void Scheduler::PreemptNewest(ScheduledStep* step) {
   Request& victim = *running_.back();
   running_.pop_back();
+  // Its full blocks stay findable (until evicted): the recompute after re-admission is cheap.
+  RegisterFullBlocks(victim);
   blocks_.FreeTable(victim.block_table);
   victim.block_table.clear();
   ReleaseSlot(victim);
@@ -232,16 +221,19 @@ void Scheduler::AdmitWaiting(Budget& budget, ScheduledStep* step) {
       waiting_.pop_front();
       step->failed.push_back(FailedRequest{r.id, std::move(s)});
       ++num_failed_;
-      requests_.erase(r.id);
+      Forget(r);
       continue;
     }
     TESSERA_CHECK(r.num_pending == 0,
                   "re-admitting a preempted request with a token in flight: the engine must "
                   "deliver result N before calling Schedule() for step N+2");
     const auto known = static_cast<int32_t>(r.tokens.size());
-    const int32_t n = std::min({known, budget.tokens, budget.prefill_tokens});
-    const int32_t needed = BlockManager::BlocksFor(n, config_.block_size);
-    if (!blocks_.CanAllocate(needed)) break;  // FCFS: nobody overtakes the head
+    const PrefixHit hit = LookupPrefix(r);
+    const int32_t cached = hit.num_blocks * config_.block_size;
+    const int32_t n = std::min({known - cached, budget.tokens, budget.prefill_tokens});
+    const int32_t needed = BlockManager::BlocksFor(cached + n, config_.block_size) - hit.num_blocks;
+    // Revived cached blocks leave the free pool too.
+    if (!blocks_.CanAllocate(needed + hit.num_revived)) break;  // FCFS: nobody overtakes the head
     waiting_.pop_front();
     // Room for everything the request may reach, so decode steps never grow these (no-op on
     // re-admission).
@@ -254,6 +246,7 @@ void Scheduler::AdmitWaiting(Budget& budget, ScheduledStep* step) {
     r.num_given = known;
     running_.push_back(&r);
     const auto blocks_begin = static_cast<int32_t>(step->new_block_ids.size());
+    AttachPrefix(r, hit, step);  // sets num_computed to the cached tokens
     AppendBlocks(r, needed, step);
     EmitChunk(r, n, /*is_new=*/true, blocks_begin, budget, step);
   }
@@ -282,6 +275,7 @@ void Scheduler::EmitChunk(Request& r, int32_t num_tokens, bool is_new, int32_t n
                   "result N before calling Schedule() for step N+2");
     ++r.num_pending;  // the placeholder the next step may already decode
   }
+  scheduled_.push_back(&r);
   budget.tokens -= num_tokens;
   step->num_batched_tokens += num_tokens;
   if (e.is_prefill) {
@@ -295,6 +289,9 @@ void Scheduler::FinishStep(ScheduledStep* step) {
   // worker frees a cancelled request's slot now rather than whenever the next request comes.
   step->dropped_slots.assign(pending_drops_.begin(), pending_drops_.end());
   pending_drops_.clear();
+  // Only now, after this step's admissions: a block this step computes must not be handed out
+  // as cached in the same plan (the worker would read it while writing it).
+  for (Request* r : scheduled_) RegisterFullBlocks(*r);
   if (step->empty()) return;
   ++num_steps_;
   if (step->num_prefill_tokens == 0) {
@@ -358,6 +355,7 @@ void Scheduler::Retire(Request& r) {
     const auto it = std::find(running_.begin(), running_.end(), &r);
     TESSERA_CHECK(it != running_.end(), "a running request is missing from the running list");
     running_.erase(it);
+    RegisterFullBlocks(r);  // its last tokens may have arrived since it was last scheduled
     blocks_.FreeTable(r.block_table);
     ReleaseSlot(r);
   } else {
@@ -365,6 +363,11 @@ void Scheduler::Retire(Request& r) {
     TESSERA_CHECK(it != waiting_.end(), "a waiting request is missing from the waiting queue");
     waiting_.erase(it);
   }
+  Forget(r);
+}
+
+void Scheduler::Forget(Request& r) {
+  ReleaseSalt(r);
   requests_.erase(r.id);  // destroys r
 }
 
@@ -382,6 +385,7 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   s.max_tokens = r.max_tokens;
   s.num_blocks = static_cast<int32_t>(r.block_table.size());
   s.num_preemptions = r.num_preemptions;
+  s.num_cached_tokens = r.num_cached_tokens;
   s.awaiting_last_token = r.awaiting_last_token();
   return s;
 }
@@ -392,12 +396,21 @@ std::span<const int32_t> Scheduler::Tokens(RequestId id) const {
   return it->second->tokens;
 }
 
+std::span<const BlockId> Scheduler::BlockTable(RequestId id) const {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) return {};
+  return it->second->block_table;
+}
+
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.num_running = static_cast<int32_t>(running_.size());
   s.num_waiting = static_cast<int32_t>(waiting_.size());
   s.num_blocks_used = blocks_.NumUsed();
   s.num_blocks_total = blocks_.NumTotal();
+  s.num_blocks_cached_free = blocks_.NumCachedFree();
+  s.prefix_cache_query_tokens = prefix_query_tokens_;
+  s.prefix_cache_hit_tokens = prefix_hit_tokens_;
   s.num_preemptions = num_preemptions_;
   s.num_steps = num_steps_;
   s.num_failed = num_failed_;

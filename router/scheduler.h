@@ -22,6 +22,19 @@
 // pending == max_tokens it is no longer scheduled ("awaiting its last token", visible in
 // RequestSnapshot). A finished request's slot is listed in the next plan's dropped_slots; any
 // later result for it must be ignored by the engine (OnTokenSampled answers NOT_FOUND).
+//
+// Prefix cache (config.enable_prefix_cache, DESIGN.md §4; index in prefix_cache.h, free-block
+// LRU in block_manager.h). What gets hashed: every *full* block of a request whose positions are
+// computed (sent in a plan) and whose token ids are all known for sure: prompt blocks and blocks
+// filled by generated tokens alike (as vLLM does), so a multi-turn follow-up or a recomputed
+// preempted request finds its own earlier output. A placeholder token never enters a hash.
+// Blocks are registered at the end of Schedule() (and when a request ends or is preempted):
+// never in the step that computes them, so no plan asks the worker to read a block as cached
+// while the same plan writes it. Admission looks up the request's known tokens block by block
+// (hash, then exact content) and takes the longest run of whole matching blocks within the first
+// known - 1 tokens: the last known token is always recomputed, because the worker needs its
+// logits and must never write into a shared block. The hit blocks come first in the request's
+// initial block table and its entry starts at start_position = cached tokens.
 #pragma once
 
 #include <array>
@@ -31,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -61,6 +75,7 @@ struct RequestSnapshot {
   int32_t max_tokens = 0;
   int32_t num_blocks = 0;  // block table length
   int32_t num_preemptions = 0;
+  int32_t num_cached_tokens = 0;  // served from the prefix cache at the latest admission
   // generated + pending == max_tokens: never scheduled again; finishes when the last pending
   // token arrives.
   bool awaiting_last_token = false;
@@ -72,6 +87,12 @@ struct SchedulerStats {
   int32_t num_waiting = 0;
   int32_t num_blocks_used = 0;
   int32_t num_blocks_total = 0;  // usable blocks (null block excluded)
+  // Free blocks the prefix cache still indexes (counted free: evicted on demand).
+  int32_t num_blocks_cached_free = 0;
+  // Prefix cache, since creation: known tokens looked up at admissions (re-admissions after a
+  // preemption included) and those served from the cache. 0 with the cache off.
+  int64_t prefix_cache_query_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
   int64_t num_preemptions = 0;   // total since creation
   int64_t num_steps = 0;         // non-empty steps planned
   int64_t num_failed = 0;        // requests the scheduler failed (FailedRequest)
@@ -88,12 +109,14 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
   ~Scheduler();  // out of line: Request is incomplete here
 
-  // Queues a request at the tail of the waiting queue.
+  // Queues a request at the tail of the waiting queue. `cache_salt` is its prefix-cache
+  // namespace: cached blocks are shared only between requests with equal salts.
   //   INVALID_ARGUMENT: empty prompt, max_tokens < 1, prompt + max_tokens > max_context, or more
   //                     KV blocks than the whole pool holds;
   //   ALREADY_EXISTS:   `id` is in use;
   //   RESOURCE_EXHAUSTED: the waiting queue holds max_waiting requests.
-  absl::Status AddRequest(RequestId id, std::span<const int32_t> prompt, int32_t max_tokens);
+  absl::Status AddRequest(RequestId id, std::span<const int32_t> prompt, int32_t max_tokens,
+                          std::string_view cache_salt = {});
 
   // Plans the next step into *step (cleared first; its vectors are reused). Phases: running
   // requests oldest first (preempting the newest when blocks run out), then admission FCFS if
@@ -123,6 +146,10 @@ class Scheduler {
   // Valid until the next call that mutates the scheduler. The engine reads the first
   // num_known_tokens of it for an is_new entry.
   std::span<const int32_t> Tokens(RequestId id) const;
+  // Block table of `id` (empty when unknown or waiting); valid like Tokens(). Tests, debugging.
+  std::span<const BlockId> BlockTable(RequestId id) const;
+  // The logical KV pool, read-only (tests, debugging).
+  const BlockManager& blocks() const { return blocks_; }
 
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
@@ -130,6 +157,7 @@ class Scheduler {
  private:
   struct Request;
   struct Budget;
+  struct PrefixHit;
   struct StepKinds {
     bool decode = true;
     bool prefill = true;
@@ -153,11 +181,24 @@ class Scheduler {
   void EmitChunk(Request& r, int32_t num_tokens, bool is_new, int32_t new_blocks_begin,
                  Budget& budget, ScheduledStep* step);
 
+  // Prefix cache phases (scheduler_prefix.cc); no-ops with the cache off.
+  // The longest cached prefix of `r`'s known tokens that admission may use (ids in hit_ids_).
+  PrefixHit LookupPrefix(const Request& r);
+  // Takes the hit blocks as the head of `r`'s new block table and starts its chain after them.
+  void AttachPrefix(Request& r, const PrefixHit& hit, ScheduledStep* step);
+  // Indexes `r`'s blocks that became full of computed, known tokens.
+  void RegisterFullBlocks(Request& r);
+  // Interns r.cache_salt in the current pool's cache; ReleaseSalt drops the reference.
+  void AcquireSalt(Request& r);
+  void ReleaseSalt(Request& r);
+
   absl::Status CheckFitsAlone(int64_t num_prompt_tokens, int64_t max_tokens) const;
   int32_t AcquireSlot();
   void ReleaseSlot(Request& r);
   // Frees `r`'s blocks and slot and forgets it; `r` is destroyed.
   void Retire(Request& r);
+  // Forgets a request that holds no blocks or slot; `r` is destroyed.
+  void Forget(Request& r);
 
   SchedulerConfig config_;
   BlockManager blocks_;
@@ -167,10 +208,14 @@ class Scheduler {
   std::vector<int32_t> free_slots_;     // stack: back() is handed out next
   std::vector<bool> slot_in_use_;       // [max_num_seqs], guards against duplicate slots
   std::vector<int32_t> pending_drops_;  // slots freed since the last plan
+  std::vector<Request*> scheduled_;     // this step's entries' requests (RegisterFullBlocks)
+  std::vector<BlockId> hit_ids_;        // LookupPrefix's result
   StepKind last_step_kind_ = StepKind::kNone;
   int64_t num_preemptions_ = 0;
   int64_t num_steps_ = 0;
   int64_t num_failed_ = 0;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
   std::array<int64_t, kNumFinishReasons> num_finished_{};
 };
 

@@ -24,8 +24,14 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
            AtLeast("max_context", c.max_context, 2),
            AtLeast("max_waiting", c.max_waiting, 0),
            AtLeast("max_prefill_tokens_per_step", c.max_prefill_tokens_per_step, 0),
+           AtLeast("prefix_cache_hash_bits", c.prefix_cache_hash_bits, 1),
        }) {
     if (!s.ok()) return s;
+  }
+  if (c.prefix_cache_hash_bits > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheduler config: prefix_cache_hash_bits = ", c.prefix_cache_hash_bits,
+        ", must be <= 64"));
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,14 @@ struct SchedulerConfig {
   // (Preempted requests go back to the queue regardless: they were admitted already.)
   int32_t max_waiting = 1024;
 
+  // Prefix cache (DESIGN.md §4): full blocks are indexed by a hash chain and shared between
+  // requests with the same prefix (and cache salt); freed cached blocks stay findable until
+  // evicted. Off: every admission computes its whole prompt (the router's --no-prefix-cache).
+  bool enable_prefix_cache = true;
+  // Bits kept of every prefix-cache hash, in [1, 64]. Only tests lower it (to force collisions:
+  // hits are confirmed by content, so a narrow hash costs hit rate, never correctness).
+  int32_t prefix_cache_hash_bits = 64;
+
   // Optional policies, off by default.
   //
   // decode_stable: a step never mixes prefill chunks with decodes, so decode steps keep a

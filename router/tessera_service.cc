@@ -106,6 +106,8 @@ grpc::ServerUnaryReactor* TesseraService::ServerStats(grpc::CallbackServerContex
   response->set_worker_active_slots(stats.worker_active_slots);
   response->set_steps(stats.steps);
   response->set_preemptions(stats.preemptions);
+  response->set_prefix_cache_query_tokens(stats.prefix_cache_query_tokens);
+  response->set_prefix_cache_hit_tokens(stats.prefix_cache_hit_tokens);
   return Answer(context, absl::OkStatus());
 }
 

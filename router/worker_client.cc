@@ -62,6 +62,11 @@ bool WorkerClient::Send(uint64_t epoch, const wv1::StepPlan& plan) {
   return stream_->rw->Write(plan);
 }
 
+void WorkerClient::Abandon(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stream_ != nullptr && epoch == epoch_) stream_->context.TryCancel();
+}
+
 void WorkerClient::ConnectionLoop() {
   std::chrono::milliseconds backoff = config_.initial_backoff;
   while (!stopping_) {

@@ -54,6 +54,9 @@ class WorkerClient {
   // Writes a plan on the stream of `epoch`. False when that stream is gone (the engine then
   // waits for on_lost / on_connected).
   bool Send(uint64_t epoch, const wv1::StepPlan& plan);
+  // Cancels the stream of `epoch` (if it is still the live one); the connection thread then
+  // reports on_lost and redials.
+  void Abandon(uint64_t epoch);
 
  private:
   struct Stream;

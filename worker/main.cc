@@ -2,10 +2,12 @@
 // `tessera.worker.v1.Worker` step protocol (plus the standard gRPC health service) until SIGINT
 // or SIGTERM.
 //
-// Once serving it prints exactly one line to stdout, `tessera-worker listening on HOST:PORT`
-// (the bound port, so `--listen 127.0.0.1:0` works), which `tessera serve` and the e2e tests wait
-// for. Errors (bad flags, a model that does not load, an address that cannot be bound) are one
-// line on stderr and exit status 1. A signal shuts the server down gracefully (in-flight streams
+// Once serving it prints `tessera-worker listening on HOST:PORT` to stdout (the bound port, so
+// `--listen 127.0.0.1:0` works), which `tessera serve` and the e2e tests wait for. With
+// --metrics-port it first prints `tessera-worker metrics on HOST:PORT`: Prometheus /metrics,
+// /healthz and /readyz (ready while the model is loaded and the worker is not shutting down).
+// Errors (bad flags, a model that does not load, an address that cannot be bound) are one line on
+// stderr and exit status 1. A signal shuts the server down gracefully (in-flight streams
 // get a short deadline) and exits 0.
 //
 // Threading: main blocks SIGINT/SIGTERM before any thread starts (so every thread inherits the
@@ -32,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/metrics/metrics_server.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/absl_compat.h"
 #include "common/util/status_macros.h"
@@ -39,6 +42,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "worker/cpu/cpu_llama_runner.h"
 #include "worker/loaded_model.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
 
 namespace tessera::worker {
@@ -67,6 +71,8 @@ struct WorkerFlags {
   // context for five sequences at once, or dozens of typical chat requests.
   int64_t kv_cache_mb = 2048;
   int max_num_seqs = 256;
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = -1;       // -1 = no metrics server; 0 = any free port
 };
 
 absl::Status CheckFlags(const WorkerFlags& flags) {
@@ -78,6 +84,9 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
   }
   if (flags.kv_cache_mb < 1) return absl::InvalidArgumentError("--kv-cache-mb must be >= 1");
   if (flags.max_num_seqs < 1) return absl::InvalidArgumentError("--max-num-seqs must be >= 1");
+  if (flags.metrics_port < -1 || flags.metrics_port > 65535) {
+    return absl::InvalidArgumentError("--metrics-port must be in [0, 65535]");
+  }
   const size_t colon = flags.listen.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == flags.listen.size()) {
     return absl::InvalidArgumentError(
@@ -112,8 +121,11 @@ struct Worker {
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<kernels::cpu::ThreadPool> pool;
   std::unique_ptr<CpuLlamaRunner> runner;
+  std::unique_ptr<WorkerMetrics> metrics;
   std::unique_ptr<WorkerService> service;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;  // null without --metrics-port
+  std::atomic<bool> shutting_down{false};                  // /readyz turns 503
 };
 
 absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
@@ -129,11 +141,17 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   worker->runner = std::make_unique<CpuLlamaRunner>(
       config, worker->model->weights.get(), worker->pool.get(),
       CpuRunnerOptions{.block_size = flags.block_size, .num_kv_blocks = num_blocks});
+  worker->metrics = std::make_unique<WorkerMetrics>(
+      std::make_shared<prometheus::Registry>(),
+      WorkerMetricsOptions{.max_num_seqs = flags.max_num_seqs,
+                           .kv_pool_bytes = worker->runner->kv_pool().bytes,
+                           .measure_gpu_busy = false});  // the cpu runner
   WorkerServiceOptions options{.max_num_seqs = flags.max_num_seqs,
                                .model_name = "",
                                .eos_token_ids = {},
                                .bos_token_id = tok->info().bos_id,
-                               .device = DeviceDescription(threads)};
+                               .device = DeviceDescription(threads),
+                               .metrics = worker->metrics.get()};
   if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
   if (config.name.empty()) {
     options.model_name = std::filesystem::path(flags.model_path).stem().string();
@@ -144,6 +162,8 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), port);
   builder.RegisterService(worker->service.get());
+  // gRPC sets SO_REUSEPORT by default: a second worker on a busy port would bind silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // A plan admitting many long prompts carries every token of each (up to 5 bytes a varint),
   // far beyond gRPC's 4 MiB default for received messages.
   const int64_t max_plan_bytes =
@@ -170,6 +190,27 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   return absl::OkStatus();
 }
 
+// With --metrics-port: serves /metrics, /healthz, /readyz and prints "tessera-worker metrics on
+// HOST:PORT" (before the listening line, so a supervisor reading up to that line sees both).
+absl::Status StartMetricsServer(const WorkerFlags& flags, Worker* worker) {
+  if (flags.metrics_port < 0) return absl::OkStatus();
+  const std::atomic<bool>* shutting_down = &worker->shutting_down;
+  TESSERA_ASSIGN_OR_RETURN(
+      worker->metrics_server,
+      metrics::MetricsServer::Start(
+          worker->metrics->registry(),
+          {.host = flags.metrics_host,
+           .port = flags.metrics_port,
+           // The model is loaded before this server starts; only shutdown makes it unready.
+           .readiness = [shutting_down] {
+             return shutting_down->load() ? absl::UnavailableError("the worker is shutting down")
+                                          : absl::OkStatus();
+           }}));
+  std::printf("tessera-worker metrics on %s:%d\n", flags.metrics_host.c_str(),
+              worker->metrics_server->port());
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   WorkerFlags flags;
   CLI::App app{"tessera-worker: serves the tessera.worker.v1 step protocol on one model"};
@@ -184,6 +225,11 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kv-cache-mb", flags.kv_cache_mb, "KV pool size in MiB")->capture_default_str();
   app.add_option("--max-num-seqs", flags.max_num_seqs, "sequence slots")->capture_default_str();
+  app.add_option("--metrics-port", flags.metrics_port,
+                 "serve Prometheus /metrics, /healthz and /readyz on this port (0 = any free "
+                 "port; default: no metrics server)");
+  app.add_option("--metrics-host", flags.metrics_host, "address for the metrics server")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -210,6 +256,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());
     return 1;
   }
+  if (absl::Status s = StartMetricsServer(flags, &worker); !s.ok()) {
+    std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
   const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
   std::printf("tessera-worker listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
@@ -217,6 +267,7 @@ int Main(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "tessera-worker: signal %d, shutting down\n", signal_number);
+  worker.shutting_down.store(true);
   worker.server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   return 0;  // `worker` is destroyed in reverse order: server, service, runner, pool, model
 }

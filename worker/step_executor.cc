@@ -57,9 +57,11 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
   if (absl::Status status = Validate(plan); !status.ok()) return status;
   ApplyDrops(plan);
   ApplyNewSequences(plan);
+  const Clock::time_point set_inputs_start = Clock::now();
   AppendBlocksAndBuildBatch(plan);
 
   const Clock::time_point forward_start = Clock::now();
+  stats_.set_inputs_seconds = Seconds(forward_start - set_inputs_start);
   logits_.sequence_index.clear();
   if (!batch_.empty()) {
     absl::Status status = runner_->Forward(batch_, &logits_);
@@ -108,11 +110,19 @@ void StepExecutor::ApplyNewSequences(const v1::StepPlan& plan) {
 void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
   batch_.clear();
   batch_slots_.clear();
+  bool any_decode = false;
+  bool any_prefill = false;
+  stats_.num_tokens = 0;
   for (const v1::SequenceStep& seq : plan.sequences()) {
     slots_.AppendBlocks(seq.slot(), {seq.new_blocks().data(),
                                      static_cast<size_t>(seq.new_blocks_size())});
     const Slot& s = slots_.at(seq.slot());
     const int32_t end = s.num_computed + seq.num_tokens();
+    // A decode feeds back one token past the prompt (the one this slot sampled last).
+    const bool decode = seq.num_tokens() == 1 && s.num_computed >= s.num_prompt_tokens;
+    any_decode |= decode;
+    any_prefill |= !decode;
+    stats_.num_tokens += seq.num_tokens();
     batch_.push_back({.tokens = std::span<const int32_t>(s.tokens).subspan(
                           s.num_computed, static_cast<size_t>(seq.num_tokens())),
                       .start_pos = s.num_computed,
@@ -120,6 +130,9 @@ void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
                       .needs_logits = end == s.num_known()});
     batch_slots_.push_back(seq.slot());
   }
+  stats_.num_sequences = static_cast<int32_t>(batch_.size());
+  stats_.kind = any_decode ? (any_prefill ? StepKind::kMixed : StepKind::kDecode)
+                           : (any_prefill ? StepKind::kPrefill : StepKind::kEmpty);
 }
 
 // Advances every scheduled slot's computed count, then samples the rows that asked for logits

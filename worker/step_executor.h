@@ -48,6 +48,23 @@ namespace tessera::worker {
 // The sampler's parameters from the protocol's (top_logprobs -> num_logprobs); unvalidated.
 SamplingParams SamplingParamsFromProto(const tessera::worker::v1::SamplingParams& proto);
 
+// What a step ran, for the worker's metrics (worker_metrics.h).
+enum class StepKind {
+  kEmpty,    // a drop-only plan: no forward pass
+  kPrefill,  // every entry processes tokens the router sent (prompt chunks, recompute)
+  kDecode,   // every entry processes the one token this worker sampled last
+  kMixed,    // both
+};
+
+struct StepStats {
+  StepKind kind = StepKind::kEmpty;
+  int32_t num_sequences = 0;  // batch entries
+  int32_t num_tokens = 0;     // tokens in the forward pass
+  // Blocks appended + batch built: the "set inputs" part of the host time (on the cpu backend the
+  // runner reads the batch directly; a device runner adds its input copies here).
+  double set_inputs_seconds = 0;
+};
+
 struct StepExecutorOptions {
   int max_num_seqs = 256;  // slots [0, max_num_seqs); >= 1
 };
@@ -74,6 +91,8 @@ class StepExecutor {
 
   const SlotTable& slots() const { return slots_; }
   uint64_t last_step() const { return last_step_; }
+  // The last successful Execute's numbers.
+  const StepStats& last_step_stats() const { return stats_; }
   int max_logprobs() const { return max_logprobs_; }
 
  private:
@@ -143,6 +162,7 @@ class StepExecutor {
   std::vector<SequenceWork> batch_;
   std::vector<int32_t> batch_slots_;  // slot of each batch entry
   StepLogits logits_;
+  StepStats stats_;
 };
 
 }  // namespace tessera::worker

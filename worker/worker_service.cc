@@ -64,6 +64,11 @@ std::string RandomWorkerId() {
   return absl::StrFormat("w-%016x", bits);
 }
 
+// Architectures with linear-attention (Gated DeltaNet) layers next to full attention.
+bool IsHybridArchitecture(const std::string& architecture) {
+  return architecture == "qwen3next";
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   // absl and gRPC share the canonical code numbering.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
@@ -89,10 +94,13 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
   d.set_device(options.device);
   // What a plan may ask for: logprobs/top-N, penalties, per-request seeds, prompts split over
   // steps, prefix-cache hits (num_cached_tokens), re-admission with generated tokens.
-  for (const char* feature :
-       {"logprobs", "penalties", "seed", "chunked_prefill", "prefix_cache", "preemption"}) {
+  for (const char* feature : {"logprobs", "penalties", "seed", "chunked_prefill", "preemption"}) {
     d.add_features(feature);
   }
+  // A hybrid model's linear-attention state has no snapshot at block boundaries yet, so a cached
+  // prefix could not restore it (DESIGN.md §4): no prefix sharing, and the router's metrics say
+  // so.
+  if (!IsHybridArchitecture(config.architecture)) d.add_features("prefix_cache");
   d.set_max_logprobs(max_logprobs);
   return d;
 }
@@ -100,7 +108,8 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
 }  // namespace
 
 WorkerService::WorkerService(ModelRunner* runner, const WorkerServiceOptions& options)
-    : executor_(runner, {.max_num_seqs = options.max_num_seqs}),
+    : metrics_(options.metrics),
+      executor_(runner, {.max_num_seqs = options.max_num_seqs}),
       step_thread_(std::make_unique<StepThread>()) {
   description_ = BuildDescription(*runner, options, executor_.max_logprobs());
 }
@@ -141,6 +150,11 @@ grpc::Status WorkerService::ServeStream(
       break;
     }
     if (!stream->Write(result)) break;  // the router went away
+    // After the write, so the router gets its result without waiting for the metrics.
+    if (metrics_ != nullptr) {
+      metrics_->ObserveStep(executor_.last_step_stats(), result.timings(),
+                            StepExecutor::Clock::now());
+    }
   }
   executor_.Reset();  // the stream's end drops every slot
   if (status.ok() && context->IsCancelled()) {

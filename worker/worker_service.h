@@ -32,6 +32,7 @@
 #include "tessera/worker/v1/worker.grpc.pb.h"
 #include "worker/model_runner.h"
 #include "worker/step_executor.h"
+#include "worker/worker_metrics.h"
 
 namespace tessera::worker {
 
@@ -41,6 +42,7 @@ struct WorkerServiceOptions {
   std::vector<int32_t> eos_token_ids;  // from the tokenizer
   int32_t bos_token_id = -1;           // -1 when none
   std::string device;                  // e.g. "2 threads, avx512"
+  WorkerMetrics* metrics = nullptr;    // borrowed, observed on the step thread; null = none
 };
 
 class StepThread;
@@ -69,6 +71,7 @@ class WorkerService final : public tessera::worker::v1::Worker::Service {
                                                     tessera::worker::v1::StepPlan>* stream);
 
   tessera::worker::v1::DescribeResponse description_;  // immutable after construction
+  WorkerMetrics* const metrics_;                       // may be null
   std::atomic<bool> attached_{false};                  // a Run stream is being served
   StepExecutor executor_;                              // step thread only
   std::unique_ptr<StepThread> step_thread_;

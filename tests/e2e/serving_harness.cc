@@ -12,9 +12,11 @@ namespace {
 namespace v1 = ::tessera::v1;
 
 // Spawns build/bin/<binary> and waits for "<binary> listening on HOST:PORT"; returns HOST:PORT.
+// A "<binary> metrics on HOST:PORT" line before it (--metrics-port) lands in *metrics_address.
 absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
                                               std::vector<std::string> args,
-                                              std::unique_ptr<cli::ChildProcess>* child) {
+                                              std::unique_ptr<cli::ChildProcess>* child,
+                                              std::string* metrics_address) {
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
       {.path = absl::StrCat(TESSERA_BIN_DIR, "/", binary),
        .args = std::move(args),
@@ -22,6 +24,7 @@ absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
   if (!spawned.ok()) return spawned.status();
   *child = std::move(*spawned);
   const std::regex ready(binary + " listening on (\\S+)");
+  const std::regex metrics(binary + " metrics on (\\S+)");
   for (;;) {
     absl::StatusOr<std::string> line = (*child)->ReadStdoutLine(absl::Seconds(120));
     if (!line.ok()) {
@@ -30,6 +33,7 @@ absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
                                        "; stderr: ", (*child)->StderrTail()));
     }
     std::smatch match;
+    if (std::regex_search(*line, match, metrics)) *metrics_address = match[1].str();
     if (std::regex_search(*line, match, ready)) return match[1].str();
   }
 }
@@ -44,7 +48,8 @@ absl::Status ServingProcesses::StartWorker(const std::vector<std::string>& extra
   std::vector<std::string> args = {"--model", model_, "--listen",
                                    absl::StrCat("127.0.0.1:", port), "--kv-cache-mb", "256"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  absl::StatusOr<std::string> address = SpawnAndWaitReady("tessera-worker", args, &worker_);
+  absl::StatusOr<std::string> address =
+      SpawnAndWaitReady("tessera-worker", args, &worker_, &worker_metrics_address_);
   if (!address.ok()) return address.status();
   worker_address_ = *address;
   worker_port_ = std::stoi(worker_address_.substr(worker_address_.rfind(':') + 1));
@@ -55,7 +60,8 @@ absl::Status ServingProcesses::StartRouter(const std::vector<std::string>& extra
   std::vector<std::string> args = {"--model", model_, "--worker", worker_address_,
                                    "--listen", "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  absl::StatusOr<std::string> address = SpawnAndWaitReady("tessera-router", args, &router_);
+  absl::StatusOr<std::string> address =
+      SpawnAndWaitReady("tessera-router", args, &router_, &router_metrics_address_);
   if (!address.ok()) return address.status();
   router_address_ = *address;
   return absl::OkStatus();

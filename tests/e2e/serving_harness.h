@@ -32,6 +32,9 @@ class ServingProcesses {
   int StopRouter(double timeout_s = 30);
 
   const std::string& router_address() const { return router_address_; }
+  // HOST:PORT from the "metrics on" line; empty unless started with --metrics-port.
+  const std::string& router_metrics_address() const { return router_metrics_address_; }
+  const std::string& worker_metrics_address() const { return worker_metrics_address_; }
   int worker_port() const { return worker_port_; }
   std::unique_ptr<::tessera::v1::Tessera::Stub> NewStub() const;
   ::tessera::v1::ServerStatsResponse Stats() const;
@@ -43,6 +46,8 @@ class ServingProcesses {
   std::string worker_address_;
   int worker_port_ = 0;
   std::string router_address_;
+  std::string worker_metrics_address_;
+  std::string router_metrics_address_;
 };
 
 struct StreamResult {

@@ -26,6 +26,9 @@ SchedulerConfig Config(int budget, int seqs, int block_size, int num_blocks) {
   c.block_size = block_size;
   c.num_blocks = num_blocks;
   c.max_context = 1 << 20;
+  // The exact numbers below are the base policy's; prefix_cache_scheduler_test.cc pins what the
+  // cache changes (hits, allocation order), and the random test runs both ways.
+  c.enable_prefix_cache = false;
   return c;
 }
 

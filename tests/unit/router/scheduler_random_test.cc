@@ -3,11 +3,20 @@
 // cap, sequence limit, slots never doubled, block tables exact and unshared, max_tokens never
 // exceeded, block accounting. At the end: every request finished, token conservation for each
 // one that ended by length or stop, every block back in the pool.
+//
+// Every case also runs with the prefix cache on: prompts come from three families sharing long
+// prefixes (some diverge at a random point), a quarter carry a cache salt. The fake worker then
+// also checks that every cached block it is told to read holds the K/V of exactly the reader's
+// tokens and salt, written by an earlier plan, and that no plan writes a shared block; the
+// accounting checks refcounts against the live tables.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <random>
 #include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -35,9 +44,25 @@ void PrintTo(const RandomCase& c, std::ostream* os) { *os << c.name; }
 constexpr int kMaxPrompt = 120;
 constexpr int kMaxTokens = 40;
 
-// The scheduler's counters agree with the requests it holds.
+// Three families of prompts with long shared prefixes; a third diverge at a random point.
+std::vector<int32_t> RandomPrompt(std::mt19937& rng) {
+  const int n = 1 + static_cast<int>(rng() % kMaxPrompt);
+  const auto family = static_cast<int32_t>(rng() % 3);
+  std::vector<int32_t> prompt(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) prompt[static_cast<size_t>(i)] = family * 5000 + i + 1;
+  if (rng() % 3 == 0) {
+    for (int i = static_cast<int>(rng() % static_cast<uint32_t>(n)); i < n; ++i) {
+      prompt[static_cast<size_t>(i)] = 20000 + static_cast<int32_t>(rng() % 50);
+    }
+  }
+  return prompt;
+}
+
+// The scheduler's counters agree with the requests it holds; every block's refcount is the
+// number of live tables listing it.
 void CheckAccounting(const Scheduler& s, EngineDriver& d) {
-  int32_t blocks = 0, running = 0, waiting = 0;
+  int32_t running = 0, waiting = 0;
+  std::map<BlockId, int32_t> refs;
   std::set<int32_t> slots;
   for (const auto& [id, sc] : d.scripts()) {
     if (sc.finished) continue;
@@ -46,7 +71,8 @@ void CheckAccounting(const Scheduler& s, EngineDriver& d) {
       ADD_FAILURE() << "request " << id << " vanished";
       continue;
     }
-    blocks += r->num_blocks;
+    for (BlockId b : s.BlockTable(id)) ++refs[b];
+    EXPECT_EQ(static_cast<int32_t>(s.BlockTable(id).size()), r->num_blocks);
     (r->running ? running : waiting) += 1;
     if (r->running) {
       EXPECT_TRUE(slots.insert(r->slot).second) << "slot " << r->slot << " twice";
@@ -55,7 +81,12 @@ void CheckAccounting(const Scheduler& s, EngineDriver& d) {
     EXPECT_LE(r->num_pending, 2);
   }
   const SchedulerStats st = s.stats();
-  EXPECT_EQ(st.num_blocks_used, blocks);
+  EXPECT_EQ(st.num_blocks_used, static_cast<int32_t>(refs.size()));
+  for (const auto& [b, n] : refs) EXPECT_EQ(s.blocks().RefCount(b), n) << "block " << b;
+  const BlockManager& pool = s.blocks();
+  EXPECT_EQ(pool.NumUncachedFree() + pool.NumCachedFree() + pool.NumUsed(), pool.NumTotal());
+  EXPECT_EQ(st.num_blocks_cached_free, pool.NumCachedFree());
+  if (!s.config().enable_prefix_cache) EXPECT_EQ(pool.NumCachedFree(), 0);
   EXPECT_EQ(st.num_running, running);
   EXPECT_EQ(st.num_waiting, waiting);
   EXPECT_LE(st.num_running, s.config().max_num_seqs);
@@ -69,10 +100,16 @@ void CancelRandom(EngineDriver& d, std::mt19937& rng) {
   if (!live.empty()) d.Cancel(live[rng() % live.size()]);
 }
 
-class SchedulerRandomTest : public ::testing::TestWithParam<std::tuple<RandomCase, uint32_t>> {};
+// kTinyHash keeps 3 bits of every hash: nearly every lookup meets colliding blocks, so only the
+// exact content confirmation keeps hits correct.
+enum class CacheMode { kOff, kOn, kTinyHash };
+
+class SchedulerRandomTest
+    : public ::testing::TestWithParam<std::tuple<RandomCase, uint32_t, CacheMode>> {};
 
 TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
-  const auto& [p, seed] = GetParam();
+  const auto& [p, seed, mode] = GetParam();
+  const bool prefix_cache = mode != CacheMode::kOff;
   SchedulerConfig c;
   c.max_num_batched_tokens = p.budget;
   c.max_num_seqs = p.seqs;
@@ -82,6 +119,8 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   c.max_waiting = 24;
   c.decode_stable = p.decode_stable;
   c.max_prefill_tokens_per_step = p.prefill_cap;
+  c.enable_prefix_cache = prefix_cache;
+  if (mode == CacheMode::kTinyHash) c.prefix_cache_hash_bits = 3;
   absl::StatusOr<std::unique_ptr<Scheduler>> made = Scheduler::Create(c);
   ASSERT_TRUE(made.ok()) << made.status();
   Scheduler& s = **made;
@@ -91,10 +130,11 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   int num_rejected = 0;
   for (int turn = 0; turn < 3000; ++turn) {
     if (rng() % 3 == 0) {
-      const int prompt = 1 + static_cast<int>(rng() % kMaxPrompt);
+      const std::vector<int32_t> prompt = RandomPrompt(rng);
       const int max_tokens = 1 + static_cast<int>(rng() % kMaxTokens);
       const int stop_after = rng() % 3 == 0 ? 1 + static_cast<int>(rng() % max_tokens) : 0;
-      const absl::Status st = d.Add(next_id++, prompt, max_tokens, stop_after);
+      const std::string salt = rng() % 4 == 0 ? "tenant-a" : "";
+      const absl::Status st = d.Add(next_id++, prompt, max_tokens, stop_after, salt);
       if (!st.ok()) {
         ASSERT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
         ++num_rejected;
@@ -121,6 +161,19 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   }
   const SchedulerStats st = s.stats();
   EXPECT_EQ(st.num_blocks_used, 0);
+  // Every block is back: never-hashed free blocks plus cached free ones make the whole pool.
+  EXPECT_EQ(s.blocks().NumUncachedFree() + s.blocks().NumCachedFree(), s.blocks().NumTotal());
+  if (prefix_cache) {
+    EXPECT_GT(st.prefix_cache_hit_tokens, 0);
+    EXPECT_GT(d.worker().num_cached_blocks_read(), 0);
+    EXPECT_LE(st.prefix_cache_hit_tokens, st.prefix_cache_query_tokens);
+    int64_t cached = 0;
+    for (const auto& [id, sc] : d.scripts()) cached += sc.cached_tokens;
+    EXPECT_EQ(cached, st.prefix_cache_hit_tokens);
+  } else {
+    EXPECT_EQ(st.prefix_cache_query_tokens, 0);
+    EXPECT_EQ(d.worker().num_cached_blocks_read(), 0);
+  }
   EXPECT_EQ(st.num_running, 0);
   EXPECT_EQ(st.num_waiting, 0);
   EXPECT_EQ(st.num_preemptions, d.num_preempted());
@@ -136,6 +189,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   RecordProperty("steps", static_cast<int>(d.num_steps()));
   RecordProperty("preemptions", static_cast<int>(d.num_preempted()));
   RecordProperty("rejected", num_rejected);
+  RecordProperty("cached_tokens", static_cast<int>(st.prefix_cache_hit_tokens));
 }
 
 // Every case's pool holds the largest request alone (prompt 120 + 40 - 1 positions).
@@ -151,10 +205,15 @@ const RandomCase kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(
     Load, SchedulerRandomTest,
-    ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(1u, 2u, 3u)),
+    ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(1u, 2u, 3u),
+                       ::testing::Values(CacheMode::kOff, CacheMode::kOn,
+                                         CacheMode::kTinyHash)),
     [](const ::testing::TestParamInfo<SchedulerRandomTest::ParamType>& info) {
       return std::string(std::get<0>(info.param).name) + "_seed" +
-             std::to_string(std::get<1>(info.param));
+             std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) == CacheMode::kOn         ? "_prefix_cache"
+              : std::get<2>(info.param) == CacheMode::kTinyHash ? "_prefix_cache_3bit_hash"
+                                                                : "");
     });
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -32,14 +35,26 @@ inline const ScheduledRequest* Find(const ScheduledStep& step, RequestId id) {
   return nullptr;
 }
 
-// The worker's view: per slot, the request, its block table and computed positions.
+// The token the fake engine delivers as generated token number `g` (0-based) of any request;
+// FakeWorker models the worker's sampler with the same rule, so it knows the token id at every
+// position, including decodes of tokens it sampled itself.
+inline int32_t GeneratedToken(int32_t g) { return 1000 + g; }
+
+// The worker's view: per slot, the request, its block table and computed positions; per block,
+// which tables hold it (as cached or not) and the token context its K/V was computed from.
 class FakeWorker {
  public:
-  explicit FakeWorker(const SchedulerConfig& config)
-      : config_(config), slots_(static_cast<size_t>(config.max_num_seqs)) {}
+  explicit FakeWorker(const Scheduler& scheduler)
+      : scheduler_(scheduler),
+        config_(scheduler.config()),
+        slots_(static_cast<size_t>(config_.max_num_seqs)),
+        blocks_(static_cast<size_t>(config_.num_blocks)) {}
 
   // Applies drops, then entries, checking what the worker's plan validation checks plus the
-  // scheduler's step invariants (budget, sequence limit, exact block needs, no shared blocks).
+  // scheduler's step invariants (budget, sequence limit, exact block needs). Blocks: a cached
+  // prefix block may sit in several tables, but must hold exactly the K/V of the reader's
+  // tokens (written by an earlier plan); a block written by this plan must be in its writer's
+  // table alone and in nobody's cached prefix.
   void Apply(const ScheduledStep& step) {
     for (int32_t slot : step.dropped_slots) Drop(slot);
     EXPECT_LE(static_cast<int>(step.requests.size()), config_.max_num_seqs);
@@ -47,10 +62,12 @@ class FakeWorker {
     std::set<int32_t> seen;
     for (const ScheduledRequest& r : step.requests) {
       EXPECT_TRUE(seen.insert(r.slot).second) << "slot " << r.slot << " twice in one step";
-      Run(step, r);
+      Admit(step, r);
       tokens += r.num_tokens;
       if (r.is_prefill) prefill += r.num_tokens;
     }
+    if (::testing::Test::HasFatalFailure()) return;
+    for (const ScheduledRequest& r : step.requests) Write(r);
     EXPECT_EQ(tokens, step.num_batched_tokens);
     EXPECT_EQ(prefill, step.num_prefill_tokens);
     EXPECT_LE(tokens, config_.max_num_batched_tokens) << "token budget exceeded";
@@ -64,54 +81,129 @@ class FakeWorker {
     for (const Slot& s : slots_) n += s.live ? 1 : 0;
     return n;
   }
+  int64_t num_cached_blocks_read() const { return num_cached_blocks_read_; }
+  // The cache salt of request `id`: a cached block must come from a writer with the same salt.
+  void SetSalt(RequestId id, std::string_view salt) { salts_[id] = std::string(salt); }
 
  private:
   struct Slot {
     bool live = false;
     RequestId id = 0;
     int32_t computed = 0;
+    int32_t num_prompt = 0;
+    int32_t num_cached_blocks = 0;
+    std::vector<int32_t> given;  // known tokens at admission
     std::vector<BlockId> table;
+    std::string salt;
   };
+  struct Block {
+    int32_t refs = 0;         // live tables listing it
+    int32_t cached_refs = 0;  // of them, as a cached (read-only) prefix block
+    std::vector<int32_t> context;  // tokens [0, last position written into it]
+    std::string salt;              // its writer's cache salt
+  };
+
+  Block& B(BlockId b) { return blocks_[static_cast<size_t>(b)]; }
+
+  int32_t TokenAt(const Slot& s, int32_t position) const {
+    if (position < static_cast<int32_t>(s.given.size())) {
+      return s.given[static_cast<size_t>(position)];
+    }
+    return GeneratedToken(position - s.num_prompt);
+  }
 
   void Drop(int32_t slot) {
     ASSERT_TRUE(slot >= 0 && slot < config_.max_num_seqs) << "dropped slot " << slot;
     Slot& s = slots_[static_cast<size_t>(slot)];
     EXPECT_TRUE(s.live) << "dropping slot " << slot << " that holds no request";
-    for (BlockId b : s.table) owned_.erase(b);
+    for (size_t i = 0; i < s.table.size(); ++i) {
+      Block& b = B(s.table[i]);
+      --b.refs;
+      if (static_cast<int32_t>(i) < s.num_cached_blocks) --b.cached_refs;
+      EXPECT_GE(b.refs, 0);
+      EXPECT_GE(b.cached_refs, 0);
+    }
     s = Slot{};
   }
 
-  void Run(const ScheduledStep& step, const ScheduledRequest& r) {
+  void Admit(const ScheduledStep& step, const ScheduledRequest& r) {
     ASSERT_TRUE(r.slot >= 0 && r.slot < config_.max_num_seqs) << "slot " << r.slot;
     Slot& s = slots_[static_cast<size_t>(r.slot)];
     EXPECT_GE(r.num_tokens, 1);
     if (r.is_new) {
       EXPECT_FALSE(s.live) << "new request " << r.request_id << " in live slot " << r.slot;
-      EXPECT_EQ(r.start_position, 0);
+      EXPECT_EQ(r.start_position % config_.block_size, 0) << "cached tokens, request "
+                                                          << r.request_id;
+      EXPECT_LT(r.start_position, r.num_known_tokens) << "a full hit must recompute a token";
       EXPECT_TRUE(r.is_prefill);
-      EXPECT_GE(r.num_known_tokens, r.num_tokens);
+      EXPECT_GE(r.num_known_tokens, r.start_position + r.num_tokens);
       EXPECT_GE(r.num_known_tokens, r.num_prompt_tokens);
-      s = Slot{true, r.request_id, 0, {}};
+      const std::span<const int32_t> known = scheduler_.Tokens(r.request_id);
+      ASSERT_GE(known.size(), static_cast<size_t>(r.num_known_tokens));
+      s = Slot{true, r.request_id, r.start_position, r.num_prompt_tokens,
+               r.start_position / config_.block_size,
+               std::vector<int32_t>(known.begin(), known.begin() + r.num_known_tokens), {},
+               salts_.contains(r.request_id) ? salts_.at(r.request_id) : std::string()};
     } else {
       EXPECT_TRUE(s.live && s.id == r.request_id)
           << "request " << r.request_id << " continues in slot " << r.slot << " it does not hold";
     }
     EXPECT_EQ(r.start_position, s.computed) << "request " << r.request_id;
     for (BlockId b : step.NewBlocks(r)) {
-      EXPECT_TRUE(b > 0 && b < config_.num_blocks) << "block id " << b;
-      EXPECT_TRUE(owned_.insert(b).second) << "block " << b << " in two live tables";
+      ASSERT_TRUE(b > 0 && b < config_.num_blocks) << "block id " << b;
+      const auto logical = static_cast<int32_t>(s.table.size());
+      Block& block = B(b);
+      if (logical < s.num_cached_blocks) {
+        CheckCachedContent(s, logical, b);
+        ++block.cached_refs;
+        ++num_cached_blocks_read_;
+      } else {
+        EXPECT_EQ(block.refs, 0) << "block " << b << " in two live tables";
+        block.context.clear();  // a fresh owner overwrites it
+      }
+      ++block.refs;
       s.table.push_back(b);
     }
-    s.computed += r.num_tokens;
     // Exactly the blocks needed to hold every computed position: no more, no less.
     EXPECT_EQ(static_cast<int32_t>(s.table.size()),
-              BlockManager::BlocksFor(s.computed, config_.block_size))
+              BlockManager::BlocksFor(s.computed + r.num_tokens, config_.block_size))
         << "request " << r.request_id;
   }
 
+  // A cached block holds the K/V of exactly the reader's tokens up to its end, computed before.
+  void CheckCachedContent(const Slot& s, int32_t logical, BlockId b) {
+    const auto end = static_cast<size_t>((logical + 1) * config_.block_size);
+    const std::vector<int32_t> expected(s.given.begin(), s.given.begin() + end);
+    EXPECT_EQ(B(b).context, expected) << "cached block " << b << " (logical " << logical
+                                      << ") of request " << s.id << " holds other tokens";
+    EXPECT_EQ(B(b).salt, s.salt) << "cached block " << b << " crosses cache salts";
+  }
+
+  void Write(const ScheduledRequest& r) {
+    Slot& s = slots_[static_cast<size_t>(r.slot)];
+    const int32_t begin = s.computed;
+    const int32_t end = begin + r.num_tokens;
+    const int32_t bs = config_.block_size;
+    for (int32_t logical = begin / bs; logical <= (end - 1) / bs; ++logical) {
+      const BlockId b = s.table[static_cast<size_t>(logical)];
+      Block& block = B(b);
+      EXPECT_EQ(block.cached_refs, 0) << "request " << r.request_id << " writes block " << b
+                                      << " that a live sequence holds as cached";
+      EXPECT_EQ(block.refs, 1) << "request " << r.request_id << " writes shared block " << b;
+      const int32_t last = std::min(end, (logical + 1) * bs);
+      block.context.clear();
+      for (int32_t p = 0; p < last; ++p) block.context.push_back(TokenAt(s, p));
+      block.salt = s.salt;
+    }
+    s.computed = end;
+  }
+
+  const Scheduler& scheduler_;
   SchedulerConfig config_;
   std::vector<Slot> slots_;
-  std::set<BlockId> owned_;
+  std::vector<Block> blocks_;  // [num_blocks]
+  int64_t num_cached_blocks_read_ = 0;
+  std::map<RequestId, std::string> salts_;
 };
 
 // Per-request script and record of what happened to it.
@@ -126,16 +218,24 @@ struct Scripted {
   bool finished = false;
   FinishReason reason = FinishReason::kError;
   int32_t wasted = 0;  // scheduled decodes whose result arrived after the finish
+  int64_t cached_tokens = 0;  // start positions of its admissions (prefix-cache hits)
 };
 
 // Plays the engine: at most two plans unanswered, results delivered in order.
 class EngineDriver {
  public:
-  EngineDriver(Scheduler& scheduler) : s_(scheduler), worker_(scheduler.config()) {}
+  EngineDriver(Scheduler& scheduler) : s_(scheduler), worker_(scheduler) {}
 
   absl::Status Add(RequestId id, int prompt, int max_tokens, int stop_after = 0) {
-    absl::Status st = s_.AddRequest(id, Prompt(prompt), max_tokens);
-    if (st.ok()) scripts_[id] = Scripted{prompt, max_tokens, stop_after};
+    return Add(id, Prompt(prompt), max_tokens, stop_after);
+  }
+  absl::Status Add(RequestId id, const std::vector<int32_t>& prompt, int max_tokens,
+                   int stop_after = 0, std::string_view cache_salt = {}) {
+    absl::Status st = s_.AddRequest(id, prompt, max_tokens, cache_salt);
+    if (st.ok()) {
+      scripts_[id] = Scripted{static_cast<int32_t>(prompt.size()), max_tokens, stop_after};
+      worker_.SetSalt(id, cache_salt);
+    }
     return st;
   }
 
@@ -185,6 +285,7 @@ class EngineDriver {
   int64_t num_preempted() const { return num_preempted_; }
   int64_t num_mixed_steps() const { return num_mixed_steps_; }
   int64_t num_steps() const { return num_steps_; }
+  const FakeWorker& worker() const { return worker_; }
   size_t num_in_flight() const { return in_flight_.size(); }
 
  private:
@@ -201,7 +302,8 @@ class EngineDriver {
       EXPECT_FALSE(sc.finished) << "finished request " << r.request_id << " scheduled";
       if (r.is_new) {
         admitted.push_back(r.request_id);
-        sc.tokens_this_admission = 0;
+        sc.tokens_this_admission = r.start_position;  // served from the prefix cache
+        sc.cached_tokens += r.start_position;
         sc.num_samples_this_admission = 0;
         EXPECT_EQ(r.num_known_tokens, sc.num_prompt + sc.generated);
       }
@@ -228,7 +330,8 @@ class EngineDriver {
       EXPECT_EQ(s_.OnTokenSampled(id, 7).status().code(), absl::StatusCode::kNotFound);
       return;
     }
-    const absl::StatusOr<SampleOutcome> outcome = s_.OnTokenSampled(id, 1000 + sc.generated);
+    const absl::StatusOr<SampleOutcome> outcome =
+        s_.OnTokenSampled(id, GeneratedToken(sc.generated));
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     ++sc.generated;
     if (*outcome == SampleOutcome::kFinishedLength) {

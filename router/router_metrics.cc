@@ -1,0 +1,147 @@
+#include "router/router_metrics.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/metrics/buckets.h"
+#include "common/util/check.h"
+
+namespace tessera::router {
+namespace {
+
+using metrics::CountBuckets;
+using metrics::RequestLatencyBuckets;
+using metrics::StepLatencyBuckets;
+
+prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Gauge* AddGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
+                                    const std::string& help,
+                                    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+}  // namespace
+
+std::string_view RequestOutcomeLabel(RequestOutcome outcome) {
+  switch (outcome) {
+    case RequestOutcome::kStop: return "stop";
+    case RequestOutcome::kEos: return "eos";
+    case RequestOutcome::kLength: return "length";
+    case RequestOutcome::kCancelled: return "cancelled";
+    case RequestOutcome::kError: return "error";
+    case RequestOutcome::kRejected: return "rejected";
+  }
+  return "error";
+}
+
+bool WorkerSharesPrefixes(const ::tessera::worker::v1::DescribeResponse& worker) {
+  return std::find(worker.features().begin(), worker.features().end(), "prefix_cache") !=
+         worker.features().end();
+}
+
+RouterMetrics::RouterMetrics(std::shared_ptr<prometheus::Registry> registry,
+                             const RouterMetricsOptions& options)
+    : registry_(std::move(registry)) {
+  TESSERA_CHECK(registry_ != nullptr, "RouterMetrics needs a registry");
+  TESSERA_CHECK(options.max_num_batched_tokens >= 1, "RouterMetrics: max_num_batched_tokens < 1");
+  prometheus::Registry& r = *registry_;
+  // Every outcome's series exists from the start (at 0), so rate() and absent() behave.
+  auto& requests = prometheus::BuildCounter()
+                       .Name("tessera_requests_total")
+                       .Help("Requests that ended, by status: a finish reason (stop, eos, length), "
+                             "cancelled, error, or rejected at admission")
+                       .Register(r);
+  for (size_t i = 0; i < kNumRequestOutcomes; ++i) {
+    requests_total_[i] = &requests.Add(
+        {{"status", std::string(RequestOutcomeLabel(static_cast<RequestOutcome>(i)))}});
+  }
+  requests_running_ = AddGauge(r, "tessera_requests_running", "Requests holding a worker slot");
+  requests_waiting_ = AddGauge(r, "tessera_requests_waiting",
+                               "Requests queued for admission (new or preempted)");
+  time_to_first_token_ = AddHistogram(r, "tessera_time_to_first_token_seconds",
+                                      "Arrival to first generated token", RequestLatencyBuckets());
+  inter_token_latency_ = AddHistogram(r, "tessera_inter_token_latency_seconds",
+                                      "Time between consecutive tokens of a request",
+                                      StepLatencyBuckets());
+  e2e_request_latency_ = AddHistogram(r, "tessera_e2e_request_latency_seconds",
+                                      "Arrival to the end of requests that ran (any outcome)",
+                                      RequestLatencyBuckets());
+  request_queue_time_ = AddHistogram(r, "tessera_request_queue_time_seconds",
+                                     "Arrival to first scheduling", RequestLatencyBuckets());
+  prompt_tokens_ = AddCounter(r, "tessera_prompt_tokens_total",
+                              "Prompt tokens of admitted requests");
+  generation_tokens_ = AddCounter(r, "tessera_generation_tokens_total",
+                                  "Generated tokens delivered to clients");
+  prefix_cache_queries_ = AddCounter(r, "tessera_prefix_cache_queries_total",
+                                     "Tokens looked up in the prefix cache at (re)admission");
+  prefix_cache_hits_ = AddCounter(r, "tessera_prefix_cache_hits_total",
+                                  "Looked-up tokens served from cached KV blocks");
+  prefix_cache_enabled_ = AddGauge(r, "tessera_prefix_cache_enabled",
+                                   "1 when prefixes are shared; 0 e.g. for hybrid models");
+  kv_blocks_used_ = AddGauge(r, "tessera_kv_blocks_used", "Logical KV blocks in use");
+  kv_blocks_capacity_ = AddGauge(r, "tessera_kv_blocks_capacity",
+                              "Usable logical KV blocks (0 while no worker is connected)");
+  preemptions_ = AddCounter(r, "tessera_preemptions_total",
+                            "Running requests preempted (blocks freed, recomputed later)");
+  step_tokens_ = AddHistogram(r, "tessera_step_tokens", "Tokens scheduled per step",
+                              CountBuckets(options.max_num_batched_tokens));
+  scheduler_seconds_ = AddHistogram(r, "tessera_scheduler_seconds",
+                                    "Schedule() wall time per step sent", StepLatencyBuckets());
+}
+
+void RouterMetrics::ObserveAdmitted(double queue_seconds, int64_t num_prompt_tokens) {
+  request_queue_time_->Observe(queue_seconds);
+  prompt_tokens_->Increment(static_cast<double>(num_prompt_tokens));
+}
+
+void RouterMetrics::ObserveToken(bool first, double seconds) {
+  generation_tokens_->Increment();
+  (first ? time_to_first_token_ : inter_token_latency_)->Observe(seconds);
+}
+
+void RouterMetrics::ObserveFinished(RequestOutcome outcome, double e2e_seconds) {
+  requests_total_[static_cast<size_t>(outcome)]->Increment();
+  e2e_request_latency_->Observe(e2e_seconds);
+}
+
+void RouterMetrics::ObserveRejected() {
+  requests_total_[static_cast<size_t>(RequestOutcome::kRejected)]->Increment();
+}
+
+void RouterMetrics::ObserveStep(const ScheduledStep& step, double schedule_seconds) {
+  if (!step.preempted.empty()) preemptions_->Increment(static_cast<double>(step.preempted.size()));
+  if (!step.ShouldSend()) return;  // idle Schedule() calls would drown the histogram
+  scheduler_seconds_->Observe(schedule_seconds);
+  if (!step.empty()) step_tokens_->Observe(step.num_batched_tokens);  // not a drop-only plan
+}
+
+// The scheduler counts since its creation; a new scheduler (worker reconnected) starts at 0, so a
+// value below the last one seen is a fresh start and counts whole.
+void RouterMetrics::AddSince(int64_t total, int64_t* last_seen, prometheus::Counter* counter) {
+  const int64_t delta = total >= *last_seen ? total - *last_seen : total;
+  if (delta > 0) counter->Increment(static_cast<double>(delta));
+  *last_seen = total;
+}
+
+void RouterMetrics::ObserveScheduler(const SchedulerStats* stats) {
+  requests_running_->Set(stats == nullptr ? 0 : stats->num_running);
+  requests_waiting_->Set(stats == nullptr ? 0 : stats->num_waiting);
+  kv_blocks_used_->Set(stats == nullptr ? 0 : stats->num_blocks_used);
+  kv_blocks_capacity_->Set(stats == nullptr ? 0 : stats->num_blocks_total);
+  AddSince(stats == nullptr ? 0 : stats->prefix_cache_query_tokens, &last_prefix_queries_,
+           prefix_cache_queries_);
+  AddSince(stats == nullptr ? 0 : stats->prefix_cache_hit_tokens, &last_prefix_hits_,
+           prefix_cache_hits_);
+}
+
+}  // namespace tessera::router

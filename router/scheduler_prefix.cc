@@ -1,0 +1,87 @@
+// Scheduler phases of the prefix cache (see "Prefix cache" in scheduler.h): lookups at
+// admission, registering blocks as they fill, salts. All of it is a no-op with the cache off.
+#include <algorithm>
+#include <span>
+
+#include "common/util/check.h"
+#include "router/scheduler.h"
+#include "router/scheduler_request.h"
+
+namespace tessera::router {
+
+void Scheduler::AcquireSalt(Request& r) {
+  r.salt = blocks_.caching() ? blocks_.cache().AcquireSalt(r.cache_salt) : kDefaultSalt;
+}
+
+void Scheduler::ReleaseSalt(Request& r) {
+  if (blocks_.caching()) blocks_.cache().ReleaseSalt(r.salt);
+  r.salt = kDefaultSalt;
+}
+
+Scheduler::PrefixHit Scheduler::LookupPrefix(const Request& r) {
+  hit_ids_.clear();
+  PrefixHit hit;
+  if (!blocks_.caching()) return hit;
+  const PrefixCache& cache = blocks_.cache();
+  const int32_t block_size = config_.block_size;
+  const std::span<const int32_t> tokens(r.tokens);
+  hit.hash = cache.SaltHash(r.salt);
+  // Whole blocks within the first known - 1 tokens: even a full hit recomputes the last token.
+  const auto max_blocks = (static_cast<int32_t>(tokens.size()) - 1) / block_size;
+  for (int32_t b = 0; b < max_blocks; ++b) {
+    const std::span<const int32_t> block_tokens =
+        tokens.subspan(static_cast<size_t>(b) * block_size, static_cast<size_t>(block_size));
+    const uint64_t hash = cache.HashBlock(hit.hash, block_tokens);
+    const BlockId id = cache.Find(hash, hit.link, r.salt, block_tokens);
+    if (id == kNullBlock) break;
+    hit_ids_.push_back(id);
+    if (blocks_.RefCount(id) == 0) ++hit.num_revived;
+    hit.hash = hash;
+    hit.link = cache.LinkOf(id);
+  }
+  hit.num_blocks = static_cast<int32_t>(hit_ids_.size());
+  return hit;
+}
+
+void Scheduler::AttachPrefix(Request& r, const PrefixHit& hit, ScheduledStep* step) {
+  TESSERA_CHECK(r.block_table.empty(), "attaching a cached prefix to a request that has blocks");
+  TESSERA_CHECK(hit.num_blocks == static_cast<int32_t>(hit_ids_.size()),
+                "a prefix hit does not match the last lookup");
+  for (const BlockId id : hit_ids_) {
+    blocks_.Reuse(id);
+    r.block_table.push_back(id);
+    step->new_block_ids.push_back(id);
+  }
+  r.num_cached_tokens = hit.num_blocks * config_.block_size;
+  r.num_computed = r.num_cached_tokens;
+  r.num_hashed_blocks = hit.num_blocks;
+  r.chain_hash = hit.hash;
+  r.chain_link = hit.link;
+  if (!blocks_.caching()) return;
+  prefix_query_tokens_ += static_cast<int64_t>(r.tokens.size());
+  prefix_hit_tokens_ += r.num_cached_tokens;
+}
+
+void Scheduler::RegisterFullBlocks(Request& r) {
+  if (!blocks_.caching()) return;
+  const int32_t block_size = config_.block_size;
+  // A block's content is final once its positions are computed (in a plan already built) and
+  // every token id in it is known: a placeholder's value is not, until its result arrives.
+  const int32_t num_full =
+      std::min(r.num_computed, static_cast<int32_t>(r.tokens.size())) / block_size;
+  TESSERA_CHECK(num_full <= static_cast<int32_t>(r.block_table.size()),
+                "computed positions beyond a request's block table");
+  const std::span<const int32_t> tokens(r.tokens);
+  for (; r.num_hashed_blocks < num_full; ++r.num_hashed_blocks) {
+    const auto b = static_cast<size_t>(r.num_hashed_blocks);
+    const std::span<const int32_t> block_tokens =
+        tokens.subspan(b * static_cast<size_t>(block_size), static_cast<size_t>(block_size));
+    r.chain_hash = blocks_.cache().HashBlock(r.chain_hash, block_tokens);
+    // A copy indexed already (another request computed the same prefix) wins; the chain goes on
+    // through it so the next block is findable from the indexed copy.
+    r.chain_link = blocks_.Register(r.block_table[b], r.chain_hash, r.chain_link, r.salt,
+                                    block_tokens);
+  }
+}
+
+}  // namespace tessera::router

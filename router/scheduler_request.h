@@ -1,0 +1,69 @@
+// Scheduler::Request and Scheduler::Budget: the scheduler's private per-request state, shared by
+// its translation units (scheduler.cc: lifecycle and step phases; scheduler_prefix.cc: prefix
+// cache lookups and block registration). Not part of the scheduler's API: include it only from
+// those files.
+//
+// Owner: the router's engine thread (via Scheduler).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "router/prefix_cache.h"
+#include "router/scheduler.h"
+
+namespace tessera::router {
+
+// One request's scheduling state. Known tokens = tokens + num_pending placeholders.
+struct Scheduler::Request {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens in order
+  int32_t num_prompt_tokens = 0;
+  int32_t max_tokens = 0;
+  int32_t num_pending = 0;   // sampled by a plan whose result has not arrived
+  int32_t num_computed = 0;  // tokens computed since the last admission (cached ones included)
+  // Tokens the worker got in the request's description at its last admission; positions below
+  // are prefill (token ids from the router), positions from here on are decodes of tokens the
+  // worker sampled itself.
+  int32_t num_given = 0;
+  int32_t slot = -1;
+  bool running = false;
+  int32_t num_preemptions = 0;
+  std::vector<BlockId> block_table;
+
+  // Prefix cache. The salt's text is kept so Reconfigure can intern it in a new pool's cache.
+  std::string cache_salt;
+  SaltId salt = kDefaultSalt;
+  int32_t num_cached_tokens = 0;  // served from the cache at the last admission
+  // Blocks [0, num_hashed_blocks) of block_table are in the index (found there at admission, or
+  // registered when they filled) or were duplicates of indexed blocks. chain_hash / chain_link:
+  // the hash and the indexed content of the last of them, which the next one chains on.
+  int32_t num_hashed_blocks = 0;
+  uint64_t chain_hash = 0;
+  BlockLink chain_link;
+
+  int32_t num_generated() const {
+    return static_cast<int32_t>(tokens.size()) - num_prompt_tokens;
+  }
+  int32_t num_known() const { return static_cast<int32_t>(tokens.size()) + num_pending; }
+  // Everything it may ever sample is sampled or in flight: nothing left to schedule.
+  bool awaiting_last_token() const { return num_generated() + num_pending == max_tokens; }
+  bool prefilling() const { return num_computed < num_given; }
+};
+
+// What is left of this step's limits.
+struct Scheduler::Budget {
+  int32_t tokens = 0;
+  int32_t prefill_tokens = 0;
+};
+
+// The cached prefix a lookup found for a waiting request (block ids in Scheduler::hit_ids_).
+struct Scheduler::PrefixHit {
+  int32_t num_blocks = 0;
+  int32_t num_revived = 0;  // of them, cached free blocks (they leave the free pool)
+  uint64_t hash = 0;        // chain state after the last hit block (salt hash when none)
+  BlockLink link;
+};
+
+}  // namespace tessera::router

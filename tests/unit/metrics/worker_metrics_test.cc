@@ -1,0 +1,87 @@
+// WorkerMetrics: every DESIGN.md §7 worker series is present from the start (graph counters and
+// the busy ratio stay 0 on the cpu backend), and a step moves the series it documents.
+#include "worker/worker_metrics.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/metrics/metrics_server.h"
+#include "tests/unit/metrics/exposition.h"
+
+namespace tessera::worker {
+namespace {
+
+std::map<std::string, double> Scrape(const prometheus::Registry& registry) {
+  absl::StatusOr<std::map<std::string, double>> samples =
+      metrics::testing::ParseExposition(metrics::RenderMetrics(registry));
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  return samples.ok() ? *samples : std::map<std::string, double>{};
+}
+
+v1::StepTimings Timings(double host, double device, double total) {
+  v1::StepTimings timings;
+  timings.set_host_seconds(host);
+  timings.set_device_seconds(device);
+  timings.set_total_seconds(total);
+  return timings;
+}
+
+TEST(WorkerMetricsTest, EverySeriesExistsFromTheStart) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  WorkerMetrics metrics(registry, {.max_num_seqs = 64, .kv_pool_bytes = 1 << 20});
+  const std::map<std::string, double> s = Scrape(*registry);
+  for (const char* name :
+       {"tessera_step_seconds_count{kind=\"prefill\"}",
+        "tessera_step_seconds_count{kind=\"decode\"}",
+        "tessera_step_seconds_count{kind=\"mixed\"}", "tessera_hostproc_seconds_count",
+        "tessera_set_inputs_seconds_count", "tessera_graph_replays_total",
+        "tessera_graph_captures_total", "tessera_graph_misses_total{reason=\"eager\"}",
+        "tessera_graph_misses_total{reason=\"oversize\"}",
+        "tessera_graph_misses_total{reason=\"disabled\"}", "tessera_gpu_busy_ratio",
+        "tessera_batch_size_count"}) {
+    ASSERT_TRUE(s.count(name)) << name;
+    EXPECT_EQ(s.at(name), 0) << name;
+  }
+  EXPECT_EQ(s.at("tessera_kv_pool_bytes"), 1 << 20);
+  EXPECT_TRUE(s.count("tessera_batch_size_bucket{le=\"64\"}")) << "top bucket = max_num_seqs";
+}
+
+TEST(WorkerMetricsTest, StepsByKind) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  WorkerMetrics metrics(registry, {.max_num_seqs = 64});
+  const auto now = WorkerMetrics::Clock::now();
+  metrics.ObserveStep({.kind = StepKind::kDecode, .num_sequences = 5, .num_tokens = 5,
+                       .set_inputs_seconds = 0.00002},
+                      Timings(0.0001, 0.01, 0.011), now);
+  metrics.ObserveStep({.kind = StepKind::kMixed, .num_sequences = 2, .num_tokens = 40},
+                      Timings(0.0001, 0.05, 0.06), now);
+  metrics.ObserveStep({.kind = StepKind::kEmpty}, Timings(0.00001, 0, 0.00001), now);
+  metrics.ObserveGraphMiss(GraphMissReason::kOversize);
+  const std::map<std::string, double> s = Scrape(*registry);
+  EXPECT_EQ(s.at("tessera_step_seconds_count{kind=\"decode\"}"), 1);
+  EXPECT_EQ(s.at("tessera_step_seconds_count{kind=\"mixed\"}"), 1);
+  EXPECT_EQ(s.at("tessera_step_seconds_count{kind=\"prefill\"}"), 0);
+  EXPECT_EQ(s.at("tessera_batch_size_count"), 2) << "a drop-only plan is no batch";
+  EXPECT_EQ(s.at("tessera_batch_size_sum"), 7);
+  EXPECT_EQ(s.at("tessera_hostproc_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(s.at("tessera_set_inputs_seconds_sum"), 0.00002);
+  EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"oversize\"}"), 1);
+  EXPECT_EQ(s.at("tessera_gpu_busy_ratio"), 0) << "not measured on cpu";
+}
+
+TEST(WorkerMetricsTest, GpuBusyRatioOverAWindow) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  WorkerMetrics metrics(registry, {.max_num_seqs = 8, .measure_gpu_busy = true});
+  const auto start = WorkerMetrics::Clock::now();
+  const StepStats decode{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1};
+  metrics.ObserveStep(decode, Timings(0, 0.5, 0.5), start);
+  metrics.ObserveStep(decode, Timings(0, 0.5, 0.5), start + std::chrono::seconds(2));
+  // 1 s of device time over the 2 s window.
+  EXPECT_DOUBLE_EQ(Scrape(*registry).at("tessera_gpu_busy_ratio"), 0.5);
+}
+
+}  // namespace
+}  // namespace tessera::worker

@@ -1,0 +1,116 @@
+#include "worker/worker_metrics.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/metrics/buckets.h"
+#include "common/util/check.h"
+
+namespace tessera::worker {
+namespace {
+
+using metrics::CountBuckets;
+using metrics::StepLatencyBuckets;
+
+// The GPU-busy gauge is recomputed once a window spans this much wall time: long enough to
+// average many steps, short enough to follow load changes between scrapes.
+constexpr std::chrono::seconds kBusyWindow{1};
+
+prometheus::Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
+                                    const std::string& help,
+                                    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Gauge* AddGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+std::string_view GraphMissReasonLabel(GraphMissReason reason) {
+  switch (reason) {
+    case GraphMissReason::kEager: return "eager";
+    case GraphMissReason::kOversize: return "oversize";
+    case GraphMissReason::kDisabled: return "disabled";
+  }
+  return "eager";
+}
+
+WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
+                             const WorkerMetricsOptions& options)
+    : registry_(std::move(registry)), measure_gpu_busy_(options.measure_gpu_busy) {
+  TESSERA_CHECK(registry_ != nullptr, "WorkerMetrics needs a registry");
+  TESSERA_CHECK(options.max_num_seqs >= 1, "WorkerMetrics: max_num_seqs < 1");
+  prometheus::Registry& r = *registry_;
+  auto& steps = prometheus::BuildHistogram()
+                    .Name("tessera_step_seconds")
+                    .Help("Plan received to result ready, by batch kind")
+                    .Register(r);
+  const char* kinds[] = {"prefill", "decode", "mixed"};
+  for (size_t i = 0; i < step_seconds_.size(); ++i) {
+    step_seconds_[i] = &steps.Add({{"kind", kinds[i]}}, StepLatencyBuckets());
+  }
+  hostproc_seconds_ = AddHistogram(r, "tessera_hostproc_seconds",
+                                   "Host work per step: plan received to last launch",
+                                   StepLatencyBuckets());
+  set_inputs_seconds_ = AddHistogram(r, "tessera_set_inputs_seconds",
+                                     "Block tables and batch inputs built per step",
+                                     StepLatencyBuckets());
+  graph_replays_ = AddCounter(r, "tessera_graph_replays_total", "Steps that replayed a graph");
+  graph_captures_ = AddCounter(r, "tessera_graph_captures_total", "Graphs captured");
+  auto& misses = prometheus::BuildCounter()
+                     .Name("tessera_graph_misses_total")
+                     .Help("Decode-only steps that ran without a graph, by reason")
+                     .Register(r);
+  for (size_t i = 0; i < kNumGraphMissReasons; ++i) {
+    graph_misses_[i] = &misses.Add(
+        {{"reason", std::string(GraphMissReasonLabel(static_cast<GraphMissReason>(i)))}});
+  }
+  gpu_busy_ratio_ = AddGauge(r, "tessera_gpu_busy_ratio",
+                             "Device time over wall time, about 1 s windows (0 on cpu)");
+  batch_size_ = AddHistogram(r, "tessera_batch_size", "Sequences per forward step",
+                             CountBuckets(options.max_num_seqs));
+  kv_pool_bytes_ = AddGauge(r, "tessera_kv_pool_bytes", "Physical KV pool size");
+  kv_pool_bytes_->Set(static_cast<double>(options.kv_pool_bytes));
+}
+
+void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& timings,
+                                Clock::time_point now) {
+  if (stats.kind == StepKind::kEmpty) return;
+  const size_t kind = stats.kind == StepKind::kPrefill  ? 0
+                      : stats.kind == StepKind::kDecode ? 1
+                                                        : 2;
+  step_seconds_[kind]->Observe(timings.total_seconds());
+  hostproc_seconds_->Observe(timings.host_seconds());
+  set_inputs_seconds_->Observe(stats.set_inputs_seconds);
+  batch_size_->Observe(stats.num_sequences);
+  if (timings.graph_replayed()) graph_replays_->Increment();
+  if (measure_gpu_busy_) ObserveBusy(timings.device_seconds(), now);
+}
+
+void WorkerMetrics::ObserveGraphMiss(GraphMissReason reason) {
+  graph_misses_[static_cast<size_t>(reason)]->Increment();
+}
+
+// Tumbling windows fed by steps: the ratio covers the wall time since the previous update,
+// idle gaps included. (With no steps at all the gauge keeps its last value.)
+void WorkerMetrics::ObserveBusy(double device_seconds, Clock::time_point now) {
+  if (window_start_ == Clock::time_point{}) window_start_ = now;
+  window_busy_seconds_ += device_seconds;
+  const Clock::duration elapsed = now - window_start_;
+  if (elapsed < kBusyWindow) return;
+  const double wall = std::chrono::duration<double>(elapsed).count();
+  gpu_busy_ratio_->Set(std::min(1.0, window_busy_seconds_ / wall));
+  window_start_ = now;
+  window_busy_seconds_ = 0;
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,95 @@
+// WorkerMetrics: the worker's Prometheus metrics (DESIGN.md §5, §7, prefix `tessera_`) as cached
+// prometheus-cpp handles; every labeled child is created up front, so a step observes without
+// label lookups, and every series is in the exposition from the start (at 0 where a backend
+// never moves it: the cpu backend captures no graphs and reports no GPU busy time).
+//
+//   step_seconds{kind=prefill|decode|mixed} histogram plan received -> result ready  StepLatency
+//   hostproc_seconds                         histogram plan received -> last launch  StepLatency
+//   set_inputs_seconds                       histogram blocks + batch building       StepLatency
+//   graph_replays_total                      counter   steps that replayed a graph
+//   graph_captures_total                     counter   graphs captured
+//   graph_misses_total{reason}               counter   decode-only steps run eagerly, by
+//                                                      GraphMissReason
+//   gpu_busy_ratio                           gauge     device time / wall time, ~1 s windows
+//   batch_size                               histogram sequences per forward step   CountBuckets
+//   kv_pool_bytes                            gauge     the physical KV pool's size
+//
+// Ownership/threading: owned by the process (main), lent to the WorkerService; Observe* run on
+// the step thread (the only one that drives the runner). The registry is read by the metrics
+// server's threads; prometheus-cpp handles are thread-safe.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "tessera/worker/v1/worker.pb.h"
+#include "worker/step_executor.h"
+
+namespace tessera::worker {
+
+// Why a decode-only step did not replay a captured graph (a device runner reports it).
+enum class GraphMissReason {
+  kEager,     // the runner ran it eagerly (e.g. its bucket is not captured yet)
+  kOversize,  // more sequences than the largest captured bucket
+  kDisabled,  // graphs are off for this worker
+};
+inline constexpr size_t kNumGraphMissReasons = 3;
+
+std::string_view GraphMissReasonLabel(GraphMissReason reason);  // "eager", "oversize", "disabled"
+
+struct WorkerMetricsOptions {
+  int max_num_seqs = 256;     // the top batch_size bucket; >= 1
+  int64_t kv_pool_bytes = 0;
+  // Device backends only: on the cpu backend device time is the compute itself, so the
+  // "GPU busy" ratio would be meaningless; the gauge stays 0.
+  bool measure_gpu_busy = false;
+};
+
+class WorkerMetrics {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Registers every family in `registry` (kept alive by this object).
+  WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
+                const WorkerMetricsOptions& options);
+
+  WorkerMetrics(const WorkerMetrics&) = delete;
+  WorkerMetrics& operator=(const WorkerMetrics&) = delete;
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // One executed plan (a drop-only plan, kind kEmpty, observes nothing).
+  void ObserveStep(const StepStats& stats, const ::tessera::worker::v1::StepTimings& timings,
+                   Clock::time_point now);
+  void ObserveGraphCapture() { graph_captures_->Increment(); }
+  void ObserveGraphMiss(GraphMissReason reason);
+
+ private:
+  void ObserveBusy(double device_seconds, Clock::time_point now);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  const bool measure_gpu_busy_;
+  std::array<prometheus::Histogram*, 3> step_seconds_{};  // prefill, decode, mixed
+  prometheus::Histogram* hostproc_seconds_ = nullptr;
+  prometheus::Histogram* set_inputs_seconds_ = nullptr;
+  prometheus::Counter* graph_replays_ = nullptr;
+  prometheus::Counter* graph_captures_ = nullptr;
+  std::array<prometheus::Counter*, kNumGraphMissReasons> graph_misses_{};
+  prometheus::Gauge* gpu_busy_ratio_ = nullptr;
+  prometheus::Histogram* batch_size_ = nullptr;
+  prometheus::Gauge* kv_pool_bytes_ = nullptr;
+
+  // GPU-busy window (step thread): device seconds since window_start_.
+  Clock::time_point window_start_{};
+  double window_busy_seconds_ = 0;
+};
+
+}  // namespace tessera::worker
