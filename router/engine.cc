@@ -190,6 +190,7 @@ void Engine::HandleResult(WorkerResult& event) {
                                " tokens (expected ", step.sampling_requests.size(), ")"));
     return;
   }
+  if (config_.step_trace != nullptr) config_.step_trace->OnResult(step.step, result, Clock::now());
   for (int i = 0; i < result.sampled_size(); ++i) {
     ApplySampled(step.sampling_requests[i], result.sampled(i));
   }
@@ -222,6 +223,14 @@ void Engine::HandleLost(const WorkerLost& event) {
   scheduler_.reset();
 }
 
+std::string Engine::RequestName(uint64_t id) const {
+  auto it = requests_.find(id);
+  if (it != requests_.end() && !it->second->request().request_id.empty()) {
+    return it->second->request().request_id;
+  }
+  return absl::StrCat(id);
+}
+
 void Engine::AbandonWorker(const std::string& why) {
   std::fprintf(stderr, "tessera-router: %s; reconnecting\n", why.c_str());
   worker_client_->Abandon(epoch_);
@@ -244,8 +253,9 @@ bool Engine::SendPlans() {
     ScheduledStep& step = step_;
     const Clock::time_point schedule_start = Clock::now();
     scheduler_->Schedule(&step);
-    metrics_->ObserveStep(
-        step, std::chrono::duration<double>(Clock::now() - schedule_start).count());
+    const double schedule_seconds =
+        std::chrono::duration<double>(Clock::now() - schedule_start).count();
+    metrics_->ObserveStep(step, schedule_seconds);
     for (const FailedRequest& failed : step.failed) {
       auto it = requests_.find(failed.request_id);
       if (it == requests_.end()) continue;
@@ -257,6 +267,11 @@ bool Engine::SendPlans() {
     InFlightStep in_flight;
     BuildPlan(step, &plan, &in_flight);
     if (!worker_client_->Send(epoch_, plan)) break;  // WorkerLost follows
+    if (config_.step_trace != nullptr) {
+      config_.step_trace->OnPlanSent(
+          in_flight.step, step, [this](uint64_t id) { return RequestName(id); },
+          schedule_seconds, in_flight.sent);
+    }
     in_flight_.push_back(std::move(in_flight));
     ++steps_sent_;
     sent = true;

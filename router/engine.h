@@ -31,6 +31,7 @@
 #include "router/response_sink.h"
 #include "router/router_metrics.h"
 #include "router/scheduler.h"
+#include "router/step_trace.h"
 #include "router/worker_client.h"
 
 namespace tessera::router {
@@ -41,6 +42,8 @@ struct EngineConfig {
   int max_num_seqs = 256;              // capped by the worker's slots
   int max_waiting = 1024;              // waiting-queue capacity (RESOURCE_EXHAUSTED beyond)
   bool enable_prefix_cache = true;     // --no-prefix-cache turns it off
+  // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
+  StepTraceWriter* step_trace = nullptr;
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -120,7 +123,8 @@ class Engine {
   // Plans and sends steps while fewer than two are unanswered. True when one was sent.
   bool SendPlans();
   void BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightStep* in_flight);
-  void FinishRequest(uint64_t id, ::tessera::v1::GenerateResponse last, absl::Status status);
+  // The client's request_id, or the engine id when the client gave none (for the step trace).
+  std::string RequestName(uint64_t id) const;
   void FailAll(const absl::Status& status);
   void CheckDrain(std::chrono::steady_clock::time_point now);
   void PublishStats();

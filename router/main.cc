@@ -35,6 +35,7 @@ struct RouterFlags {
   double drain_timeout_s = 30;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
+  std::string trace_steps_path;  // "" = no step trace
   EngineConfig engine;
 };
 
@@ -123,6 +124,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--metrics-host", flags.metrics_host, "address for the metrics server")
       ->capture_default_str();
+  app.add_option("--trace-steps", flags.trace_steps_path,
+                 "write one JSON line per step (batch composition and timings) to this file; "
+                 "tools/trace/plot_steps.py renders it");
   CLI11_PARSE(app, argc, argv);
   flags.engine.enable_prefix_cache = !no_prefix_cache;
 
@@ -136,6 +140,14 @@ int main(int argc, char** argv) {
       tessera::router::LoadModelFrontend(flags.model_path);
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
+  std::unique_ptr<tessera::router::StepTraceWriter> trace;
+  if (!flags.trace_steps_path.empty()) {
+    absl::StatusOr<std::unique_ptr<tessera::router::StepTraceWriter>> opened =
+        tessera::router::StepTraceWriter::Open(flags.trace_steps_path);
+    if (!opened.ok()) return Fail(std::string(opened.status().message()));
+    trace = std::move(*opened);
+    flags.engine.step_trace = trace.get();
+  }
   tessera::router::RouterMetrics metrics(
       std::make_shared<prometheus::Registry>(),
       {.max_num_batched_tokens = flags.engine.max_num_batched_tokens});
@@ -163,5 +175,6 @@ int main(int argc, char** argv) {
   ServeUntilSignal(*server, engine, signals);
   std::fprintf(stderr, "tessera-router: draining\n");
   Drain(*server, engine, flags.drain_timeout_s);
+  if (trace != nullptr) trace->Close();  // the engine has stopped: no more steps
   return 0;
 }

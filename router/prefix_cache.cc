@@ -19,6 +19,27 @@ uint64_t Mix(uint64_t x) {
 }
 
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+// xxHash64's primes: each lane round is a bijection of the lane (odd multiplies, a rotation).
+constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ull;
+constexpr uint64_t kPrime2 = 0xC2B2AE3D27D4EB4Full;
+
+uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+uint64_t Round(uint64_t lane, uint64_t word) {
+  return Rotl(lane + word * kPrime2, 31) * kPrime1;
+}
+
+// Two token ids per 64-bit word.
+uint64_t Word(std::span<const int32_t> tokens, size_t i) {
+  const uint64_t hi = static_cast<uint32_t>(tokens[i]);
+  const uint64_t lo = i + 1 < tokens.size() ? static_cast<uint32_t>(tokens[i + 1]) : 0;
+  return (hi << 32) | lo;
+}
+
+// A bucket longer than this is left as it is: the block is not indexed (a lost hit, never a wrong
+// one). 64-bit hashes essentially never share a bucket, but the hash is not keyed, so crafted
+// prompts could collide on purpose; the cap keeps every lookup O(1) even then.
+constexpr int kMaxBucketLength = 8;
 
 }  // namespace
 
@@ -55,17 +76,18 @@ uint64_t PrefixCache::SaltHash(SaltId salt) const {
 uint64_t PrefixCache::HashBlock(uint64_t parent_hash, std::span<const int32_t> tokens) const {
   TESSERA_CHECK(tokens.size() == static_cast<size_t>(block_size_),
                 "prefix cache: only full blocks are hashed");
-  // Two token ids per 64-bit word, each word mixed into the running state. Not cryptographic:
-  // Find() confirms every hit by content, so a collision costs a miss at worst, never a wrong hit.
-  uint64_t h = Mix(parent_hash + kGolden);
+  // xxHash64-style: four independent lanes over 64-bit words (two token ids each), so the
+  // multiplies overlap; then the lanes, the parent and the length are mixed together. Not
+  // cryptographic: Find() confirms every hit by content, so a collision costs a miss at worst.
+  uint64_t lanes[4] = {parent_hash + kPrime1 + kPrime2, parent_hash + kPrime2, parent_hash,
+                       parent_hash - kPrime1};
   size_t i = 0;
-  for (; i + 1 < tokens.size(); i += 2) {
-    const uint64_t word = (uint64_t{static_cast<uint32_t>(tokens[i])} << 32) |
-                          static_cast<uint32_t>(tokens[i + 1]);
-    h = Mix(h ^ word) + kGolden;
+  for (; i + 8 <= tokens.size(); i += 8) {
+    for (size_t l = 0; l < 4; ++l) lanes[l] = Round(lanes[l], Word(tokens, i + 2 * l));
   }
-  if (i < tokens.size()) h = Mix(h ^ static_cast<uint32_t>(tokens[i])) + kGolden;
-  return Mix(h) & hash_mask_;
+  for (size_t l = 0; i < tokens.size(); i += 2, ++l) lanes[l] = Round(lanes[l], Word(tokens, i));
+  uint64_t h = Rotl(lanes[0], 1) + Rotl(lanes[1], 7) + Rotl(lanes[2], 12) + Rotl(lanes[3], 18);
+  return Mix(h ^ Mix(parent_hash + kGolden) ^ tokens.size()) & hash_mask_;
 }
 
 SaltId PrefixCache::AcquireSalt(std::string_view salt) {
@@ -135,12 +157,25 @@ BlockLink PrefixCache::Insert(BlockId block, uint64_t hash, BlockLink parent, Sa
                 "prefix cache: only full blocks are indexed");
   const bool root = parent.block == kNullBlock;
   if (!root) salt = kDefaultSalt;  // a child's namespace is its parent's
-  if (const BlockId existing = Find(hash, parent, salt, tokens); existing != kNullBlock) {
-    return LinkOf(existing);
-  }
+  // One probe: a new bucket (the usual case) cannot hold a duplicate.
   auto [it, inserted] = buckets_.try_emplace(hash, block);
-  e.next = inserted ? kNullBlock : it->second;
-  it->second = block;  // new blocks go to the front of their bucket
+  if (!inserted) {
+    int length = 0;
+    for (BlockId b = it->second; b != kNullBlock; b = entries_[Index(b)].next, ++length) {
+      if (Matches(b, hash, parent, salt, tokens)) return LinkOf(b);
+    }
+    if (length >= kMaxBucketLength) {
+      // Not indexed. Treated as evicted at once: its generation moves on, so blocks chained on
+      // this content can never match whatever the block holds next.
+      const BlockLink link = LinkOf(block);
+      ++e.generation;
+      return link;
+    }
+    e.next = it->second;
+    it->second = block;  // new blocks go to the front of their bucket
+  } else {
+    e.next = kNullBlock;
+  }
   e.hash = hash;
   e.parent = parent;
   e.salt = salt;
@@ -167,7 +202,8 @@ void PrefixCache::Erase(BlockId block) {
     BlockId prev = it->second;
     while (entries_[Index(prev)].next != block) {
       prev = entries_[Index(prev)].next;
-      TESSERA_CHECK(prev != kNullBlock, "prefix cache: an indexed block is missing from its bucket");
+      TESSERA_CHECK(prev != kNullBlock,
+                    "prefix cache: an indexed block is missing from its bucket");
     }
     entries_[Index(prev)].next = e.next;
   }

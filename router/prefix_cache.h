@@ -82,7 +82,9 @@ class PrefixCache {
 
   // Indexes `block` (precondition: not indexed) and returns its link. When a block with exactly
   // this content is indexed already (two requests computed the same prefix), nothing changes
-  // and that block's link is returned: chains continue through the indexed copy.
+  // and that block's link is returned: chains continue through the indexed copy. When the hash's
+  // bucket is full (kMaxBucketLength colliding blocks: only crafted input gets there), the block
+  // is not indexed and its generation moves on, as if evicted at once.
   BlockLink Insert(BlockId block, uint64_t hash, BlockLink parent, SaltId salt,
                    std::span<const int32_t> tokens);
 

@@ -47,14 +47,15 @@ absl::Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   config_ = config;
   blocks_ = BlockManager(config.num_blocks, CacheOptions(config));
   for (Request* r : waiting_) AcquireSalt(*r);
-  hit_ids_.reserve(static_cast<size_t>(BlockManager::BlocksFor(config.max_context, config.block_size)));
+  hit_ids_.reserve(
+      static_cast<size_t>(BlockManager::BlocksFor(config.max_context, config.block_size)));
   const auto num_slots = static_cast<size_t>(config.max_num_seqs);
   free_slots_.clear();
   free_slots_.reserve(num_slots);
   for (int32_t slot = config.max_num_seqs - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   slot_in_use_.assign(num_slots, false);
   running_.reserve(num_slots);
-  scheduled_.reserve(num_slots);
+  to_register_.reserve(num_slots);
   pending_drops_.clear();  // the new worker holds no slot state
   pending_drops_.reserve(num_slots);
   last_step_kind_ = StepKind::kNone;
@@ -114,7 +115,7 @@ absl::Status Scheduler::AddRequest(RequestId id, std::span<const int32_t> prompt
 
 void Scheduler::Schedule(ScheduledStep* step) {
   step->Clear();
-  scheduled_.clear();
+  to_register_.clear();
   // No-ops after the first call: the step's lists never outgrow these bounds.
   const auto max_seqs = static_cast<size_t>(config_.max_num_seqs);
   step->requests.reserve(max_seqs);
@@ -275,7 +276,13 @@ void Scheduler::EmitChunk(Request& r, int32_t num_tokens, bool is_new, int32_t n
                   "result N before calling Schedule() for step N+2");
     ++r.num_pending;  // the placeholder the next step may already decode
   }
-  scheduled_.push_back(&r);
+  // A block just filled with known tokens: index it once this step is planned (FinishStep). In
+  // steady decode this is true once every block_size steps, so the common case is one compare.
+  if (blocks_.caching() &&
+      std::min(r.num_computed, static_cast<int32_t>(r.tokens.size())) >=
+          (r.num_hashed_blocks + 1) * config_.block_size) {
+    to_register_.push_back(&r);
+  }
   budget.tokens -= num_tokens;
   step->num_batched_tokens += num_tokens;
   if (e.is_prefill) {
@@ -291,7 +298,7 @@ void Scheduler::FinishStep(ScheduledStep* step) {
   pending_drops_.clear();
   // Only now, after this step's admissions: a block this step computes must not be handed out
   // as cached in the same plan (the worker would read it while writing it).
-  for (Request* r : scheduled_) RegisterFullBlocks(*r);
+  for (Request* r : to_register_) RegisterFullBlocks(*r);
   if (step->empty()) return;
   ++num_steps_;
   if (step->num_prefill_tokens == 0) {

@@ -208,7 +208,7 @@ class Scheduler {
   std::vector<int32_t> free_slots_;     // stack: back() is handed out next
   std::vector<bool> slot_in_use_;       // [max_num_seqs], guards against duplicate slots
   std::vector<int32_t> pending_drops_;  // slots freed since the last plan
-  std::vector<Request*> scheduled_;     // this step's entries' requests (RegisterFullBlocks)
+  std::vector<Request*> to_register_;   // this step's requests with a newly full block
   std::vector<BlockId> hit_ids_;        // LookupPrefix's result
   StepKind last_step_kind_ = StepKind::kNone;
   int64_t num_preemptions_ = 0;

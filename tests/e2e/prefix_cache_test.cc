@@ -68,7 +68,9 @@ CachedRun Generate(const ServingProcesses& serving, const v1::GenerateRequest& r
 }
 
 uint32_t CachedTokens(const CachedRun& run) { return run.result.last.usage().cached_tokens(); }
-double Ttft(const CachedRun& run) { return run.result.last.timings().time_to_first_token_seconds(); }
+double Ttft(const CachedRun& run) {
+  return run.result.last.timings().time_to_first_token_seconds();
+}
 
 class PrefixCacheServingTest : public ::testing::Test {
  protected:

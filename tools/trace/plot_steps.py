@@ -21,6 +21,7 @@ Needs matplotlib (Debian python3-matplotlib; scripts/install_deps.sh installs it
 import argparse
 import json
 import sys
+import textwrap
 
 STEP_KEYS = ("step", "sent_s", "batch_size", "num_tokens", "num_prefill_tokens",
              "num_dropped_slots", "schedule_s", "requests", "host_s", "device_s", "sample_s",
@@ -162,7 +163,8 @@ def plot_tokens(ax, steps, colours, plt):
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               title="request", title_fontsize=8, frameon=False)
     ax.set_ylabel("scheduled tokens")
-    ax.margins(y=0.15)
+    # Headroom above the tallest bar for the rotated "+name" labels.
+    ax.set_ylim(0, 1.5 * max(max(s["num_tokens"] for s in steps), 1))
 
 
 def plot_membership(ax, steps, colours):
@@ -199,7 +201,7 @@ def plot_times(ax, steps):
     ax.plot(ax_x, round_trip, color="tab:red", linewidth=0.8, markersize=3,
             marker="." if len(steps) <= 200 else None, label="router round trip")
     ax.set_ylabel("step time (ms)")
-    ax.set_xlabel("step (trace order)")
+    ax.set_xlabel("step")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
@@ -221,7 +223,13 @@ def render(steps, out, title):
     plot_membership(middle, steps, colours)
     plot_times(bottom, steps)
     bottom.set_xlim(0.4, len(steps) + 0.6)
-    top.set_title(title, fontsize=10)
+    # Bars sit at trace order (1..N); ticks show the protocol's step numbers, which differ in a
+    # trimmed trace or after a worker reconnect.
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.xaxis.set_major_formatter(FuncFormatter(
+        lambda x, _: str(steps[int(x) - 1]["step"]) if 1 <= int(x) <= len(steps) else ""))
+    top.set_title("\n".join(textwrap.wrap(title, int(11 * width), break_on_hyphens=False)), fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

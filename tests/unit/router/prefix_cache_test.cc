@@ -96,6 +96,41 @@ TEST(PrefixCacheTest, ParentIdentityNotParentHash) {
   EXPECT_EQ(c.Find(hc1, again, kDefaultSalt, child), kNullBlock);
 }
 
+// A one-bit hash puts everything into two buckets; each holds at most 8 blocks. A refused block
+// is not indexed and its generation moves on, so nothing chained on that content can match what
+// the block holds later.
+TEST(PrefixCacheTest, BucketsAreCapped) {
+  PrefixCache c(64, kBs, 1);
+  const uint64_t root = c.SaltHash(kDefaultSalt);
+  int indexed = 0;
+  BlockLink refused;
+  for (int32_t i = 1; i <= 40; ++i) {
+    const Tokens t = {i, i, i, i};
+    const BlockLink link = c.Insert(i, c.HashBlock(root, t), BlockLink{}, kDefaultSalt, t);
+    EXPECT_EQ(link.block, i);
+    if (c.Contains(i)) {
+      ++indexed;
+      EXPECT_EQ(link, c.LinkOf(i));
+    } else {
+      EXPECT_NE(link, c.LinkOf(i)) << "a refused block keeps its generation";
+      refused = link;
+    }
+  }
+  EXPECT_EQ(indexed, 16);
+  EXPECT_EQ(c.size(), 16);
+  ASSERT_NE(refused.block, kNullBlock);
+  // Blocks chained on the refused content name `refused` as their parent; whatever the block
+  // holds next is indexed under a newer generation, so those links never match it.
+  const Tokens next = {77, 77, 77, 77};
+  for (BlockId b = 1; b <= 40; ++b) {  // make room in every bucket
+    if (c.Contains(b)) c.Erase(b);
+  }
+  const BlockLink again = c.Insert(refused.block, c.HashBlock(root, next), BlockLink{},
+                                   kDefaultSalt, next);
+  ASSERT_TRUE(c.Contains(refused.block));
+  EXPECT_NE(again, refused);
+}
+
 TEST(PrefixCacheTest, DuplicateContentKeepsTheIndexedCopy) {
   PrefixCache c(8, kBs, 64);
   const Tokens a = {1, 2, 3, 4};

@@ -86,7 +86,9 @@ void CheckAccounting(const Scheduler& s, EngineDriver& d) {
   const BlockManager& pool = s.blocks();
   EXPECT_EQ(pool.NumUncachedFree() + pool.NumCachedFree() + pool.NumUsed(), pool.NumTotal());
   EXPECT_EQ(st.num_blocks_cached_free, pool.NumCachedFree());
-  if (!s.config().enable_prefix_cache) EXPECT_EQ(pool.NumCachedFree(), 0);
+  if (!s.config().enable_prefix_cache) {
+    EXPECT_EQ(pool.NumCachedFree(), 0);
+  }
   EXPECT_EQ(st.num_running, running);
   EXPECT_EQ(st.num_waiting, waiting);
   EXPECT_LE(st.num_running, s.config().max_num_seqs);
