@@ -41,27 +41,12 @@ v1::GenerateRequest PressureRequest(int i) {
   return request;
 }
 
-void ExpectEverythingReleased(const ServingProcesses& serving) {
-  v1::ServerStatsResponse stats;
-  for (int i = 0; i < 100; ++i) {
-    stats = serving.Stats();
-    if (stats.kv_blocks_used() == 0 && stats.worker_active_slots() == 0 &&
-        stats.requests_running() == 0 && stats.requests_waiting() == 0) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ADD_FAILURE() << "still held after 5 s: " << stats.ShortDebugString();
-}
-
 TEST(KvPressureTest, PreemptedRequestsFinishWithUnchangedOutput) {
   // Reference: each request alone on a roomy pool.
   std::vector<std::vector<int32_t>> alone;
   {
     ServingProcesses roomy;
-    ASSERT_TRUE(roomy.StartWorker({"--threads", "2"}).ok());
-    ASSERT_TRUE(roomy.StartRouter().ok());
-    ASSERT_TRUE(roomy.WaitConnected().ok());
+    ASSERT_TRUE(roomy.Start({"--threads", "2"}).ok());
     auto stub = roomy.NewStub();
     for (int i = 0; i < kNumRequests; ++i) {
       StreamResult result = RunGenerate(*stub, PressureRequest(i));
@@ -73,10 +58,10 @@ TEST(KvPressureTest, PreemptedRequestsFinishWithUnchangedOutput) {
   }
 
   ServingProcesses tight;
-  ASSERT_TRUE(tight.StartWorker({"--threads", "2", "--num-kv-blocks",
-                                 std::to_string(kNumKvBlocks)}).ok());
-  ASSERT_TRUE(tight.StartRouter({"--max-num-seqs", "64"}).ok());
-  ASSERT_TRUE(tight.WaitConnected().ok());
+  ASSERT_TRUE(tight
+                  .Start({"--threads", "2", "--num-kv-blocks", std::to_string(kNumKvBlocks)},
+                         {"--max-num-seqs", "64"})
+                  .ok());
   ASSERT_EQ(tight.Stats().kv_blocks_total(), kNumKvBlocks - 1);
   std::vector<std::future<StreamResult>> futures;
   for (int i = 0; i < kNumRequests; ++i) {

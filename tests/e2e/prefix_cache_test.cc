@@ -76,9 +76,7 @@ class PrefixCacheServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     serving_ = new ServingProcesses();
-    ASSERT_TRUE(serving_->StartWorker({"--threads", "2"}).ok());
-    ASSERT_TRUE(serving_->StartRouter().ok());
-    ASSERT_TRUE(serving_->WaitConnected().ok());
+    ASSERT_TRUE(serving_->Start({"--threads", "2"}).ok());
   }
   static void TearDownTestSuite() {
     delete serving_;
@@ -145,9 +143,7 @@ TEST_F(PrefixCacheServingTest, FollowUpTurnReusesTheGeneratedTokens) {
 // --no-prefix-cache: nothing is looked up or shared, output unchanged.
 TEST(PrefixCacheOffTest, NoPrefixCacheFlagComputesEverything) {
   ServingProcesses serving;
-  ASSERT_TRUE(serving.StartWorker({"--threads", "2"}).ok());
-  ASSERT_TRUE(serving.StartRouter({"--no-prefix-cache"}).ok());
-  ASSERT_TRUE(serving.WaitConnected().ok());
+  ASSERT_TRUE(serving.Start({"--threads", "2"}, {"--no-prefix-cache"}).ok());
   const std::vector<int32_t> prompt = RandomIds(200, 6);
   const CachedRun first = Generate(serving, GreedyIds(prompt, 8));
   const CachedRun second = Generate(serving, GreedyIds(prompt, 8));

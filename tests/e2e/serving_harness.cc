@@ -4,6 +4,8 @@
 #include <regex>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace tessera::e2e {
@@ -77,6 +79,14 @@ absl::Status ServingProcesses::WaitConnected(double timeout_s) {
   return absl::DeadlineExceededError("the router did not connect to the worker");
 }
 
+absl::Status ServingProcesses::Start(const std::vector<std::string>& worker_args,
+                                     const std::vector<std::string>& router_args) {
+  absl::Status status = StartWorker(worker_args);
+  if (status.ok()) status = StartRouter(router_args);
+  if (status.ok()) status = WaitConnected();
+  return status;
+}
+
 void ServingProcesses::KillWorker() {
   if (worker_ == nullptr) return;
   (void)worker_->Signal(SIGKILL);
@@ -103,6 +113,19 @@ v1::ServerStatsResponse ServingProcesses::Stats() const {
   v1::ServerStatsResponse stats;
   (void)NewStub()->ServerStats(&context, v1::ServerStatsRequest(), &stats);
   return stats;
+}
+
+void ExpectEverythingReleased(const ServingProcesses& serving) {
+  v1::ServerStatsResponse stats;
+  for (int i = 0; i < 100; ++i) {
+    stats = serving.Stats();
+    if (stats.kv_blocks_used() == 0 && stats.worker_active_slots() == 0 &&
+        stats.requests_running() == 0 && stats.requests_waiting() == 0) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "still held after 5 s: " << stats.ShortDebugString();
 }
 
 StreamResult RunGenerate(

@@ -27,6 +27,9 @@ class ServingProcesses {
   absl::Status StartRouter(const std::vector<std::string>& extra_args = {});
   // Waits until the router reports a connected worker (ServerStats).
   absl::Status WaitConnected(double timeout_s = 60);
+  // StartWorker, StartRouter and WaitConnected.
+  absl::Status Start(const std::vector<std::string>& worker_args,
+                     const std::vector<std::string>& router_args = {});
   void KillWorker();
   // SIGTERM to the router; its exit code (-1 if it had to be killed after `timeout_s`).
   int StopRouter(double timeout_s = 30);
@@ -49,6 +52,10 @@ class ServingProcesses {
   std::string worker_metrics_address_;
   std::string router_metrics_address_;
 };
+
+// Polls ServerStats until nothing is held: no running or waiting request, no used KV block, no
+// live worker slot; a test failure naming what is still held after 5 s.
+void ExpectEverythingReleased(const ServingProcesses& serving);
 
 struct StreamResult {
   grpc::Status status;

@@ -39,28 +39,11 @@ v1::GenerateRequest ChatRequest(const std::string& message, int max_tokens) {
   return request;
 }
 
-// Polls ServerStats until nothing is held: no running/waiting request, no used block, no live
-// worker slot.
-void ExpectEverythingReleased(const ServingProcesses& serving) {
-  v1::ServerStatsResponse stats;
-  for (int i = 0; i < 100; ++i) {
-    stats = serving.Stats();
-    if (stats.kv_blocks_used() == 0 && stats.worker_active_slots() == 0 &&
-        stats.requests_running() == 0 && stats.requests_waiting() == 0) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ADD_FAILURE() << "still held after 5 s: " << stats.ShortDebugString();
-}
-
 class ServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     serving_ = new ServingProcesses();
-    ASSERT_TRUE(serving_->StartWorker({"--threads", "2"}).ok());
-    ASSERT_TRUE(serving_->StartRouter().ok());
-    ASSERT_TRUE(serving_->WaitConnected().ok());
+    ASSERT_TRUE(serving_->Start({"--threads", "2"}).ok());
   }
   static void TearDownTestSuite() {
     delete serving_;
@@ -266,9 +249,8 @@ TEST_F(ServingTest, ZzWorkerLostEndsStreamsWithUnavailableAndRecovers) {
 // A separate pair with a tiny queue: overflow gets RESOURCE_EXHAUSTED; SIGTERM drains.
 TEST(ServingAdmissionTest, FullQueueIsResourceExhaustedAndSigtermDrains) {
   ServingProcesses serving;
-  ASSERT_TRUE(serving.StartWorker({"--threads", "2"}).ok());
-  ASSERT_TRUE(serving.StartRouter({"--max-num-seqs", "1", "--max-waiting", "1"}).ok());
-  ASSERT_TRUE(serving.WaitConnected().ok());
+  ASSERT_TRUE(
+      serving.Start({"--threads", "2"}, {"--max-num-seqs", "1", "--max-waiting", "1"}).ok());
   std::vector<std::future<StreamResult>> futures;
   for (int i = 0; i < 6; ++i) {
     futures.push_back(std::async(std::launch::async, [&] {

@@ -20,6 +20,7 @@ using testing::Find;
 using testing::GeneratedToken;
 using testing::Ids;
 using testing::Prompt;
+using testing::MakeScheduler;
 
 SchedulerConfig Config(int num_blocks, int budget = 100) {
   SchedulerConfig c;
@@ -30,12 +31,6 @@ SchedulerConfig Config(int num_blocks, int budget = 100) {
   c.max_context = 1 << 20;
   c.max_waiting = 64;
   return c;
-}
-
-std::unique_ptr<Scheduler> Make(const SchedulerConfig& c) {
-  absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(c);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return std::move(*s);
 }
 
 // Concatenation helper: Cat(Prompt(8), {9, 9}).
@@ -62,7 +57,7 @@ const ScheduledRequest& Admitted(const EngineDriver& d, RequestId id) {
 // A prompt of exactly 3 blocks: the first 2 come from the cache, the last block is recomputed
 // (the worker needs the last token's logits and never writes a shared block).
 TEST(PrefixCacheSchedulerTest, FullHitStillRecomputesTheLastBlock) {
-  auto s = Make(Config(16));
+  auto s = MakeScheduler(Config(16));
   EngineDriver d(*s);
   RunAlone(d, 1, Prompt(12));  // blocks 1, 2, 3, all registered
   ASSERT_TRUE(d.Add(2, Prompt(12), 1).ok());
@@ -89,7 +84,7 @@ TEST(PrefixCacheSchedulerTest, FullHitStillRecomputesTheLastBlock) {
 // A running request's full blocks are shared at once (refcount 2) with a later request that has
 // the same prefix; both keep running, nobody writes the shared blocks (the FakeWorker checks).
 TEST(PrefixCacheSchedulerTest, RunningRequestsShareFullBlocks) {
-  auto s = Make(Config(16));
+  auto s = MakeScheduler(Config(16));
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, Prompt(10), 6).ok());
   ASSERT_TRUE(d.Turn());  // prompt computed: blocks 1, 2 full, 3 partial
@@ -110,7 +105,7 @@ TEST(PrefixCacheSchedulerTest, RunningRequestsShareFullBlocks) {
 // Two requests with the same prompt admitted in one step both compute it: a block becomes
 // findable only after the step that computes it. The next one hits the copy indexed first.
 TEST(PrefixCacheSchedulerTest, NoHitOnBlocksComputedInTheSameStep) {
-  auto s = Make(Config(32));
+  auto s = MakeScheduler(Config(32));
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, Prompt(9), 3).ok());
   ASSERT_TRUE(d.Add(2, Prompt(9), 3).ok());
@@ -129,7 +124,7 @@ TEST(PrefixCacheSchedulerTest, NoHitOnBlocksComputedInTheSameStep) {
 // request 1's tokens, but its second block differs: only its first block hits. Once request 2's
 // own chain is cached, request 3 (same as 2 but the last token) follows it to the end.
 TEST(PrefixCacheSchedulerTest, SameTokensUnderAnotherParentMiss) {
-  auto s = Make(Config(32));
+  auto s = MakeScheduler(Config(32));
   EngineDriver d(*s);
   RunAlone(d, 1, Prompt(13));  // blocks [1..4] [5..8] [9..12]: ids 1, 2, 3
   const std::vector<int32_t> other_middle = Cat(Cat(Prompt(4), {0, 0, 0, 0}), Prompt(4, 9));
@@ -146,7 +141,7 @@ TEST(PrefixCacheSchedulerTest, SameTokensUnderAnotherParentMiss) {
 }
 
 TEST(PrefixCacheSchedulerTest, SaltsIsolateNamespaces) {
-  auto s = Make(Config(64));
+  auto s = MakeScheduler(Config(64));
   EngineDriver d(*s);
   RunAlone(d, 1, Prompt(9), "tenant-a");
   ASSERT_TRUE(d.Add(2, Prompt(9), 1).ok());  // default namespace: miss
@@ -170,7 +165,7 @@ TEST(PrefixCacheSchedulerTest, SaltsIsolateNamespaces) {
 // after the never-hashed ones; an evicted block is gone from the index, so the next lookup of
 // that prefix stops before it.
 TEST(PrefixCacheSchedulerTest, EvictionOrderAndEvictedBlocksMiss) {
-  auto s = Make(Config(6));  // 5 usable blocks
+  auto s = MakeScheduler(Config(6));  // 5 usable blocks
   EngineDriver d(*s);
   RunAlone(d, 1, Prompt(13));  // ids 1 2 3 4; blocks 1-3 cached; LRU after free: 3, 2, 1
   EXPECT_EQ(s->stats().num_blocks_cached_free, 3);
@@ -193,7 +188,7 @@ TEST(PrefixCacheSchedulerTest, EvictionOrderAndEvictedBlocksMiss) {
 // A hit takes its blocks out of the LRU: under pressure the allocator evicts other cached
 // blocks, never the ones just reused.
 TEST(PrefixCacheSchedulerTest, HitBlocksLeaveTheLru) {
-  auto s = Make(Config(7));  // 6 usable blocks
+  auto s = MakeScheduler(Config(7));  // 6 usable blocks
   EngineDriver d(*s);
   RunAlone(d, 1, Prompt(9));                       // ids 1 2 3; cached 1 2; LRU: 2, 1
   RunAlone(d, 2, std::vector<int32_t>(9, 500));    // ids 3 4 5 (3 reused from the stack)
@@ -211,7 +206,7 @@ TEST(PrefixCacheSchedulerTest, HitBlocksLeaveTheLru) {
 // Blocks filled by generated tokens are hashed too (once their token arrived), so a follow-up
 // turn that repeats prompt + answer finds them.
 TEST(PrefixCacheSchedulerTest, GeneratedTokensAreCachedToo) {
-  auto s = Make(Config(32));
+  auto s = MakeScheduler(Config(32));
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, Prompt(6), 7).ok());  // known at the end: 6 + 7 = 13, computed 12
   d.RunToIdle();
@@ -229,7 +224,7 @@ TEST(PrefixCacheSchedulerTest, GeneratedTokensAreCachedToo) {
 // A preempted request's full blocks stay cached: re-admitted, it recomputes only what was
 // evicted or not full (here: one token), and its new table starts with its own old blocks.
 TEST(PrefixCacheSchedulerTest, PreemptedRequestRecomputesThroughTheCache) {
-  auto s = Make(Config(5, 64));  // 4 usable blocks
+  auto s = MakeScheduler(Config(5, 64));  // 4 usable blocks
   ASSERT_TRUE(s->AddRequest(1, Prompt(7), 3).ok());
   ASSERT_TRUE(s->AddRequest(2, std::vector<int32_t>{9, 9, 9, 9, 9, 9, 9}, 3).ok());
   ScheduledStep step;
@@ -261,7 +256,7 @@ TEST(PrefixCacheSchedulerTest, PreemptedRequestRecomputesThroughTheCache) {
 TEST(PrefixCacheSchedulerTest, DisabledCacheNeverHits) {
   SchedulerConfig c = Config(32);
   c.enable_prefix_cache = false;
-  auto s = Make(c);
+  auto s = MakeScheduler(c);
   EngineDriver d(*s);
   RunAlone(d, 1, Prompt(12));
   ASSERT_TRUE(d.Add(2, Prompt(12), 1).ok());
@@ -276,7 +271,7 @@ TEST(PrefixCacheSchedulerTest, DisabledCacheNeverHits) {
 // A reconnect (Reconfigure) starts with an empty cache: the new worker's pool holds nothing.
 // A request waiting across it keeps its salt.
 TEST(PrefixCacheSchedulerTest, ReconfigureEmptiesTheCache) {
-  auto s = Make(Config(32));
+  auto s = MakeScheduler(Config(32));
   {
     EngineDriver old_worker(*s);
     RunAlone(old_worker, 1, Prompt(9), "tenant-a");

@@ -18,32 +18,15 @@ using testing::EngineDriver;
 using testing::Find;
 using testing::Ids;
 using testing::Prompt;
-
-SchedulerConfig Config(int budget, int seqs, int block_size, int num_blocks) {
-  SchedulerConfig c;
-  c.max_num_batched_tokens = budget;
-  c.max_num_seqs = seqs;
-  c.block_size = block_size;
-  c.num_blocks = num_blocks;
-  c.max_context = 1 << 20;
-  // The exact numbers below are the base policy's; prefix_cache_scheduler_test.cc pins what the
-  // cache changes (hits, allocation order), and the random test runs both ways.
-  c.enable_prefix_cache = false;
-  return c;
-}
-
-std::unique_ptr<Scheduler> Make(const SchedulerConfig& c) {
-  absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(c);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return std::move(*s);
-}
+using testing::MakeScheduler;
+using testing::BasePolicyConfig;
 
 // Block size 4, 4 usable blocks. A and B (7-token prompts) fill the pool; C waits. When A's
 // decode needs a third block, B (the newest) is preempted: its blocks and slot are freed and it
 // goes back to the head of the queue, so it is re-admitted before C, recomputing prompt +
 // generated tokens.
 TEST(SchedulerPreemptionTest, PreemptsTheNewestAndReadmitsItAtTheHead) {
-  auto s = Make(Config(64, 4, 4, 5));
+  auto s = MakeScheduler(BasePolicyConfig(64, 4, 4, 5));
   ASSERT_TRUE(s->AddRequest(1, Prompt(7), 3).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(7), 3).ok());
   ScheduledStep step;
@@ -104,7 +87,7 @@ TEST(SchedulerPreemptionTest, PreemptsTheNewestAndReadmitsItAtTheHead) {
 
 // B (newest) is the one that needs a block while A does not: B preempts itself.
 TEST(SchedulerPreemptionTest, TheNewestPreemptsItselfWhenItIsTheOneShortOfBlocks) {
-  auto s = Make(Config(64, 4, 4, 5));
+  auto s = MakeScheduler(BasePolicyConfig(64, 4, 4, 5));
   ASSERT_TRUE(s->AddRequest(1, Prompt(5), 4).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(8), 5).ok());
   ScheduledStep step;
@@ -122,7 +105,7 @@ TEST(SchedulerPreemptionTest, TheNewestPreemptsItselfWhenItIsTheOneShortOfBlocks
 // The engine contract (result N before Schedule for N+2) is what makes a preempted request's
 // pending token arrive before its re-admission; breaking it aborts.
 TEST(SchedulerPreemptionDeathTest, ReadmittingWithATokenInFlightAborts) {
-  auto s = Make(Config(64, 4, 4, 5));
+  auto s = MakeScheduler(BasePolicyConfig(64, 4, 4, 5));
   ASSERT_TRUE(s->AddRequest(1, Prompt(5), 4).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(8), 5).ok());
   ScheduledStep step;
@@ -135,7 +118,7 @@ TEST(SchedulerPreemptionDeathTest, ReadmittingWithATokenInFlightAborts) {
 // Under a pool too small for everyone, preempted requests recompute and still finish; the
 // last admission of each request schedules exactly prompt + generated - 1 tokens.
 TEST(SchedulerPreemptionTest, PreemptedRequestsFinishAndConserveTokens) {
-  auto s = Make(Config(32, 8, 4, 17));  // 16 blocks = 64 positions
+  auto s = MakeScheduler(BasePolicyConfig(32, 8, 4, 17));  // 16 blocks = 64 positions
   EngineDriver d(*s);
   for (RequestId id = 1; id <= 8; ++id) ASSERT_TRUE(d.Add(id, 10 + static_cast<int>(id), 20).ok());
   d.RunToIdle();
@@ -159,7 +142,7 @@ Kind KindOf(const ScheduledStep& step) {
 }
 
 std::vector<Kind> RunKinds(const SchedulerConfig& c, int max_steps) {
-  auto s = Make(c);
+  auto s = MakeScheduler(c);
   EngineDriver d(*s);
   EXPECT_TRUE(d.Add(1, 4, 12).ok());
   std::vector<Kind> kinds;
@@ -175,7 +158,7 @@ std::vector<Kind> RunKinds(const SchedulerConfig& c, int max_steps) {
 // Budget 16: request 1 decodes while request 2 prefills 30 tokens. Off: mixed steps. On:
 // prefill-only and decode-only steps alternate while both have work, and nothing is mixed.
 TEST(SchedulerPolicyTest, DecodeStableKeepsPrefillOutOfDecodeSteps) {
-  SchedulerConfig c = Config(16, 4, 4, 64);
+  SchedulerConfig c = BasePolicyConfig(16, 4, 4, 64);
   EXPECT_THAT(RunKinds(c, 4), ElementsAre(kPrefill, kMixed, kMixed, kDecode));
   c.decode_stable = true;
   EXPECT_THAT(RunKinds(c, 7),
@@ -187,9 +170,9 @@ TEST(SchedulerPolicyTest, DecodeStableKeepsPrefillOutOfDecodeSteps) {
 // decode_stable: when the prefill turn cannot run (no block for the admission), the step
 // decodes instead of idling.
 TEST(SchedulerPolicyTest, DecodeStableFallsBackToDecodesWhenPrefillCannotRun) {
-  SchedulerConfig c = Config(16, 4, 4, 3);  // 2 usable blocks
+  SchedulerConfig c = BasePolicyConfig(16, 4, 4, 3);  // 2 usable blocks
   c.decode_stable = true;
-  auto s = Make(c);
+  auto s = MakeScheduler(c);
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, 4, 5).ok());
   ASSERT_TRUE(d.Turn());  // prefill of 1: block 1
@@ -207,9 +190,9 @@ TEST(SchedulerPolicyTest, DecodeStableFallsBackToDecodesWhenPrefillCannotRun) {
 // Prefill cap 5 (budget 100): a 12-token prompt goes in chunks 5, 5, 2 while request 1 keeps
 // decoding every step; a second new prompt waits while the cap is used up.
 TEST(SchedulerPolicyTest, PrefillCapLimitsPrefillTokensPerStep) {
-  SchedulerConfig c = Config(100, 4, 4, 64);
+  SchedulerConfig c = BasePolicyConfig(100, 4, 4, 64);
   c.max_prefill_tokens_per_step = 5;
-  auto s = Make(c);
+  auto s = MakeScheduler(c);
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, 4, 20).ok());
   ASSERT_TRUE(d.Turn());
@@ -230,7 +213,7 @@ TEST(SchedulerPolicyTest, PrefillCapLimitsPrefillTokensPerStep) {
   EXPECT_THAT(chunks_of_2, ElementsAre(5, 5, 2));
   EXPECT_EQ(Find(d.step(), 3)->num_tokens, 3);  // 2 + 3 = the cap
   c.max_prefill_tokens_per_step = 0;  // off: the whole prompt in one step
-  auto uncapped = Make(c);
+  auto uncapped = MakeScheduler(c);
   ASSERT_TRUE(uncapped->AddRequest(2, Prompt(12), 2).ok());
   ScheduledStep step;
   uncapped->Schedule(&step);

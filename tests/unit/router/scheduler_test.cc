@@ -19,38 +19,20 @@ using testing::EngineDriver;
 using testing::Find;
 using testing::Ids;
 using testing::Prompt;
-
-SchedulerConfig Config(int budget, int seqs, int block_size, int num_blocks) {
-  SchedulerConfig c;
-  c.max_num_batched_tokens = budget;
-  c.max_num_seqs = seqs;
-  c.block_size = block_size;
-  c.num_blocks = num_blocks;
-  c.max_context = 1 << 20;
-  // The exact numbers below are the base policy's; prefix_cache_scheduler_test.cc pins what the
-  // cache changes (hits, allocation order), and the random test runs both ways.
-  c.enable_prefix_cache = false;
-  c.max_waiting = 64;
-  return c;
-}
-
-std::unique_ptr<Scheduler> Make(const SchedulerConfig& c) {
-  absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(c);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return std::move(*s);
-}
+using testing::MakeScheduler;
+using testing::BasePolicyConfig;
 
 TEST(SchedulerTest, BadConfigIsRejectedNamingTheField) {
-  SchedulerConfig c = Config(16, 4, 4, 1);
+  SchedulerConfig c = BasePolicyConfig(16, 4, 4, 1);
   absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(c);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr("num_blocks"));
-  c = Config(0, 4, 4, 8);
+  c = BasePolicyConfig(0, 4, 4, 8);
   EXPECT_THAT(Scheduler::Create(c).status().message(), HasSubstr("max_num_batched_tokens"));
 }
 
 TEST(SchedulerTest, NoWorkGivesAnEmptyStep) {
-  auto s = Make(Config(16, 4, 4, 8));
+  auto s = MakeScheduler(BasePolicyConfig(16, 4, 4, 8));
   ScheduledStep step;
   s->Schedule(&step);
   EXPECT_TRUE(step.empty());
@@ -61,7 +43,7 @@ TEST(SchedulerTest, NoWorkGivesAnEmptyStep) {
 // prompt 6, max_tokens 3, block size 4: the whole life of one request, with plan N+1 planned
 // before result N arrives. Scheduled tokens: 6 + 1 + 1 = prompt + generated - 1.
 TEST(SchedulerTest, OneRequestWithOneStepInFlight) {
-  auto s = Make(Config(100, 4, 4, 9));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 9));
   ASSERT_TRUE(s->AddRequest(1, Prompt(6), 3).ok());
   ScheduledStep step;
 
@@ -128,7 +110,7 @@ TEST(SchedulerTest, OneRequestWithOneStepInFlight) {
 // Stop seen in token 2 of prompt 5: plan 3 (decode of token 2) was already out, so one
 // scheduled token is wasted: 5 + 1 + 1 = prompt + generated - 1 + 1.
 TEST(SchedulerTest, LateStopWastesExactlyOneScheduledToken) {
-  auto s = Make(Config(100, 4, 4, 9));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 9));
   ASSERT_TRUE(s->AddRequest(1, Prompt(5), 10).ok());
   ScheduledStep step;
   int scheduled = 0;
@@ -152,7 +134,7 @@ TEST(SchedulerTest, LateStopWastesExactlyOneScheduledToken) {
 // Conservation through the engine driver, for finishes by length and by stop: the last
 // admission's scheduled tokens are prompt + generated - 1 (+ the late-stop token).
 TEST(SchedulerTest, TokenConservation) {
-  auto s = Make(Config(32, 8, 4, 64));
+  auto s = MakeScheduler(BasePolicyConfig(32, 8, 4, 64));
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, 40, 5).ok());      // chunked prefill (budget 32), finishes by length
   ASSERT_TRUE(d.Add(2, 3, 9, 4).ok());    // stop in token 4
@@ -177,7 +159,7 @@ TEST(SchedulerTest, TokenConservation) {
 // Budget 8, block size 4: a 20-token prompt takes three steps (8, 8, 4); the 3-token prompt
 // behind it waits until the step where budget is left, then fits in the remaining 4.
 TEST(SchedulerTest, ChunkingAndDeferredAdmissionUnderATightBudget) {
-  auto s = Make(Config(8, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(8, 4, 4, 32));
   ASSERT_TRUE(s->AddRequest(1, Prompt(20), 4).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(3), 4).ok());
   ScheduledStep step;
@@ -214,7 +196,7 @@ TEST(SchedulerTest, ChunkingAndDeferredAdmissionUnderATightBudget) {
 
 // A new prompt longer than the remaining budget is chunked to it (admission side).
 TEST(SchedulerTest, AdmissionChunksThePromptToTheRemainingBudget) {
-  auto s = Make(Config(10, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(10, 4, 4, 32));
   ASSERT_TRUE(s->AddRequest(1, Prompt(6), 4).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(9), 4).ok());
   ScheduledStep step;
@@ -229,7 +211,7 @@ TEST(SchedulerTest, AdmissionChunksThePromptToTheRemainingBudget) {
 // Budget 3 with two decodes running: the prefill behind them gets the last token of budget,
 // every step, until its prompt is done.
 TEST(SchedulerTest, APrefillChunkTakesTheBudgetLeftDownToOneToken) {
-  auto s = Make(Config(3, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(3, 4, 4, 32));
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, 1, 10).ok());
   ASSERT_TRUE(d.Add(2, 1, 10).ok());
@@ -250,7 +232,7 @@ TEST(SchedulerTest, APrefillChunkTakesTheBudgetLeftDownToOneToken) {
 // Budget 16: request 1 decodes while request 2's 30-token prompt arrives; the next step carries
 // both the decode and a 15-token prefill chunk.
 TEST(SchedulerTest, MixedPrefillAndDecodeStepsUnderLoad) {
-  auto s = Make(Config(16, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(16, 4, 4, 32));
   EngineDriver d(*s);
   ASSERT_TRUE(d.Add(1, 4, 20).ok());
   ASSERT_TRUE(d.Turn());  // prefill of 1
@@ -270,7 +252,7 @@ TEST(SchedulerTest, MixedPrefillAndDecodeStepsUnderLoad) {
 }
 
 TEST(SchedulerTest, AdmissionIsFirstComeFirstServed) {
-  auto s = Make(Config(100, 2, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(100, 2, 4, 32));
   EngineDriver d(*s);
   for (RequestId id = 1; id <= 5; ++id) ASSERT_TRUE(d.Add(id, 2, 2).ok());
   d.RunToIdle();
@@ -280,7 +262,7 @@ TEST(SchedulerTest, AdmissionIsFirstComeFirstServed) {
 
 // Slots: two slots, freed at finish, dropped in the next plan and reused, never doubled.
 TEST(SchedulerTest, SlotsAreReusedAndNeverDuplicated) {
-  auto s = Make(Config(100, 2, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(100, 2, 4, 32));
   for (RequestId id = 1; id <= 3; ++id) ASSERT_TRUE(s->AddRequest(id, Prompt(2), 50).ok());
   ScheduledStep step;
   s->Schedule(&step);
@@ -300,7 +282,7 @@ TEST(SchedulerTest, SlotsAreReusedAndNeverDuplicated) {
 }
 
 TEST(SchedulerTest, MaxTokensOneIsPrefillOnly) {
-  auto s = Make(Config(100, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 32));
   ASSERT_TRUE(s->AddRequest(1, Prompt(3), 1).ok());
   ScheduledStep step;
   s->Schedule(&step);
@@ -313,16 +295,16 @@ TEST(SchedulerTest, MaxTokensOneIsPrefillOnly) {
 }
 
 TEST(SchedulerTest, OnTokenSampledRejectsTokensNobodyAsked) {
-  auto s = Make(Config(100, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 32));
   EXPECT_EQ(s->OnTokenSampled(9, 1).status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(s->AddRequest(1, Prompt(3), 4).ok());
   EXPECT_EQ(s->OnTokenSampled(1, 1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(SchedulerTest, FullWaitingQueueIsResourceExhausted) {
-  SchedulerConfig c = Config(100, 4, 4, 32);
+  SchedulerConfig c = BasePolicyConfig(100, 4, 4, 32);
   c.max_waiting = 2;
-  auto s = Make(c);
+  auto s = MakeScheduler(c);
   ASSERT_TRUE(s->AddRequest(1, Prompt(3), 4).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(3), 4).ok());
   const absl::Status full = s->AddRequest(3, Prompt(3), 4);
@@ -334,9 +316,9 @@ TEST(SchedulerTest, FullWaitingQueueIsResourceExhausted) {
 }
 
 TEST(SchedulerTest, BadRequestsAreInvalidArgumentsWithActionableMessages) {
-  SchedulerConfig c = Config(100, 4, 4, 5);  // 4 usable blocks = 16 positions
+  SchedulerConfig c = BasePolicyConfig(100, 4, 4, 5);  // 4 usable blocks = 16 positions
   c.max_context = 20;
-  auto s = Make(c);
+  auto s = MakeScheduler(c);
   EXPECT_EQ(s->AddRequest(1, {}, 4).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s->AddRequest(1, Prompt(3), 0).code(), absl::StatusCode::kInvalidArgument);
   // 10 + 7 - 1 = 16 positions: exactly the pool.
@@ -354,10 +336,10 @@ TEST(SchedulerTest, BadRequestsAreInvalidArgumentsWithActionableMessages) {
 // A request that no longer fits the pool after the worker came back smaller fails in the step
 // with a message instead of waiting forever; the one behind it is admitted.
 TEST(SchedulerTest, RequestTooBigForThePoolFailsInTheStep) {
-  auto s = Make(Config(100, 4, 4, 33));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 33));
   ASSERT_TRUE(s->AddRequest(1, Prompt(40), 20).ok());  // 59 positions: 15 blocks
   ASSERT_TRUE(s->AddRequest(2, Prompt(4), 2).ok());
-  ASSERT_TRUE(s->Reconfigure(Config(100, 4, 4, 9)).ok());  // 8 blocks now
+  ASSERT_TRUE(s->Reconfigure(BasePolicyConfig(100, 4, 4, 9)).ok());  // 8 blocks now
   ScheduledStep step;
   s->Schedule(&step);
   ASSERT_EQ(step.failed.size(), 1u);
@@ -372,18 +354,18 @@ TEST(SchedulerTest, RequestTooBigForThePoolFailsInTheStep) {
 }
 
 TEST(SchedulerTest, ReconfigureRefusesWhileRequestsRun) {
-  auto s = Make(Config(100, 4, 4, 33));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 33));
   ASSERT_TRUE(s->AddRequest(1, Prompt(4), 2).ok());
   ScheduledStep step;
   s->Schedule(&step);
-  EXPECT_EQ(s->Reconfigure(Config(100, 4, 4, 9)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Reconfigure(BasePolicyConfig(100, 4, 4, 9)).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(s->Finish(1, FinishReason::kError).ok());
-  EXPECT_TRUE(s->Reconfigure(Config(100, 4, 4, 9)).ok());
+  EXPECT_TRUE(s->Reconfigure(BasePolicyConfig(100, 4, 4, 9)).ok());
 }
 
 // Cancelled mid-prefill (running) and while waiting: all blocks come back, the slot is dropped.
 TEST(SchedulerTest, CancelledRequestsReturnEveryBlock) {
-  auto s = Make(Config(4, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(4, 4, 4, 32));
   ASSERT_TRUE(s->AddRequest(1, Prompt(20), 4).ok());
   ASSERT_TRUE(s->AddRequest(2, Prompt(20), 4).ok());
   ScheduledStep step;
@@ -404,7 +386,7 @@ TEST(SchedulerTest, CancelledRequestsReturnEveryBlock) {
 }
 
 TEST(SchedulerDeathTest, AThirdTokenInFlightAborts) {
-  auto s = Make(Config(100, 4, 4, 32));
+  auto s = MakeScheduler(BasePolicyConfig(100, 4, 4, 32));
   ASSERT_TRUE(s->AddRequest(1, Prompt(3), 10).ok());
   ScheduledStep step;
   s->Schedule(&step);

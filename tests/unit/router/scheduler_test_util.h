@@ -17,6 +17,27 @@
 
 namespace tessera::router::testing {
 
+// A config for the exact-number tests of the base policy. The prefix cache is off:
+// prefix_cache_scheduler_test.cc pins what the cache changes (hits, allocation order), and the
+// random test runs both ways.
+inline SchedulerConfig BasePolicyConfig(int budget, int seqs, int block_size, int num_blocks) {
+  SchedulerConfig c;
+  c.max_num_batched_tokens = budget;
+  c.max_num_seqs = seqs;
+  c.block_size = block_size;
+  c.num_blocks = num_blocks;
+  c.max_context = 1 << 20;
+  c.enable_prefix_cache = false;
+  c.max_waiting = 64;
+  return c;
+}
+
+inline std::unique_ptr<Scheduler> MakeScheduler(const SchedulerConfig& c) {
+  absl::StatusOr<std::unique_ptr<Scheduler>> s = Scheduler::Create(c);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
 inline std::vector<int32_t> Prompt(int n, int32_t first = 1) {
   std::vector<int32_t> p(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) p[static_cast<size_t>(i)] = first + i;
