@@ -7,41 +7,16 @@ the test proves the public API works for a non-C++ client built only from our .p
 Exits non-zero (with the reason) on any failure.
 """
 import argparse
-import importlib
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 
-
-def generate_stubs(repo, out_dir):
-    proto_root = os.path.join(repo, "proto")
-    subprocess.run(
-        ["protoc", f"--proto_path={proto_root}", f"--python_out={out_dir}",
-         f"--grpc_python_out={out_dir}",
-         "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
-         os.path.join(proto_root, "tessera/v1/tessera.proto")],
-        check=True)
-    sys.path.insert(0, out_dir)
-    return (importlib.import_module("tessera.v1.tessera_pb2"),
-            importlib.import_module("tessera.v1.tessera_pb2_grpc"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "pyclient"))
+from tessera_process import generate_stubs, start_process  # noqa: E402
 
 
-def start(cmd, ready_pattern, timeout_s=120):
-    """Starts a process and waits for its 'listening on HOST:PORT' line; returns (proc, addr)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{cmd[0]} exited with {proc.wait()} before it was ready")
-        match = re.search(ready_pattern + r" listening on (\S+)", line)
-        if match:
-            return proc, match.group(1)
-    proc.kill()
-    raise RuntimeError(f"{cmd[0]} not ready after {timeout_s} s")
 
 
 def main():
@@ -54,13 +29,13 @@ def main():
     import grpc  # Debian python3-grpcio
     with tempfile.TemporaryDirectory() as stubs_dir:
         pb2, pb2_grpc = generate_stubs(args.repo, stubs_dir)
-        worker, worker_addr = start(
+        worker, worker_addr = start_process(
             [os.path.join(args.bin_dir, "tessera-worker"), "--model", args.model,
              "--listen", "127.0.0.1:0", "--threads", "2", "--kv-cache-mb", "256"],
             "tessera-worker")
         router = None
         try:
-            router, router_addr = start(
+            router, router_addr = start_process(
                 [os.path.join(args.bin_dir, "tessera-router"), "--model", args.model,
                  "--worker", worker_addr, "--listen", "127.0.0.1:0"], "tessera-router")
             channel = grpc.insecure_channel(router_addr)

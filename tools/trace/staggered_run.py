@@ -14,9 +14,7 @@ the same on every run. Needs Debian's python3-grpcio, protoc and grpc_python_plu
 generated from proto/ into a temp dir) and python3-matplotlib for the picture.
 """
 import argparse
-import importlib
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +23,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tools", "pyclient"))
+from tessera_process import generate_stubs, start_process  # noqa: E402
 
 # Filler text for the prompts: plain prose, long enough to cut 600+ tokens from.
 PASSAGE = (
@@ -45,33 +45,6 @@ PASSAGE = (
 DEFAULT_REQUESTS = "40:48,520:40,120:48,380:40,24:48,600:32"
 
 
-def generate_stubs(out_dir):
-    proto_root = os.path.join(REPO, "proto")
-    subprocess.run(
-        ["protoc", f"--proto_path={proto_root}", f"--python_out={out_dir}",
-         f"--grpc_python_out={out_dir}",
-         "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
-         os.path.join(proto_root, "tessera/v1/tessera.proto")],
-        check=True)
-    sys.path.insert(0, out_dir)
-    return (importlib.import_module("tessera.v1.tessera_pb2"),
-            importlib.import_module("tessera.v1.tessera_pb2_grpc"))
-
-
-def start(cmd, name, timeout_s=120):
-    """Starts a process and waits for its 'NAME listening on HOST:PORT' line."""
-    print("+ " + " ".join(cmd), file=sys.stderr)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{name} exited with {proc.wait()} before it was ready")
-        match = re.search(name + r" listening on (\S+)", line)
-        if match:
-            return proc, match.group(1)
-    proc.kill()
-    raise RuntimeError(f"{name} not ready after {timeout_s} s")
 
 
 def wait_ready(stub, pb2, grpc):
@@ -154,13 +127,13 @@ def main():
     import grpc  # Debian python3-grpcio
     worker = router = None
     with tempfile.TemporaryDirectory() as stubs_dir:
-        pb2, pb2_grpc = generate_stubs(stubs_dir)
+        pb2, pb2_grpc = generate_stubs(REPO, stubs_dir)
         try:
-            worker, worker_addr = start(
+            worker, worker_addr = start_process(
                 [os.path.join(args.bin_dir, "tessera-worker"), "--model", args.model,
                  "--listen", "127.0.0.1:0", "--kv-cache-mb", str(args.kv_cache_mb),
                  "--threads", str(args.threads)], "tessera-worker")
-            router, router_addr = start(
+            router, router_addr = start_process(
                 [os.path.join(args.bin_dir, "tessera-router"), "--model", args.model,
                  "--worker", worker_addr, "--listen", "127.0.0.1:0",
                  "--trace-steps", args.trace,

@@ -1,0 +1,42 @@
+"""Python helpers for driving tessera from scripts and tests (Debian's python3-grpcio).
+
+generate_stubs: builds the tessera.v1 Python stubs from proto/ with the system protoc and
+grpc_python_plugin, so a client needs nothing but our .proto files.
+start_process: starts tessera-worker / tessera-router and waits for its
+"NAME listening on HOST:PORT" line.
+"""
+import importlib
+import os
+import re
+import subprocess
+import sys
+import time
+
+
+def generate_stubs(repo, out_dir):
+    """Returns the (tessera_pb2, tessera_pb2_grpc) modules generated into out_dir."""
+    proto_root = os.path.join(repo, "proto")
+    subprocess.run(
+        ["protoc", f"--proto_path={proto_root}", f"--python_out={out_dir}",
+         f"--grpc_python_out={out_dir}",
+         "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
+         os.path.join(proto_root, "tessera/v1/tessera.proto")],
+        check=True)
+    sys.path.insert(0, out_dir)
+    return (importlib.import_module("tessera.v1.tessera_pb2"),
+            importlib.import_module("tessera.v1.tessera_pb2_grpc"))
+
+
+def start_process(cmd, name, timeout_s=120):
+    """Starts cmd and waits for its 'NAME listening on HOST:PORT' line; returns (proc, addr)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{name} exited with {proc.wait()} before it was ready")
+        match = re.search(name + r" listening on (\S+)", line)
+        if match:
+            return proc, match.group(1)
+    proc.kill()
+    raise RuntimeError(f"{name} not ready after {timeout_s} s")
