@@ -72,19 +72,7 @@ double Ttft(const CachedRun& run) {
   return run.result.last.timings().time_to_first_token_seconds();
 }
 
-class PrefixCacheServingTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    serving_ = new ServingProcesses();
-    ASSERT_TRUE(serving_->Start({"--threads", "2"}).ok());
-  }
-  static void TearDownTestSuite() {
-    delete serving_;
-    serving_ = nullptr;
-  }
-  static ServingProcesses* serving_;
-};
-ServingProcesses* PrefixCacheServingTest::serving_ = nullptr;
+class PrefixCacheServingTest : public SharedServingTest {};
 
 // Two requests share a 1000-token prefix and differ in an 8-token tail. The second is served the
 // 62 whole shared blocks (992 tokens) and computes only the rest; its tokens equal a cold run's.

@@ -115,6 +115,18 @@ v1::ServerStatsResponse ServingProcesses::Stats() const {
   return stats;
 }
 
+ServingProcesses* SharedServingTest::serving_ = nullptr;
+
+void SharedServingTest::SetUpTestSuite() {
+  serving_ = new ServingProcesses();
+  ASSERT_TRUE(serving_->Start({"--threads", "2"}).ok());
+}
+
+void SharedServingTest::TearDownTestSuite() {
+  delete serving_;
+  serving_ = nullptr;
+}
+
 void ExpectEverythingReleased(const ServingProcesses& serving) {
   v1::ServerStatsResponse stats;
   for (int i = 0; i < 100; ++i) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include "absl/status/status.h"
 #include "tessera/v1/tessera.grpc.pb.h"
@@ -51,6 +52,15 @@ class ServingProcesses {
   std::string router_address_;
   std::string worker_metrics_address_;
   std::string router_metrics_address_;
+};
+
+// A test suite whose tests share one worker + router pair (default model, 2 worker threads),
+// started once for the suite.
+class SharedServingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+  static ServingProcesses* serving_;
 };
 
 // Polls ServerStats until nothing is held: no running or waiting request, no used KV block, no

@@ -39,19 +39,7 @@ v1::GenerateRequest ChatRequest(const std::string& message, int max_tokens) {
   return request;
 }
 
-class ServingTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    serving_ = new ServingProcesses();
-    ASSERT_TRUE(serving_->Start({"--threads", "2"}).ok());
-  }
-  static void TearDownTestSuite() {
-    delete serving_;
-    serving_ = nullptr;
-  }
-  static ServingProcesses* serving_;
-};
-ServingProcesses* ServingTest::serving_ = nullptr;
+class ServingTest : public SharedServingTest {};
 
 TEST_F(ServingTest, ChatStreamsTheParisAnswer) {
   auto stub = serving_->NewStub();
