@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "tests/unique_temp_path.h"
 
 namespace {
 
@@ -42,7 +43,7 @@ std::string ShellQuote(const std::string& s) {
 
 // Runs build/bin/<binary> with `args` (already shell-quoted), capturing stdout and stderr.
 CommandResult RunBinary(const std::string& binary, const std::string& args) {
-  std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "cli_test";
+  std::filesystem::path dir = tessera::testing_util::UniqueTempPath("cli_test");
   std::filesystem::create_directories(dir);
   std::string command = absl::StrCat(TESSERA_BIN_DIR, "/", binary, " ", args, " >",
                                      (dir / "out").string(), " 2>", (dir / "err").string());
@@ -85,7 +86,7 @@ TEST(TesseraInspect, MissingFileIsOneLineErrorAndNonZeroExit) {
 }
 
 TEST(TesseraInspect, NotAGgufFileIsOneLineErrorAndNonZeroExit) {
-  std::filesystem::path bogus = std::filesystem::path(testing::TempDir()) / "bogus.gguf";
+  std::filesystem::path bogus = tessera::testing_util::UniqueTempPath("bogus.gguf");
   std::ofstream(bogus) << "this is not a gguf file at all";
   CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", bogus.string()));
   EXPECT_NE(r.exit_code, 0);
@@ -94,7 +95,7 @@ TEST(TesseraInspect, NotAGgufFileIsOneLineErrorAndNonZeroExit) {
 }
 
 TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
-  std::filesystem::path tiny = std::filesystem::path(testing::TempDir()) / "cli_tiny.gguf";
+  std::filesystem::path tiny = tessera::testing_util::UniqueTempPath("cli_tiny.gguf");
   CommandResult made = RunBinary("tessera-make-tiny-model",
                            absl::StrCat("--out ", tiny.string(), " --layers 3 --seed 7"));
   ASSERT_EQ(made.exit_code, 0) << made.err;

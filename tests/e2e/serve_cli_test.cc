@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/unique_temp_path.h"
 #include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
@@ -61,7 +62,7 @@ TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {
   EXPECT_THAT(answer, HasSubstr("Paris"));
 
   const std::string json_path =
-      (std::filesystem::path(testing::TempDir()) / "serve_cli_bench.json").string();
+      testing_util::UniqueTempPath("serve_cli_bench.json");
   auto [table, bench_exit] =
       RunToEnd({"bench", "--addr", address, "--concurrency", "1,2", "--num-requests", "4",
                 "--prompt-tokens", "16", "--output-tokens", "4", "--json", json_path});

@@ -1,5 +1,6 @@
 // Loading llama-family weights: the tiny generated model (F32/F16/Q8_0/Q4_1 tensors, so both
 // the mmapped and the dequantized-at-load paths), and rejection of what we cannot run.
+#include "tests/unique_temp_path.h"
 #include "worker/cpu/llama_weights.h"
 
 #include <filesystem>
@@ -19,7 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(LlamaWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
-  const std::string path = (std::filesystem::path(testing::TempDir()) / "weights_tiny.gguf");
+  const std::string path = testing_util::UniqueTempPath("weights_tiny.gguf");
   ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 2, .seed = 5}, path).ok());
   auto model = LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status();

@@ -22,6 +22,7 @@
 
 #include "common/gguf/gguf_file.h"
 #include "common/gguf/gguf_writer.h"
+#include "tests/unique_temp_path.h"
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_llama_runner.h"
 #include "worker/loaded_model.h"
@@ -134,8 +135,8 @@ std::string WriteVariant(const std::string& tag, const std::string& arch, bool l
     }
   }
   const std::string path =
-      std::filesystem::path(::testing::TempDir()) /
-      ("rope_mode_" + tag + "_" + arch + (llama_layout ? "_llama_layout" : "_trained") + ".gguf");
+      testing_util::UniqueTempPath("rope_mode_" + tag + "_" + arch +
+                                   (llama_layout ? "_llama_layout" : "_trained") + ".gguf");
   EXPECT_TRUE(writer.WriteToFile(path).ok());
   return path;
 }

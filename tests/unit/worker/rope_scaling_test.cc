@@ -13,6 +13,7 @@
 
 #include "common/gguf/gguf_file.h"
 #include "common/gguf/gguf_writer.h"
+#include "tests/unique_temp_path.h"
 #include "tests/unit/kernels/rope_reference.h"
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_llama_runner.h"
@@ -43,7 +44,7 @@ std::string WriteTinyVariant(const std::string& name,
     writer.AddTensor(t.name, t.dims, t.type, (*base)->TensorData(t));
   }
   add(writer);
-  const std::string path = std::filesystem::path(::testing::TempDir()) / (name + ".gguf");
+  const std::string path = testing_util::UniqueTempPath(name + ".gguf");
   EXPECT_TRUE(writer.WriteToFile(path).ok());
   return path;
 }

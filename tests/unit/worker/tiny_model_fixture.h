@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unique_temp_path.h"
 #include "tests/unit/worker/sim_router.h"
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_llama_runner.h"
@@ -20,7 +21,7 @@ class TinyModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string path =
-        (std::filesystem::path(::testing::TempDir()) / "worker_tiny_model.gguf").string();
+        testing_util::UniqueTempPath("worker_tiny_model.gguf");
     ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 2, .seed = 5}, path).ok());
     auto loaded = LoadModel(path);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
