@@ -1,15 +1,12 @@
 #include "router/generate_stream.h"
 
+#include "common/util/grpc_status.h"
+
 #include <utility>
 
 namespace tessera::router {
 
 namespace v1 = ::tessera::v1;
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 class GenerateStream::Sink final : public ResponseSink {
  public:
@@ -27,7 +24,7 @@ class GenerateStream::Sink final : public ResponseSink {
     if (closed_) return;
     closed_ = true;
     if (last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) queue_.push_back(std::move(last));
-    final_status_ = ToGrpcStatus(status);
+    final_status_ = util::ToGrpcStatus(status);
     PumpLocked();
   }
 

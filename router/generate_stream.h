@@ -21,8 +21,6 @@
 
 namespace tessera::router {
 
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 class GenerateStream final : public grpc::ServerWriteReactor<::tessera::v1::GenerateResponse> {
  public:
   // Finishes at once with `rejection` when it is not OK; otherwise submits `request`.

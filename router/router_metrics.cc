@@ -5,30 +5,18 @@
 #include <utility>
 
 #include "common/metrics/buckets.h"
+#include "common/metrics/series.h"
 #include "common/util/check.h"
 
 namespace tessera::router {
 namespace {
 
+using metrics::AddCounter;
+using metrics::AddGauge;
+using metrics::AddHistogram;
 using metrics::CountBuckets;
 using metrics::RequestLatencyBuckets;
 using metrics::StepLatencyBuckets;
-
-prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
-                                const std::string& help) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
-}
-
-prometheus::Gauge* AddGauge(prometheus::Registry& registry, const std::string& name,
-                            const std::string& help) {
-  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
-}
-
-prometheus::Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
-                                    const std::string& help,
-                                    const prometheus::Histogram::BucketBoundaries& buckets) {
-  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
-}
 
 }  // namespace
 

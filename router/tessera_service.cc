@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/grpc_status.h"
 #include "router/generate_stream.h"
 
 namespace tessera::router {
@@ -12,7 +13,7 @@ namespace v1 = ::tessera::v1;
 
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(util::ToGrpcStatus(status));
   return reactor;
 }
 

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "common/util/check.h"
+#include "common/util/grpc_status.h"
 
 namespace tessera::router {
 
@@ -28,10 +29,6 @@ std::shared_ptr<grpc::Channel> DialWorker(const std::string& address) {
   // A fresh channel per attempt: our own backoff decides when to retry, not the channel's.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
-
-absl::Status ToAbslStatus(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace
@@ -114,7 +111,7 @@ void WorkerClient::ReadUntilBroken(Stream& stream, uint64_t epoch) {
     stream_ = nullptr;
   }
   grpc::Status status = stream.rw->Finish();
-  absl::Status lost = ToAbslStatus(status);
+  absl::Status lost = util::FromGrpcStatus(status);
   if (lost.ok()) lost = absl::UnavailableError("the worker closed the step stream");
   callbacks_.on_lost(epoch, lost);
 }

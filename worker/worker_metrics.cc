@@ -5,33 +5,21 @@
 #include <utility>
 
 #include "common/metrics/buckets.h"
+#include "common/metrics/series.h"
 #include "common/util/check.h"
 
 namespace tessera::worker {
 namespace {
 
+using metrics::AddCounter;
+using metrics::AddGauge;
+using metrics::AddHistogram;
 using metrics::CountBuckets;
 using metrics::StepLatencyBuckets;
 
 // The GPU-busy gauge is recomputed once a window spans this much wall time: long enough to
 // average many steps, short enough to follow load changes between scrapes.
 constexpr std::chrono::seconds kBusyWindow{1};
-
-prometheus::Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
-                                    const std::string& help,
-                                    const prometheus::Histogram::BucketBoundaries& buckets) {
-  return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
-}
-
-prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
-                                const std::string& help) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
-}
-
-prometheus::Gauge* AddGauge(prometheus::Registry& registry, const std::string& name,
-                            const std::string& help) {
-  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
-}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
+#include "common/util/grpc_status.h"
 
 namespace tessera::worker {
 
@@ -67,11 +68,6 @@ std::string RandomWorkerId() {
 // Architectures with linear-attention (Gated DeltaNet) layers next to full attention.
 bool IsHybridArchitecture(const std::string& architecture) {
   return architecture == "qwen3next";
-}
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerServiceOptions& options,
@@ -146,7 +142,7 @@ grpc::Status WorkerService::ServeStream(
   while (stream->Read(&plan)) {
     const StepExecutor::Clock::time_point received = StepExecutor::Clock::now();
     if (absl::Status executed = executor_.Execute(plan, received, &result); !executed.ok()) {
-      status = ToGrpc(executed);
+      status = util::ToGrpcStatus(executed);
       break;
     }
     if (!stream->Write(result)) break;  // the router went away

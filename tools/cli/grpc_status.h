@@ -8,15 +8,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/grpc_status.h"
 
 namespace tessera::cli {
 
 inline absl::Status FromGrpcStatus(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  // gRPC's and absl's canonical codes share their numbering.
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
-  return absl::Status(code, absl::StrCat(absl::StatusCodeToString(code), ": ",
-                                         status.error_message()));
+  const absl::Status converted = util::FromGrpcStatus(status);
+  if (converted.ok()) return converted;
+  return absl::Status(converted.code(), absl::StrCat(absl::StatusCodeToString(converted.code()),
+                                                     ": ", converted.message()));
 }
 
 }  // namespace tessera::cli
