@@ -41,6 +41,7 @@ constexpr int kMaxTileRows = 2;
 constexpr int kColsWide = 4;
 constexpr int kColsNarrow = 2;
 constexpr int kInlineDequantMaxRows = 2;
+constexpr int kSmallBatchRows = 16;
 #include "kernels/cpu/matmul_impl.inc"
 }  // namespace scalar
 
@@ -51,6 +52,7 @@ constexpr int kMaxTileRows = 2;
 constexpr int kColsWide = 4;
 constexpr int kColsNarrow = 3;
 constexpr int kInlineDequantMaxRows = 2;
+constexpr int kSmallBatchRows = 16;
 #include "kernels/cpu/matmul_impl.inc"
 }  // namespace avx2
 TESSERA_END_TARGET
@@ -61,6 +63,7 @@ constexpr int kMaxTileRows = 4;
 constexpr int kColsWide = 8;
 constexpr int kColsNarrow = 4;
 constexpr int kInlineDequantMaxRows = 2;
+constexpr int kSmallBatchRows = 16;
 #include "kernels/cpu/matmul_impl.inc"
 }  // namespace avx512
 TESSERA_END_TARGET

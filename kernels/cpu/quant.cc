@@ -56,11 +56,6 @@ void DequantizeQ4_1(const uint8_t* row, int64_t num_blocks, float* out) {
   }
 }
 
-void CheckBlocks(size_t num_values, size_t num_blocks) {
-  TESSERA_CHECK(num_values % kQuantBlockSize == 0, "row length must be a multiple of 32");
-  TESSERA_CHECK(num_blocks >= num_values / kQuantBlockSize, "output has too few blocks");
-}
-
 }  // namespace
 
 void DequantizeRow(WeightFormat format, const void* row, std::span<float> out) {

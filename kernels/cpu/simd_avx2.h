@@ -80,6 +80,12 @@ TESSERA_SIMD_INLINE float ReduceAdd(F32x16 a) {
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55));
   return _mm_cvtss_f32(s1);
 }
+// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
+TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) y[r * ldy + c] = ReduceAdd(acc[r][c]);
+  }
+}
 TESSERA_SIMD_INLINE float ReduceMax(F32x16 a) {
   const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
@@ -103,6 +109,14 @@ TESSERA_SIMD_INLINE void LoadNibbles(const uint8_t* p, F32x16* lo, F32x16* hi) {
   lo->hi = _mm256_cvtepi32_ps(_mm256_and_si256(b, mask));
   hi->lo = _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4));
   hi->hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+}
+// lo[j] = d * (p[j] & 15) + m and hi[j] = d * (p[j] >> 4) + m for the 16 bytes at p, rounded
+// once (d * q is exact).
+TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32x16* lo,
+                                       F32x16* hi) {
+  LoadNibbles(p, lo, hi);
+  *lo = Fma(*lo, d, m);
+  *hi = Fma(*hi, d, m);
 }
 
 // Same algorithm and constants as scalar::ExpLane, with FMA (bit-identical to avx512::Exp).

@@ -73,6 +73,36 @@ TESSERA_SIMD_INLINE float ReduceAdd(F32x16 a) {
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55));
   return _mm_cvtss_f32(s1);
 }
+// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile: the same additions as 16 ReduceAdd
+// calls (so the same bits), done on packed vectors. Each level adds the two halves of every
+// vector's remaining sums and packs two vectors' results into one: 16 vectors of 16 -> 8 of
+// 2 x 8 -> 4 of 4 x 4 -> 2 -> 1 holding all 16 sums, in about a third of the instructions.
+TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
+  // Input order v[4c + r] = acc[r][c] leaves 128-bit lane r of the result = y[r][0..3].
+  __m512 s8[8];  // s8[j]: halves [l_i + l_{i+8}] of v[2j] then of v[2j+1]
+  for (int j = 0; j < 8; ++j) {
+    const __m512 a = acc[(2 * j) % 4][(2 * j) / 4].v;
+    const __m512 b = acc[(2 * j + 1) % 4][(2 * j + 1) / 4].v;
+    s8[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
+  __m512 s4[4];  // s4[j]: 128-bit lane t = [s_i + s_{i+4}] of v[4j + t]
+  for (int j = 0; j < 4; ++j) {
+    const __m512 a = s8[2 * j], b = s8[2 * j + 1];
+    s4[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+  }
+  __m512 s2[2];  // s2[j], lane t: [s_0 + s_2, s_1 + s_3] of v[8j + t], then of v[8j + 4 + t]
+  for (int j = 0; j < 2; ++j) {
+    const __m512 a = s4[2 * j], b = s4[2 * j + 1];
+    s2[j] = _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+  }
+  // Lane t: the totals of v[t], v[4 + t], v[8 + t], v[12 + t] = y[t][0..3].
+  const __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], 0x88),
+                                  _mm512_shuffle_ps(s2[0], s2[1], 0xDD));
+  _mm_storeu_ps(y, _mm512_castps512_ps128(s1));
+  _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(s1, 1));
+  _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(s1, 2));
+  _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(s1, 3));
+}
 TESSERA_SIMD_INLINE float ReduceMax(F32x16 a) {
   const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), UpperHalf(a.v));
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
@@ -90,6 +120,18 @@ TESSERA_SIMD_INLINE void LoadNibbles(const uint8_t* p, F32x16* lo, F32x16* hi) {
   const __m512i wide = _mm512_cvtepu8_epi32(bytes);
   lo->v = _mm512_cvtepi32_ps(_mm512_and_si512(wide, _mm512_set1_epi32(0x0F)));
   hi->v = _mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4));
+}
+// lo[j] = d * (p[j] & 15) + m and hi[j] = d * (p[j] >> 4) + m for the 16 bytes at p, rounded
+// once (d * q is exact). A nibble has 16 values, so the block's 16 possible results are computed
+// with one FMA and each lane picks its own with a permute, which reads only the index's low 4
+// bits: no masking, no int -> float conversion.
+TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32x16* lo,
+                                       F32x16* hi) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 table = _mm512_fmadd_ps(iota, d.v, m.v);
+  const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  lo->v = _mm512_permutexvar_ps(bytes, table);
+  hi->v = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
 }
 
 // Same algorithm and constants as scalar::ExpLane, with FMA.

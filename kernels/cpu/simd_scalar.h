@@ -92,6 +92,12 @@ TESSERA_SIMD_INLINE float ReduceAdd(const F32x16& a) {
   const float s2b = s4[1] + s4[3];
   return s2a + s2b;
 }
+// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
+TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 4; ++c) y[r * ldy + c] = ReduceAdd(acc[r][c]);
+  }
+}
 TESSERA_SIMD_INLINE float ReduceMax(const F32x16& a) {
   float m = a.v[0];
   for (int i = 1; i < 16; ++i) m = a.v[i] > m ? a.v[i] : m;
@@ -110,6 +116,14 @@ TESSERA_SIMD_INLINE void LoadNibbles(const uint8_t* p, F32x16* lo, F32x16* hi) {
     lo->v[i] = static_cast<float>(p[i] & 0x0F);
     hi->v[i] = static_cast<float>(p[i] >> 4);
   }
+}
+// lo[j] = d * (p[j] & 15) + m and hi[j] = d * (p[j] >> 4) + m for the 16 bytes at p, rounded
+// once (d * q is exact).
+TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32x16* lo,
+                                       F32x16* hi) {
+  LoadNibbles(p, lo, hi);
+  *lo = Fma(*lo, d, m);
+  *hi = Fma(*hi, d, m);
 }
 
 // Shared constants of the exp approximation (Cephes expf: range reduction by ln 2 split in two
