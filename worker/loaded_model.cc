@@ -11,9 +11,10 @@ absl::Status WithPath(const std::string& path, const absl::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path) {
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
+                                                       util::FileLoad load) {
   auto model = std::make_unique<LoadedModel>();
-  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path);
+  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path, load);
   if (!file.ok()) return file.status();
   model->file = std::move(*file);
   absl::StatusOr<model::ModelConfig> config = model::ReadModelConfig(*model->file);

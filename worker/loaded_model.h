@@ -19,6 +19,9 @@ struct LoadedModel {
 };
 
 // Errors name the path and the problem (bad file, unsupported architecture, missing tensor).
-absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path);
+// The default copies the file into huge-page memory (faster steps, see util::FileLoad); kMap
+// maps it instead (for models that must share the page cache or exceed free memory).
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(
+    const std::string& path, util::FileLoad load = util::FileLoad::kHugePageCopy);
 
 }  // namespace tessera::worker

@@ -71,6 +71,7 @@ struct WorkerFlags {
   // context for five sequences at once, or dozens of typical chat requests.
   int64_t kv_cache_mb = 2048;
   int max_num_seqs = 256;
+  bool mmap_weights = false;   // map the GGUF instead of copying it into huge pages
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;       // -1 = no metrics server; 0 = any free port
 };
@@ -129,7 +130,10 @@ struct Worker {
 };
 
 absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
-  TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path));
+  TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path,
+                                                      flags.mmap_weights
+                                                          ? util::FileLoad::kMap
+                                                          : util::FileLoad::kHugePageCopy));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                            tokenizer::Tokenizer::FromGguf(*worker->model->file));
   const model::ModelConfig& config = worker->model->config;
@@ -225,6 +229,9 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kv-cache-mb", flags.kv_cache_mb, "KV pool size in MiB")->capture_default_str();
   app.add_option("--max-num-seqs", flags.max_num_seqs, "sequence slots")->capture_default_str();
+  app.add_flag("--mmap-weights", flags.mmap_weights,
+               "map the model file instead of copying it into huge-page memory (slower steps; "
+               "shares the page cache)");
   app.add_option("--metrics-port", flags.metrics_port,
                  "serve Prometheus /metrics, /healthz and /readyz on this port (0 = any free "
                  "port; default: no metrics server)");

@@ -52,8 +52,9 @@ bool FitsInt64(const GgufValue& v) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  absl::StatusOr<util::MappedFile> mapped = util::MappedFile::Open(path);
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path,
+                                                         util::FileLoad load) {
+  absl::StatusOr<util::MappedFile> mapped = util::MappedFile::Open(path, load);
   if (!mapped.ok()) {
     return absl::Status(mapped.status().code(), absl::StrCat("gguf: ", mapped.status().message()));
   }

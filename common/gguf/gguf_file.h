@@ -19,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/util/mapped_file.h"
 #include "common/gguf/ggml_type.h"
 #include "common/gguf/gguf_value.h"
 
@@ -46,9 +47,10 @@ struct GgufMetadataEntry {
 
 class GgufFile {
  public:
-  // Maps the file read-only. Errors: NOT_FOUND / PERMISSION_DENIED for the path, INVALID_ARGUMENT
-  // (with the reason) for a malformed file.
-  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // Maps (or copies, see util::FileLoad) the file read-only. Errors: NOT_FOUND /
+  // PERMISSION_DENIED for the path, INVALID_ARGUMENT (with the reason) for a malformed file.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(
+      const std::string& path, util::FileLoad load = util::FileLoad::kMap);
   // Parses an in-memory image (tests, fuzzing). The bytes are moved in and owned.
   static absl::StatusOr<std::unique_ptr<GgufFile>> FromBuffer(std::vector<uint8_t> bytes);
 

@@ -80,6 +80,12 @@ TESSERA_SIMD_INLINE float ReduceAdd(F32x16 a) {
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55));
   return _mm_cvtss_f32(s1);
 }
+// Lane i of the result = ReduceAdd(v[i]), i < 16.
+TESSERA_SIMD_INLINE F32x16 ReduceAdd16(const F32x16* v) {
+  alignas(64) float sums[16];
+  for (int i = 0; i < 16; ++i) sums[i] = ReduceAdd(v[i]);
+  return Load(sums);
+}
 // y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
 TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
   for (int r = 0; r < 4; ++r) {

@@ -73,35 +73,39 @@ TESSERA_SIMD_INLINE float ReduceAdd(F32x16 a) {
   const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55));
   return _mm_cvtss_f32(s1);
 }
-// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile: the same additions as 16 ReduceAdd
-// calls (so the same bits), done on packed vectors. Each level adds the two halves of every
-// vector's remaining sums and packs two vectors' results into one: 16 vectors of 16 -> 8 of
-// 2 x 8 -> 4 of 4 x 4 -> 2 -> 1 holding all 16 sums, in about a third of the instructions.
-TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
-  // Input order v[4c + r] = acc[r][c] leaves 128-bit lane r of the result = y[r][0..3].
-  __m512 s8[8];  // s8[j]: halves [l_i + l_{i+8}] of v[2j] then of v[2j+1]
+// Lane i of the result = ReduceAdd(v[i]), i < 16: the same additions (so the same bits), done on
+// packed vectors. Each level adds the two halves of every vector's remaining sums and packs two
+// vectors' results into one: 16 vectors of 16 -> 8 of 2 x 8 -> 4 of 4 x 4 -> 2 -> 1 holding all
+// 16 sums, in about a third of the instructions of 16 ReduceAdd calls.
+TESSERA_SIMD_INLINE F32x16 ReduceAdd16(const F32x16* v) {
+  // Taking v in the order u[j] = v[4 * (j % 4) + j / 4] leaves the sums in lane order.
+  auto u = [v](int j) { return v[4 * (j % 4) + j / 4].v; };
+  __m512 s8[8];  // s8[j]: [l_i + l_{i+8}] of u[2j], then of u[2j + 1]
   for (int j = 0; j < 8; ++j) {
-    const __m512 a = acc[(2 * j) % 4][(2 * j) / 4].v;
-    const __m512 b = acc[(2 * j + 1) % 4][(2 * j + 1) / 4].v;
+    const __m512 a = u(2 * j), b = u(2 * j + 1);
     s8[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
   }
-  __m512 s4[4];  // s4[j]: 128-bit lane t = [s_i + s_{i+4}] of v[4j + t]
+  __m512 s4[4];  // s4[j], 128-bit lane t: [s_i + s_{i+4}] of u[4j + t]
   for (int j = 0; j < 4; ++j) {
     const __m512 a = s8[2 * j], b = s8[2 * j + 1];
     s4[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
   }
-  __m512 s2[2];  // s2[j], lane t: [s_0 + s_2, s_1 + s_3] of v[8j + t], then of v[8j + 4 + t]
+  __m512 s2[2];  // s2[j], lane t: [s_0 + s_2, s_1 + s_3] of u[8j + t], then of u[8j + 4 + t]
   for (int j = 0; j < 2; ++j) {
     const __m512 a = s4[2 * j], b = s4[2 * j + 1];
     s2[j] = _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
   }
-  // Lane t: the totals of v[t], v[4 + t], v[8 + t], v[12 + t] = y[t][0..3].
-  const __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], 0x88),
-                                  _mm512_shuffle_ps(s2[0], s2[1], 0xDD));
-  _mm_storeu_ps(y, _mm512_castps512_ps128(s1));
-  _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(s1, 1));
-  _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(s1, 2));
-  _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(s1, 3));
+  // Lane t: the totals of u[t], u[4 + t], u[8 + t], u[12 + t] = of v[4t], ..., v[4t + 3].
+  return {_mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], 0x88),
+                        _mm512_shuffle_ps(s2[0], s2[1], 0xDD))};
+}
+// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
+TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
+  const __m512 sums = ReduceAdd16(&acc[0][0]).v;  // 128-bit lane r = y[r][0..3]
+  _mm_storeu_ps(y, _mm512_castps512_ps128(sums));
+  _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(sums, 1));
+  _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(sums, 2));
+  _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(sums, 3));
 }
 TESSERA_SIMD_INLINE float ReduceMax(F32x16 a) {
   const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), UpperHalf(a.v));

@@ -29,6 +29,7 @@ struct Options {
   int decode_tokens = 128;
   int batch = 8;
   int repeats = 3;
+  bool mmap_weights = false;
 };
 
 std::vector<int32_t> SyntheticPrompt(int length, int seed) {
@@ -94,9 +95,11 @@ int main(int argc, char** argv) {
   app.add_option("--decode-tokens", o.decode_tokens)->capture_default_str();
   app.add_option("--batch", o.batch)->capture_default_str();
   app.add_option("--repeats", o.repeats)->capture_default_str();
+  app.add_flag("--mmap-weights", o.mmap_weights, "map the model instead of a huge-page copy");
   CLI11_PARSE(app, argc, argv);
 
-  auto model = worker::LoadModel(o.model);
+  auto model = worker::LoadModel(
+      o.model, o.mmap_weights ? util::FileLoad::kMap : util::FileLoad::kHugePageCopy);
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(model.status().message()).c_str());
     return 1;
