@@ -10,7 +10,8 @@
 //
 // Quantized weights (Q8_0, Q4_0, Q4_1) stay in their GGUF blocks: for m <= 2 each block is
 // dequantized in registers, for larger m each 16-row panel is dequantized once into f32 scratch
-// and reused for all m rows. Dequantization is exact (quant.h), so either way Matmul on quantized
+// and reused for all m rows (for m <= 16, four weight rows at a time, so that the f32 rows and x
+// stay in L1 together). Dequantization is exact (quant.h), so either way Matmul on quantized
 // weights is bit-identical to Matmul on the same weights dequantized to f32 at load — the weight
 // format is purely a speed/memory choice. Activations stay f32 (no activation quantization).
 //
