@@ -74,32 +74,66 @@ bool MatmulSupportsFormat(WeightFormat format) {
          format == WeightFormat::kQ4_0 || format == WeightFormat::kQ4_1;
 }
 
-void Matmul(ThreadPool& pool, std::span<const float> x, int64_t m, const WeightView& w,
-            std::span<float> y, Isa isa) {
+namespace {
+
+void CheckOutput(std::span<const float> x, int64_t m, const MatmulOutput& out) {
+  const WeightView& w = out.w;
   TESSERA_CHECK(MatmulSupportsFormat(w.format), "Matmul: unsupported weight format");
   TESSERA_CHECK(m >= 0 && w.rows >= 0 && w.cols >= 0, "Matmul: negative dimension");
   TESSERA_CHECK(static_cast<int64_t>(x.size()) >= m * w.cols, "Matmul: x is smaller than [m, k]");
-  TESSERA_CHECK(static_cast<int64_t>(y.size()) >= m * w.rows, "Matmul: y is smaller than [m, n]");
+  TESSERA_CHECK(static_cast<int64_t>(out.y.size()) >= m * w.rows,
+                "Matmul: y is smaller than [m, n]");
   TESSERA_CHECK(w.data != nullptr || w.rows * w.cols == 0, "Matmul: null weights");
-  TESSERA_CHECK(IsaSupported(isa), "Matmul: ISA not supported by this CPU");
-  if (m == 0 || w.rows == 0) return;
-  const MatmulArgs args{x.data(), m, w.cols, w, RowBytes(w.format, w.cols), y.data(), w.rows};
-  const int64_t num_panels = (w.rows + kMatmulPanelRows - 1) / kMatmulPanelRows;
-  pool.ParallelFor(num_panels, [&](int64_t begin, int64_t end) {
-    float* scratch = w.format == WeightFormat::kF32
-                         ? nullptr
-                         : PanelScratch(static_cast<size_t>(kMatmulPanelRows * w.cols));
-    switch (isa) {
+}
+
+void RunPanels(Isa isa, const MatmulArgs& args, int64_t begin, int64_t end, float* scratch) {
+  switch (isa) {
 #if TESSERA_X86_SIMD
-      case Isa::kAvx512:
-        return avx512::MatmulPanels(args, begin, end, scratch);
-      case Isa::kAvx2:
-        return avx2::MatmulPanels(args, begin, end, scratch);
+    case Isa::kAvx512:
+      return avx512::MatmulPanels(args, begin, end, scratch);
+    case Isa::kAvx2:
+      return avx2::MatmulPanels(args, begin, end, scratch);
 #endif
-      default:
-        return scalar::MatmulPanels(args, begin, end, scratch);
+    default:
+      return scalar::MatmulPanels(args, begin, end, scratch);
+  }
+}
+
+}  // namespace
+
+void MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
+                     std::span<const MatmulOutput> outputs, Isa isa) {
+  TESSERA_CHECK(!outputs.empty() && outputs.size() <= kMaxMatmulOutputs,
+                "MatmulSameInput: 1 to kMaxMatmulOutputs outputs");
+  TESSERA_CHECK(IsaSupported(isa), "Matmul: ISA not supported by this CPU");
+  const int64_t k = outputs[0].w.cols;
+  MatmulArgs args[kMaxMatmulOutputs];
+  int64_t first_panel[kMaxMatmulOutputs + 1] = {0};
+  bool quantized = false;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const MatmulOutput& out = outputs[i];
+    CheckOutput(x, m, out);
+    TESSERA_CHECK(out.w.cols == k, "MatmulSameInput: outputs differ in k");
+    args[i] = MatmulArgs{x.data(), m, k, out.w, RowBytes(out.w.format, k), out.y.data(), out.w.rows};
+    first_panel[i + 1] = first_panel[i] + (out.w.rows + kMatmulPanelRows - 1) / kMatmulPanelRows;
+    quantized = quantized || out.w.format != WeightFormat::kF32;
+  }
+  if (m == 0 || first_panel[outputs.size()] == 0) return;
+  // Panels of all outputs, back to back; a range may span two outputs.
+  pool.ParallelFor(first_panel[outputs.size()], [&](int64_t begin, int64_t end) {
+    float* scratch = quantized ? PanelScratch(static_cast<size_t>(kMatmulPanelRows * k)) : nullptr;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const int64_t lo = begin > first_panel[i] ? begin : first_panel[i];
+      const int64_t hi = end < first_panel[i + 1] ? end : first_panel[i + 1];
+      if (lo < hi) RunPanels(isa, args[i], lo - first_panel[i], hi - first_panel[i], scratch);
     }
   });
+}
+
+void Matmul(ThreadPool& pool, std::span<const float> x, int64_t m, const WeightView& w,
+            std::span<float> y, Isa isa) {
+  const MatmulOutput output{w, y};
+  MatmulSameInput(pool, x, m, {&output, 1}, isa);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -41,4 +41,19 @@ bool MatmulSupportsFormat(WeightFormat format);
 void Matmul(ThreadPool& pool, std::span<const float> x, int64_t m, const WeightView& w,
             std::span<float> y, Isa isa = BestIsa());
 
+// One product of MatmulSameInput: y[m, w.rows] = x · wᵀ.
+struct MatmulOutput {
+  WeightView w;
+  std::span<float> y;
+};
+
+inline constexpr int kMaxMatmulOutputs = 4;
+
+// Several matmuls of one x (q, k and v; gate and up) in a single parallel region over all their
+// panels: one fork/join instead of one per matrix. Each y gets the same bits as its own Matmul.
+// Preconditions: as Matmul for every output; all w.cols equal; 1 <= outputs.size() <=
+// kMaxMatmulOutputs; no y overlaps x or another y.
+void MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
+                     std::span<const MatmulOutput> outputs, Isa isa = BestIsa());
+
 }  // namespace tessera::kernels::cpu

@@ -184,9 +184,8 @@ void CpuLlamaRunner::Attention(int layer) {
   const int64_t n = num_tokens_;
   const int64_t hidden = config_.hidden_size;
   cpu::RmsNorm(x_, w.attn_norm, config_.rms_norm_eps, n, normed_);
-  Matmul(normed_, n, w.wq, q_);
-  Matmul(normed_, n, w.wk, k_);
-  Matmul(normed_, n, w.wv, v_);
+  const cpu::MatmulOutput qkv[] = {{w.wq, q_}, {w.wk, k_}, {w.wv, v_}};
+  cpu::MatmulSameInput(*pool_, normed_, n, qkv);
   AddBias(w.bq, n, q_);
   AddBias(w.bk, n, k_);
   AddBias(w.bv, n, v_);
@@ -216,8 +215,8 @@ void CpuLlamaRunner::FeedForward(int layer) {
   const int64_t hidden = config_.hidden_size;
   const int64_t ffn_elements = n * config_.ffn_size;
   cpu::RmsNorm(x_, w.ffn_norm, config_.rms_norm_eps, n, normed_);
-  Matmul(normed_, n, w.w_gate, gate_);
-  Matmul(normed_, n, w.w_up, up_);
+  const cpu::MatmulOutput gate_up[] = {{w.w_gate, gate_}, {w.w_up, up_}};
+  cpu::MatmulSameInput(*pool_, normed_, n, gate_up);
   cpu::SwiGlu(std::span<const float>(gate_).first(ffn_elements),
               std::span<const float>(up_).first(ffn_elements),
               std::span<float>(gate_).first(ffn_elements));

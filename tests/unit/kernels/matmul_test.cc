@@ -101,6 +101,49 @@ TEST_P(CpuMatmulTest, BatchInvariantBitExact) {
   }
 }
 
+// One parallel region over several matrices' panels (ranges spanning two matrices) gives each
+// output the bits of its own Matmul, with mixed formats and row counts that are not multiples of
+// the panel size.
+TEST_P(CpuMatmulTest, SameInputMatchesSeparateMatmuls) {
+  const int64_t k = 96;
+  const int64_t rows[] = {17, 1, 40, 15};
+  const WeightFormat formats[] = {WeightFormat::kQ4_1, WeightFormat::kQ8_0, WeightFormat::kF32,
+                                  WeightFormat::kQ4_0};
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t m : {1, 3, 8, 17}) {
+      for (size_t count = 1; count <= 4; ++count) {
+        std::vector<testing::OwnedWeights> weights;
+        std::vector<std::vector<float>> fused(count), separate(count);
+        std::vector<MatmulOutput> outputs;
+        for (size_t i = 0; i < count; ++i) {
+          weights.push_back(MakeWeights(formats[i], rows[i], k, 40 + i));
+          fused[i].assign(m * rows[i], -1.0f);
+          separate[i].assign(m * rows[i], -2.0f);
+        }
+        for (size_t i = 0; i < count; ++i) outputs.push_back({weights[i].view, fused[i]});
+        const auto x = RandomVector(m * k, 50 + m);
+        MatmulSameInput(pool, x, m, outputs, GetParam());
+        for (size_t i = 0; i < count; ++i) {
+          Matmul(pool, x, m, weights[i].view, separate[i], GetParam());
+          ASSERT_TRUE(BitEqual(fused[i], separate[i]))
+              << "threads=" << threads << " m=" << m << " outputs=" << count << " output " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuMatmulDeathTest, SameInputRejectsDifferentK) {
+  ThreadPool pool(2);
+  auto a = MakeWeights(WeightFormat::kF32, 4, 32, 1);
+  auto b = MakeWeights(WeightFormat::kF32, 4, 64, 2);
+  const auto x = RandomVector(64, 3);
+  std::vector<float> ya(4), yb(4);
+  const MatmulOutput outputs[] = {{a.view, ya}, {b.view, yb}};
+  EXPECT_DEATH(MatmulSameInput(pool, x, 1, outputs), "outputs differ in k");
+}
+
 TEST(CpuMatmulIsaTest, Avx2AndAvx512AreBitIdentical) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
