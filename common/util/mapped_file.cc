@@ -46,7 +46,9 @@ absl::StatusOr<void*> HugePageAlignedMemory(size_t size, const std::string& path
   const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
   if (aligned > begin) ::munmap(raw, aligned - begin);
   const uintptr_t end = begin + length + kHugePage;
-  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
+  if (end > aligned + length) {
+    ::munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
+  }
   void* data = reinterpret_cast<void*>(aligned);
   ::madvise(data, length, MADV_HUGEPAGE);  // advisory: without THP the copy still works
   return data;

@@ -1,6 +1,7 @@
 #include "kernels/cpu/matmul.h"
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/util/check.h"
@@ -34,14 +35,17 @@ float* PanelScratch(size_t num_floats) {
   return scratch.data() + skip;
 }
 
+// Same on every ISA: quantized blocks are decoded in registers for m <= kInlineDequantMaxRows;
+// up to kSmallBatchRows rows, panels are dequantized a few weight rows at a time (L1).
+constexpr int kInlineDequantMaxRows = 2;
+constexpr int kSmallBatchRows = 16;
+
 }  // namespace
 
 namespace scalar {
 constexpr int kMaxTileRows = 2;
 constexpr int kColsWide = 4;
 constexpr int kColsNarrow = 2;
-constexpr int kInlineDequantMaxRows = 2;
-constexpr int kSmallBatchRows = 16;
 #include "kernels/cpu/matmul_impl.inc"
 }  // namespace scalar
 
@@ -51,8 +55,6 @@ namespace avx2 {
 constexpr int kMaxTileRows = 2;
 constexpr int kColsWide = 4;
 constexpr int kColsNarrow = 3;
-constexpr int kInlineDequantMaxRows = 2;
-constexpr int kSmallBatchRows = 16;
 #include "kernels/cpu/matmul_impl.inc"
 }  // namespace avx2
 TESSERA_END_TARGET
@@ -62,8 +64,6 @@ namespace avx512 {
 constexpr int kMaxTileRows = 4;
 constexpr int kColsWide = 8;
 constexpr int kColsNarrow = 4;
-constexpr int kInlineDequantMaxRows = 2;
-constexpr int kSmallBatchRows = 16;
 #include "kernels/cpu/matmul_impl.inc"
 }  // namespace avx512
 TESSERA_END_TARGET

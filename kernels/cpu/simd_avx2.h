@@ -86,12 +86,6 @@ TESSERA_SIMD_INLINE F32x16 ReduceAdd16(const F32x16* v) {
   for (int i = 0; i < 16; ++i) sums[i] = ReduceAdd(v[i]);
   return Load(sums);
 }
-// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
-TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < 4; ++c) y[r * ldy + c] = ReduceAdd(acc[r][c]);
-  }
-}
 TESSERA_SIMD_INLINE float ReduceMax(F32x16 a) {
   const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));

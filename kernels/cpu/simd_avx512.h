@@ -99,14 +99,6 @@ TESSERA_SIMD_INLINE F32x16 ReduceAdd16(const F32x16* v) {
   return {_mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], 0x88),
                         _mm512_shuffle_ps(s2[0], s2[1], 0xDD))};
 }
-// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
-TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
-  const __m512 sums = ReduceAdd16(&acc[0][0]).v;  // 128-bit lane r = y[r][0..3]
-  _mm_storeu_ps(y, _mm512_castps512_ps128(sums));
-  _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(sums, 1));
-  _mm_storeu_ps(y + 2 * ldy, _mm512_extractf32x4_ps(sums, 2));
-  _mm_storeu_ps(y + 3 * ldy, _mm512_extractf32x4_ps(sums, 3));
-}
 TESSERA_SIMD_INLINE float ReduceMax(F32x16 a) {
   const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), UpperHalf(a.v));
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));

@@ -98,12 +98,6 @@ TESSERA_SIMD_INLINE F32x16 ReduceAdd16(const F32x16* v) {
   for (int i = 0; i < 16; ++i) sums[i] = ReduceAdd(v[i]);
   return Load(sums);
 }
-// y[r * ldy + c] = ReduceAdd(acc[r][c]) for a 4 x 4 tile.
-TESSERA_SIMD_INLINE void ReduceAdd4x4(const F32x16 (&acc)[4][4], float* y, int64_t ldy) {
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < 4; ++c) y[r * ldy + c] = ReduceAdd(acc[r][c]);
-  }
-}
 TESSERA_SIMD_INLINE float ReduceMax(const F32x16& a) {
   float m = a.v[0];
   for (int i = 1; i < 16; ++i) m = a.v[i] > m ? a.v[i] : m;
