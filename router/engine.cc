@@ -131,11 +131,9 @@ void Engine::HandleNew(NewRequest& event) {
     event.sink->Close({}, admitted);
     return;
   }
-  const std::vector<int32_t> eos(worker_->eos_token_ids().begin(),
-                                 worker_->eos_token_ids().end());
   requests_[event.id] = std::make_unique<RequestOutput>(
-      std::move(event.request), std::move(event.sink), event.arrival, *model_->tokenizer, eos,
-      metrics_);
+      std::move(event.request), std::move(event.sink), event.arrival, *model_->tokenizer,
+      eos_token_ids_, metrics_);
 }
 
 void Engine::HandleCancel(const CancelRequest& event) {
@@ -168,6 +166,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
     return;
   }
   scheduler_ = std::move(*scheduler);
+  eos_token_ids_.assign(d.eos_token_ids().begin(), d.eos_token_ids().end());
   metrics_->SetPrefixCacheEnabled(scheduler_->config().enable_prefix_cache);
   {
     std::lock_guard<std::mutex> lock(shared_mutex_);
@@ -286,8 +285,8 @@ void Engine::BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightS
   plan->set_step(in_flight->step);
   for (int32_t slot : step.dropped_slots) plan->add_drop_slots(slot);
   for (const ScheduledRequest& scheduled : step.requests) {
-    RequestOutput& output = *requests_.at(scheduled.request_id);
     if (scheduled.is_new) {
+      RequestOutput& output = *requests_.at(scheduled.request_id);
       output.OnScheduled(now, scheduled.start_position);
       wv1::NewSequence* sequence = plan->add_new_sequences();
       sequence->set_slot(scheduled.slot);

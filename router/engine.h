@@ -155,6 +155,7 @@ class Engine {
   std::atomic<bool> drained_{false};
   mutable std::mutex shared_mutex_;
   std::optional<wv1::DescribeResponse> worker_;   // guarded by shared_mutex_
+  std::vector<int32_t> eos_token_ids_;            // the connected worker's; engine thread only
   EngineStats stats_;                              // guarded by shared_mutex_
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/string_view.h"
+#include "common/util/absl_compat.h"
 #include "common/util/check.h"
 
 namespace tessera::router {
@@ -92,8 +93,7 @@ uint64_t PrefixCache::HashBlock(uint64_t parent_hash, std::span<const int32_t> t
 
 SaltId PrefixCache::AcquireSalt(std::string_view salt) {
   if (salt.empty()) return kDefaultSalt;
-  // This absl's string_view is its own type, not std::string_view.
-  const absl::string_view key(salt.data(), salt.size());
+  const absl::string_view key = util::ToAbsl(salt);
   if (const auto it = salt_ids_.find(key); it != salt_ids_.end()) {
     ++salts_[it->second].refs;
     return it->second;

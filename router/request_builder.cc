@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "router/stop_checker.h"
 #include "worker/sampler/sampling_params.h"
 
 namespace tessera::router {
@@ -10,18 +11,6 @@ namespace {
 
 namespace v1 = ::tessera::v1;
 namespace wv1 = ::tessera::worker::v1;
-
-absl::Status CheckIdsInVocabulary(const google::protobuf::RepeatedField<int32_t>& ids,
-                                  const std::string& field, int vocab_size) {
-  for (int i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i],
-                                                     " is outside the vocabulary [0, ",
-                                                     vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& request,
                                                   const ModelFrontend& model,
@@ -34,7 +23,9 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& req
         return absl::InvalidArgumentError("token_ids.ids is empty: give at least one token");
       }
       absl::Status status =
-          CheckIdsInVocabulary(request.token_ids().ids(), "token_ids.ids", limits.vocab_size);
+          CheckTokenIds({request.token_ids().ids().data(),
+                                   static_cast<size_t>(request.token_ids().ids().size())},
+                                  "token_ids.ids", limits.vocab_size);
       if (!status.ok()) return status;
       return std::vector<int32_t>(request.token_ids().ids().begin(),
                                   request.token_ids().ids().end());
@@ -99,7 +90,9 @@ absl::Status CheckStops(const v1::GenerateRequest& request, const ModelLimits& l
                                                      " bytes; at most ", kMaxStopStringBytes));
     }
   }
-  return CheckIdsInVocabulary(request.stop_token_ids(), "stop_token_ids", limits.vocab_size);
+  return CheckTokenIds({request.stop_token_ids().data(),
+                        static_cast<size_t>(request.stop_token_ids().size())},
+                       "stop_token_ids", limits.vocab_size);
 }
 
 absl::Status CheckLength(size_t prompt_tokens, int max_tokens, const ModelLimits& limits) {

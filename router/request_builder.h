@@ -21,7 +21,6 @@ struct ModelLimits {
   int vocab_size = 0;
   int max_context = 0;
   int max_logprobs = 20;
-  std::vector<int32_t> eos_token_ids;
 };
 
 inline constexpr uint32_t kDefaultMaxTokens = 256;

@@ -11,10 +11,9 @@
 #include "common/util/check.h"
 
 namespace tessera::router {
-namespace {
 
-absl::Status CheckIds(std::span<const tokenizer::TokenId> ids, std::string_view field,
-                      int32_t vocab_size) {
+absl::Status CheckTokenIds(std::span<const tokenizer::TokenId> ids, std::string_view field,
+                           int32_t vocab_size) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(util::ToAbsl(field), "[", i, "] = ", ids[i],
@@ -23,22 +22,6 @@ absl::Status CheckIds(std::span<const tokenizer::TokenId> ids, std::string_view 
     }
   }
   return absl::OkStatus();
-}
-
-}  // namespace
-
-const char* StopReasonName(StopReason reason) {
-  switch (reason) {
-    case StopReason::kNone:
-      return "none";
-    case StopReason::kLength:
-      return "length";
-    case StopReason::kStop:
-      return "stop";
-    case StopReason::kEos:
-      return "eos";
-  }
-  return "?";
 }
 
 absl::Status StopChecker::Validate(const StopCheckerOptions& options, int32_t vocab_size) {
@@ -56,9 +39,9 @@ absl::Status StopChecker::Validate(const StopCheckerOptions& options, int32_t vo
       return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is not valid UTF-8"));
     }
   }
-  absl::Status ids = CheckIds(options.stop_token_ids, "stop_token_ids", vocab_size);
+  absl::Status ids = CheckTokenIds(options.stop_token_ids, "stop_token_ids", vocab_size);
   if (!ids.ok()) return ids;
-  return CheckIds(options.eos_token_ids, "eos_token_ids", vocab_size);
+  return CheckTokenIds(options.eos_token_ids, "eos_token_ids", vocab_size);
 }
 
 StopChecker::StopChecker(const tokenizer::Tokenizer& tokenizer, StopCheckerOptions options)

@@ -33,7 +33,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,7 +58,11 @@ struct StopCheckerOptions {
 // (LENGTH, STOP, EOS).
 enum class StopReason { kNone, kLength, kStop, kEos };
 
-const char* StopReasonName(StopReason reason);  // "none", "length", "stop", "eos"
+// INVALID_ARGUMENT "field[i] = id is outside the vocabulary [0, vocab_size)" for the first id out
+// of range.
+absl::Status CheckTokenIds(std::span<const tokenizer::TokenId> ids, std::string_view field,
+                           int32_t vocab_size);
+
 
 struct StopCheckerOutput {
   std::string text;                                  // releasable now; valid UTF-8, maybe empty

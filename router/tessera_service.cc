@@ -22,9 +22,7 @@ absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
   if (!worker.has_value()) return absl::UnavailableError("no worker has connected yet; retry later");
   return ModelLimits{.vocab_size = worker->vocab_size(),
                      .max_context = worker->max_context(),
-                     .max_logprobs = worker->max_logprobs(),
-                     .eos_token_ids = {worker->eos_token_ids().begin(),
-                                       worker->eos_token_ids().end()}};
+                     .max_logprobs = worker->max_logprobs()};
 }
 
 }  // namespace
