@@ -33,7 +33,6 @@ void SlotTable::Admit(int slot, const SlotAdmission& admission) {
   s.num_computed = admission.num_cached_tokens;
   s.block_table.clear();
   s.return_logprob = admission.return_logprob;
-  s.num_top_logprobs = admission.num_top_logprobs;
   s.cached_blocks_counted = admission.num_cached_tokens == 0;
   const std::span<const int32_t> all(s.tokens);
   s.sampler.emplace(admission.sampling, vocab_size_, all.first(s.num_prompt_tokens));

@@ -31,8 +31,7 @@ struct Slot {
   int32_t num_cached_tokens = 0;      // prefix shared from the cache; its blocks are read-only
   std::vector<int32_t> block_table;   // logical block -> physical block, append-only
   std::optional<Sampler> sampler;     // set while active
-  bool return_logprob = false;        // the sampled token's logprob goes into results
-  int num_top_logprobs = 0;           // and the top-N
+  bool return_logprob = false;        // the sampled token's logprob (and top-N) go into results
   bool cached_blocks_counted = false; // its cached blocks are in SlotTable::cached_refs
 
   int32_t num_known() const { return static_cast<int32_t>(tokens.size()); }
@@ -46,7 +45,6 @@ struct SlotAdmission {
   int32_t num_cached_tokens = 0;      // multiple of block_size, < tokens.size()
   SamplingParams sampling;            // valid for the vocab
   bool return_logprob = false;
-  int num_top_logprobs = 0;           // == sampling.num_logprobs
 };
 
 class SlotTable {

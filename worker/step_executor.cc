@@ -102,8 +102,7 @@ void StepExecutor::ApplyNewSequences(const v1::StepPlan& plan) {
                   .num_prompt_tokens = seq.num_prompt_tokens(),
                   .num_cached_tokens = seq.num_cached_tokens(),
                   .sampling = SamplingParamsFromProto(sampling),
-                  .return_logprob = sampling.logprobs() || sampling.top_logprobs() > 0,
-                  .num_top_logprobs = sampling.top_logprobs()});
+                  .return_logprob = sampling.logprobs() || sampling.top_logprobs() > 0});
   }
 }
 

@@ -90,7 +90,7 @@ const char* FinishReasonName(v1::FinishReason reason) {
 // What the client saw of one stream.
 struct StreamStats {
   absl::Time start;
-  absl::Time first_token;  // InfinitePast until a response carries a token
+  absl::Time first_token;  // the stream's start until a response carries a token
   absl::Time last_token;
   int num_tokens = 0;
   bool wrote_text = false;
