@@ -234,8 +234,9 @@ TEST_F(ServingTest, ZzWorkerLostEndsStreamsWithUnavailableAndRecovers) {
   ExpectEverythingReleased(*serving_);
 }
 
-// A separate pair with a tiny queue: overflow gets RESOURCE_EXHAUSTED; SIGTERM drains.
-TEST(ServingAdmissionTest, FullQueueIsResourceExhaustedAndSigtermDrains) {
+// A separate pair with a tiny queue: overflow gets RESOURCE_EXHAUSTED; after the streams end,
+// SIGTERM exits cleanly (exit 0).
+TEST(ServingAdmissionTest, FullQueueIsResourceExhaustedAndSigtermExitsCleanly) {
   ServingProcesses serving;
   ASSERT_TRUE(
       serving.Start({"--threads", "2"}, {"--max-num-seqs", "1", "--max-waiting", "1"}).ok());

@@ -15,6 +15,7 @@
 namespace tessera::kernels::cpu {
 namespace {
 
+using testing::BitEqual;
 using testing::RandomVector;
 
 // |ours - f64 reference| bound for inputs in [-1, 1] at positions <= 97. Measured 2026-11-22 on
@@ -93,10 +94,6 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0.0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double{a[i]} - b[i]));
   return worst;
-}
-
-bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 struct Shape {

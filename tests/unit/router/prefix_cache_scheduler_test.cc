@@ -23,13 +23,8 @@ using testing::Prompt;
 using testing::MakeScheduler;
 
 SchedulerConfig Config(int num_blocks, int budget = 100) {
-  SchedulerConfig c;
-  c.max_num_batched_tokens = budget;
-  c.max_num_seqs = 4;
-  c.block_size = 4;
-  c.num_blocks = num_blocks;
-  c.max_context = 1 << 20;
-  c.max_waiting = 64;
+  SchedulerConfig c = testing::BasePolicyConfig(budget, 4, 4, num_blocks);
+  c.enable_prefix_cache = true;
   return c;
 }
 

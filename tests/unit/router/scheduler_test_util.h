@@ -97,11 +97,6 @@ class FakeWorker {
     }
   }
 
-  int NumLiveSlots() const {
-    int n = 0;
-    for (const Slot& s : slots_) n += s.live ? 1 : 0;
-    return n;
-  }
   int64_t num_cached_blocks_read() const { return num_cached_blocks_read_; }
   // The cache salt of request `id`: a cached block must come from a writer with the same salt.
   void SetSalt(RequestId id, std::string_view salt) { salts_[id] = std::string(salt); }

@@ -58,10 +58,8 @@ class SimRouter {
     return static_cast<int>(requests_.size()) - 1;
   }
   const SimRequest& request(int i) const { return requests_[i].request; }
-  SimRequest& mutable_request(int i) { return requests_[i].request; }
   int slot_of(int i) const { return requests_[i].slot; }
   const std::vector<int32_t>& blocks_of(int i) const { return requests_[i].blocks; }
-  uint64_t step() const { return step_; }
   bool Done() const {
     for (const State& s : requests_) {
       if (s.phase != Phase::kFinished) return false;
