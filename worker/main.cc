@@ -96,13 +96,10 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
   return absl::OkStatus();
 }
 
-// Blocks (including the null block 0) that fit in kv_cache_mb: each holds K and V for every layer
-// as f32 [block_size, num_kv_heads, head_dim].
+// Blocks (including the null block 0) that fit in kv_cache_mb.
 absl::StatusOr<int64_t> KvBlocks(const WorkerFlags& flags, const model::ModelConfig& config) {
   if (flags.num_kv_blocks > 0) return flags.num_kv_blocks;
-  const int64_t block_bytes = int64_t{2} * config.num_layers * flags.block_size *
-                              config.num_kv_heads * config.head_dim *
-                              static_cast<int64_t>(sizeof(float));
+  const int64_t block_bytes = CpuLlamaRunner::KvBlockBytes(config, flags.block_size);
   const int64_t blocks = flags.kv_cache_mb * kMiB / block_bytes;
   if (blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(

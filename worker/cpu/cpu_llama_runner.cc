@@ -89,11 +89,15 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
   }
 }
 
+int64_t CpuLlamaRunner::KvBlockBytes(const model::ModelConfig& config, int block_size) {
+  return int64_t{2} * config.num_layers * block_size * config.num_kv_heads * config.head_dim *
+         static_cast<int64_t>(sizeof(float));
+}
+
 KvPoolInfo CpuLlamaRunner::kv_pool() const {
   return {.block_size = kv_shape_.block_size,
           .num_blocks = kv_shape_.num_blocks,
-          .bytes = 2 * config_.num_layers * kv_shape_.PoolElements() *
-                   static_cast<int64_t>(sizeof(float))};
+          .bytes = kv_shape_.num_blocks * KvBlockBytes(config_, kv_shape_.block_size)};
 }
 
 absl::Status CpuLlamaRunner::Validate(std::span<const SequenceWork> batch) const {

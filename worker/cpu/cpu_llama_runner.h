@@ -45,6 +45,8 @@ class CpuLlamaRunner final : public ModelRunner {
 
   const model::ModelConfig& config() const override { return config_; }
   KvPoolInfo kv_pool() const override;
+  // Bytes of one KV block: K and V of every layer, f32 [block_size, num_kv_heads, head_dim].
+  static int64_t KvBlockBytes(const model::ModelConfig& config, int block_size);
   std::string backend_name() const override { return "cpu"; }
   // The cos/sin table every layer's RoPE reads (for tests and diagnostics).
   const kernels::cpu::RopeTable& rope_table() const { return rope_; }
