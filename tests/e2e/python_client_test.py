@@ -10,13 +10,10 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
-from tessera_process import generate_stubs, start_process  # noqa: E402
-
-
+from tessera_process import generate_stubs, start_process, wait_ready  # noqa: E402
 
 
 def main():
@@ -40,16 +37,7 @@ def main():
                  "--worker", worker_addr, "--listen", "127.0.0.1:0"], "tessera-router")
             channel = grpc.insecure_channel(router_addr)
             stub = pb2_grpc.TesseraStub(channel)
-            info = None
-            for _ in range(100):  # the router may still be dialing the worker
-                try:
-                    info = stub.ModelInfo(pb2.ModelInfoRequest(), timeout=5)
-                    break
-                except grpc.RpcError as error:
-                    if error.code() != grpc.StatusCode.UNAVAILABLE:
-                        raise
-                    time.sleep(0.1)
-            assert info is not None, "the router never connected to the worker"
+            info = wait_ready(stub, pb2, grpc, attempts=100)
             request = pb2.GenerateRequest(
                 request_id="py-1",
                 chat=pb2.Chat(messages=[pb2.ChatMessage(role="user",

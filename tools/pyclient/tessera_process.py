@@ -4,6 +4,7 @@ generate_stubs: builds the tessera.v1 Python stubs from proto/ with the system p
 grpc_python_plugin, so a client needs nothing but our .proto files.
 start_process: starts tessera-worker / tessera-router and waits for its
 "NAME listening on HOST:PORT" line.
+wait_ready: retries ModelInfo until the router has connected to its worker.
 """
 import importlib
 import os
@@ -40,3 +41,15 @@ def start_process(cmd, name, timeout_s=120):
             return proc, match.group(1)
     proc.kill()
     raise RuntimeError(f"{name} not ready after {timeout_s} s")
+
+
+def wait_ready(stub, pb2, grpc, attempts):
+    """ModelInfo once the router serves (UNAVAILABLE while it dials the worker), 0.1 s apart."""
+    for _ in range(attempts):
+        try:
+            return stub.ModelInfo(pb2.ModelInfoRequest(), timeout=5)
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            time.sleep(0.1)
+    raise RuntimeError("the router never connected to the worker")

@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tools", "pyclient"))
-from tessera_process import generate_stubs, start_process  # noqa: E402
+from tessera_process import generate_stubs, start_process, wait_ready  # noqa: E402
 
 # Filler text for the prompts: plain prose, long enough to cut 600+ tokens from.
 PASSAGE = (
@@ -43,19 +43,6 @@ PASSAGE = (
 # (prompt tokens, max new tokens): short and long prompts; the long ones need several 256-token
 # chunks, so they arrive while others decode and their chunks share steps with those decodes.
 DEFAULT_REQUESTS = "40:48,520:40,120:48,380:40,24:48,600:32"
-
-
-
-
-def wait_ready(stub, pb2, grpc):
-    for _ in range(300):  # the router may still be dialing the worker
-        try:
-            return stub.ModelInfo(pb2.ModelInfoRequest(), timeout=5)
-        except grpc.RpcError as error:
-            if error.code() != grpc.StatusCode.UNAVAILABLE:
-                raise
-            time.sleep(0.1)
-    raise RuntimeError("the router never connected to the worker")
 
 
 def make_prompts(stub, pb2, specs):
@@ -140,7 +127,7 @@ def main():
                  "--max-num-batched-tokens", str(args.max_num_batched_tokens)], "tessera-router")
             channel = grpc.insecure_channel(router_addr)
             stub = pb2_grpc.TesseraStub(channel)
-            wait_ready(stub, pb2, grpc)
+            wait_ready(stub, pb2, grpc, attempts=300)  # the router may still be dialing
             send_staggered(stub, pb2, specs, args.interval_ms / 1000)
         finally:
             for proc in (router, worker):  # router first: it drains and closes the trace
