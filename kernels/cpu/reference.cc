@@ -25,6 +25,26 @@ void Matmul(std::span<const float> x, int64_t m, const WeightView& w, std::span<
   }
 }
 
+std::vector<float> QuantizeActivationsToInt8Grid(std::span<const float> x) {
+  TESSERA_CHECK(x.size() % kQuantBlockSize == 0, "QuantizeActivationsToInt8Grid: size % 32 != 0");
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < x.size(); b += kQuantBlockSize) {
+    float amax = 0.0f;
+    for (size_t j = b; j < b + kQuantBlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float scale = amax / 127.0f;
+    const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (size_t j = b; j < b + kQuantBlockSize; ++j) {
+      out[j] = static_cast<float>(double{scale} * std::nearbyint(x[j] * inverse));
+    }
+  }
+  return out;
+}
+
+void Int8Matmul(std::span<const float> x, int64_t m, const WeightView& w, std::span<float> y) {
+  const std::vector<float> grid = QuantizeActivationsToInt8Grid(x.first(m * w.cols));
+  Matmul(grid, m, w, y);
+}
+
 void RmsNorm(std::span<const float> x, std::span<const float> weight, float eps, int64_t m,
              std::span<float> y) {
   const int64_t d = static_cast<int64_t>(weight.size());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kernels/cpu/weight_format.h"
 
@@ -13,6 +14,13 @@ namespace tessera::kernels::cpu::reference {
 
 // y[m, n] = x[m, k] · w[n, k]ᵀ with w dequantized by DequantizeRow.
 void Matmul(std::span<const float> x, int64_t m, const WeightView& w, std::span<float> y);
+
+// x rounded as int8_matmul.h step 1 prescribes: each block of 32 scaled so that its largest
+// magnitude maps to 127, rounded to the nearest integer (ties to even), scaled back.
+std::vector<float> QuantizeActivationsToInt8Grid(std::span<const float> x);
+
+// Int8 matmul reference: Matmul of QuantizeActivationsToInt8Grid(x) (f64 sums).
+void Int8Matmul(std::span<const float> x, int64_t m, const WeightView& w, std::span<float> y);
 
 // y[m, d] = x / sqrt(mean(x²) + eps) * weight, in f64.
 void RmsNorm(std::span<const float> x, std::span<const float> weight, float eps, int64_t m,

@@ -19,12 +19,17 @@
 #define TESSERA_BEGIN_TARGET_AVX512                                                            \
   _Pragma(                                                                                     \
       "clang attribute push(__attribute__((target(\"avx512f,avx2,fma,f16c\"))), apply_to = function)")
+#define TESSERA_BEGIN_TARGET_AVX512_VNNI                                                     \
+  _Pragma(                                                                                   \
+      "clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512vnni,avx2,fma,f16c\"))), apply_to = function)")
 #define TESSERA_END_TARGET _Pragma("clang attribute pop")
 #else
 #define TESSERA_BEGIN_TARGET_AVX2 \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c\")")
 #define TESSERA_BEGIN_TARGET_AVX512 \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx2,fma,f16c\")")
+#define TESSERA_BEGIN_TARGET_AVX512_VNNI \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512vnni,avx2,fma,f16c\")")
 #define TESSERA_END_TARGET _Pragma("GCC pop_options")
 #endif
 

@@ -30,6 +30,7 @@ struct Options {
   int batch = 8;
   int repeats = 3;
   bool mmap_weights = false;
+  std::string activations = "f32";
 };
 
 std::vector<int32_t> SyntheticPrompt(int length, int seed) {
@@ -96,7 +97,15 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch)->capture_default_str();
   app.add_option("--repeats", o.repeats)->capture_default_str();
   app.add_flag("--mmap-weights", o.mmap_weights, "map the model instead of a huge-page copy");
+  app.add_option("--activations", o.activations,
+                 "matmul activations: f32 (exact) or int8 (lossy, int8 dot products)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const auto activations = worker::ParseMatmulActivations(o.activations);
+  if (!activations.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(activations.status().message()).c_str());
+    return 1;
+  }
 
   auto model = worker::LoadModel(
       o.model, o.mmap_weights ? util::FileLoad::kMap : util::FileLoad::kHugePageCopy);
@@ -109,7 +118,7 @@ int main(int argc, char** argv) {
   std::vector<double> prefill, decode, batched;
   for (int r = 0; r < o.repeats; ++r) {
     worker::CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
-                                  {.block_size = 16, .num_kv_blocks = blocks});
+                                  {.block_size = 16, .num_kv_blocks = blocks, .activations = *activations});
     double seconds = 0;
     bench::RunSequences(runner, 1, o.prompt_tokens, 0, &seconds);
     prefill.push_back(o.prompt_tokens / seconds);
@@ -117,13 +126,14 @@ int main(int argc, char** argv) {
     batched.push_back(o.batch * o.decode_tokens /
                       bench::RunSequences(runner, o.batch, 16, o.decode_tokens, &seconds));
   }
-  std::printf("engine tessera-cpu threads %d\n", o.threads);
+  std::printf("engine tessera-cpu threads %d activations %s\n", o.threads, o.activations.c_str());
   std::printf("prefill %d tokens: %.1f tok/s\n", o.prompt_tokens, bench::Median(prefill));
   std::printf("decode 1 sequence: %.1f tok/s\n", bench::Median(decode));
   std::printf("decode %d sequences: %.1f tok/s aggregate\n", o.batch, bench::Median(batched));
-  std::printf("{\"engine\": \"tessera-cpu\", \"threads\": %d, \"prefill_tok_s\": %.1f, "
+  std::printf("{\"engine\": \"tessera-cpu\", \"threads\": %d, \"activations\": \"%s\", "
+              "\"prefill_tok_s\": %.1f, "
               "\"decode_tok_s\": %.1f, \"batch\": %d, \"batch_decode_tok_s\": %.1f}\n",
-              o.threads, bench::Median(prefill), bench::Median(decode), o.batch,
+              o.threads, o.activations.c_str(), bench::Median(prefill), bench::Median(decode), o.batch,
               bench::Median(batched));
   return 0;
 }

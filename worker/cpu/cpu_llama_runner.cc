@@ -1,9 +1,11 @@
 #include "worker/cpu/cpu_llama_runner.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/absl_compat.h"
 #include "common/util/check.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/embedding.h"
@@ -67,11 +69,25 @@ cpu::RopeParams RopeParamsForModel(const model::ModelConfig& config,
   return p;
 }
 
+absl::StatusOr<MatmulActivations> ParseMatmulActivations(std::string_view name) {
+  if (name == "f32") return MatmulActivations::kF32;
+  if (name == "int8") return MatmulActivations::kInt8;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown matmul activations '", util::ToAbsl(name), "' (expected f32 or int8)"));
+}
+
+std::string_view MatmulActivationsName(MatmulActivations activations) {
+  return activations == MatmulActivations::kInt8 ? "int8" : "f32";
+}
+
 CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
                                cpu::ThreadPool* pool, const CpuRunnerOptions& options)
     : config_(config),
       weights_(weights),
       pool_(pool),
+      int8_(options.activations == MatmulActivations::kInt8
+                ? std::make_unique<Int8PackedWeights>(*weights)
+                : nullptr),
       kv_shape_{.num_blocks = options.num_kv_blocks,
                 .block_size = options.block_size,
                 .num_kv_heads = config.num_kv_heads,
@@ -174,8 +190,28 @@ void CpuLlamaRunner::PrepareInputs(std::span<const SequenceWork> batch) {
   Resize(up_, num_tokens_ * config_.ffn_size);
 }
 
-void CpuLlamaRunner::Matmul(const Buffer& x, int64_t m, const cpu::WeightView& w, Buffer& y) {
-  cpu::Matmul(*pool_, x, m, w, y);
+void CpuLlamaRunner::Project(const Buffer& x, int64_t m, std::initializer_list<Projection> outputs) {
+  bool all_packed = int8_ != nullptr;
+  for (const Projection& p : outputs) all_packed = all_packed && p.packed.data != nullptr;
+  TESSERA_CHECK(outputs.size() <= cpu::kMaxMatmulOutputs, "Project: too many outputs");
+  const size_t count = outputs.size();
+  if (all_packed) {
+    cpu::Int8MatmulOutput packed[cpu::kMaxMatmulOutputs];
+    std::transform(outputs.begin(), outputs.end(), packed, [](const Projection& p) {
+      return cpu::Int8MatmulOutput{p.packed, p.y};
+    });
+    cpu::Int8MatmulSameInput(*pool_, x, m, {packed, count});
+    return;
+  }
+  cpu::MatmulOutput exact[cpu::kMaxMatmulOutputs];
+  std::transform(outputs.begin(), outputs.end(), exact,
+                 [](const Projection& p) { return cpu::MatmulOutput{p.w, p.y}; });
+  cpu::MatmulSameInput(*pool_, x, m, {exact, count});
+}
+
+const Int8LayerWeights& CpuLlamaRunner::PackedLayer(int layer) const {
+  static const Int8LayerWeights kNone;
+  return int8_ ? int8_->layer(layer) : kNone;
 }
 
 void CpuLlamaRunner::RunLayer(int layer) {
@@ -188,8 +224,8 @@ void CpuLlamaRunner::Attention(int layer) {
   const int64_t n = num_tokens_;
   const int64_t hidden = config_.hidden_size;
   cpu::RmsNorm(x_, w.attn_norm, config_.rms_norm_eps, n, normed_);
-  const cpu::MatmulOutput qkv[] = {{w.wq, q_}, {w.wk, k_}, {w.wv, v_}};
-  cpu::MatmulSameInput(*pool_, normed_, n, qkv);
+  const Int8LayerWeights& p = PackedLayer(layer);
+  Project(normed_, n, {{w.wq, p.wq, q_}, {w.wk, p.wk, k_}, {w.wv, p.wv, v_}});
   AddBias(w.bq, n, q_);
   AddBias(w.bk, n, k_);
   AddBias(w.bv, n, v_);
@@ -208,7 +244,7 @@ void CpuLlamaRunner::Attention(int layer) {
       .kv = kv_shape_};
   cpu::PagedAttention(*pool_, params, q_, k_pools_[layer], v_pools_[layer],
                       attention_sequences_, attention_out_);
-  Matmul(attention_out_, n, w.wo, projected_);
+  Project(attention_out_, n, {{w.wo, p.wo, projected_}});
   AddInPlace(std::span<float>(x_).first(n * hidden),
              std::span<const float>(projected_).first(n * hidden));
 }
@@ -219,12 +255,12 @@ void CpuLlamaRunner::FeedForward(int layer) {
   const int64_t hidden = config_.hidden_size;
   const int64_t ffn_elements = n * config_.ffn_size;
   cpu::RmsNorm(x_, w.ffn_norm, config_.rms_norm_eps, n, normed_);
-  const cpu::MatmulOutput gate_up[] = {{w.w_gate, gate_}, {w.w_up, up_}};
-  cpu::MatmulSameInput(*pool_, normed_, n, gate_up);
+  const Int8LayerWeights& p = PackedLayer(layer);
+  Project(normed_, n, {{w.w_gate, p.w_gate, gate_}, {w.w_up, p.w_up, up_}});
   cpu::SwiGlu(std::span<const float>(gate_).first(ffn_elements),
               std::span<const float>(up_).first(ffn_elements),
               std::span<float>(gate_).first(ffn_elements));
-  Matmul(gate_, n, w.w_down, projected_);
+  Project(gate_, n, {{w.w_down, p.w_down, projected_}});
   AddInPlace(std::span<float>(x_).first(n * hidden),
              std::span<const float>(projected_).first(n * hidden));
 }
@@ -245,7 +281,8 @@ void CpuLlamaRunner::ComputeLogits(std::span<const SequenceWork> batch, StepLogi
   }
   cpu::RmsNorm(final_rows_, weights_->output_norm, config_.rms_norm_eps, rows, final_rows_);
   logits->values.resize(rows * config_.vocab_size);
-  cpu::Matmul(*pool_, final_rows_, rows, weights_->output, logits->values);
+  Project(final_rows_, rows,
+          {{weights_->output, int8_ ? int8_->output() : cpu::Int8WeightView{}, logits->values}});
 }
 
 }  // namespace tessera::worker

@@ -11,7 +11,9 @@
 // Threading: Forward is called from one thread at a time (the thread that drives the pool).
 #pragma once
 
+#include <initializer_list>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/aligned_buffer.h"
@@ -19,6 +21,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
+#include "worker/cpu/int8_packed_weights.h"
 #include "worker/cpu/llama_weights.h"
 #include "worker/model_runner.h"
 
@@ -32,9 +35,20 @@ namespace tessera::worker {
 kernels::cpu::RopeParams RopeParamsForModel(const model::ModelConfig& config,
                                             std::span<const float> freq_factors);
 
+// What the matmuls do with activations. kF32 (default): exact, f32 activations (matmul.h), the
+// path the oracle and bit-exactness gates hold for. kInt8: activations quantized to int8 per
+// 32-element block for integer dot products (int8_matmul.h) — lossy (KL bound in
+// docs/perf/cpu.md), still deterministic and batch invariant, faster batched decode.
+enum class MatmulActivations { kF32, kInt8 };
+
+// "f32" / "int8"; INVALID_ARGUMENT naming the accepted values otherwise.
+absl::StatusOr<MatmulActivations> ParseMatmulActivations(std::string_view name);
+std::string_view MatmulActivationsName(MatmulActivations activations);
+
 struct CpuRunnerOptions {
   int block_size = 16;
   int64_t num_kv_blocks = 0;  // including the null block 0; must be >= 2
+  MatmulActivations activations = MatmulActivations::kF32;
 };
 
 class CpuLlamaRunner final : public ModelRunner {
@@ -63,11 +77,22 @@ class CpuLlamaRunner final : public ModelRunner {
   void FeedForward(int layer);
   void ComputeLogits(std::span<const SequenceWork> batch, StepLogits* logits);
 
-  void Matmul(const Buffer& x, int64_t m, const kernels::cpu::WeightView& w, Buffer& y);
+  // One weight of a Project call: its GGUF view, its packed view (used when the runner packed
+  // weights and every output of the call has one), and its output.
+  struct Projection {
+    const kernels::cpu::WeightView& w;
+    const kernels::cpu::Int8WeightView& packed;
+    std::span<float> y;
+  };
+  // y = x[m, :] · wᵀ for up to 4 weights sharing x, in one parallel region.
+  void Project(const Buffer& x, int64_t m, std::initializer_list<Projection> outputs);
+  // The packed views of a layer (all null unless activations are kInt8).
+  const Int8LayerWeights& PackedLayer(int layer) const;
 
   model::ModelConfig config_;
   const LlamaWeights* weights_;
   kernels::cpu::ThreadPool* pool_;
+  std::unique_ptr<Int8PackedWeights> int8_;  // set for MatmulActivations::kInt8
   kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::RopeTable rope_;
   std::vector<Buffer> k_pools_;  // [num_layers]

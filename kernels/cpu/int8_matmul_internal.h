@@ -1,0 +1,81 @@
+// Internals of int8_matmul.cc shared with its VNNI copy (int8_matmul_vnni.cc). Not a public API.
+//
+// Packed layout: groups of kInt8GroupRows output rows, group-major; within a group, one record
+// per 32-element block, in k order:
+//   d[16] (f16, lane c = row c of the group), then for Q4_1 m[16] (f16), then the codes in
+//   64-byte chunks, lane c owning bytes [4c, 4c + 4) of each chunk:
+//     Q8_0: 8 chunks; chunk t byte s of lane c = u[c][4t + s]
+//     Q4_*: 4 chunks; chunk t byte s of lane c = u[c][8t + s] | u[c][8t + 4 + s] << 4
+// so the codes of elements [4i, 4i + 4) of all 16 rows form one 64-byte vector (for Q4, after
+// taking the low or high nibbles).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/int8_matmul.h"
+#include "kernels/cpu/weight_format.h"
+
+namespace tessera::kernels::cpu::int8_internal {
+
+inline constexpr int kChunkBytes = 64;
+inline constexpr int kMaxTileRows = 8;  // activation rows per kernel call
+
+struct Int8Layout {
+  int code_offset = 0;  // o in int8_matmul.h
+  bool has_min = false;
+  int code_chunks = 0;
+
+  int ScaleBytes() const { return (has_min ? 2 : 1) * 2 * kInt8GroupRows; }
+  int GroupBlockBytes() const { return ScaleBytes() + code_chunks * kChunkBytes; }
+};
+
+Int8Layout LayoutOf(WeightFormat format);
+
+inline int PackedCode(const Int8Layout& layout, const uint8_t* codes, int c, int j) {
+  if (layout.code_chunks == 8) return codes[(j / 4) * kChunkBytes + 4 * c + j % 4];
+  const int within = j % 8;
+  const uint8_t byte = codes[(j / 8) * kChunkBytes + 4 * c + within % 4];
+  return within < 4 ? byte & 0x0F : byte >> 4;
+}
+
+inline void StorePackedCode(const Int8Layout& layout, uint8_t* codes, int c, int j, int code) {
+  if (layout.code_chunks == 8) {
+    codes[(j / 4) * kChunkBytes + 4 * c + j % 4] = static_cast<uint8_t>(code);
+    return;
+  }
+  const int within = j % 8;
+  uint8_t& byte = codes[(j / 8) * kChunkBytes + 4 * c + within % 4];
+  byte = static_cast<uint8_t>(byte | (within < 4 ? code : code << 4));
+}
+
+inline uint16_t LoadHalf(const uint8_t* p, int c) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * c, sizeof(h));
+  return h;
+}
+
+// Activations quantized per int8_matmul.h step 1: row r's codes at q + r * k, its per-block
+// scales and code sums at dx / xsum + r * blocks.
+struct QuantizedRows {
+  int8_t* q;
+  float* dx;
+  int32_t* xsum;
+  int64_t k;
+  int64_t blocks;
+};
+
+// One row of x [k] -> q [k], dx / xsum [k / 32]. Both copies give the same bits.
+void QuantizeRowPortable(const float* x, int64_t k, int8_t* q, float* dx, int32_t* xsum);
+void QuantizeRowVnni(const float* x, int64_t k, int8_t* q, float* dx, int32_t* xsum);
+
+// y[r, c] for activation rows [row0, row0 + rows) (rows <= kMaxTileRows) and the first
+// valid_cols rows of one packed group of `blocks` blocks; y row stride ldy.
+void GroupTilePortable(WeightFormat format, const uint8_t* group, int64_t blocks,
+                       const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
+                       int valid_cols);
+void GroupTileVnni(WeightFormat format, const uint8_t* group, int64_t blocks,
+                   const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
+                   int valid_cols);
+
+}  // namespace tessera::kernels::cpu::int8_internal
