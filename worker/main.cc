@@ -72,6 +72,7 @@ struct WorkerFlags {
   int64_t kv_cache_mb = 2048;
   int max_num_seqs = 256;
   bool mmap_weights = false;   // map the GGUF instead of copying it into huge pages
+  std::string activations = "f32";  // matmul activations: f32 (exact) or int8 (lossy)
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;       // -1 = no metrics server; 0 = any free port
 };
@@ -109,9 +110,10 @@ absl::StatusOr<int64_t> KvBlocks(const WorkerFlags& flags, const model::ModelCon
   return blocks;
 }
 
-std::string DeviceDescription(int threads) {
+std::string DeviceDescription(int threads, MatmulActivations activations) {
   return absl::StrCat(threads, threads == 1 ? " thread, " : " threads, ",
-                      util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())));
+                      util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())), ", ",
+                      util::ToAbsl(MatmulActivationsName(activations)), " activations");
 }
 
 // Everything the server borrows, in construction order (destroyed in reverse).
@@ -127,6 +129,8 @@ struct Worker {
 };
 
 absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
+  TESSERA_ASSIGN_OR_RETURN(const MatmulActivations activations,
+                           ParseMatmulActivations(flags.activations));
   TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path,
                                                       flags.mmap_weights
                                                           ? util::FileLoad::kMap
@@ -141,7 +145,9 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   worker->pool = std::make_unique<kernels::cpu::ThreadPool>(threads);
   worker->runner = std::make_unique<CpuLlamaRunner>(
       config, worker->model->weights.get(), worker->pool.get(),
-      CpuRunnerOptions{.block_size = flags.block_size, .num_kv_blocks = num_blocks});
+      CpuRunnerOptions{.block_size = flags.block_size,
+                       .num_kv_blocks = num_blocks,
+                       .activations = activations});
   worker->metrics = std::make_unique<WorkerMetrics>(
       std::make_shared<prometheus::Registry>(),
       WorkerMetricsOptions{.max_num_seqs = flags.max_num_seqs,
@@ -151,7 +157,7 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                .model_name = "",
                                .eos_token_ids = {},
                                .bos_token_id = tok->info().bos_id,
-                               .device = DeviceDescription(threads),
+                               .device = DeviceDescription(threads, activations),
                                .metrics = worker->metrics.get()};
   if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
   if (config.name.empty()) {
@@ -226,6 +232,9 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kv-cache-mb", flags.kv_cache_mb, "KV pool size in MiB")->capture_default_str();
   app.add_option("--max-num-seqs", flags.max_num_seqs, "sequence slots")->capture_default_str();
+  app.add_option("--activations", flags.activations,
+                 "matmul activations: f32 (exact, default) or int8 (lossy, faster batches; docs/perf/cpu.md)")
+      ->capture_default_str();
   app.add_flag("--mmap-weights", flags.mmap_weights,
                "map the model file instead of copying it into huge-page memory (slower steps; "
                "shares the page cache)");

@@ -29,20 +29,23 @@ Int8Layout LayoutOf(WeightFormat format) {
   }
 }
 
-void QuantizeRowPortable(const float* x, int64_t k, int8_t* q, float* dx, int32_t* xsum) {
-  for (int64_t b = 0; b < k / kQuantBlockSize; ++b) {
+void QuantizeRowPortable(const float* x, int64_t r, const QuantizedRows& rows) {
+  for (int64_t b = 0; b < rows.blocks; ++b) {
     const float* xb = x + b * kQuantBlockSize;
     float amax = 0.0f;
     for (int j = 0; j < kQuantBlockSize; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
     const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int8_t* q = rows.q + r * rows.k + b * kQuantBlockSize;
     int32_t sum = 0;
     for (int j = 0; j < kQuantBlockSize; ++j) {
       const auto v = static_cast<int32_t>(std::nearbyint(xb[j] * inverse));
-      q[b * kQuantBlockSize + j] = static_cast<int8_t>(v);
+      q[j] = static_cast<int8_t>(v);
       sum += v;
     }
-    dx[b] = amax / 127.0f;
-    xsum[b] = sum;
+    const int64_t s = r * rows.blocks + b;
+    rows.dx[s] = amax / 127.0f;
+    rows.xsum[s] = sum;
+    rows.sx[s] = rows.dx[s] * static_cast<float>(sum);
   }
 }
 
@@ -76,7 +79,7 @@ void GroupTilePortable(WeightFormat format, const uint8_t* group, int64_t blocks
         acc = std::fma(d * dx[b], static_cast<float>(isum), acc);
         if (layout.has_min) {
           const float mw = util::HalfToFloat(LoadHalf(p + 2 * kInt8GroupRows, c));
-          acc = std::fma(mw, dx[b] * static_cast<float>(xsum[b]), acc);
+          acc = std::fma(mw, x.sx[(row0 + r) * x.blocks + b], acc);
         }
       }
       y[r * ldy + c] = acc;
@@ -134,6 +137,7 @@ struct ActivationScratch {
   AlignedVector<int8_t> q;
   std::vector<float> dx;
   std::vector<int32_t> xsum;
+  std::vector<float> sx;
 };
 
 QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, int64_t m,
@@ -144,12 +148,14 @@ QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, in
   if (static_cast<int64_t>(scratch.dx.size()) < m * blocks) {
     scratch.dx.resize(m * blocks);
     scratch.xsum.resize(m * blocks);
+    scratch.sx.resize(m * blocks);
   }
-  const QuantizedRows rows{scratch.q.data(), scratch.dx.data(), scratch.xsum.data(), k, blocks};
+  const QuantizedRows rows{scratch.q.data(), scratch.dx.data(), scratch.xsum.data(),
+                           scratch.sx.data(), k, blocks};
   auto quantize = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       auto* row = vnni ? int8_internal::QuantizeRowVnni : int8_internal::QuantizeRowPortable;
-      row(x.data() + r * k, k, rows.q + r * k, rows.dx + r * blocks, rows.xsum + r * blocks);
+      row(x.data() + r * k, r, rows);
     }
   };
   constexpr int64_t kParallelRows = 16;  // below this, a fork/join costs more than the work

@@ -56,18 +56,19 @@ inline uint16_t LoadHalf(const uint8_t* p, int c) {
 }
 
 // Activations quantized per int8_matmul.h step 1: row r's codes at q + r * k, its per-block
-// scales and code sums at dx / xsum + r * blocks.
+// scales, code sums and dx * float(xsum) at dx / xsum / sx + r * blocks.
 struct QuantizedRows {
   int8_t* q;
   float* dx;
   int32_t* xsum;
+  float* sx;
   int64_t k;
   int64_t blocks;
 };
 
-// One row of x [k] -> q [k], dx / xsum [k / 32]. Both copies give the same bits.
-void QuantizeRowPortable(const float* x, int64_t k, int8_t* q, float* dx, int32_t* xsum);
-void QuantizeRowVnni(const float* x, int64_t k, int8_t* q, float* dx, int32_t* xsum);
+// Row r of x [k] -> its codes, dx, xsum and sx in `rows`. Both copies give the same bits.
+void QuantizeRowPortable(const float* x, int64_t r, const QuantizedRows& rows);
+void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows);
 
 // y[r, c] for activation rows [row0, row0 + rows) (rows <= kMaxTileRows) and the first
 // valid_cols rows of one packed group of `blocks` blocks; y row stride ldy.

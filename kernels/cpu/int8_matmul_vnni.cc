@@ -72,8 +72,14 @@ void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int
     for (int r = 0; r < R; ++r) {
       const int8_t* xq = x.q + (row0 + r) * x.k + b * kQuantBlockSize;
       const int64_t s = (row0 + r) * x.blocks + b;
-      __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], BroadcastDword(xq));
-      for (int i = 1; i < 8; ++i) isum = _mm512_dpbusd_epi32(isum, w[i], BroadcastDword(xq + 4 * i));
+      // Two independent chains (integer sums: the split changes no bits).
+      __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], BroadcastDword(xq));
+      __m512i odd = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], BroadcastDword(xq + 4));
+      for (int i = 2; i < 8; i += 2) {
+        even = _mm512_dpbusd_epi32(even, w[i], BroadcastDword(xq + 4 * i));
+        odd = _mm512_dpbusd_epi32(odd, w[i + 1], BroadcastDword(xq + 4 * i + 4));
+      }
+      __m512i isum = _mm512_add_epi32(even, odd);
       if constexpr (kOffset != 0) {
         isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(kOffset * x.xsum[s]));
       }
@@ -81,8 +87,7 @@ void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int
       acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum),
                                acc[r]);
       if constexpr (kHasMin) {
-        const float sx = dx * static_cast<float>(x.xsum[s]);
-        acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), acc[r]);
+        acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.sx[s]), acc[r]);
       }
     }
   }
@@ -107,8 +112,8 @@ void GroupTileRows(const uint8_t* group, int64_t blocks, const QuantizedRows& x,
 
 }  // namespace
 
-void QuantizeRowVnni(const float* x, int64_t k, int8_t* q, float* dx, int32_t* xsum) {
-  for (int64_t b = 0; b < k / kQuantBlockSize; ++b) {
+void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows) {
+  for (int64_t b = 0; b < rows.blocks; ++b) {
     const float* xb = x + b * kQuantBlockSize;
     const __m512 lo = _mm512_loadu_ps(xb);
     const __m512 hi = _mm512_loadu_ps(xb + 16);
@@ -117,11 +122,13 @@ void QuantizeRowVnni(const float* x, int64_t k, int8_t* q, float* dx, int32_t* x
     const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
     const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inverse));  // nearest even
     const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inverse));
-    int8_t* qb = q + b * kQuantBlockSize;
+    int8_t* qb = rows.q + r * rows.k + b * kQuantBlockSize;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(qlo));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(qhi));
-    dx[b] = amax / 127.0f;
-    xsum[b] = SumOfLanes(_mm512_add_epi32(qlo, qhi));
+    const int64_t s = r * rows.blocks + b;
+    rows.dx[s] = amax / 127.0f;
+    rows.xsum[s] = SumOfLanes(_mm512_add_epi32(qlo, qhi));
+    rows.sx[s] = rows.dx[s] * static_cast<float>(rows.xsum[s]);
   }
 }
 
@@ -144,7 +151,7 @@ TESSERA_END_TARGET
 #else  // no x86 SIMD: Int8VnniSupported() is false, so these are never called.
 
 namespace tessera::kernels::cpu::int8_internal {
-void QuantizeRowVnni(const float*, int64_t, int8_t*, float*, int32_t*) {
+void QuantizeRowVnni(const float*, int64_t, const QuantizedRows&) {
   TESSERA_CHECK(false, "QuantizeRowVnni: built without x86 SIMD");
 }
 void GroupTileVnni(WeightFormat, const uint8_t*, int64_t, const QuantizedRows&, int64_t, int,

@@ -12,6 +12,7 @@
 #include "benchmark/benchmark.h"
 #include "common/gguf/dequantize.h"
 #include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/paged_attention.h"
@@ -96,26 +97,32 @@ BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->Unit(benchmark::kMicrosecond)->UseRealT
 // down, plus the tied logits), each layer with its own weights: the working set (f32 538 MB;
 // Q8_0 143 MB, Q4_1 97 MB with the Q8_0 logits) does not stay in cache between calls, unlike the
 // single-matrix runs.
-// Args: format, m, threads.
-void BM_ModelMatmuls(benchmark::State& state) {
-  const auto format = static_cast<WeightFormat>(state.range(0));
-  const int64_t m = state.range(1);
-  ThreadPool& pool = Pool(static_cast<int>(state.range(2)));
+// SmolLM2-135M's matmul weights (30 layers of q, k, v, o, gate, up, down, then the logits).
+std::vector<BenchWeights> ModelWeights(WeightFormat format, double* params) {
   constexpr int kLayers = 30;
   const int64_t shapes[][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576},
                                {1536, 576}, {1536, 576}, {576, 1536}};
   std::vector<BenchWeights> weights;
-  double params = 0;
   for (int layer = 0; layer < kLayers; ++layer) {
     for (const auto& s : shapes) {
       weights.push_back(MakeBenchWeights(format, s[0], s[1]));
-      params += static_cast<double>(s[0] * s[1]);
+      *params += static_cast<double>(s[0] * s[1]);
     }
   }
   // Logits: the tied embedding is Q8_0 in SmolLM2's GGUF; f32 when everything is dequantized.
   weights.push_back(MakeBenchWeights(format == WeightFormat::kF32 ? format : WeightFormat::kQ8_0,
                                      49152, 576));
-  params += 49152.0 * 576;
+  *params += 49152.0 * 576;
+  return weights;
+}
+
+// Args: format, m, threads.
+void BM_ModelMatmuls(benchmark::State& state) {
+  const auto format = static_cast<WeightFormat>(state.range(0));
+  const int64_t m = state.range(1);
+  ThreadPool& pool = Pool(static_cast<int>(state.range(2)));
+  double params = 0;
+  const std::vector<BenchWeights> weights = ModelWeights(format, &params);
   const auto x = RandomFloats(static_cast<size_t>(m * 1536), 2);
   AlignedVector<float> y(static_cast<size_t>(m * 49152));
   for (auto _ : state) {
@@ -134,6 +141,45 @@ BENCHMARK(BM_ModelMatmuls)
     ->ArgNames({"fmt", "m", "thr"})
     ->ArgsProduct({{static_cast<int64_t>(WeightFormat::kF32),
                     static_cast<int64_t>(WeightFormat::kQ8_0),
+                    static_cast<int64_t>(WeightFormat::kQ4_1)},
+                   {1, 8},
+                   {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// BM_ModelMatmuls with int8 activations (int8_matmul.h; lossy): weights packed once.
+// Args: format (Q4_1 or Q8_0, the logits Q8_0 either way), m, threads.
+void BM_Int8ModelMatmuls(benchmark::State& state) {
+  const auto format = static_cast<WeightFormat>(state.range(0));
+  const int64_t m = state.range(1);
+  ThreadPool& pool = Pool(static_cast<int>(state.range(2)));
+  double params = 0;
+  const std::vector<BenchWeights> weights = ModelWeights(format, &params);
+  std::vector<AlignedVector<uint8_t>> packed(weights.size());
+  std::vector<Int8WeightView> views;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WeightView& w = weights[i].view;
+    packed[i].resize(PackedInt8Bytes(w.format, w.rows, w.cols));
+    views.push_back(PackInt8Weights(w, packed[i]));
+  }
+  const auto x = RandomFloats(static_cast<size_t>(m * 1536), 2);
+  AlignedVector<float> y(static_cast<size_t>(m * 49152));
+  for (auto _ : state) {
+    for (const Int8WeightView& w : views) {
+      const Int8MatmulOutput out{w, y};
+      Int8MatmulSameInput(pool, {x.data(), static_cast<size_t>(m * w.cols)}, m, {&out, 1});
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * params * m * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(WeightFormatName(format)) + " weights, int8 activations");
+}
+BENCHMARK(BM_Int8ModelMatmuls)
+    ->ArgNames({"fmt", "m", "thr"})
+    ->ArgsProduct({{static_cast<int64_t>(WeightFormat::kQ8_0),
                     static_cast<int64_t>(WeightFormat::kQ4_1)},
                    {1, 8},
                    {1, 2}})

@@ -89,6 +89,9 @@ absl::Status RunGenerate(const GenerateOptions& options) {
   if (!options.ignore_eos && (*tok)->info().eos_id >= 0) {
     request.stop_token_ids.push_back((*tok)->info().eos_id);
   }
+  absl::StatusOr<worker::MatmulActivations> activations =
+      worker::ParseMatmulActivations(options.activations);
+  if (!activations.ok()) return activations.status();
   const int threads = options.threads > 0 ? options.threads
                                           : static_cast<int>(std::thread::hardware_concurrency());
   kernels::cpu::ThreadPool pool(std::max(1, threads));
@@ -96,7 +99,8 @@ absl::Status RunGenerate(const GenerateOptions& options) {
   worker::CpuLlamaRunner runner(
       (*model)->config, (*model)->weights.get(), &pool,
       {.block_size = block_size,
-       .num_kv_blocks = KvBlocksFor(request.prompt.size() + request.max_tokens, block_size)});
+       .num_kv_blocks = KvBlocksFor(request.prompt.size() + request.max_tokens, block_size),
+       .activations = *activations});
 
   tokenizer::StreamingDecoder decoder(**tok);
   auto stream_token = [&](int32_t id) {

@@ -52,6 +52,9 @@ CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** se
   cmd->add_option("--token-ids", generate.token_ids, "an already tokenized prompt: 1,2,3");
   cmd->add_option("--max-tokens", generate.max_tokens)->capture_default_str();
   cmd->add_option("--threads", generate.threads, "0 = all hardware threads (offline)");
+  cmd->add_option("--activations", generate.activations,
+                  "matmul activations: f32 (exact, default) or int8 (lossy, faster batches; docs/perf/cpu.md) (offline)")
+      ->capture_default_str();
   cmd->add_flag("--ignore-eos", generate.ignore_eos);
   cmd->add_option("--temperature", generate.sampling.temperature, "0 = greedy (the default)");
   cmd->add_option("--top-k", generate.sampling.top_k);
@@ -101,6 +104,7 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--max-num-seqs", serve.max_num_seqs);
   cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens);
   cmd->add_option("--kv-cache-mb", serve.kv_cache_mb);
+  cmd->add_option("--activations", serve.activations, "worker matmul activations: f32 (exact, default) or int8 (lossy, faster batches; docs/perf/cpu.md)");
   cmd->add_option("--drain-timeout-s", serve.drain_timeout_s);
   cmd->add_option("--startup-timeout-s", serve.startup_timeout_s,
                   "per process, until it is listening")

@@ -1,5 +1,6 @@
 // The CPU llama runner on the real default model: batch invariance, chunked prefill, paged
-// layouts, determinism, and plan validation (DESIGN.md §6).
+// layouts, determinism, and plan validation (DESIGN.md §6), with exact f32 activations and with
+// the lossy int8 ones (which keep every one of these contracts bit for bit).
 #include "worker/cpu/cpu_llama_runner.h"
 
 #include <cstring>
@@ -19,7 +20,7 @@ using ::testing::HasSubstr;
 
 constexpr char kDefaultModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-class CpuLlamaRunnerTest : public ::testing::Test {
+class CpuLlamaRunnerTest : public ::testing::TestWithParam<MatmulActivations> {
  protected:
   static void SetUpTestSuite() {
     ASSERT_TRUE(std::filesystem::exists(kDefaultModel))
@@ -37,7 +38,8 @@ class CpuLlamaRunnerTest : public ::testing::Test {
   std::unique_ptr<CpuLlamaRunner> MakeRunner(int block_size, int64_t num_blocks) {
     return std::make_unique<CpuLlamaRunner>(
         model_->config, model_->weights.get(), pool_,
-        CpuRunnerOptions{.block_size = block_size, .num_kv_blocks = num_blocks});
+        CpuRunnerOptions{
+            .block_size = block_size, .num_kv_blocks = num_blocks, .activations = GetParam()});
   }
 
   static LoadedModel* model_;
@@ -109,7 +111,7 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST_F(CpuLlamaRunnerTest, BatchedSequencesMatchEachAloneBitForBit) {
+TEST_P(CpuLlamaRunnerTest, BatchedSequencesMatchEachAloneBitForBit) {
   const std::vector<int> lengths = {1, 5, 17, 33, 70};
   // Alone: each sequence prefilled in one step on a fresh runner.
   std::vector<std::vector<float>> alone;
@@ -180,7 +182,7 @@ std::vector<Generated> GenerateTogether(ModelRunner& runner, std::vector<Sequenc
   return out;
 }
 
-TEST_F(CpuLlamaRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBitForBit) {
+TEST_P(CpuLlamaRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBitForBit) {
   const std::vector<int> lengths = {3, 9, 20, 31, 52};
   const int max_tokens = 8;
   const int block_size = 16;
@@ -215,7 +217,7 @@ TEST_F(CpuLlamaRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBit
   }
 }
 
-TEST_F(CpuLlamaRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
+TEST_P(CpuLlamaRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
   const int length = 45;
   auto one_shot_runner = MakeRunner(16, 8);
   std::vector<Sequence> seq = MakeSequences({length}, 16, false);
@@ -229,7 +231,7 @@ TEST_F(CpuLlamaRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
   }
 }
 
-TEST_F(CpuLlamaRunnerTest, BlockSizeDoesNotChangeLogits) {
+TEST_P(CpuLlamaRunnerTest, BlockSizeDoesNotChangeLogits) {
   const int length = 23;
   std::vector<std::vector<float>> results;
   for (int block_size : {1, 16, 7}) {
@@ -241,7 +243,7 @@ TEST_F(CpuLlamaRunnerTest, BlockSizeDoesNotChangeLogits) {
   EXPECT_TRUE(BitIdentical(results[0], results[2]));
 }
 
-TEST_F(CpuLlamaRunnerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
+TEST_P(CpuLlamaRunnerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
   GenerationRequest request{.prompt = Prompt(12, 3), .max_tokens = 24};
   request.sampling.temperature = 1.0f;
   request.sampling.seed = 42;
@@ -258,7 +260,7 @@ TEST_F(CpuLlamaRunnerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
   EXPECT_NE(first, generate(43));
 }
 
-TEST_F(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
+TEST_P(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
   auto runner = MakeRunner(16, 4);
   std::vector<int32_t> tokens = {1, 2, 3};
   std::vector<int32_t> blocks = {1};
@@ -277,6 +279,12 @@ TEST_F(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
   work = {.tokens = tokens, .start_pos = 8190, .block_table = blocks};
   EXPECT_THAT(runner->Forward({&work, 1}, &logits).message(), HasSubstr("exceed the context"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Activations, CpuLlamaRunnerTest,
+                         ::testing::Values(MatmulActivations::kF32, MatmulActivations::kInt8),
+                         [](const ::testing::TestParamInfo<MatmulActivations>& info) {
+                           return std::string(MatmulActivationsName(info.param));
+                         });
 
 }  // namespace
 }  // namespace tessera::worker
