@@ -73,6 +73,7 @@ struct WorkerFlags {
   int max_num_seqs = 256;
   bool mmap_weights = false;   // map the GGUF instead of copying it into huge pages
   std::string activations = "f32";  // matmul activations: f32 (exact) or int8 (lossy)
+  std::string kv_cache_dtype = "f32";  // KV pool elements: f32 (exact) or f16 (lossy)
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;       // -1 = no metrics server; 0 = any free port
 };
@@ -100,7 +101,8 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
 // Blocks (including the null block 0) that fit in kv_cache_mb.
 absl::StatusOr<int64_t> KvBlocks(const WorkerFlags& flags, const model::ModelConfig& config) {
   if (flags.num_kv_blocks > 0) return flags.num_kv_blocks;
-  const int64_t block_bytes = CpuLlamaRunner::KvBlockBytes(config, flags.block_size);
+  TESSERA_ASSIGN_OR_RETURN(const kernels::cpu::KvDtype dtype, ParseKvDtype(flags.kv_cache_dtype));
+  const int64_t block_bytes = CpuLlamaRunner::KvBlockBytes(config, flags.block_size, dtype);
   const int64_t blocks = flags.kv_cache_mb * kMiB / block_bytes;
   if (blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -110,10 +112,12 @@ absl::StatusOr<int64_t> KvBlocks(const WorkerFlags& flags, const model::ModelCon
   return blocks;
 }
 
-std::string DeviceDescription(int threads, MatmulActivations activations) {
+std::string DeviceDescription(int threads, MatmulActivations activations,
+                              kernels::cpu::KvDtype kv_dtype) {
   return absl::StrCat(threads, threads == 1 ? " thread, " : " threads, ",
                       util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())), ", ",
-                      util::ToAbsl(MatmulActivationsName(activations)), " activations");
+                      util::ToAbsl(MatmulActivationsName(activations)), " activations, ",
+                      util::ToAbsl(KvDtypeName(kv_dtype)), " KV");
 }
 
 // Everything the server borrows, in construction order (destroyed in reverse).
@@ -131,6 +135,8 @@ struct Worker {
 absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   TESSERA_ASSIGN_OR_RETURN(const MatmulActivations activations,
                            ParseMatmulActivations(flags.activations));
+  TESSERA_ASSIGN_OR_RETURN(const kernels::cpu::KvDtype kv_dtype,
+                           ParseKvDtype(flags.kv_cache_dtype));
   TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path,
                                                       flags.mmap_weights
                                                           ? util::FileLoad::kMap
@@ -147,7 +153,8 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
       config, worker->model->weights.get(), worker->pool.get(),
       CpuRunnerOptions{.block_size = flags.block_size,
                        .num_kv_blocks = num_blocks,
-                       .activations = activations});
+                       .activations = activations,
+                       .kv_dtype = kv_dtype});
   worker->metrics = std::make_unique<WorkerMetrics>(
       std::make_shared<prometheus::Registry>(),
       WorkerMetricsOptions{.max_num_seqs = flags.max_num_seqs,
@@ -157,7 +164,7 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                .model_name = "",
                                .eos_token_ids = {},
                                .bos_token_id = tok->info().bos_id,
-                               .device = DeviceDescription(threads, activations),
+                               .device = DeviceDescription(threads, activations, kv_dtype),
                                .metrics = worker->metrics.get()};
   if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
   if (config.name.empty()) {
@@ -231,9 +238,12 @@ int Main(int argc, char** argv) {
                  "KV pool blocks including the null block (0 = from --kv-cache-mb)")
       ->capture_default_str();
   app.add_option("--kv-cache-mb", flags.kv_cache_mb, "KV pool size in MiB")->capture_default_str();
+  app.add_option("--kv-cache-dtype", flags.kv_cache_dtype,
+                 "KV pool elements: f32 (exact) or f16 (half the memory; lossy, docs/perf/cpu.md)")
+      ->capture_default_str();
   app.add_option("--max-num-seqs", flags.max_num_seqs, "sequence slots")->capture_default_str();
   app.add_option("--activations", flags.activations,
-                 "matmul activations: f32 (exact, default) or int8 (lossy, faster batches; docs/perf/cpu.md)")
+                 "matmul activations: f32 (exact) or int8 (lossy, faster batches)")
       ->capture_default_str();
   app.add_flag("--mmap-weights", flags.mmap_weights,
                "map the model file instead of copying it into huge-page memory (slower steps; "

@@ -100,7 +100,8 @@ bool Int8MatmulSupportsFormat(WeightFormat format) {
 
 size_t PackedInt8Bytes(WeightFormat format, int64_t rows, int64_t cols) {
   const int64_t groups = (rows + kInt8GroupRows - 1) / kInt8GroupRows;
-  return static_cast<size_t>(groups * (cols / kQuantBlockSize)) * LayoutOf(format).GroupBlockBytes();
+  return static_cast<size_t>(groups * (cols / kQuantBlockSize)) *
+         LayoutOf(format).GroupBlockBytes();
 }
 
 Int8WeightView PackInt8Weights(const WeightView& w, std::span<uint8_t> out) {
@@ -118,12 +119,12 @@ Int8WeightView PackInt8Weights(const WeightView& w, std::span<uint8_t> out) {
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* block = w.Row(row) + b * block_bytes;
       uint8_t* p = group + b * layout.GroupBlockBytes();
-      std::memcpy(p + 2 * c, block, 2);  // d
+      std::memcpy(p + 2 * c, block, 2);                                               // d
       if (layout.has_min) std::memcpy(p + 2 * kInt8GroupRows + 2 * c, block + 2, 2);  // m
       uint8_t* codes = p + layout.ScaleBytes();
       for (int j = 0; j < kQuantBlockSize; ++j) {
         int8_internal::StorePackedCode(layout, codes, c, j,
-                                        int8_internal::CodeOf(w.format, block, j));
+                                       int8_internal::CodeOf(w.format, block, j));
       }
     }
   }
@@ -140,8 +141,8 @@ struct ActivationScratch {
   std::vector<float> sx;
 };
 
-QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, int64_t m,
-                                  int64_t k, bool vnni) {
+QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, int64_t m, int64_t k,
+                                  bool vnni) {
   thread_local ActivationScratch scratch;
   const int64_t blocks = k / kQuantBlockSize;
   if (static_cast<int64_t>(scratch.q.size()) < m * k) scratch.q.resize(m * k);
@@ -150,8 +151,8 @@ QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, in
     scratch.xsum.resize(m * blocks);
     scratch.sx.resize(m * blocks);
   }
-  const QuantizedRows rows{scratch.q.data(), scratch.dx.data(), scratch.xsum.data(),
-                           scratch.sx.data(), k, blocks};
+  const QuantizedRows rows{
+      scratch.q.data(), scratch.dx.data(), scratch.xsum.data(), scratch.sx.data(), k, blocks};
   auto quantize = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       auto* row = vnni ? int8_internal::QuantizeRowVnni : int8_internal::QuantizeRowPortable;
@@ -175,20 +176,19 @@ void RunGroups(const Int8MatmulOutput& out, const QuantizedRows& x, int64_t m, i
   const size_t group_bytes = blocks * layout.GroupBlockBytes();
   for (int64_t g = begin; g < end; ++g) {
     const int64_t col0 = g * kInt8GroupRows;
-    const int valid = static_cast<int>(
-        out.w.rows - col0 < kInt8GroupRows ? out.w.rows - col0 : kInt8GroupRows);
+    const int valid =
+        static_cast<int>(out.w.rows - col0 < kInt8GroupRows ? out.w.rows - col0 : kInt8GroupRows);
     const uint8_t* group = out.w.data + g * group_bytes;
     for (int64_t row0 = 0; row0 < m; row0 += int8_internal::kMaxTileRows) {
-      const int rows = static_cast<int>(m - row0 < int8_internal::kMaxTileRows
-                                            ? m - row0
-                                            : int8_internal::kMaxTileRows);
+      const int rows = static_cast<int>(
+          m - row0 < int8_internal::kMaxTileRows ? m - row0 : int8_internal::kMaxTileRows);
       float* y = out.y.data() + row0 * out.w.rows + col0;
       if (vnni) {
         int8_internal::GroupTileVnni(out.w.format, group, blocks, x, row0, rows, y, out.w.rows,
                                      valid);
       } else {
-        int8_internal::GroupTilePortable(out.w.format, group, blocks, x, row0, rows, y,
-                                         out.w.rows, valid);
+        int8_internal::GroupTilePortable(out.w.format, group, blocks, x, row0, rows, y, out.w.rows,
+                                         valid);
       }
     }
   }
@@ -230,8 +230,7 @@ void Int8MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
   int64_t first_group[kMaxOutputs + 1] = {0};
   for (size_t i = 0; i < outputs.size(); ++i) {
     CheckOutput(x, m, k, outputs[i]);
-    first_group[i + 1] =
-        first_group[i] + (outputs[i].w.rows + kInt8GroupRows - 1) / kInt8GroupRows;
+    first_group[i + 1] = first_group[i] + (outputs[i].w.rows + kInt8GroupRows - 1) / kInt8GroupRows;
   }
   if (m == 0 || k == 0 || first_group[outputs.size()] == 0) {
     for (const Int8MatmulOutput& out : outputs) {

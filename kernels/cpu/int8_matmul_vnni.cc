@@ -52,8 +52,8 @@ TESSERA_SIMD_INLINE void LoadCodes(const uint8_t* codes, __m512i w[8]) {
 }
 
 template <WeightFormat F, int R>
-void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int64_t row0,
-               float* y, int64_t ldy, int valid_cols) {
+void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int64_t row0, float* y,
+               int64_t ldy, int valid_cols) {
   constexpr int kOffset = F == WeightFormat::kQ8_0 ? 128 : F == WeightFormat::kQ4_0 ? 8 : 0;
   constexpr bool kHasMin = F == WeightFormat::kQ4_1;
   constexpr int kScaleBytes = (kHasMin ? 2 : 1) * 2 * kInt8GroupRows;
@@ -84,8 +84,8 @@ void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int
         isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(kOffset * x.xsum[s]));
       }
       const float dx = x.dx[s];
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum),
-                               acc[r]);
+      acc[r] =
+          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc[r]);
       if constexpr (kHasMin) {
         acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x.sx[s]), acc[r]);
       }
@@ -99,14 +99,22 @@ template <WeightFormat F>
 void GroupTileRows(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int64_t row0,
                    int rows, float* y, int64_t ldy, int valid_cols) {
   switch (rows) {
-    case 1: return GroupTile<F, 1>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 2: return GroupTile<F, 2>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 3: return GroupTile<F, 3>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 4: return GroupTile<F, 4>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 5: return GroupTile<F, 5>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 6: return GroupTile<F, 6>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 7: return GroupTile<F, 7>(group, blocks, x, row0, y, ldy, valid_cols);
-    default: return GroupTile<F, 8>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 1:
+      return GroupTile<F, 1>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 2:
+      return GroupTile<F, 2>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 3:
+      return GroupTile<F, 3>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 4:
+      return GroupTile<F, 4>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 5:
+      return GroupTile<F, 5>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 6:
+      return GroupTile<F, 6>(group, blocks, x, row0, y, ldy, valid_cols);
+    case 7:
+      return GroupTile<F, 7>(group, blocks, x, row0, y, ldy, valid_cols);
+    default:
+      return GroupTile<F, 8>(group, blocks, x, row0, y, ldy, valid_cols);
   }
 }
 
@@ -117,8 +125,7 @@ void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows) {
     const float* xb = x + b * kQuantBlockSize;
     const __m512 lo = _mm512_loadu_ps(xb);
     const __m512 hi = _mm512_loadu_ps(xb + 16);
-    const float amax =
-        MaxOfLanes(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const float amax = MaxOfLanes(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
     const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
     const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inverse));  // nearest even
     const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inverse));

@@ -1,6 +1,7 @@
 #include "kernels/cpu/kv_cache.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "common/util/check.h"
 
@@ -18,9 +19,12 @@ void ComputeSlotMapping(std::span<const int32_t> block_table, int block_size, in
   }
 }
 
-void WriteKv(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
-             std::span<const float> k, std::span<const float> v, std::span<float> k_cache,
-             std::span<float> v_cache) {
+namespace {
+
+template <typename KvT>
+void WriteKvRows(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
+                 std::span<const float> k, std::span<const float> v, std::span<KvT> k_cache,
+                 std::span<KvT> v_cache) {
   const int64_t row = shape.RowElements();
   const int64_t num_tokens = static_cast<int64_t>(slot_mapping.size());
   TESSERA_CHECK(static_cast<int64_t>(k.size()) >= num_tokens * row &&
@@ -33,9 +37,30 @@ void WriteKv(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
     const int64_t slot = slot_mapping[t];
     if (slot < 0) continue;
     TESSERA_CHECK(slot < shape.NumSlots(), "WriteKv: slot out of range");
-    std::memcpy(k_cache.data() + slot * row, k.data() + t * row, row * sizeof(float));
-    std::memcpy(v_cache.data() + slot * row, v.data() + t * row, row * sizeof(float));
+    if constexpr (std::is_same_v<KvT, float>) {
+      std::memcpy(k_cache.data() + slot * row, k.data() + t * row, row * sizeof(float));
+      std::memcpy(v_cache.data() + slot * row, v.data() + t * row, row * sizeof(float));
+    } else {
+      for (int64_t i = 0; i < row; ++i) {
+        k_cache[slot * row + i] = ToFloat16(k[t * row + i]);
+        v_cache[slot * row + i] = ToFloat16(v[t * row + i]);
+      }
+    }
   }
+}
+
+}  // namespace
+
+void WriteKv(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
+             std::span<const float> k, std::span<const float> v, std::span<float> k_cache,
+             std::span<float> v_cache) {
+  WriteKvRows<float>(shape, slot_mapping, k, v, k_cache, v_cache);
+}
+
+void WriteKv(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
+             std::span<const float> k, std::span<const float> v, std::span<Float16> k_cache,
+             std::span<Float16> v_cache) {
+  WriteKvRows<Float16>(shape, slot_mapping, k, v, k_cache, v_cache);
 }
 
 }  // namespace tessera::kernels::cpu

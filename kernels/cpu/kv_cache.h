@@ -1,6 +1,7 @@
 // Paged KV-cache geometry and the write of new tokens' K/V rows into their slots.
 //
-// One K pool and one V pool per layer, each [num_blocks, block_size, num_kv_heads, head_dim] f32.
+// One K pool and one V pool per layer, each [num_blocks, block_size, num_kv_heads, head_dim], of
+// f32 or (half the memory and bandwidth, values rounded) f16 elements.
 // A sequence's logical block b (positions [b * block_size, (b + 1) * block_size)) lives in
 // physical block block_table[b]; position p is in slot
 //   block_table[p / block_size] * block_size + p % block_size.
@@ -11,7 +12,14 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu/float16.h"
+
 namespace tessera::kernels::cpu {
+
+// Element type of the K/V pools.
+enum class KvDtype { kF32, kF16 };
+
+inline int64_t KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF16 ? 2 : 4; }
 
 struct PagedKvShape {
   int64_t num_blocks = 0;
@@ -37,5 +45,9 @@ void ComputeSlotMapping(std::span<const int32_t> block_table, int block_size, in
 void WriteKv(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
              std::span<const float> k, std::span<const float> v, std::span<float> k_cache,
              std::span<float> v_cache);
+// The same into f16 pools: each value rounded to nearest even (ToFloat16).
+void WriteKv(const PagedKvShape& shape, std::span<const int64_t> slot_mapping,
+             std::span<const float> k, std::span<const float> v, std::span<Float16> k_cache,
+             std::span<Float16> v_cache);
 
 }  // namespace tessera::kernels::cpu

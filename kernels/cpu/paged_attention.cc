@@ -12,10 +12,12 @@
 namespace tessera::kernels::cpu {
 namespace {
 
-struct AttnArgs {
-  const float* q;        // [rows, num_heads, head_dim]
-  const float* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
-  const float* v_cache;
+// KvT: float or Float16, the pools' element type.
+template <typename KvT>
+struct AttnArgsT {
+  const float* q;      // [rows, num_heads, head_dim]
+  const KvT* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const KvT* v_cache;
   float* out;            // [rows, num_heads, head_dim]
   int num_heads;
   int group;  // query heads per KV head
@@ -58,8 +60,9 @@ TESSERA_END_TARGET
 namespace {
 
 // Checks shapes and block tables; returns the total number of query rows.
+template <typename KvT>
 int64_t ValidateAttention(const PagedAttentionParams& p, std::span<const float> q,
-                          std::span<const float> k_cache, std::span<const float> v_cache,
+                          std::span<const KvT> k_cache, std::span<const KvT> v_cache,
                           std::span<const AttentionSequence> sequences, std::span<float> out,
                           int64_t* max_context) {
   const PagedKvShape& kv = p.kv;
@@ -116,17 +119,17 @@ int HeadGroupSize(int head_dim, int group) {
   return (group + parts - 1) / parts;
 }
 
-}  // namespace
-
-void PagedAttention(ThreadPool& pool, const PagedAttentionParams& params, std::span<const float> q,
-                    std::span<const float> k_cache, std::span<const float> v_cache,
-                    std::span<const AttentionSequence> sequences, std::span<float> out, Isa isa) {
+template <typename KvT>
+void RunPagedAttention(ThreadPool& pool, const PagedAttentionParams& params,
+                       std::span<const float> q, std::span<const KvT> k_cache,
+                       std::span<const KvT> v_cache, std::span<const AttentionSequence> sequences,
+                       std::span<float> out, Isa isa) {
   TESSERA_CHECK(IsaSupported(isa), "PagedAttention: ISA not supported by this CPU");
   int64_t max_context = 0;
   const int64_t rows =
       ValidateAttention(params, q, k_cache, v_cache, sequences, out, &max_context);
   if (rows == 0) return;
-  const AttnArgs args{q.data(),
+  const AttnArgsT<KvT> args{q.data(),
                       k_cache.data(),
                       v_cache.data(),
                       out.data(),
@@ -167,6 +170,20 @@ void PagedAttention(ThreadPool& pool, const PagedAttentionParams& params, std::s
       }
     }
   });
+}
+
+}  // namespace
+
+void PagedAttention(ThreadPool& pool, const PagedAttentionParams& params, std::span<const float> q,
+                    std::span<const float> k_cache, std::span<const float> v_cache,
+                    std::span<const AttentionSequence> sequences, std::span<float> out, Isa isa) {
+  RunPagedAttention<float>(pool, params, q, k_cache, v_cache, sequences, out, isa);
+}
+
+void PagedAttention(ThreadPool& pool, const PagedAttentionParams& params, std::span<const float> q,
+                    std::span<const Float16> k_cache, std::span<const Float16> v_cache,
+                    std::span<const AttentionSequence> sequences, std::span<float> out, Isa isa) {
+  RunPagedAttention<Float16>(pool, params, q, k_cache, v_cache, sequences, out, isa);
 }
 
 }  // namespace tessera::kernels::cpu

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu/float16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/thread_pool.h"
@@ -49,6 +50,14 @@ struct PagedAttentionParams {
 // overlap q or the caches; IsaSupported(isa).
 void PagedAttention(ThreadPool& pool, const PagedAttentionParams& params, std::span<const float> q,
                     std::span<const float> k_cache, std::span<const float> v_cache,
+                    std::span<const AttentionSequence> sequences, std::span<float> out,
+                    Isa isa = BestIsa());
+
+// The same over f16 pools (kv_cache.h): each K/V value is converted to f32 (exactly) as it is
+// loaded, then the arithmetic is the f32 overload's, so the result is bit-identical to the f32
+// overload on pools holding the same (f16-representable) values.
+void PagedAttention(ThreadPool& pool, const PagedAttentionParams& params, std::span<const float> q,
+                    std::span<const Float16> k_cache, std::span<const Float16> v_cache,
                     std::span<const AttentionSequence> sequences, std::span<float> out,
                     Isa isa = BestIsa());
 

@@ -47,6 +47,17 @@ TESSERA_SIMD_INLINE __m256i LaneMask(int n, int base) {
 TESSERA_SIMD_INLINE F32x16 LoadPartial(const float* p, int n) {
   return {_mm256_maskload_ps(p, LaneMask(n, 0)), _mm256_maskload_ps(p + 8, LaneMask(n, 8))};
 }
+// 16 f16 values, converted exactly with F16C (f16 KV pools).
+TESSERA_SIMD_INLINE F32x16 Load(const Float16* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+// Lanes [n, 16) are zero; reads only p[0, n).
+TESSERA_SIMD_INLINE F32x16 LoadPartial(const Float16* p, int n) {
+  Float16 lanes[16] = {};
+  for (int i = 0; i < n; ++i) lanes[i] = p[i];
+  return Load(lanes);
+}
 TESSERA_SIMD_INLINE F32x16 KeepFirst(F32x16 a, int n) {
   return {_mm256_and_ps(a.lo, _mm256_castsi256_ps(LaneMask(n, 0))),
           _mm256_and_ps(a.hi, _mm256_castsi256_ps(LaneMask(n, 8)))};

@@ -41,6 +41,16 @@ TESSERA_SIMD_INLINE __mmask16 FirstLanes(int n) {
 TESSERA_SIMD_INLINE F32x16 LoadPartial(const float* p, int n) {
   return {_mm512_maskz_loadu_ps(FirstLanes(n), p)};
 }
+// 16 f16 values, converted exactly (f16 KV pools).
+TESSERA_SIMD_INLINE F32x16 Load(const Float16* p) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+// Lanes [n, 16) are zero; reads only p[0, n).
+TESSERA_SIMD_INLINE F32x16 LoadPartial(const Float16* p, int n) {
+  Float16 lanes[16] = {};
+  for (int i = 0; i < n; ++i) lanes[i] = p[i];
+  return Load(lanes);
+}
 TESSERA_SIMD_INLINE F32x16 KeepFirst(F32x16 a, int n) {
   return {_mm512_maskz_mov_ps(FirstLanes(n), a.v)};
 }

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/util/half.h"
+#include "kernels/cpu/float16.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace tessera::kernels::cpu::scalar {
@@ -47,6 +48,17 @@ TESSERA_SIMD_INLINE F32x16 Load(const float* p) {
 TESSERA_SIMD_INLINE F32x16 LoadPartial(const float* p, int n) {
   F32x16 r = Zero();
   for (int i = 0; i < n; ++i) r.v[i] = p[i];
+  return r;
+}
+// 16 f16 values, converted exactly (f16 KV pools).
+TESSERA_SIMD_INLINE F32x16 Load(const Float16* p) {
+  F32x16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = ToFloat(p[i]);
+  return r;
+}
+TESSERA_SIMD_INLINE F32x16 LoadPartial(const Float16* p, int n) {
+  F32x16 r = Zero();
+  for (int i = 0; i < n; ++i) r.v[i] = ToFloat(p[i]);
   return r;
 }
 // Lanes [n, 16) set to zero. Precondition: 0 <= n <= 16.

@@ -31,6 +31,7 @@ struct Options {
   int repeats = 3;
   bool mmap_weights = false;
   std::string activations = "f32";
+  std::string kv_cache_dtype = "f32";
 };
 
 std::vector<int32_t> SyntheticPrompt(int length, int seed) {
@@ -100,7 +101,14 @@ int main(int argc, char** argv) {
   app.add_option("--activations", o.activations,
                  "matmul activations: f32 (exact) or int8 (lossy, int8 dot products)")
       ->capture_default_str();
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV pool elements: f32 (exact) or f16")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const auto kv_dtype = worker::ParseKvDtype(o.kv_cache_dtype);
+  if (!kv_dtype.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(kv_dtype.status().message()).c_str());
+    return 1;
+  }
   const auto activations = worker::ParseMatmulActivations(o.activations);
   if (!activations.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(activations.status().message()).c_str());
@@ -118,7 +126,10 @@ int main(int argc, char** argv) {
   std::vector<double> prefill, decode, batched;
   for (int r = 0; r < o.repeats; ++r) {
     worker::CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
-                                  {.block_size = 16, .num_kv_blocks = blocks, .activations = *activations});
+                                  {.block_size = 16,
+                                   .num_kv_blocks = blocks,
+                                   .activations = *activations,
+                                   .kv_dtype = *kv_dtype});
     double seconds = 0;
     bench::RunSequences(runner, 1, o.prompt_tokens, 0, &seconds);
     prefill.push_back(o.prompt_tokens / seconds);
@@ -126,14 +137,16 @@ int main(int argc, char** argv) {
     batched.push_back(o.batch * o.decode_tokens /
                       bench::RunSequences(runner, o.batch, 16, o.decode_tokens, &seconds));
   }
-  std::printf("engine tessera-cpu threads %d activations %s\n", o.threads, o.activations.c_str());
+  std::printf("engine tessera-cpu threads %d activations %s kv %s\n", o.threads,
+              o.activations.c_str(), o.kv_cache_dtype.c_str());
   std::printf("prefill %d tokens: %.1f tok/s\n", o.prompt_tokens, bench::Median(prefill));
   std::printf("decode 1 sequence: %.1f tok/s\n", bench::Median(decode));
   std::printf("decode %d sequences: %.1f tok/s aggregate\n", o.batch, bench::Median(batched));
   std::printf("{\"engine\": \"tessera-cpu\", \"threads\": %d, \"activations\": \"%s\", "
+              "\"kv_cache_dtype\": \"%s\", "
               "\"prefill_tok_s\": %.1f, "
               "\"decode_tok_s\": %.1f, \"batch\": %d, \"batch_decode_tok_s\": %.1f}\n",
-              o.threads, o.activations.c_str(), bench::Median(prefill), bench::Median(decode), o.batch,
-              bench::Median(batched));
+              o.threads, o.activations.c_str(), o.kv_cache_dtype.c_str(), bench::Median(prefill),
+              bench::Median(decode), o.batch, bench::Median(batched));
   return 0;
 }

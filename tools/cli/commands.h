@@ -40,6 +40,7 @@ struct GenerateOptions {
   int max_tokens = 128;
   int threads = 0;             // 0 = one per hardware thread
   std::string activations = "f32";  // matmul activations (offline): f32 or int8
+  std::string kv_cache_dtype = "f32";  // KV pool elements (offline): f32 or f16
   bool ignore_eos = false;
   worker::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise
   bool seed_given = false;     // --seed was given (the client sends no seed otherwise)
@@ -86,6 +87,7 @@ struct ServeOptions {
   int max_num_batched_tokens = 0;
   int kv_cache_mb = 0;
   std::string activations;            // worker matmul activations; "": its default (f32)
+  std::string kv_cache_dtype;         // worker KV pool elements; "": its default (f32)
   double drain_timeout_s = -1;        // < 0: the router's default
   double startup_timeout_s = 120;     // per child, until it prints its listening line
   std::string bin_dir;                // where the two binaries are; "": next to this executable

@@ -92,6 +92,8 @@ absl::Status RunGenerate(const GenerateOptions& options) {
   absl::StatusOr<worker::MatmulActivations> activations =
       worker::ParseMatmulActivations(options.activations);
   if (!activations.ok()) return activations.status();
+  absl::StatusOr<kernels::cpu::KvDtype> kv_dtype = worker::ParseKvDtype(options.kv_cache_dtype);
+  if (!kv_dtype.ok()) return kv_dtype.status();
   const int threads = options.threads > 0 ? options.threads
                                           : static_cast<int>(std::thread::hardware_concurrency());
   kernels::cpu::ThreadPool pool(std::max(1, threads));
@@ -100,7 +102,8 @@ absl::Status RunGenerate(const GenerateOptions& options) {
       (*model)->config, (*model)->weights.get(), &pool,
       {.block_size = block_size,
        .num_kv_blocks = KvBlocksFor(request.prompt.size() + request.max_tokens, block_size),
-       .activations = *activations});
+       .activations = *activations,
+       .kv_dtype = *kv_dtype});
 
   tokenizer::StreamingDecoder decoder(**tok);
   auto stream_token = [&](int32_t id) {

@@ -22,6 +22,11 @@ int ReportAndExit(const absl::Status& status) {
   return 1;
 }
 
+constexpr char kActivationsHelp[] =
+    "matmul activations: f32 (exact) or int8 (lossy, faster batches; docs/perf/cpu.md)";
+constexpr char kKvCacheDtypeHelp[] =
+    "KV pool elements: f32 (exact) or f16 (half the memory; lossy, docs/perf/cpu.md)";
+
 CLI::App* AddInspect(CLI::App& app, InspectOptions& inspect) {
   CLI::App* cmd = app.add_subcommand("inspect", "print a model's architecture, "
                                      "hyper-parameters, tensors and tokenizer facts");
@@ -52,8 +57,8 @@ CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** se
   cmd->add_option("--token-ids", generate.token_ids, "an already tokenized prompt: 1,2,3");
   cmd->add_option("--max-tokens", generate.max_tokens)->capture_default_str();
   cmd->add_option("--threads", generate.threads, "0 = all hardware threads (offline)");
-  cmd->add_option("--activations", generate.activations,
-                  "matmul activations: f32 (exact, default) or int8 (lossy, faster batches; docs/perf/cpu.md) (offline)")
+  cmd->add_option("--activations", generate.activations, kActivationsHelp)->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", generate.kv_cache_dtype, kKvCacheDtypeHelp)
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", generate.ignore_eos);
   cmd->add_option("--temperature", generate.sampling.temperature, "0 = greedy (the default)");
@@ -104,7 +109,8 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--max-num-seqs", serve.max_num_seqs);
   cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens);
   cmd->add_option("--kv-cache-mb", serve.kv_cache_mb);
-  cmd->add_option("--activations", serve.activations, "worker matmul activations: f32 (exact, default) or int8 (lossy, faster batches; docs/perf/cpu.md)");
+  cmd->add_option("--activations", serve.activations, kActivationsHelp);
+  cmd->add_option("--kv-cache-dtype", serve.kv_cache_dtype, kKvCacheDtypeHelp);
   cmd->add_option("--drain-timeout-s", serve.drain_timeout_s);
   cmd->add_option("--startup-timeout-s", serve.startup_timeout_s,
                   "per process, until it is listening")

@@ -251,6 +251,7 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o) {
   if (o.max_num_seqs > 0) args.insert(args.end(), {"--max-num-seqs", absl::StrCat(o.max_num_seqs)});
   if (o.kv_cache_mb > 0) args.insert(args.end(), {"--kv-cache-mb", absl::StrCat(o.kv_cache_mb)});
   if (!o.activations.empty()) args.insert(args.end(), {"--activations", o.activations});
+  if (!o.kv_cache_dtype.empty()) args.insert(args.end(), {"--kv-cache-dtype", o.kv_cache_dtype});
   return args;
 }
 

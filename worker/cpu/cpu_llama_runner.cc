@@ -80,6 +80,17 @@ std::string_view MatmulActivationsName(MatmulActivations activations) {
   return activations == MatmulActivations::kInt8 ? "int8" : "f32";
 }
 
+absl::StatusOr<cpu::KvDtype> ParseKvDtype(std::string_view name) {
+  if (name == "f32") return cpu::KvDtype::kF32;
+  if (name == "f16") return cpu::KvDtype::kF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown KV cache dtype '", util::ToAbsl(name), "' (expected f32 or f16)"));
+}
+
+std::string_view KvDtypeName(cpu::KvDtype dtype) {
+  return dtype == cpu::KvDtype::kF16 ? "f16" : "f32";
+}
+
 CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
                                cpu::ThreadPool* pool, const CpuRunnerOptions& options)
     : config_(config),
@@ -88,6 +99,7 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
       int8_(options.activations == MatmulActivations::kInt8
                 ? std::make_unique<Int8PackedWeights>(*weights)
                 : nullptr),
+      kv_dtype_(options.kv_dtype),
       kv_shape_{.num_blocks = options.num_kv_blocks,
                 .block_size = options.block_size,
                 .num_kv_heads = config.num_kv_heads,
@@ -97,23 +109,28 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
   TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
   TESSERA_CHECK(static_cast<int>(weights->layers.size()) == config.num_layers,
                 "weights and config disagree on the layer count");
-  k_pools_.resize(config.num_layers);
-  v_pools_.resize(config.num_layers);
+  const int64_t elements = kv_shape_.PoolElements();
   for (int l = 0; l < config.num_layers; ++l) {
-    k_pools_[l].assign(kv_shape_.PoolElements(), 0.0f);
-    v_pools_[l].assign(kv_shape_.PoolElements(), 0.0f);
+    if (kv_dtype_ == cpu::KvDtype::kF16) {
+      k_half_pools_.emplace_back(elements);
+      v_half_pools_.emplace_back(elements);
+    } else {
+      k_pools_.emplace_back(elements, 0.0f);
+      v_pools_.emplace_back(elements, 0.0f);
+    }
   }
 }
 
-int64_t CpuLlamaRunner::KvBlockBytes(const model::ModelConfig& config, int block_size) {
+int64_t CpuLlamaRunner::KvBlockBytes(const model::ModelConfig& config, int block_size,
+                                     cpu::KvDtype dtype) {
   return int64_t{2} * config.num_layers * block_size * config.num_kv_heads * config.head_dim *
-         static_cast<int64_t>(sizeof(float));
+         cpu::KvDtypeBytes(dtype);
 }
 
 KvPoolInfo CpuLlamaRunner::kv_pool() const {
   return {.block_size = kv_shape_.block_size,
           .num_blocks = kv_shape_.num_blocks,
-          .bytes = kv_shape_.num_blocks * KvBlockBytes(config_, kv_shape_.block_size)};
+          .bytes = kv_shape_.num_blocks * KvBlockBytes(config_, kv_shape_.block_size, kv_dtype_)};
 }
 
 absl::Status CpuLlamaRunner::Validate(std::span<const SequenceWork> batch) const {
@@ -190,7 +207,8 @@ void CpuLlamaRunner::PrepareInputs(std::span<const SequenceWork> batch) {
   Resize(up_, num_tokens_ * config_.ffn_size);
 }
 
-void CpuLlamaRunner::Project(const Buffer& x, int64_t m, std::initializer_list<Projection> outputs) {
+void CpuLlamaRunner::Project(const Buffer& x, int64_t m,
+                             std::initializer_list<Projection> outputs) {
   bool all_packed = int8_ != nullptr;
   for (const Projection& p : outputs) all_packed = all_packed && p.packed.data != nullptr;
   TESSERA_CHECK(outputs.size() <= cpu::kMaxMatmulOutputs, "Project: too many outputs");
@@ -235,18 +253,29 @@ void CpuLlamaRunner::Attention(int layer) {
   }
   cpu::ApplyRope(rope_, positions_, config_.num_heads, config_.head_dim, q_);
   cpu::ApplyRope(rope_, positions_, config_.num_kv_heads, config_.head_dim, k_);
-  cpu::WriteKv(kv_shape_, slots_, std::span<const float>(k_).first(n * kv_shape_.RowElements()),
-               std::span<const float>(v_).first(n * kv_shape_.RowElements()), k_pools_[layer],
-               v_pools_[layer]);
+  AttendOverPools(layer);
+  Project(attention_out_, n, {{w.wo, p.wo, projected_}});
+  AddInPlace(std::span<float>(x_).first(n * hidden),
+             std::span<const float>(projected_).first(n * hidden));
+}
+
+void CpuLlamaRunner::AttendOverPools(int layer) {
+  const int64_t row_elements = num_tokens_ * kv_shape_.RowElements();
+  const auto k = std::span<const float>(k_).first(row_elements);
+  const auto v = std::span<const float>(v_).first(row_elements);
   const cpu::PagedAttentionParams params{
       .num_heads = config_.num_heads,
       .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),
       .kv = kv_shape_};
-  cpu::PagedAttention(*pool_, params, q_, k_pools_[layer], v_pools_[layer],
-                      attention_sequences_, attention_out_);
-  Project(attention_out_, n, {{w.wo, p.wo, projected_}});
-  AddInPlace(std::span<float>(x_).first(n * hidden),
-             std::span<const float>(projected_).first(n * hidden));
+  if (kv_dtype_ == cpu::KvDtype::kF16) {
+    cpu::WriteKv(kv_shape_, slots_, k, v, k_half_pools_[layer], v_half_pools_[layer]);
+    cpu::PagedAttention(*pool_, params, q_, k_half_pools_[layer], v_half_pools_[layer],
+                        attention_sequences_, attention_out_);
+  } else {
+    cpu::WriteKv(kv_shape_, slots_, k, v, k_pools_[layer], v_pools_[layer]);
+    cpu::PagedAttention(*pool_, params, q_, k_pools_[layer], v_pools_[layer],
+                        attention_sequences_, attention_out_);
+  }
 }
 
 void CpuLlamaRunner::FeedForward(int layer) {

@@ -45,10 +45,18 @@ enum class MatmulActivations { kF32, kInt8 };
 absl::StatusOr<MatmulActivations> ParseMatmulActivations(std::string_view name);
 std::string_view MatmulActivationsName(MatmulActivations activations);
 
+// "f32" / "f16" (the KV pools' element type); INVALID_ARGUMENT naming the accepted values
+// otherwise.
+absl::StatusOr<kernels::cpu::KvDtype> ParseKvDtype(std::string_view name);
+std::string_view KvDtypeName(kernels::cpu::KvDtype dtype);
+
 struct CpuRunnerOptions {
   int block_size = 16;
   int64_t num_kv_blocks = 0;  // including the null block 0; must be >= 2
   MatmulActivations activations = MatmulActivations::kF32;
+  // kF16 halves the KV pool's memory and the bandwidth decode attention needs; K/V values are
+  // rounded to f16 when written (lossy: KL bound in docs/perf/cpu.md). kF32 is exact.
+  kernels::cpu::KvDtype kv_dtype = kernels::cpu::KvDtype::kF32;
 };
 
 class CpuLlamaRunner final : public ModelRunner {
@@ -59,8 +67,9 @@ class CpuLlamaRunner final : public ModelRunner {
 
   const model::ModelConfig& config() const override { return config_; }
   KvPoolInfo kv_pool() const override;
-  // Bytes of one KV block: K and V of every layer, f32 [block_size, num_kv_heads, head_dim].
-  static int64_t KvBlockBytes(const model::ModelConfig& config, int block_size);
+  // Bytes of one KV block: K and V of every layer, [block_size, num_kv_heads, head_dim] of dtype.
+  static int64_t KvBlockBytes(const model::ModelConfig& config, int block_size,
+                              kernels::cpu::KvDtype dtype);
   std::string backend_name() const override { return "cpu"; }
   // The cos/sin table every layer's RoPE reads (for tests and diagnostics).
   const kernels::cpu::RopeTable& rope_table() const { return rope_; }
@@ -74,6 +83,8 @@ class CpuLlamaRunner final : public ModelRunner {
   void PrepareInputs(std::span<const SequenceWork> batch);
   void RunLayer(int layer);
   void Attention(int layer);
+  // Writes this step's K/V rows of `layer` and runs paged attention over its pools.
+  void AttendOverPools(int layer);
   void FeedForward(int layer);
   void ComputeLogits(std::span<const SequenceWork> batch, StepLogits* logits);
 
@@ -95,8 +106,11 @@ class CpuLlamaRunner final : public ModelRunner {
   std::unique_ptr<Int8PackedWeights> int8_;  // set for MatmulActivations::kInt8
   kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::RopeTable rope_;
-  std::vector<Buffer> k_pools_;  // [num_layers]
+  kernels::cpu::KvDtype kv_dtype_;
+  std::vector<Buffer> k_pools_;  // [num_layers] when kv_dtype_ is kF32
   std::vector<Buffer> v_pools_;
+  std::vector<kernels::cpu::AlignedVector<kernels::cpu::Float16>> k_half_pools_;  // kF16
+  std::vector<kernels::cpu::AlignedVector<kernels::cpu::Float16>> v_half_pools_;
 
   // Per-step inputs, rebuilt by PrepareInputs.
   int64_t num_tokens_ = 0;

@@ -49,7 +49,8 @@ uint8_t* HugePageMemory(size_t bytes) {
   const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
   if (aligned > begin) ::munmap(raw, aligned - begin);
   const uintptr_t end = begin + length + kHugePage;
-  if (end > aligned + length) ::munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
+  if (end > aligned + length)
+    ::munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
   ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // advisory
   return reinterpret_cast<uint8_t*>(aligned);
 }
@@ -57,19 +58,18 @@ uint8_t* HugePageMemory(size_t bytes) {
 }  // namespace
 
 Int8PackedWeights::Int8PackedWeights(const LlamaWeights& weights) : layers_(weights.layers.size()) {
-  ForEachMatmulWeight(weights, layers_, output_, [this](const cpu::WeightView& w, auto&) {
-    bytes_ += PackedBytes(w);
-  });
+  ForEachMatmulWeight(weights, layers_, output_,
+                      [this](const cpu::WeightView& w, auto&) { bytes_ += PackedBytes(w); });
   if (bytes_ == 0) return;
   memory_ = HugePageMemory(bytes_);
   size_t offset = 0;
-  ForEachMatmulWeight(weights, layers_, output_,
-                      [&](const cpu::WeightView& w, cpu::Int8WeightView& packed) {
-                        if (!Packable(w)) return;
-                        const size_t size = PackedBytes(w);
-                        packed = cpu::PackInt8Weights(w, std::span<uint8_t>(memory_ + offset, size));
-                        offset += size;
-                      });
+  ForEachMatmulWeight(
+      weights, layers_, output_, [&](const cpu::WeightView& w, cpu::Int8WeightView& packed) {
+        if (!Packable(w)) return;
+        const size_t size = PackedBytes(w);
+        packed = cpu::PackInt8Weights(w, std::span<uint8_t>(memory_ + offset, size));
+        offset += size;
+      });
   ::mprotect(memory_, bytes_, PROT_READ);
 }
 

@@ -16,8 +16,7 @@ using testing::BitEqual;
 using testing::MakeWeights;
 using testing::RandomVector;
 
-constexpr WeightFormat kFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0,
-                                     WeightFormat::kQ4_1};
+constexpr WeightFormat kFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1};
 
 // Weights quantized from random values plus their packed copy.
 struct PackedWeights {
@@ -34,7 +33,7 @@ PackedWeights Pack(WeightFormat format, int64_t rows, int64_t cols, uint64_t see
 }
 
 std::vector<float> RunInt8(ThreadPool& pool, const std::vector<float>& x, int64_t m,
-                       const Int8WeightView& w, Isa isa) {
+                           const Int8WeightView& w, Isa isa) {
   std::vector<float> y(m * w.rows, -1.0f);
   const Int8MatmulOutput out{w, y};
   Int8MatmulSameInput(pool, x, m, {&out, 1}, isa);

@@ -44,6 +44,8 @@ class PagedFixture {
     shape_ = PagedKvShape{blocks, g.block_size, g.num_kv_heads, g.head_dim};
     k_cache_.assign(shape_.PoolElements(), NAN);  // unwritten slots must never be read
     v_cache_.assign(shape_.PoolElements(), NAN);
+    k_half_.assign(shape_.PoolElements(), ToFloat16(NAN));
+    v_half_.assign(shape_.PoolElements(), ToFloat16(NAN));
     std::vector<int32_t> ids(static_cast<size_t>(blocks - 1));
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i + 1);
     std::shuffle(ids.begin(), ids.end(), std::mt19937_64(seed));
@@ -55,13 +57,14 @@ class PagedFixture {
       std::vector<int64_t> slots(static_cast<size_t>(s.context));
       ComputeSlotMapping(s.block_table, g.block_size, 0, slots);
       WriteKv(shape_, slots, s.k, s.v, k_cache_, v_cache_);
+      WriteKv(shape_, slots, s.k, s.v, k_half_, v_half_);
     }
   }
 
   // Runs PagedAttention for the given (sequence, start_pos, num_query, q rows) chunks.
   std::vector<float> Run(ThreadPool& pool, const std::vector<const TestSeq*>& seqs,
                          const std::vector<std::pair<int, int>>& chunks,  // (start, count)
-                         Isa isa) const {
+                         Isa isa, bool f16_pools = false) const {
     std::vector<AttentionSequence> inputs;
     std::vector<float> q;
     int64_t row = 0;
@@ -76,7 +79,11 @@ class PagedFixture {
     }
     std::vector<float> out(q.size());
     PagedAttentionParams params{g_.num_heads, 1.0f / std::sqrt(float(g_.head_dim)), shape_};
-    PagedAttention(pool, params, q, k_cache_, v_cache_, inputs, out, isa);
+    if (f16_pools) {
+      PagedAttention(pool, params, q, k_half_, v_half_, inputs, out, isa);
+    } else {
+      PagedAttention(pool, params, q, k_cache_, v_cache_, inputs, out, isa);
+    }
     return out;
   }
 
@@ -84,7 +91,13 @@ class PagedFixture {
   Geometry g_;
   PagedKvShape shape_;
   std::vector<float> k_cache_, v_cache_;
+  std::vector<Float16> k_half_, v_half_;  // the same K/V written into f16 pools
 };
+
+// Rounds every value to the nearest f16 (what an f16 pool stores).
+void RoundToHalf(std::vector<float>& values) {
+  for (float& v : values) v = ToFloat(ToFloat16(v));
+}
 
 TestSeq MakeSeq(const Geometry& g, int context, int num_query, uint64_t seed) {
   TestSeq s;
@@ -197,6 +210,60 @@ TEST_P(CpuPagedAttentionTest, BatchInvariantBitExact) {
       }
     }
   }
+}
+
+// f16 pools change only the stored values: on K/V that f16 represents exactly, attention over f16
+// pools is bit-identical to attention over f32 pools, prefill and decode rows, awkward head dims.
+TEST_P(CpuPagedAttentionTest, F16PoolsEqualF32PoolsOfTheSameValuesBitForBit) {
+  ThreadPool pool(2);
+  const Geometry geometries[] = {{9, 3, 64, 16}, {9, 3, 64, 1}, {4, 4, 24, 5}, {2, 2, 100, 3},
+                                 {8, 2, 128, 7}};
+  uint64_t seed = 900;
+  for (const Geometry& g : geometries) {
+    std::vector<TestSeq> seqs = {MakeSeq(g, 17, 17, seed += 3), MakeSeq(g, 97, 1, seed += 3),
+                                 MakeSeq(g, 1, 1, seed += 3)};
+    for (TestSeq& s : seqs) {
+      RoundToHalf(s.k);
+      RoundToHalf(s.v);
+    }
+    PagedFixture fixture(g, &seqs, seed);
+    const std::vector<const TestSeq*> ptrs = {&seqs[0], &seqs[1], &seqs[2]};
+    const std::vector<std::pair<int, int>> chunks = {{0, 17}, {96, 1}, {0, 1}};
+    EXPECT_TRUE(BitEqual(fixture.Run(pool, ptrs, chunks, GetParam(), /*f16_pools=*/true),
+                         fixture.Run(pool, ptrs, chunks, GetParam(), /*f16_pools=*/false)))
+        << "heads " << g.num_heads << "/" << g.num_kv_heads << " dim " << g.head_dim;
+  }
+}
+
+// On unrounded K/V, f16 pools stay close to the exact contiguous reference (the rounding of
+// K and V, 2^-11 relative, is the only difference).
+TEST_P(CpuPagedAttentionTest, F16PoolsStayCloseToTheReference) {
+  ThreadPool pool(2);
+  const Geometry g{9, 3, 64, 16};
+  std::vector<TestSeq> seqs = {MakeSeq(g, 97, 97, 41), MakeSeq(g, 33, 1, 42)};
+  PagedFixture fixture(g, &seqs, 43);
+  const std::vector<float> out =
+      fixture.Run(pool, {&seqs[0], &seqs[1]}, {{0, 97}, {32, 1}}, GetParam(), true);
+  size_t offset = 0;
+  for (const TestSeq& s : seqs) {
+    const std::vector<float> ref = Reference(g, s);
+    EXPECT_TRUE(AllNear({out.data() + offset, ref.size()}, ref, 5e-3, 5e-3)) << s.context;
+    offset += ref.size();
+  }
+}
+
+TEST(CpuKvCacheTest, WriteKvToF16RoundsToNearest) {
+  const PagedKvShape shape{2, 1, 1, 16};
+  const std::vector<float> k = RandomVector(16, 3, -100.0f, 100.0f);
+  const std::vector<float> v = RandomVector(16, 4);
+  std::vector<Float16> k_pool(shape.PoolElements()), v_pool(shape.PoolElements());
+  WriteKv(shape, std::vector<int64_t>{1}, k, v, k_pool, v_pool);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(k_pool[16 + i].bits, util::FloatToHalf(k[i]));
+    EXPECT_EQ(v_pool[16 + i].bits, util::FloatToHalf(v[i]));
+    EXPECT_NEAR(ToFloat(k_pool[16 + i]), k[i], std::abs(k[i]) * 1e-3);
+  }
+  EXPECT_EQ(k_pool[0].bits, 0);  // slot 0 untouched
 }
 
 TEST(CpuPagedAttentionIsaTest, Avx2AndAvx512AreBitIdentical) {

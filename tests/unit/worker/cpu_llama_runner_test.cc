@@ -1,6 +1,7 @@
 // The CPU llama runner on the real default model: batch invariance, chunked prefill, paged
-// layouts, determinism, and plan validation (DESIGN.md §6), with exact f32 activations and with
-// the lossy int8 ones (which keep every one of these contracts bit for bit).
+// layouts, determinism, and plan validation (DESIGN.md §6), exact (f32 activations and KV) and
+// with the lossy options (int8 activations, f16 KV), which keep every one of these contracts bit
+// for bit.
 #include "worker/cpu/cpu_llama_runner.h"
 
 #include <cstring>
@@ -20,7 +21,12 @@ using ::testing::HasSubstr;
 
 constexpr char kDefaultModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-class CpuLlamaRunnerTest : public ::testing::TestWithParam<MatmulActivations> {
+struct Numerics {
+  MatmulActivations activations;
+  kernels::cpu::KvDtype kv_dtype;
+};
+
+class CpuLlamaRunnerTest : public ::testing::TestWithParam<Numerics> {
  protected:
   static void SetUpTestSuite() {
     ASSERT_TRUE(std::filesystem::exists(kDefaultModel))
@@ -39,7 +45,10 @@ class CpuLlamaRunnerTest : public ::testing::TestWithParam<MatmulActivations> {
     return std::make_unique<CpuLlamaRunner>(
         model_->config, model_->weights.get(), pool_,
         CpuRunnerOptions{
-            .block_size = block_size, .num_kv_blocks = num_blocks, .activations = GetParam()});
+            .block_size = block_size,
+            .num_kv_blocks = num_blocks,
+            .activations = GetParam().activations,
+            .kv_dtype = GetParam().kv_dtype});
   }
 
   static LoadedModel* model_;
@@ -280,11 +289,15 @@ TEST_P(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
   EXPECT_THAT(runner->Forward({&work, 1}, &logits).message(), HasSubstr("exceed the context"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, CpuLlamaRunnerTest,
-                         ::testing::Values(MatmulActivations::kF32, MatmulActivations::kInt8),
-                         [](const ::testing::TestParamInfo<MatmulActivations>& info) {
-                           return std::string(MatmulActivationsName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Numerics, CpuLlamaRunnerTest,
+    ::testing::Values(Numerics{MatmulActivations::kF32, kernels::cpu::KvDtype::kF32},
+                      Numerics{MatmulActivations::kInt8, kernels::cpu::KvDtype::kF32},
+                      Numerics{MatmulActivations::kF32, kernels::cpu::KvDtype::kF16}),
+    [](const ::testing::TestParamInfo<Numerics>& info) {
+      return std::string(MatmulActivationsName(info.param.activations)) + "_kv_" +
+             std::string(KvDtypeName(info.param.kv_dtype));
+    });
 
 }  // namespace
 }  // namespace tessera::worker
