@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/huge_page_buffer.h"
 
 namespace tessera::util {
 namespace {
@@ -32,32 +33,14 @@ class FdCloser {
   int fd_;
 };
 
-// Anonymous memory of `size` bytes whose start is 2 MiB aligned (so transparent huge pages can
-// back it from the first byte), advised MADV_HUGEPAGE. The mapping is exactly
-// [result, result + size rounded up to a page), so munmap(result, size) releases all of it.
-absl::StatusOr<void*> HugePageAlignedMemory(size_t size, const std::string& path) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t length = (size + page - 1) / page * page;
-  void* raw = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return ErrnoError(errno, "cannot allocate memory for", path);
-  const auto begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > begin) ::munmap(raw, aligned - begin);
-  const uintptr_t end = begin + length + kHugePage;
-  if (end > aligned + length) {
-    ::munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
-  }
-  void* data = reinterpret_cast<void*>(aligned);
-  ::madvise(data, length, MADV_HUGEPAGE);  // advisory: without THP the copy still works
-  return data;
-}
-
 // Reads all of `fd` (`size` bytes) into huge-page memory, then makes it read-only.
 absl::StatusOr<void*> CopyIntoHugePages(int fd, size_t size, const std::string& path) {
-  absl::StatusOr<void*> memory = HugePageAlignedMemory(size, path);
-  if (!memory.ok()) return memory.status();
+  absl::StatusOr<void*> memory = AllocateHugePageMemory(size);
+  if (!memory.ok()) {
+    return absl::Status(memory.status().code(),
+                        absl::StrCat("cannot allocate memory for '", path, "': ",
+                                     memory.status().message()));
+  }
   auto* bytes = static_cast<char*>(*memory);
   for (size_t done = 0; done < size;) {
     const ssize_t n = ::pread(fd, bytes + done, size - done, static_cast<off_t>(done));

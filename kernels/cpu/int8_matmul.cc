@@ -89,6 +89,7 @@ void GroupTilePortable(WeightFormat format, const uint8_t* group, int64_t blocks
 
 }  // namespace int8_internal
 
+using int8_internal::Int8Kernel;
 using int8_internal::Int8Layout;
 using int8_internal::LayoutOf;
 using int8_internal::QuantizedRows;
@@ -142,7 +143,7 @@ struct ActivationScratch {
 };
 
 QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, int64_t m, int64_t k,
-                                  bool vnni) {
+                                  Int8Kernel kernel) {
   thread_local ActivationScratch scratch;
   const int64_t blocks = k / kQuantBlockSize;
   if (static_cast<int64_t>(scratch.q.size()) < m * k) scratch.q.resize(m * k);
@@ -153,11 +154,11 @@ QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, in
   }
   const QuantizedRows rows{
       scratch.q.data(), scratch.dx.data(), scratch.xsum.data(), scratch.sx.data(), k, blocks};
+  auto* quantize_row = kernel == Int8Kernel::kVnni   ? int8_internal::QuantizeRowVnni
+                       : kernel == Int8Kernel::kAvx2 ? int8_internal::QuantizeRowAvx2
+                                                     : int8_internal::QuantizeRowPortable;
   auto quantize = [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      auto* row = vnni ? int8_internal::QuantizeRowVnni : int8_internal::QuantizeRowPortable;
-      row(x.data() + r * k, r, rows);
-    }
+    for (int64_t r = begin; r < end; ++r) quantize_row(x.data() + r * k, r, rows);
   };
   constexpr int64_t kParallelRows = 16;  // below this, a fork/join costs more than the work
   if (m < kParallelRows) {
@@ -170,7 +171,10 @@ QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, in
 
 // Rows [0, m) of groups [begin, end) of one output.
 void RunGroups(const Int8MatmulOutput& out, const QuantizedRows& x, int64_t m, int64_t begin,
-               int64_t end, bool vnni) {
+               int64_t end, Int8Kernel kernel) {
+  auto* tile = kernel == Int8Kernel::kVnni   ? int8_internal::GroupTileVnni
+               : kernel == Int8Kernel::kAvx2 ? int8_internal::GroupTileAvx2
+                                             : int8_internal::GroupTilePortable;
   const Int8Layout layout = LayoutOf(out.w.format);
   const int64_t blocks = out.w.cols / kQuantBlockSize;
   const size_t group_bytes = blocks * layout.GroupBlockBytes();
@@ -183,13 +187,7 @@ void RunGroups(const Int8MatmulOutput& out, const QuantizedRows& x, int64_t m, i
       const int rows = static_cast<int>(
           m - row0 < int8_internal::kMaxTileRows ? m - row0 : int8_internal::kMaxTileRows);
       float* y = out.y.data() + row0 * out.w.rows + col0;
-      if (vnni) {
-        int8_internal::GroupTileVnni(out.w.format, group, blocks, x, row0, rows, y, out.w.rows,
-                                     valid);
-      } else {
-        int8_internal::GroupTilePortable(out.w.format, group, blocks, x, row0, rows, y, out.w.rows,
-                                         valid);
-      }
+      tile(out.w.format, group, blocks, x, row0, rows, y, out.w.rows, valid);
     }
   }
 }
@@ -218,6 +216,16 @@ bool Int8VnniSupported() {
 #endif
 }
 
+namespace {
+
+Int8Kernel KernelFor(Isa isa) {
+  if (isa == Isa::kAvx512 && Int8VnniSupported()) return Int8Kernel::kVnni;
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return Int8Kernel::kAvx2;
+  return Int8Kernel::kPortable;
+}
+
+}  // namespace
+
 void Int8MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
                          std::span<const Int8MatmulOutput> outputs, Isa isa) {
   constexpr size_t kMaxOutputs = 4;
@@ -238,13 +246,13 @@ void Int8MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
     }
     return;
   }
-  const bool vnni = isa == Isa::kAvx512 && Int8VnniSupported();
-  const QuantizedRows rows = QuantizeActivations(pool, x, m, k, vnni);
+  const Int8Kernel kernel = KernelFor(isa);
+  const QuantizedRows rows = QuantizeActivations(pool, x, m, k, kernel);
   pool.ParallelFor(first_group[outputs.size()], [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const int64_t lo = begin > first_group[i] ? begin : first_group[i];
       const int64_t hi = end < first_group[i + 1] ? end : first_group[i + 1];
-      if (lo < hi) RunGroups(outputs[i], rows, m, lo - first_group[i], hi - first_group[i], vnni);
+      if (lo < hi) RunGroups(outputs[i], rows, m, lo - first_group[i], hi - first_group[i], kernel);
     }
   });
 }

@@ -1,5 +1,6 @@
 // Matmul with activations quantized to int8 ("q8 activations"): y[m, n] ≈ x[m, k] · w[n, k]ᵀ
-// for Q8_0 / Q4_0 / Q4_1 weights, with integer dot products (AVX-512 VNNI where the CPU has it).
+// for Q8_0 / Q4_0 / Q4_1 weights, with integer dot products (AVX-512 VNNI where the CPU has it,
+// AVX2 vpmaddubsw otherwise).
 //
 // A LOSSY path, opt-in (DESIGN.md §6 "lossy paths"; its KL bound is in docs/perf/cpu.md). The
 // exact path is matmul.h. Why it exists: with f32 activations every weight costs one f32 FMA per
@@ -40,7 +41,7 @@ inline constexpr int kInt8GroupRows = 16;
 bool Int8MatmulSupportsFormat(WeightFormat format);
 
 // True when the running CPU has the AVX-512 VNNI kernel (avx512f, avx512bw, avx512vnni); other
-// CPUs run the portable copy (same bits, much slower).
+// AVX2 CPUs run the AVX2 copy, the rest the portable one (same bits, much slower).
 bool Int8VnniSupported();
 
 // Bytes PackInt8Weights writes for w (rows rounded up to a multiple of kInt8GroupRows).
@@ -67,7 +68,8 @@ struct Int8MatmulOutput {
 // Quantizes x once and computes every output in one parallel region (one fork/join).
 // Preconditions: 1 <= outputs.size() <= 4; all w.cols equal (k, a multiple of 32);
 // x.size() >= m * k; each y.size() >= m * w.rows; no y overlaps x or another y; IsaSupported(isa).
-// isa == kAvx512 uses the VNNI kernel when Int8VnniSupported(), the portable copy otherwise.
+// isa == kAvx512 uses the VNNI kernel when Int8VnniSupported(), else the AVX2 one; isa == kAvx2
+// the AVX2 one; kScalar the portable copy. All give the same bits.
 void Int8MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
                          std::span<const Int8MatmulOutput> outputs, Isa isa = BestIsa());
 

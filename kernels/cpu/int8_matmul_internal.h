@@ -1,4 +1,5 @@
-// Internals of int8_matmul.cc shared with its VNNI copy (int8_matmul_vnni.cc). Not a public API.
+// Internals of int8_matmul.cc shared with its AVX2 and VNNI copies (int8_matmul_avx2.cc,
+// int8_matmul_vnni.cc). Not a public API.
 //
 // Packed layout: groups of kInt8GroupRows output rows, group-major; within a group, one record
 // per 32-element block, in k order:
@@ -66,8 +67,12 @@ struct QuantizedRows {
   int64_t blocks;
 };
 
-// Row r of x [k] -> its codes, dx, xsum and sx in `rows`. Both copies give the same bits.
+// Which copy of the kernels runs; all give the same bits.
+enum class Int8Kernel { kPortable, kAvx2, kVnni };
+
+// Row r of x [k] -> its codes, dx, xsum and sx in `rows`.
 void QuantizeRowPortable(const float* x, int64_t r, const QuantizedRows& rows);
+void QuantizeRowAvx2(const float* x, int64_t r, const QuantizedRows& rows);
 void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows);
 
 // y[r, c] for activation rows [row0, row0 + rows) (rows <= kMaxTileRows) and the first
@@ -75,6 +80,9 @@ void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows);
 void GroupTilePortable(WeightFormat format, const uint8_t* group, int64_t blocks,
                        const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
                        int valid_cols);
+void GroupTileAvx2(WeightFormat format, const uint8_t* group, int64_t blocks,
+                   const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
+                   int valid_cols);
 void GroupTileVnni(WeightFormat format, const uint8_t* group, int64_t blocks,
                    const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
                    int valid_cols);

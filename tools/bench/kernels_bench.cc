@@ -147,6 +147,46 @@ BENCHMARK(BM_ModelMatmuls)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// One int8-activation matmul (int8_matmul.h) on a single matrix that stays in cache between
+// iterations: the kernel's compute rate, apart from memory. Args as BM_Matmul.
+void BM_Int8Matmul(benchmark::State& state) {
+  const auto format = static_cast<WeightFormat>(state.range(0));
+  const int64_t n = state.range(1);
+  const int64_t k = state.range(2);
+  const int64_t m = state.range(3);
+  ThreadPool& pool = Pool(static_cast<int>(state.range(4)));
+  const auto isa = static_cast<Isa>(state.range(5));
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  const BenchWeights w = MakeBenchWeights(format, n, k);
+  AlignedVector<uint8_t> packed(PackedInt8Bytes(format, n, k));
+  const Int8MatmulOutput out{PackInt8Weights(w.view, packed), {}};
+  const auto x = RandomFloats(static_cast<size_t>(m * k), 2);
+  AlignedVector<float> y(static_cast<size_t>(m * n));
+  const Int8MatmulOutput output{out.w, y};
+  for (auto _ : state) {
+    Int8MatmulSameInput(pool, x, m, {&output, 1}, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(WeightFormatName(format)) + " " + std::string(IsaName(isa)) +
+                 ", int8 activations");
+}
+BENCHMARK(BM_Int8Matmul)
+    ->ArgNames({"fmt", "n", "k", "m", "thr", "isa"})
+    ->ArgsProduct({{static_cast<int64_t>(WeightFormat::kQ8_0),
+                    static_cast<int64_t>(WeightFormat::kQ4_1)},
+                   {1536},
+                   {576},
+                   {1, 8},
+                   {1, 2},
+                   {static_cast<int64_t>(BestIsa())}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // BM_ModelMatmuls with int8 activations (int8_matmul.h; lossy): weights packed once.
 // Args: format (Q4_1 or Q8_0, the logits Q8_0 either way), m, threads.
 void BM_Int8ModelMatmuls(benchmark::State& state) {
@@ -237,7 +277,7 @@ void BM_AttentionDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"ctx", "batch", "thr"})
-    ->ArgsProduct({{512, 2048}, {1, 8}, {1, 2}})
+    ->ArgsProduct({{80, 512, 2048}, {1, 8}, {1, 2}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -99,24 +100,35 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
       int8_(options.activations == MatmulActivations::kInt8
                 ? std::make_unique<Int8PackedWeights>(*weights)
                 : nullptr),
-      kv_dtype_(options.kv_dtype),
       kv_shape_{.num_blocks = options.num_kv_blocks,
                 .block_size = options.block_size,
                 .num_kv_heads = config.num_kv_heads,
                 .head_dim = config.head_dim},
-      rope_(RopeParamsForModel(config, weights->rope_freqs), config.context_length) {
+      rope_(RopeParamsForModel(config, weights->rope_freqs), config.context_length),
+      kv_dtype_(options.kv_dtype) {
   TESSERA_CHECK(options.block_size >= 1, "block_size must be >= 1");
   TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
   TESSERA_CHECK(static_cast<int>(weights->layers.size()) == config.num_layers,
                 "weights and config disagree on the layer count");
+  AllocateKvPools();
+}
+
+void CpuLlamaRunner::AllocateKvPools() {
   const int64_t elements = kv_shape_.PoolElements();
-  for (int l = 0; l < config.num_layers; ++l) {
+  const size_t pool_bytes = static_cast<size_t>(elements * cpu::KvDtypeBytes(kv_dtype_));
+  absl::StatusOr<util::HugePageBuffer> memory =
+      util::HugePageBuffer::Allocate(2 * config_.num_layers * pool_bytes);
+  TESSERA_CHECK(memory.ok(), "CpuLlamaRunner: cannot allocate the KV pools");
+  kv_memory_ = *std::move(memory);
+  std::memset(kv_memory_.data(), 0, kv_memory_.size());  // commit the memory now, not mid-serving
+  for (int p = 0; p < 2 * config_.num_layers; ++p) {
+    uint8_t* base = kv_memory_.data() + p * pool_bytes;
     if (kv_dtype_ == cpu::KvDtype::kF16) {
-      k_half_pools_.emplace_back(elements);
-      v_half_pools_.emplace_back(elements);
+      auto& pools = p % 2 == 0 ? k_half_pools_ : v_half_pools_;
+      pools.emplace_back(reinterpret_cast<cpu::Float16*>(base), elements);
     } else {
-      k_pools_.emplace_back(elements, 0.0f);
-      v_pools_.emplace_back(elements, 0.0f);
+      auto& pools = p % 2 == 0 ? k_pools_ : v_pools_;
+      pools.emplace_back(reinterpret_cast<float*>(base), elements);
     }
   }
 }

@@ -7,7 +7,8 @@
 // whatever else is in the batch and however its prompt was chunked.
 //
 // Ownership: owns its KV pool [num_layers] x {K, V} [num_blocks, block_size, num_kv_heads,
-// head_dim] f32 and grow-only scratch buffers; borrows the weights and the thread pool.
+// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction) and
+// grow-only scratch buffers; borrows the weights and the thread pool.
 // Threading: Forward is called from one thread at a time (the thread that drives the pool).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/util/huge_page_buffer.h"
 #include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/paged_attention.h"
@@ -78,6 +80,8 @@ class CpuLlamaRunner final : public ModelRunner {
  private:
   using Buffer = kernels::cpu::AlignedVector<float>;
 
+  // Carves the K and V pools of every layer out of kv_memory_.
+  void AllocateKvPools();
   absl::Status Validate(std::span<const SequenceWork> batch) const;
   // Phases of Forward, in order.
   void PrepareInputs(std::span<const SequenceWork> batch);
@@ -107,10 +111,11 @@ class CpuLlamaRunner final : public ModelRunner {
   kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::RopeTable rope_;
   kernels::cpu::KvDtype kv_dtype_;
-  std::vector<Buffer> k_pools_;  // [num_layers] when kv_dtype_ is kF32
-  std::vector<Buffer> v_pools_;
-  std::vector<kernels::cpu::AlignedVector<kernels::cpu::Float16>> k_half_pools_;  // kF16
-  std::vector<kernels::cpu::AlignedVector<kernels::cpu::Float16>> v_half_pools_;
+  util::HugePageBuffer kv_memory_;  // every pool below, in huge pages
+  std::vector<std::span<float>> k_pools_;  // [num_layers] when kv_dtype_ is kF32
+  std::vector<std::span<float>> v_pools_;
+  std::vector<std::span<kernels::cpu::Float16>> k_half_pools_;  // when kF16
+  std::vector<std::span<kernels::cpu::Float16>> v_half_pools_;
 
   // Per-step inputs, rebuilt by PrepareInputs.
   int64_t num_tokens_ = 0;

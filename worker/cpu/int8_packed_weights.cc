@@ -37,44 +37,25 @@ void ForEachMatmulWeight(const LlamaWeights& weights, std::vector<Int8LayerWeigh
   fn(weights.output, output);
 }
 
-// Anonymous memory whose start is 2 MiB aligned, advised MADV_HUGEPAGE (a decode step streams
-// every packed weight; with 4 KiB pages that is a TLB miss per page).
-uint8_t* HugePageMemory(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t length = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* raw = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  TESSERA_CHECK(raw != MAP_FAILED, "Int8PackedWeights: cannot allocate memory for packed weights");
-  const auto begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > begin) ::munmap(raw, aligned - begin);
-  const uintptr_t end = begin + length + kHugePage;
-  if (end > aligned + length)
-    ::munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
-  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);  // advisory
-  return reinterpret_cast<uint8_t*>(aligned);
-}
-
 }  // namespace
 
 Int8PackedWeights::Int8PackedWeights(const LlamaWeights& weights) : layers_(weights.layers.size()) {
+  size_t bytes = 0;
   ForEachMatmulWeight(weights, layers_, output_,
-                      [this](const cpu::WeightView& w, auto&) { bytes_ += PackedBytes(w); });
-  if (bytes_ == 0) return;
-  memory_ = HugePageMemory(bytes_);
+                      [&](const cpu::WeightView& w, auto&) { bytes += PackedBytes(w); });
+  if (bytes == 0) return;
+  absl::StatusOr<util::HugePageBuffer> memory = util::HugePageBuffer::Allocate(bytes);
+  TESSERA_CHECK(memory.ok(), "Int8PackedWeights: cannot allocate memory for packed weights");
+  memory_ = *std::move(memory);
   size_t offset = 0;
   ForEachMatmulWeight(
       weights, layers_, output_, [&](const cpu::WeightView& w, cpu::Int8WeightView& packed) {
         if (!Packable(w)) return;
         const size_t size = PackedBytes(w);
-        packed = cpu::PackInt8Weights(w, std::span<uint8_t>(memory_ + offset, size));
+        packed = cpu::PackInt8Weights(w, std::span<uint8_t>(memory_.data() + offset, size));
         offset += size;
       });
-  ::mprotect(memory_, bytes_, PROT_READ);
-}
-
-Int8PackedWeights::~Int8PackedWeights() {
-  if (memory_ != nullptr) ::munmap(memory_, bytes_);
+  ::mprotect(memory_.data(), bytes, PROT_READ);  // immutable from here on
 }
 
 }  // namespace tessera::worker

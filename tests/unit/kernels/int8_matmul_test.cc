@@ -41,11 +41,9 @@ std::vector<float> RunInt8(ThreadPool& pool, const std::vector<float>& x, int64_
 }
 
 // The portable copy (kScalar) on every machine; the VNNI copy where the CPU has it.
-std::vector<Isa> Int8Isas() {
-  std::vector<Isa> isas = {Isa::kScalar};
-  if (Int8VnniSupported()) isas.push_back(Isa::kAvx512);
-  return isas;
-}
+// Every ISA this CPU runs: kScalar (portable copy), kAvx2 (AVX2 copy), kAvx512 (VNNI copy, or
+// the AVX2 copy on AVX-512 CPUs without VNNI).
+std::vector<Isa> Int8Isas() { return SupportedIsas(); }
 
 // Σ_j |w_j| |x_j| over k terms of at most 1: the int path rounds each block's float terms a few
 // times (relative 2^-24 each) against the reference's f64 sum.
@@ -105,20 +103,53 @@ TEST_P(CpuInt8MatmulTest, SameInputEqualsSeparateCalls) {
 INSTANTIATE_TEST_SUITE_P(CpuIsas, CpuInt8MatmulTest, ::testing::ValuesIn(Int8Isas()),
                          testing::IsaParamName);
 
-// The portable and VNNI copies compute the same bits (both follow int8_matmul.h's fold).
-TEST(CpuInt8MatmulIsaTest, VnniEqualsPortableBitForBit) {
-  if (!Int8VnniSupported()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+// Every SIMD copy computes the portable copy's bits (all follow int8_matmul.h's fold).
+TEST(CpuInt8MatmulIsaTest, EverySimdCopyEqualsPortableBitForBit) {
+  if (SupportedIsas().size() == 1) GTEST_SKIP() << "this CPU has no SIMD copy (scalar only)";
   ThreadPool pool(2);
   uint64_t seed = 500;
+  for (Isa isa : SupportedIsas()) {
+    if (isa == Isa::kScalar) continue;
+    for (WeightFormat format : kFormats) {
+      for (int64_t m : {1, 3, 5, 8, 20}) {
+        const PackedWeights w = Pack(format, 47, 288, ++seed);
+        auto x = RandomVector(m * 288, ++seed, -5.0f, 5.0f);
+        x[3] = 0.0f;
+        std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block: dx = 0
+        EXPECT_TRUE(BitEqual(RunInt8(pool, x, m, w.view, isa),
+                             RunInt8(pool, x, m, w.view, Isa::kScalar)))
+            << IsaName(isa) << " " << WeightFormatName(format) << " m=" << m;
+      }
+    }
+  }
+}
+
+// The integer sums at their extremes (every code at its largest magnitude, every activation at
+// ±127, including Q8_0's -128): no SIMD copy saturates an intermediate.
+TEST(CpuInt8MatmulIsaTest, ExtremeCodesDoNotSaturate) {
+  ThreadPool pool(1);
+  constexpr int64_t kRows = 16, kCols = 64;
   for (WeightFormat format : kFormats) {
-    for (int64_t m : {1, 8, 20}) {
-      const PackedWeights w = Pack(format, 47, 288, ++seed);
-      auto x = RandomVector(m * 288, ++seed, -5.0f, 5.0f);
-      x[3] = 0.0f;
-      std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block: dx = 0
-      EXPECT_TRUE(BitEqual(RunInt8(pool, x, m, w.view, Isa::kAvx512),
-                           RunInt8(pool, x, m, w.view, Isa::kScalar)))
-          << WeightFormatName(format) << " m=" << m;
+    testing::OwnedWeights w = MakeWeights(format, kRows, kCols, 900);
+    const size_t block_bytes = FormatBlockBytes(format);
+    for (size_t off = 0; off < w.bytes.size(); off += block_bytes) {
+      const size_t codes = format == WeightFormat::kQ4_1 ? 4 : 2;  // after d (and m)
+      for (size_t j = off + codes; j < off + block_bytes; ++j) {
+        w.bytes[j] = format == WeightFormat::kQ8_0 ? ((j / block_bytes) % 2 ? 0x80 : 0x7F) : 0xFF;
+      }
+    }
+    std::vector<uint8_t> packed(PackedInt8Bytes(format, kRows, kCols));
+    const Int8WeightView view = PackInt8Weights(w.view, packed);
+    for (float sign : {1.0f, -1.0f}) {
+      const std::vector<float> x(kCols, sign);  // quantizes to all ±127
+      const std::vector<float> scalar = RunInt8(pool, x, 1, view, Isa::kScalar);
+      for (Isa isa : SupportedIsas()) {
+        EXPECT_TRUE(BitEqual(RunInt8(pool, x, 1, view, isa), scalar))
+            << IsaName(isa) << " " << WeightFormatName(format) << " sign=" << sign;
+      }
+      std::vector<float> exact(kRows);
+      reference::Int8Matmul(x, 1, w.view, exact);
+      EXPECT_TRUE(AllNear(scalar, exact, 1e-4, 1e-5)) << WeightFormatName(format);
     }
   }
 }
