@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/weight_format.h"
@@ -86,5 +87,32 @@ void GroupTileAvx2(WeightFormat format, const uint8_t* group, int64_t blocks,
 void GroupTileVnni(WeightFormat format, const uint8_t* group, int64_t blocks,
                    const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
                    int valid_cols);
+
+// Calls fn(format_constant, rows_constant) with the weight format (kQ8_0, kQ4_0, else kQ4_1) and
+// the tile rows (1..kMaxTileRows) as std::integral_constant values, so that a SIMD copy
+// instantiates one kernel per (format, rows) from one generic lambda.
+template <typename Fn>
+void WithTileShape(WeightFormat format, int rows, Fn&& fn) {
+  auto with_rows = [&](auto f) {
+    switch (rows) {
+      case 1: return fn(f, std::integral_constant<int, 1>{});
+      case 2: return fn(f, std::integral_constant<int, 2>{});
+      case 3: return fn(f, std::integral_constant<int, 3>{});
+      case 4: return fn(f, std::integral_constant<int, 4>{});
+      case 5: return fn(f, std::integral_constant<int, 5>{});
+      case 6: return fn(f, std::integral_constant<int, 6>{});
+      case 7: return fn(f, std::integral_constant<int, 7>{});
+      default: return fn(f, std::integral_constant<int, kMaxTileRows>{});
+    }
+  };
+  switch (format) {
+    case WeightFormat::kQ8_0:
+      return with_rows(std::integral_constant<WeightFormat, WeightFormat::kQ8_0>{});
+    case WeightFormat::kQ4_0:
+      return with_rows(std::integral_constant<WeightFormat, WeightFormat::kQ4_0>{});
+    default:
+      return with_rows(std::integral_constant<WeightFormat, WeightFormat::kQ4_1>{});
+  }
+}
 
 }  // namespace tessera::kernels::cpu::int8_internal

@@ -95,29 +95,6 @@ void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, mask, acc[r]);
 }
 
-template <WeightFormat F>
-void GroupTileRows(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int64_t row0,
-                   int rows, float* y, int64_t ldy, int valid_cols) {
-  switch (rows) {
-    case 1:
-      return GroupTile<F, 1>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 2:
-      return GroupTile<F, 2>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 3:
-      return GroupTile<F, 3>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 4:
-      return GroupTile<F, 4>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 5:
-      return GroupTile<F, 5>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 6:
-      return GroupTile<F, 6>(group, blocks, x, row0, y, ldy, valid_cols);
-    case 7:
-      return GroupTile<F, 7>(group, blocks, x, row0, y, ldy, valid_cols);
-    default:
-      return GroupTile<F, 8>(group, blocks, x, row0, y, ldy, valid_cols);
-  }
-}
-
 }  // namespace
 
 void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows) {
@@ -142,14 +119,9 @@ void QuantizeRowVnni(const float* x, int64_t r, const QuantizedRows& rows) {
 void GroupTileVnni(WeightFormat format, const uint8_t* group, int64_t blocks,
                    const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
                    int valid_cols) {
-  switch (format) {
-    case WeightFormat::kQ8_0:
-      return GroupTileRows<WeightFormat::kQ8_0>(group, blocks, x, row0, rows, y, ldy, valid_cols);
-    case WeightFormat::kQ4_0:
-      return GroupTileRows<WeightFormat::kQ4_0>(group, blocks, x, row0, rows, y, ldy, valid_cols);
-    default:
-      return GroupTileRows<WeightFormat::kQ4_1>(group, blocks, x, row0, rows, y, ldy, valid_cols);
-  }
+  WithTileShape(format, rows, [&](auto f, auto r) {
+    GroupTile<decltype(f)::value, decltype(r)::value>(group, blocks, x, row0, y, ldy, valid_cols);
+  });
 }
 
 }  // namespace tessera::kernels::cpu::int8_internal

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -41,18 +42,30 @@ BenchWeights MakeBenchWeights(WeightFormat format, int64_t n, int64_t k) {
   return w;
 }
 
+// The arguments of BM_Matmul and BM_Int8Matmul: format, n, k, m, threads, isa.
+struct MatmulCase {
+  WeightFormat format;
+  int64_t n, k, m;
+  ThreadPool* pool;
+  Isa isa;
+};
+
+// The case of `state`, or nothing (the run marked skipped) when this CPU lacks its ISA.
+std::optional<MatmulCase> ParseMatmulCase(benchmark::State& state) {
+  const MatmulCase c{static_cast<WeightFormat>(state.range(0)), state.range(1), state.range(2),
+                     state.range(3), &Pool(static_cast<int>(state.range(4))),
+                     static_cast<Isa>(state.range(5))};
+  if (IsaSupported(c.isa)) return c;
+  state.SkipWithError("ISA not supported");
+  return std::nullopt;
+}
+
 // Args: format, n, k, m, threads, isa.
 void BM_Matmul(benchmark::State& state) {
-  const auto format = static_cast<WeightFormat>(state.range(0));
-  const int64_t n = state.range(1);
-  const int64_t k = state.range(2);
-  const int64_t m = state.range(3);
-  ThreadPool& pool = Pool(static_cast<int>(state.range(4)));
-  const auto isa = static_cast<Isa>(state.range(5));
-  if (!IsaSupported(isa)) {
-    state.SkipWithError("ISA not supported");
-    return;
-  }
+  const std::optional<MatmulCase> c = ParseMatmulCase(state);
+  if (!c) return;
+  const auto [format, n, k, m, pool_ptr, isa] = *c;
+  ThreadPool& pool = *pool_ptr;
   const BenchWeights w = MakeBenchWeights(format, n, k);
   const auto x = RandomFloats(static_cast<size_t>(m * k), 2);
   AlignedVector<float> y(static_cast<size_t>(m * n));
@@ -150,16 +163,10 @@ BENCHMARK(BM_ModelMatmuls)
 // One int8-activation matmul (int8_matmul.h) on a single matrix that stays in cache between
 // iterations: the kernel's compute rate, apart from memory. Args as BM_Matmul.
 void BM_Int8Matmul(benchmark::State& state) {
-  const auto format = static_cast<WeightFormat>(state.range(0));
-  const int64_t n = state.range(1);
-  const int64_t k = state.range(2);
-  const int64_t m = state.range(3);
-  ThreadPool& pool = Pool(static_cast<int>(state.range(4)));
-  const auto isa = static_cast<Isa>(state.range(5));
-  if (!IsaSupported(isa)) {
-    state.SkipWithError("ISA not supported");
-    return;
-  }
+  const std::optional<MatmulCase> c = ParseMatmulCase(state);
+  if (!c) return;
+  const auto [format, n, k, m, pool_ptr, isa] = *c;
+  ThreadPool& pool = *pool_ptr;
   const BenchWeights w = MakeBenchWeights(format, n, k);
   AlignedVector<uint8_t> packed(PackedInt8Bytes(format, n, k));
   const Int8MatmulOutput out{PackInt8Weights(w.view, packed), {}};
