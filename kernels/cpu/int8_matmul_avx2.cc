@@ -23,6 +23,10 @@ namespace tessera::kernels::cpu::int8_internal {
 namespace {
 
 constexpr int kHalfRows = 8;
+// Software prefetch distance along the packed weights (groups are contiguous, so this runs on
+// into the next group). Zen 3, BM_Int8ModelMatmuls m = 8, 2 threads: 13.5–17.4 ms without,
+// 10.7–12.8 ms at 4 KiB (1 and 2 KiB in between); engine batched decode +18%.
+constexpr int kPrefetchAhead = 4096;
 
 TESSERA_SIMD_INLINE __m256i BroadcastDword(const int8_t* p) {
   int32_t v;
@@ -114,6 +118,9 @@ void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int
   }
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* p = group + b * kRecordBytes;
+    for (int line = 0; line < kRecordBytes; line += 64) {
+      __builtin_prefetch(p + kPrefetchAhead + line);  // a hint: never faults past the end
+    }
     const int8_t* xq[R];
     for (int r = 0; r < R; ++r) xq[r] = x.q + (row0 + r) * x.k + b * kQuantBlockSize;
     for (int h = 0; h < halves; ++h) {
@@ -171,7 +178,8 @@ void QuantizeRowAvx2(const float* x, int64_t r, const QuantizedRows& rows) {
     const __m256i q16 = _mm256_packs_epi32(q[0], q[1]);
     const __m256i q16b = _mm256_packs_epi32(q[2], q[3]);
     const __m256i q8 = _mm256_packs_epi16(q16, q16b);
-    const __m256i ordered = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i ordered =
+        _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows.q + r * rows.k + b * kQuantBlockSize),
                         ordered);
     const int64_t s = r * rows.blocks + b;
