@@ -15,20 +15,6 @@
 namespace tessera::kernels::cpu {
 namespace int8_internal {
 
-Int8Layout LayoutOf(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kQ4_1:
-      return {.code_offset = 0, .has_min = true, .code_chunks = 4};
-    case WeightFormat::kQ4_0:
-      return {.code_offset = 8, .has_min = false, .code_chunks = 4};
-    case WeightFormat::kQ8_0:
-      return {.code_offset = 128, .has_min = false, .code_chunks = 8};
-    default:
-      TESSERA_CHECK(false, "Int8 matmul: unsupported weight format");
-      return {};
-  }
-}
-
 void QuantizeRowPortable(const float* x, int64_t r, const QuantizedRows& rows) {
   for (int64_t b = 0; b < rows.blocks; ++b) {
     const float* xb = x + b * kQuantBlockSize;
@@ -89,7 +75,7 @@ void GroupTilePortable(WeightFormat format, const uint8_t* group, int64_t blocks
 
 }  // namespace int8_internal
 
-using int8_internal::Int8Kernel;
+using int8_internal::Int8Kernels;
 using int8_internal::Int8Layout;
 using int8_internal::LayoutOf;
 using int8_internal::QuantizedRows;
@@ -143,7 +129,7 @@ struct ActivationScratch {
 };
 
 QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, int64_t m, int64_t k,
-                                  Int8Kernel kernel) {
+                                  const Int8Kernels& kernels) {
   thread_local ActivationScratch scratch;
   const int64_t blocks = k / kQuantBlockSize;
   if (static_cast<int64_t>(scratch.q.size()) < m * k) scratch.q.resize(m * k);
@@ -154,11 +140,8 @@ QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, in
   }
   const QuantizedRows rows{
       scratch.q.data(), scratch.dx.data(), scratch.xsum.data(), scratch.sx.data(), k, blocks};
-  auto* quantize_row = kernel == Int8Kernel::kVnni   ? int8_internal::QuantizeRowVnni
-                       : kernel == Int8Kernel::kAvx2 ? int8_internal::QuantizeRowAvx2
-                                                     : int8_internal::QuantizeRowPortable;
   auto quantize = [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) quantize_row(x.data() + r * k, r, rows);
+    for (int64_t r = begin; r < end; ++r) kernels.quantize_row(x.data() + r * k, r, rows);
   };
   constexpr int64_t kParallelRows = 16;  // below this, a fork/join costs more than the work
   if (m < kParallelRows) {
@@ -171,10 +154,7 @@ QuantizedRows QuantizeActivations(ThreadPool& pool, std::span<const float> x, in
 
 // Rows [0, m) of groups [begin, end) of one output.
 void RunGroups(const Int8MatmulOutput& out, const QuantizedRows& x, int64_t m, int64_t begin,
-               int64_t end, Int8Kernel kernel) {
-  auto* tile = kernel == Int8Kernel::kVnni   ? int8_internal::GroupTileVnni
-               : kernel == Int8Kernel::kAvx2 ? int8_internal::GroupTileAvx2
-                                             : int8_internal::GroupTilePortable;
+               int64_t end, const Int8Kernels& kernels) {
   const Int8Layout layout = LayoutOf(out.w.format);
   const int64_t blocks = out.w.cols / kQuantBlockSize;
   const size_t group_bytes = blocks * layout.GroupBlockBytes();
@@ -187,7 +167,7 @@ void RunGroups(const Int8MatmulOutput& out, const QuantizedRows& x, int64_t m, i
       const int rows = static_cast<int>(
           m - row0 < int8_internal::kMaxTileRows ? m - row0 : int8_internal::kMaxTileRows);
       float* y = out.y.data() + row0 * out.w.rows + col0;
-      tile(out.w.format, group, blocks, x, row0, rows, y, out.w.rows, valid);
+      kernels.group_tile(out.w.format, group, blocks, x, row0, rows, y, out.w.rows, valid);
     }
   }
 }
@@ -218,10 +198,14 @@ bool Int8VnniSupported() {
 
 namespace {
 
-Int8Kernel KernelFor(Isa isa) {
-  if (isa == Isa::kAvx512 && Int8VnniSupported()) return Int8Kernel::kVnni;
-  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return Int8Kernel::kAvx2;
-  return Int8Kernel::kPortable;
+const Int8Kernels& KernelsFor(Isa isa) {
+  static constexpr Int8Kernels kPortable{int8_internal::QuantizeRowPortable,
+                                         int8_internal::GroupTilePortable};
+  static constexpr Int8Kernels kAvx2{int8_internal::QuantizeRowAvx2, int8_internal::GroupTileAvx2};
+  static constexpr Int8Kernels kVnni{int8_internal::QuantizeRowVnni, int8_internal::GroupTileVnni};
+  if (isa == Isa::kAvx512 && Int8VnniSupported()) return kVnni;
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx2) return kAvx2;
+  return kPortable;
 }
 
 }  // namespace
@@ -246,13 +230,13 @@ void Int8MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
     }
     return;
   }
-  const Int8Kernel kernel = KernelFor(isa);
-  const QuantizedRows rows = QuantizeActivations(pool, x, m, k, kernel);
+  const Int8Kernels& kernels = KernelsFor(isa);
+  const QuantizedRows rows = QuantizeActivations(pool, x, m, k, kernels);
   pool.ParallelFor(first_group[outputs.size()], [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const int64_t lo = begin > first_group[i] ? begin : first_group[i];
       const int64_t hi = end < first_group[i + 1] ? end : first_group[i + 1];
-      if (lo < hi) RunGroups(outputs[i], rows, m, lo - first_group[i], hi - first_group[i], kernel);
+      if (lo < hi) RunGroups(outputs[i], rows, m, lo - first_group[i], hi - first_group[i], kernels);
     }
   });
 }

@@ -108,17 +108,19 @@ struct CodeVectors {
 template <WeightFormat F, int R>
 void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int64_t row0,
                float* y, int64_t ldy, int valid_cols) {
-  constexpr bool kHasMin = F == WeightFormat::kQ4_1;
-  constexpr int kScaleBytes = (kHasMin ? 2 : 1) * 2 * kInt8GroupRows;
-  constexpr int kRecordBytes = kScaleBytes + (F == WeightFormat::kQ8_0 ? 8 : 4) * kChunkBytes;
+  constexpr Int8Layout kLayout = LayoutOf(F);
+  constexpr bool kHasMin = kLayout.has_min;
+  constexpr int kScaleBytes = kLayout.ScaleBytes();
+  constexpr int kRecordBytes = kLayout.GroupBlockBytes();
   const int halves = valid_cols > kHalfRows ? 2 : 1;
   __m256 acc[2][R];
   for (int h = 0; h < 2; ++h) {
     for (int r = 0; r < R; ++r) acc[h][r] = _mm256_setzero_ps();
   }
+  const bool first_tile = row0 == 0;  // later row tiles of the group find it in cache
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* p = group + b * kRecordBytes;
-    for (int line = 0; line < kRecordBytes; line += 64) {
+    for (int line = 0; first_tile && line < kRecordBytes; line += 64) {
       __builtin_prefetch(p + kPrefetchAhead + line);  // a hint: never faults past the end
     }
     const int8_t* xq[R];

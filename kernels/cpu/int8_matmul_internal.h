@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/util/check.h"
 #include "kernels/cpu/int8_matmul.h"
 #include "kernels/cpu/weight_format.h"
 
@@ -28,11 +29,24 @@ struct Int8Layout {
   bool has_min = false;
   int code_chunks = 0;
 
-  int ScaleBytes() const { return (has_min ? 2 : 1) * 2 * kInt8GroupRows; }
-  int GroupBlockBytes() const { return ScaleBytes() + code_chunks * kChunkBytes; }
+  constexpr int ScaleBytes() const { return (has_min ? 2 : 1) * 2 * kInt8GroupRows; }
+  constexpr int GroupBlockBytes() const { return ScaleBytes() + code_chunks * kChunkBytes; }
 };
 
-Int8Layout LayoutOf(WeightFormat format);
+// The packed record of each format; constexpr so that the SIMD copies specialize on it.
+constexpr Int8Layout LayoutOf(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kQ4_1:
+      return {.code_offset = 0, .has_min = true, .code_chunks = 4};
+    case WeightFormat::kQ4_0:
+      return {.code_offset = 8, .has_min = false, .code_chunks = 4};
+    case WeightFormat::kQ8_0:
+      return {.code_offset = 128, .has_min = false, .code_chunks = 8};
+    default:
+      TESSERA_CHECK(false, "Int8 matmul: unsupported weight format");
+      return {};
+  }
+}
 
 inline int PackedCode(const Int8Layout& layout, const uint8_t* codes, int c, int j) {
   if (layout.code_chunks == 8) return codes[(j / 4) * kChunkBytes + 4 * c + j % 4];
@@ -68,9 +82,6 @@ struct QuantizedRows {
   int64_t blocks;
 };
 
-// Which copy of the kernels runs; all give the same bits.
-enum class Int8Kernel { kPortable, kAvx2, kVnni };
-
 // Row r of x [k] -> its codes, dx, xsum and sx in `rows`.
 void QuantizeRowPortable(const float* x, int64_t r, const QuantizedRows& rows);
 void QuantizeRowAvx2(const float* x, int64_t r, const QuantizedRows& rows);
@@ -87,6 +98,14 @@ void GroupTileAvx2(WeightFormat format, const uint8_t* group, int64_t blocks,
 void GroupTileVnni(WeightFormat format, const uint8_t* group, int64_t blocks,
                    const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
                    int valid_cols);
+
+// One copy of the kernels (portable, AVX2 or VNNI); all give the same bits.
+struct Int8Kernels {
+  void (*quantize_row)(const float* x, int64_t r, const QuantizedRows& rows);
+  void (*group_tile)(WeightFormat format, const uint8_t* group, int64_t blocks,
+                     const QuantizedRows& x, int64_t row0, int rows, float* y, int64_t ldy,
+                     int valid_cols);
+};
 
 // Calls fn(format_constant, rows_constant) with the weight format (kQ8_0, kQ4_0, else kQ4_1) and
 // the tile rows (1..kMaxTileRows) as std::integral_constant values, so that a SIMD copy

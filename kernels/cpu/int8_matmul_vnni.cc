@@ -54,10 +54,11 @@ TESSERA_SIMD_INLINE void LoadCodes(const uint8_t* codes, __m512i w[8]) {
 template <WeightFormat F, int R>
 void GroupTile(const uint8_t* group, int64_t blocks, const QuantizedRows& x, int64_t row0, float* y,
                int64_t ldy, int valid_cols) {
-  constexpr int kOffset = F == WeightFormat::kQ8_0 ? 128 : F == WeightFormat::kQ4_0 ? 8 : 0;
-  constexpr bool kHasMin = F == WeightFormat::kQ4_1;
-  constexpr int kScaleBytes = (kHasMin ? 2 : 1) * 2 * kInt8GroupRows;
-  constexpr int kRecordBytes = kScaleBytes + (F == WeightFormat::kQ8_0 ? 8 : 4) * kChunkBytes;
+  constexpr Int8Layout kLayout = LayoutOf(F);
+  constexpr int kOffset = kLayout.code_offset;
+  constexpr bool kHasMin = kLayout.has_min;
+  constexpr int kScaleBytes = kLayout.ScaleBytes();
+  constexpr int kRecordBytes = kLayout.GroupBlockBytes();
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
