@@ -25,7 +25,8 @@ namespace {
 constexpr int kHalfRows = 8;
 // Software prefetch distance along the packed weights (groups are contiguous, so this runs on
 // into the next group). Zen 3, BM_Int8ModelMatmuls m = 8, 2 threads: 13.5–17.4 ms without,
-// 10.7–12.8 ms at 4 KiB (1 and 2 KiB in between); engine batched decode +18%.
+// 10.7–12.8 ms at 4 KiB (1 and 2 KiB in between); engine batched decode +25%
+// (docs/perf/cpu.md).
 constexpr int kPrefetchAhead = 4096;
 
 TESSERA_SIMD_INLINE __m256i BroadcastDword(const int8_t* p) {
