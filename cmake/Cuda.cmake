@@ -21,3 +21,14 @@ if(NOT TESSERA_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "tessera: CUDA backend ${TESSERA_WITH_CUDA} (archs: ${TESSERA_CUDA_ARCHS})")
+
+# The SIMT emulator runs CUDA kernels on the CPU in every build that has CUDA's headers and
+# Boost.Context (libboost-context-dev), GPU or not (DESIGN.md §11).
+find_path(TESSERA_CUDA_INCLUDE_DIR cuda_bf16.h
+  HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+find_package(Boost 1.74 COMPONENTS context)
+set(TESSERA_WITH_SIMT OFF)
+if(TESSERA_CUDA_INCLUDE_DIR AND Boost_CONTEXT_FOUND)
+  set(TESSERA_WITH_SIMT ON)
+endif()
+message(STATUS "tessera: SIMT emulator ${TESSERA_WITH_SIMT} (CUDA headers: ${TESSERA_CUDA_INCLUDE_DIR})")
