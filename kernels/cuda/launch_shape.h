@@ -1,0 +1,29 @@
+// How a kernel is launched: the grid, the block and its dynamic shared memory. Plain C++ (CUDA's
+// dim3 from vector_types.h), shared by the CUDA launcher (cuda_launcher.cuh, nvcc) and the
+// emulated one (kernels/simt/emulated_launcher.h, g++).
+//
+// Every kernel header (*.cuh) exposes its launches as templates over a Launcher:
+//   template <class Launcher>
+//   auto LaunchFoo(Launcher& launcher, args...) {
+//     return launcher.Launch(LaunchShape{grid, block, smem}, FooKernel, args...);
+//   }
+// so the grid arithmetic is written once and `<<<>>>` appears only in cuda_launcher.cuh.
+// A Launcher returns its own status type (cudaError_t on the GPU, absl::Status emulated).
+#pragma once
+
+#include <cstddef>
+
+#include <vector_types.h>
+
+namespace tessera::cuda {
+
+struct LaunchShape {
+  dim3 grid;
+  dim3 block;
+  size_t dynamic_shared_bytes = 0;
+};
+
+// ceil(a / b) for grid sizes.
+constexpr unsigned CeilDiv(unsigned a, unsigned b) { return (a + b - 1) / b; }
+
+}  // namespace tessera::cuda
