@@ -96,6 +96,8 @@ absl::Status BlockRun::Run(uint3 block_idx) {
     thread.index = uint3{t % dim.x, (t / dim.x) % dim.y, t / (dim.x * dim.y)};
     thread.state = ThreadState::kRunnable;
     thread.group = nullptr;
+    thread.async_copies.clear();
+    thread.committed_groups = 0;
     char* top = stacks_ + static_cast<size_t>(t) * stack_stride_ + stack_stride_;
     thread.context = fctx::make_fcontext(top, stack_stride_ - page, &BlockRun::FiberEntry);
     all[t] = t;

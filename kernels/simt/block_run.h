@@ -35,12 +35,21 @@ struct WarpGroup {
   std::array<LanePayload, 32> payload;
 };
 
+struct AsyncCopy {
+  void* destination;
+  const void* source;
+  size_t bytes;
+  int group;  // -1 until committed
+};
+
 struct EmulatedThread {
   boost::context::detail::fcontext_t context = nullptr;
   uint3 index{};
   int linear = 0;
   ThreadState state = ThreadState::kRunnable;
   const WarpGroup* group = nullptr;  // while kInCollective
+  std::vector<AsyncCopy> async_copies;  // issued, not yet completed
+  int committed_groups = 0;
 };
 
 class BlockRun {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -98,6 +99,30 @@ void* StaticShared(const void* site, size_t bytes, size_t alignment, std::source
 
 void* DynamicShared() { return Block().arena().Dynamic(); }
 size_t DynamicSharedBytes() { return Block().arena().dynamic_bytes(); }
+
+void AsyncCopyIssue(void* shared_destination, const void* global_source, size_t bytes) {
+  std::memset(shared_destination, 0xFF, bytes);
+  Block().current().async_copies.push_back({shared_destination, global_source, bytes, -1});
+}
+
+void AsyncCopyCommit() {
+  BlockRun& block = Block();
+  EmulatedThread& thread = block.current();
+  for (AsyncCopy& copy : thread.async_copies) {
+    if (copy.group < 0) copy.group = thread.committed_groups;
+  }
+  ++thread.committed_groups;
+}
+
+void AsyncCopyWait(int pending_allowed) {
+  EmulatedThread& thread = Block().current();
+  const int retire_below = thread.committed_groups - pending_allowed;
+  std::erase_if(thread.async_copies, [&](const AsyncCopy& copy) {
+    if (copy.group < 0 || copy.group >= retire_below) return false;
+    std::memcpy(copy.destination, copy.source, copy.bytes);
+    return true;
+  });
+}
 
 void Fail(const std::string& message) { Block().Fail(message); }
 

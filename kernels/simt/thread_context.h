@@ -57,6 +57,13 @@ void* StaticShared(const void* site, size_t bytes, size_t alignment, std::source
 void* DynamicShared();
 size_t DynamicSharedBytes();
 
+// cp.async emulation: the destination is poisoned at issue and written only when a wait retires
+// the copy's group (so a missing wait reads poison, not data). Per emulated thread.
+void AsyncCopyIssue(void* shared_destination, const void* global_source, size_t bytes);
+void AsyncCopyCommit();
+// Completes every committed group except the newest `pending_allowed`.
+void AsyncCopyWait(int pending_allowed);
+
 // Reports a kernel bug from the current thread: the launch stops and returns INTERNAL.
 [[noreturn]] void Fail(const std::string& message);
 
