@@ -91,17 +91,46 @@ def check_pod_wiring(docs):
     expect(selector.items() <= labels.items(), "Deployment selector does not match its pods")
     containers = {c["name"]: c for c in spec["containers"]}
     expect(set(containers) == {"router", "worker"}, f"containers: {sorted(containers)}")
-    router, worker = containers["router"], containers["worker"]
     ports = container_ports(spec)
     expect(set(ports) == {"grpc", "metrics", "worker-metrics"}, f"ports: {sorted(ports)}")
-    for c in (router, worker):
+    check_containers(spec, containers, ports)
+    check_loopback(containers["router"], containers["worker"], ports)
+    check_drain(spec, containers["router"], containers["worker"])
+    check_service(docs, labels, ports)
+    check_custom_resources(docs, deployment)
+    for pdb in by_kind(docs, "PodDisruptionBudget"):
+        expect(pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(),
+               "PodDisruptionBudget selects no pod of the Deployment")
+    for hpa in by_kind(docs, "HorizontalPodAutoscaler"):
+        expect(hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"],
+               "HPA targets another Deployment")
+        metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
+        expect(metric == "tessera_requests_waiting", f"HPA scales on {metric}")
+    return deployment
+
+
+def check_containers(spec, containers, ports):
+    """Probes, security context, the read-only model, /dev/shm, the GPU on the worker only."""
+    expect(spec["securityContext"].get("runAsNonRoot") is True, "pod may run as root")
+    for c in containers.values():
         check_probes(c, {n for n, (owner, _) in ports.items() if owner == c["name"]})
         ctx = c["securityContext"]
         expect(ctx.get("readOnlyRootFilesystem") is True, f"{c['name']}: writable root fs")
         expect(ctx.get("allowPrivilegeEscalation") is False, f"{c['name']}: privilege escalation")
-    expect(spec["securityContext"].get("runAsNonRoot") is True, "pod may run as root")
+        model_mounts = [m for m in c["volumeMounts"] if m["name"] == "model"]
+        expect(model_mounts and model_mounts[0].get("readOnly") is True,
+               f"{c['name']}: the model is not mounted read-only")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    expect(volumes["shm"]["emptyDir"].get("medium") == "Memory", "/dev/shm is not in memory")
+    worker = containers["worker"]
+    expect("/dev/shm" in {m["mountPath"] for m in worker["volumeMounts"]},
+           "worker does not mount /dev/shm")
+    expect("nvidia.com/gpu" not in str(containers["router"].get("resources")),
+           "the router asks for a GPU")
 
-    # Loopback wiring: the router dials the port the worker listens on, on 127.0.0.1.
+
+def check_loopback(router, worker, ports):
+    """The router dials the port the worker listens on, on 127.0.0.1; flags match the ports."""
     worker_listen = flag(worker, "listen")
     expect(worker_listen is not None and worker_listen.startswith("127.0.0.1:"),
            f"worker --listen {worker_listen} is not loopback")
@@ -113,7 +142,9 @@ def check_pod_wiring(docs):
            "worker --metrics-port")
     expect(flag(router, "model") == flag(worker, "model"), "router and worker load different models")
 
-    # Graceful drain: grace covers the router's preStop sleep plus its drain timeout.
+
+def check_drain(spec, router, worker):
+    """The grace period covers the router's preStop sleep plus its drain timeout."""
     drain = float(flag(router, "drain-timeout-s"))
     sleep = 0
     if "lifecycle" in router:
@@ -122,29 +153,6 @@ def check_pod_wiring(docs):
     expect(grace >= sleep + drain, f"terminationGracePeriodSeconds {grace} < preStop {sleep} + "
            f"drain {drain}")
     expect("preStop" in worker.get("lifecycle", {}), "worker has no preStop (drain would break)")
-
-    volumes = {v["name"]: v for v in spec["volumes"]}
-    expect(volumes["shm"]["emptyDir"].get("medium") == "Memory", "/dev/shm is not in memory")
-    mounts = {m["mountPath"] for m in worker["volumeMounts"]}
-    expect("/dev/shm" in mounts, "worker does not mount /dev/shm")
-    for c in (router, worker):
-        model_mounts = [m for m in c["volumeMounts"] if m["name"] == "model"]
-        expect(model_mounts and model_mounts[0].get("readOnly") is True,
-               f"{c['name']}: the model is not mounted read-only")
-    expect("nvidia.com/gpu" not in str(router.get("resources")), "the router asks for a GPU")
-
-    check_service(docs, labels, ports)
-    check_custom_resources(docs, deployment)
-    for kind in ("PodDisruptionBudget",):
-        for pdb in by_kind(docs, kind):
-            expect(pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(),
-                   "PodDisruptionBudget selects no pod of the Deployment")
-    for hpa in by_kind(docs, "HorizontalPodAutoscaler"):
-        expect(hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"],
-               "HPA targets another Deployment")
-        metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
-        expect(metric == "tessera_requests_waiting", f"HPA scales on {metric}")
-    return deployment
 
 
 def check_service(docs, pod_labels, ports):
