@@ -1,0 +1,98 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "tessera.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tessera.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tessera.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tessera.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The tessera/model label value: model.name, or model.file made a valid label value. */}}
+{{- define "tessera.modelLabel" -}}
+{{- if .Values.model.name -}}
+{{- .Values.model.name -}}
+{{- else -}}
+{{- regexReplaceAll "[^-_.A-Za-z0-9]" (trimSuffix ".gguf" .Values.model.file) "-" | trunc 63 | trimAll "-_." -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tessera.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "tessera.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "tessera.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tessera.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tessera.modelPath" -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.model.mountPath) .Values.model.file -}}
+{{- end -}}
+
+{{/* preStop sleep + drain: the least grace that lets running requests finish. */}}
+{{- define "tessera.minGrace" -}}
+{{- add .Values.router.preStopSleepSeconds .Values.router.drainTimeoutSeconds -}}
+{{- end -}}
+
+{{- define "tessera.terminationGrace" -}}
+{{- $min := include "tessera.minGrace" . | int -}}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
+{{- add $min 15 -}}
+{{- else -}}
+{{- $grace := .Values.terminationGracePeriodSeconds | int -}}
+{{- if lt $grace $min -}}
+{{- fail (printf "terminationGracePeriodSeconds=%d is below router.preStopSleepSeconds + router.drainTimeoutSeconds = %d: Kubernetes would kill requests the router is still draining" $grace $min) -}}
+{{- end -}}
+{{- $grace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cross-field checks the schema cannot express; rendered by deployment.yaml. */}}
+{{- define "tessera.validate" -}}
+{{- if .Values.apiKey.existingSecret -}}
+{{- fail "apiKey.existingSecret: tessera-router has no API-key check yet, so the key would not protect anything; leave it empty and restrict access to the Service (NetworkPolicy, a gateway) until the router supports one" -}}
+{{- end -}}
+{{- if and (eq .Values.model.source "pvc") (not .Values.model.pvc.claimName) -}}
+{{- fail "model.source=pvc needs model.pvc.claimName (an existing PersistentVolumeClaim holding model.file)" -}}
+{{- end -}}
+{{- if and (eq .Values.model.source "download") (not .Values.model.download.url) -}}
+{{- fail "model.source=download needs model.download.url" -}}
+{{- end -}}
+{{- $ports := list .Values.router.grpcPort .Values.router.metricsPort .Values.worker.grpcPort .Values.worker.metricsPort -}}
+{{- if ne (len (uniq $ports)) 4 -}}
+{{- fail (printf "router.grpcPort, router.metricsPort, worker.grpcPort and worker.metricsPort must differ (one pod network namespace), got %v" $ports) -}}
+{{- end -}}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) -}}
+{{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The model volume, read-only, in the router and worker containers. */}}
+{{- define "tessera.modelMount" -}}
+- name: model
+  mountPath: {{ .Values.model.mountPath }}
+  readOnly: true
+  {{- if and (eq .Values.model.source "pvc") .Values.model.pvc.subPath }}
+  subPath: {{ .Values.model.pvc.subPath }}
+  {{- end }}
+{{- end -}}

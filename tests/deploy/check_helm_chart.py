@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The Helm chart (deploy/helm/tessera) lints and renders offline, and what it renders is valid.
+
+Runs in .venv-deploy (deploy/scripts/install_tools.sh): Helm v4 through helm-python-sdk's bundled
+library, no cluster and no network. For the default values (CPU) and the values files in
+deploy/helm/ci/ (GPU + KEDA + ServiceMonitor; HPA + PVC subPath):
+  * `helm lint --strict` reports no warning or error;
+  * every rendered manifest validates against the Kubernetes 1.37 schemas (strict), the custom
+    resources structurally (k8s_checks.py), and the pod's wiring holds (loopback router -> worker,
+    probes on /healthz and /readyz, ports, drain within the grace period, read-only model ...);
+  * per-case expectations (the GPU reaches the worker only, the init container fetches the model,
+    ...);
+and bad values are refused with a message that names the problem.
+"""
+import pathlib
+import sys
+
+import helm_python as helm
+import yaml
+
+import k8s_checks as k
+from k8s_checks import expect
+
+DEPLOY = pathlib.Path(__file__).resolve().parents[2] / "deploy"
+CHART = DEPLOY / "helm" / "tessera"
+CI_VALUES = DEPLOY / "helm" / "ci"
+
+
+def render(chart, values):
+    manifests = chart.render(values, name="demo", namespace="llm")
+    docs = []
+    for path, text in sorted(manifests.items()):
+        if path.endswith(".yaml"):
+            docs.extend(d for d in yaml.safe_load_all(text) if d)
+    return docs
+
+
+def containers(deployment):
+    spec = deployment["spec"]["template"]["spec"]
+    return {c["name"]: c for c in spec["containers"]}, spec
+
+
+def check_default(docs):
+    kinds = sorted(d["kind"] for d in docs)
+    expect(kinds == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"],
+           f"default kinds {kinds}")
+    deployment = k.one(docs, "Deployment")
+    by_name, spec = containers(deployment)
+    expect(deployment["spec"]["replicas"] == 1, "default replicas")
+    expect("nvidia.com/gpu" not in str(spec), "the CPU default asks for a GPU")
+    expect("runtimeClassName" not in spec, "runtimeClassName set by default")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    expect(volumes["model"]["persistentVolumeClaim"] == {"claimName": "tessera-models",
+                                                         "readOnly": True}, "model PVC")
+    expect(spec["terminationGracePeriodSeconds"] == 50, "default grace = 5 + 30 + 15")
+    expect(by_name["worker"]["startupProbe"]["failureThreshold"] *
+           by_name["worker"]["startupProbe"]["periodSeconds"] >= 300,
+           "worker startup probe allows less than 5 minutes of model load")
+    expect(k.flag(by_name["worker"], "threads") == "4", "worker --threads")
+
+
+def check_gpu(docs):
+    kinds = sorted(d["kind"] for d in docs)
+    expect(kinds == ["Deployment", "PodDisruptionBudget", "ScaledObject", "Service",
+                     "ServiceAccount", "ServiceMonitor"], f"GPU kinds {kinds}")
+    deployment = k.one(docs, "Deployment")
+    by_name, spec = containers(deployment)
+    expect("replicas" not in deployment["spec"], "replicas set although KEDA scales")
+    limits = by_name["worker"]["resources"]["limits"]
+    expect(limits.get("nvidia.com/gpu") == 1, f"worker GPU limit {limits}")
+    expect(spec["runtimeClassName"] == "nvidia", "runtimeClassName")
+    expect(spec["tolerations"][0]["key"] == "nvidia.com/gpu", "GPU toleration")
+    expect(spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}, "GPU node selector")
+    expect(by_name["worker"]["image"] == "tessera:cuda", "worker image")
+    expect(by_name["router"]["image"] == "tessera:cpu", "router image")
+    expect("--kv-cache-mb=16384" in by_name["worker"]["args"], "worker extra args")
+    init = spec["initContainers"]
+    expect([c["name"] for c in init] == ["fetch-model"], "init container")
+    env = {e["name"]: e["value"] for e in init[0]["env"]}
+    expect(env["MODEL_PATH"] == "/models/Qwen3-8B-Q8_0.gguf", "init container target path")
+    expect(env["MODEL_URL"].endswith("/Qwen3-8B-Q8_0.gguf"), "init container URL")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    expect("emptyDir" in volumes["model"], "downloaded model volume")
+    expect(volumes["shm"]["emptyDir"]["sizeLimit"] == "8Gi", "shm size")
+    expect(deployment["spec"]["template"]["metadata"]["labels"]["tessera/model"] ==
+           "Qwen3-8B-Q8_0", "tessera/model label")
+
+
+def check_hpa(docs):
+    deployment = k.one(docs, "Deployment")
+    by_name, spec = containers(deployment)
+    hpa = k.one(docs, "HorizontalPodAutoscaler")
+    expect((hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6), "HPA range")
+    expect(spec["terminationGracePeriodSeconds"] == 60, "explicit grace")
+    mount = [m for m in by_name["worker"]["volumeMounts"] if m["name"] == "model"][0]
+    expect(mount.get("subPath") == "smollm2", "PVC subPath")
+    expect(by_name["worker"]["args"][-2:] == ["--max-num-seqs=64", "--activations=int8"],
+           "worker extra args go last")
+
+
+CASES = [("default (CPU)", None, check_default),
+         ("gpu-values.yaml", CI_VALUES / "gpu-values.yaml", check_gpu),
+         ("hpa-values.yaml", CI_VALUES / "hpa-values.yaml", check_hpa)]
+
+# Values the chart must refuse, and a fragment of the error each must carry.
+BAD_VALUES = [
+    ({"bogus": 1}, "bogus"),
+    ({"worker": {"threads": -1}}, "threads"),
+    ({"router": {"image": {"repository": "tessera", "tag": ""}}}, "tag"),
+    ({"model": {"source": "s3"}}, "source"),
+    ({"apiKey": {"existingSecret": "tessera-api-key"}}, "no API-key check"),
+    ({"terminationGracePeriodSeconds": 20}, "terminationGracePeriodSeconds=20"),
+    ({"model": {"pvc": {"claimName": ""}}}, "model.pvc.claimName"),
+    ({"model": {"source": "download"}}, "model.download.url"),
+    ({"worker": {"metricsPort": 8001}}, "must differ"),
+]
+
+
+def lint(values):
+    report = helm.lint(CHART, values, strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+    expect(not problems, f"helm lint --strict: {problems}")
+
+
+def main():
+    failures = 0
+    with helm.Chart.load(CHART) as chart:
+        for label, values_file, check in CASES:
+            values = yaml.safe_load(values_file.read_text()) if values_file else None
+            try:
+                lint(values)
+                docs = render(chart, values)
+                k.validate_all(docs)
+                k.check_pod_wiring(docs)
+                check(docs)
+                print(f"PASS {label}: lint, {len(docs)} manifests valid and wired")
+            except k.CheckFailed as e:
+                failures += 1
+                print(f"FAIL {label}: {e}")
+        for values, fragment in BAD_VALUES:
+            try:
+                render(chart, values)
+                failures += 1
+                print(f"FAIL {values}: rendered, expected an error about {fragment!r}")
+            except helm.HelmError as e:
+                ok = fragment in str(e)
+                failures += 0 if ok else 1
+                print(f"{'PASS' if ok else 'FAIL'} {values} refused: "
+                      f"{str(e).splitlines()[0][:160]}")
+    print(f"{len(CASES) + len(BAD_VALUES) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

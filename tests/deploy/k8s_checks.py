@@ -1,0 +1,191 @@
+"""Checks shared by the chart and plain-manifest tests (tests/deploy/).
+
+validate_all: every document against the Kubernetes 1.37 JSON schemas of kubernetes-validate,
+strict (unknown fields are errors). The two custom resources the chart can emit have no schema
+there; they are checked structurally instead, against the objects they point at
+(CUSTOM_RESOURCES). check_pod_wiring: the cross-references a schema cannot see (probe and Service
+ports exist, selectors match the pod, the drain fits in the grace period, ...).
+"""
+import kubernetes_validate
+
+KUBERNETES_VERSION = "1.37"
+# Custom resources without a schema in kubernetes-validate: (apiVersion, kind) -> checker.
+CUSTOM_RESOURCES = {("monitoring.coreos.com/v1", "ServiceMonitor"),
+                    ("keda.sh/v1alpha1", "ScaledObject")}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise CheckFailed(message)
+
+
+def name_of(doc):
+    return f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+
+
+def validate_all(docs):
+    """Schema-validates every document; returns the custom resources left for structural checks."""
+    custom = []
+    for doc in docs:
+        key = (doc.get("apiVersion"), doc.get("kind"))
+        if key in CUSTOM_RESOURCES:
+            custom.append(doc)
+            continue
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            path = ".".join(str(p) for p in e.path)
+            raise CheckFailed(f"{name_of(doc)}: {path}: {e.message}") from None
+        except kubernetes_validate.SchemaNotFoundError:
+            raise CheckFailed(f"{name_of(doc)}: no Kubernetes {KUBERNETES_VERSION} schema for "
+                              f"{key}") from None
+    return custom
+
+
+def by_kind(docs, kind):
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def one(docs, kind):
+    found = by_kind(docs, kind)
+    expect(len(found) == 1, f"expected one {kind}, found {len(found)}")
+    return found[0]
+
+
+def container_ports(pod_spec):
+    return {p["name"]: (c["name"], p["containerPort"])
+            for c in pod_spec["containers"] for p in c.get("ports", [])}
+
+
+def check_probes(container, ports):
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        expect(probe in container, f"container {container['name']}: no {probe}")
+        http = container[probe].get("httpGet")
+        expect(http is not None, f"{container['name']}.{probe}: not an httpGet probe")
+        expect(http["port"] in ports, f"{container['name']}.{probe}: port {http['port']} is not "
+               "a named container port")
+        want = "/readyz" if probe == "readinessProbe" else "/healthz"
+        expect(http["path"] == want, f"{container['name']}.{probe}: path {http['path']}, "
+               f"want {want}")
+
+
+def flag(container, name):
+    """The value of --name=VALUE in the container's args (None when absent)."""
+    for arg in container.get("args", []):
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def check_pod_wiring(docs):
+    """Cross-reference checks over one release's documents; returns the Deployment."""
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]
+    spec = pod["spec"]
+    labels = pod["metadata"]["labels"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    expect(selector.items() <= labels.items(), "Deployment selector does not match its pods")
+    containers = {c["name"]: c for c in spec["containers"]}
+    expect(set(containers) == {"router", "worker"}, f"containers: {sorted(containers)}")
+    ports = container_ports(spec)
+    expect(set(ports) == {"grpc", "metrics", "worker-metrics"}, f"ports: {sorted(ports)}")
+    check_containers(spec, containers, ports)
+    check_loopback(containers["router"], containers["worker"], ports)
+    check_drain(spec, containers["router"], containers["worker"])
+    check_service(docs, labels, ports)
+    check_custom_resources(docs, deployment)
+    for pdb in by_kind(docs, "PodDisruptionBudget"):
+        expect(pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(),
+               "PodDisruptionBudget selects no pod of the Deployment")
+    for hpa in by_kind(docs, "HorizontalPodAutoscaler"):
+        expect(hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"],
+               "HPA targets another Deployment")
+        metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
+        expect(metric == "tessera_requests_waiting", f"HPA scales on {metric}")
+    return deployment
+
+
+def check_containers(spec, containers, ports):
+    """Probes, security context, the read-only model, /dev/shm, the GPU on the worker only."""
+    expect(spec["securityContext"].get("runAsNonRoot") is True, "pod may run as root")
+    for c in containers.values():
+        check_probes(c, {n for n, (owner, _) in ports.items() if owner == c["name"]})
+        ctx = c["securityContext"]
+        expect(ctx.get("readOnlyRootFilesystem") is True, f"{c['name']}: writable root fs")
+        expect(ctx.get("allowPrivilegeEscalation") is False, f"{c['name']}: privilege escalation")
+        model_mounts = [m for m in c["volumeMounts"] if m["name"] == "model"]
+        expect(model_mounts and model_mounts[0].get("readOnly") is True,
+               f"{c['name']}: the model is not mounted read-only")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    expect(volumes["shm"]["emptyDir"].get("medium") == "Memory", "/dev/shm is not in memory")
+    worker = containers["worker"]
+    expect("/dev/shm" in {m["mountPath"] for m in worker["volumeMounts"]},
+           "worker does not mount /dev/shm")
+    expect("nvidia.com/gpu" not in str(containers["router"].get("resources")),
+           "the router asks for a GPU")
+
+
+def check_loopback(router, worker, ports):
+    """The router dials the port the worker listens on, on 127.0.0.1; flags match the ports."""
+    worker_listen = flag(worker, "listen")
+    expect(worker_listen is not None and worker_listen.startswith("127.0.0.1:"),
+           f"worker --listen {worker_listen} is not loopback")
+    expect(flag(router, "worker") == worker_listen,
+           f"router --worker {flag(router, 'worker')} != worker --listen {worker_listen}")
+    expect(flag(router, "listen") == f"0.0.0.0:{ports['grpc'][1]}", "router --listen vs port grpc")
+    expect(flag(router, "metrics-port") == str(ports["metrics"][1]), "router --metrics-port")
+    expect(flag(worker, "metrics-port") == str(ports["worker-metrics"][1]),
+           "worker --metrics-port")
+    expect(flag(router, "model") == flag(worker, "model"), "router and worker load different models")
+
+
+def check_drain(spec, router, worker):
+    """The grace period covers the router's preStop sleep plus its drain timeout."""
+    drain = float(flag(router, "drain-timeout-s"))
+    sleep = 0
+    if "lifecycle" in router:
+        sleep = int(router["lifecycle"]["preStop"]["exec"]["command"][1])
+    grace = spec["terminationGracePeriodSeconds"]
+    expect(grace >= sleep + drain, f"terminationGracePeriodSeconds {grace} < preStop {sleep} + "
+           f"drain {drain}")
+    expect("preStop" in worker.get("lifecycle", {}), "worker has no preStop (drain would break)")
+
+
+def check_service(docs, pod_labels, ports):
+    service = one(docs, "Service")
+    expect(service["spec"]["selector"].items() <= pod_labels.items(),
+           "Service selector does not match the pods")
+    names = {p["name"]: p for p in service["spec"]["ports"]}
+    expect(set(names) == {"grpc", "metrics", "worker-metrics"}, f"Service ports {sorted(names)}")
+    for name, port in names.items():
+        expect(port["targetPort"] in ports, f"Service port {name}: unknown targetPort")
+
+
+def check_custom_resources(docs, deployment):
+    service = one(docs, "Service")
+    service_ports = {p["name"] for p in service["spec"]["ports"]}
+    for monitor in by_kind(docs, "ServiceMonitor"):
+        spec = monitor["spec"]
+        expect(spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items(),
+               "ServiceMonitor selects no tessera Service")
+        jobs = set()
+        for endpoint in spec["endpoints"]:
+            expect(endpoint["port"] in service_ports, f"ServiceMonitor port {endpoint['port']}")
+            expect(endpoint["path"] == "/metrics", "ServiceMonitor path")
+            relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+            expect({"job", "instance", "model"} <= relabel.keys(), "ServiceMonitor relabelings")
+            jobs.add(relabel["job"]["replacement"])
+        expect(jobs == {"tessera-router", "tessera-worker"}, f"ServiceMonitor jobs {jobs}")
+    for scaled in by_kind(docs, "ScaledObject"):
+        spec = scaled["spec"]
+        expect(spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"],
+               "ScaledObject targets another Deployment")
+        expect(spec["minReplicaCount"] <= spec["maxReplicaCount"], "ScaledObject replica range")
+        trigger = spec["triggers"][0]
+        expect(trigger["type"] == "prometheus", "ScaledObject trigger type")
+        expect("tessera_requests_waiting" in trigger["metadata"]["query"], "ScaledObject query")
+        float(trigger["metadata"]["threshold"])  # KEDA wants a number in a string

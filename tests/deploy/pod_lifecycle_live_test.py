@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The chart's pod, run as real processes: its flags start the real binaries, its probes answer,
+and its termination sequence drains a running request.
+
+The chart is rendered (Helm SDK, offline) with free loopback ports; the router and worker
+containers' exact `command` + `args` are run (only the model path and 0.0.0.0 are replaced by the
+local model and 127.0.0.1). Then, as the kubelet would:
+  * startup/readiness/liveness: each container's probe paths answer 200 on its named port;
+  * termination: while `tessera generate` streams a long completion, both preStop hooks start
+    at once; the router gets SIGTERM when its hook ends, the worker when its hook ends. The
+    router's /readyz must turn 503, the request must finish by length, the worker's hook must
+    outlast the router, both must exit 0, all within terminationGracePeriodSeconds.
+"""
+import argparse
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import helm_python as helm
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "tessera"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
+def render_pod():
+    ports = {"router": {"grpcPort": free_port(), "metricsPort": free_port()},
+             "worker": {"grpcPort": free_port(), "metricsPort": free_port(), "threads": 2,
+                        "args": ["--kv-cache-mb=256"]}}
+    values = {**ports, "router": {**ports["router"], "preStopSleepSeconds": 1,
+                                  "drainTimeoutSeconds": 30}}
+    with helm.Chart.load(CHART) as chart:
+        text = chart.render(values, name="t", namespace="t")["tessera/templates/deployment.yaml"]
+    spec = yaml.safe_load(text)["spec"]["template"]["spec"]
+    return spec, {c["name"]: c for c in spec["containers"]}
+
+
+def local_command(container, bin_dir, model):
+    out = []
+    for arg in container["command"] + container["args"]:
+        arg = re.sub(r"^--model=.*", f"--model={model}", arg).replace("0.0.0.0", "127.0.0.1")
+        out.append(str(bin_dir / arg) if arg.startswith("tessera-") else arg)
+    return out
+
+
+def probe_port(container, probe):
+    name = container[probe]["httpGet"]["port"]
+    return next(p["containerPort"] for p in container["ports"] if p["name"] == name)
+
+
+def wait_probes(container, timeout_s=120):
+    deadline = time.time() + timeout_s
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        port, path = probe_port(container, probe), container[probe]["httpGet"]["path"]
+        while status(port, path) != 200:
+            if time.time() > deadline:
+                raise AssertionError(f"{container['name']} {probe} {path} never answered 200")
+            time.sleep(0.2)
+
+
+def terminate(name, proc, container, events):
+    """The kubelet's order for one container: preStop hook, then SIGTERM, then wait."""
+    hook = container["lifecycle"]["preStop"]["exec"]["command"]
+    subprocess.run(hook, check=True, timeout=120)
+    events.append((time.time(), f"{name} preStop done"))
+    proc.terminate()
+    code = proc.wait(timeout=60)
+    events.append((time.time(), f"{name} exited {code}"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", required=True, type=pathlib.Path)
+    parser.add_argument("--model", required=True)
+    args = parser.parse_args()
+    spec, containers = render_pod()
+    router, worker = containers["router"], containers["worker"]
+    grace = spec["terminationGracePeriodSeconds"]
+    procs, failures = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for name, c in (("worker", worker), ("router", router)):
+                procs[name] = subprocess.Popen(local_command(c, args.bin_dir, args.model),
+                                               stdout=open(f"{tmp}/{name}.log", "w"),
+                                               stderr=subprocess.STDOUT)
+            wait_probes(worker)
+            wait_probes(router)
+            print("PASS the chart's flags start both binaries; every probe answers 200")
+            generate = subprocess.Popen(
+                [str(args.bin_dir / "tessera"), "generate", "--addr",
+                 f"127.0.0.1:{router['ports'][0]['containerPort']}", "--prompt",
+                 "Tell me a long story about the sea.", "--max-tokens", "500", "--ignore-eos"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            time.sleep(2)  # the request is running
+            running_at_termination = generate.poll() is None
+            events, start = [], time.time()
+            threads = [threading.Thread(target=terminate, args=(n, procs[n], containers[n], events))
+                       for n in ("router", "worker")]
+            for t in threads:
+                t.start()
+            time.sleep(1.5)  # past the router's 1 s preStop sleep: draining
+            draining = status(probe_port(router, "readinessProbe"), "/readyz")
+            output = generate.communicate(timeout=120)[0]
+            for t in threads:
+                t.join(timeout=120)
+            took = time.time() - start
+            log = [f"{t - start:5.1f}s {e}" for t, e in sorted(events)]
+            print("\n".join(log))
+            order = [e for _, e in sorted(events)]
+            checks = [
+                (running_at_termination, "the request ended before termination began"),
+                (draining == 503, f"router /readyz while draining: {draining}, want 503"),
+                (generate.returncode == 0 and "finish: length" in output,
+                 f"the running request did not finish: {output[-300:]}"),
+                (order[-1] == "worker exited 0" and "router exited 0" in order and
+                 order.index("router exited 0") < order.index("worker preStop done"),
+                 f"termination order {order}"),
+                (took < grace, f"termination took {took:.1f} s, grace {grace} s"),
+            ]
+            for ok, message in checks:
+                if not ok:
+                    failures.append(message)
+                    print(f"FAIL {message}")
+            if not failures:
+                print(f"PASS drain: the request finished, router then worker exited 0 in "
+                      f"{took:.1f} s (grace {grace} s)")
+        except (AssertionError, OSError, subprocess.SubprocessError) as e:
+            failures.append(str(e))
+            print(f"FAIL {e}")
+        finally:
+            for name, proc in procs.items():
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if failures:
+                for name in procs:
+                    print(f"--- {name} ---\n{pathlib.Path(tmp, name + '.log').read_text()[-1500:]}")
+    print(f"{2 - min(len(failures), 2)} passed, {min(len(failures), 2)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
