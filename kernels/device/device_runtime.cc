@@ -1,0 +1,31 @@
+#include "kernels/device/device_runtime.h"
+
+#include "kernels/device/emulated_device_runtime.h"
+#if TESSERA_WITH_CUDA
+#include "kernels/device/cuda_device_runtime.h"
+#endif
+
+namespace tessera::device {
+
+std::string_view DeviceKindName(DeviceKind kind) {
+  return kind == DeviceKind::kCuda ? "cuda" : "emulated";
+}
+
+size_t DataTypeBytes(DataType type) { return type == DataType::kF32 ? 4 : 2; }
+
+absl::StatusOr<std::unique_ptr<DeviceRuntime>> OpenDevice(const DeviceOptions& options) {
+  if (options.kind == DeviceKind::kEmulated) {
+    return std::make_unique<EmulatedDeviceRuntime>(options.emulated_memory_bytes,
+                                                   options.emulated_schedule);
+  }
+#if TESSERA_WITH_CUDA
+  absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> runtime =
+      CudaDeviceRuntime::Open(options.cuda_device_index);
+  if (!runtime.ok()) return runtime.status();
+  return std::unique_ptr<DeviceRuntime>(std::move(*runtime));
+#else
+  return absl::UnavailableError("this build of tessera has no CUDA backend (configured without nvcc)");
+#endif
+}
+
+}  // namespace tessera::device
