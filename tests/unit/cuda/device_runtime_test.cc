@@ -7,12 +7,17 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "kernels/device/device_runtime.h"
+#if !TESSERA_TEST_CUDA_DEVICE
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/device/emulated_device_runtime.h"
+#endif
 
 namespace tessera::device {
 namespace {
@@ -173,6 +178,36 @@ TEST(EmulatedDevice, RefusesToAllocateBeyondItsMemory) {
   const absl::StatusOr<void*> too_big = (*runtime)->Allocate(2 << 20);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(too_big.status().message(), HasSubstr("out of memory"));
+}
+
+// Kernel launches through the emulated stream launcher are recorded during capture (arguments
+// copied at launch) and run on each replay.
+TEST(EmulatedDevice, CapturedKernelLaunchesRunOnReplay) {
+  EmulatedDeviceRuntime runtime(16 << 20, simt::Schedule::Reverse());
+  const int rows = 2, hidden = 40;
+  float* x = static_cast<float*>(*runtime.Allocate(rows * hidden * 4));
+  float* weight = static_cast<float*>(*runtime.Allocate(hidden * 4));
+  float* out = static_cast<float*>(*runtime.Allocate(rows * hidden * 4));
+  for (int i = 0; i < rows * hidden; ++i) x[i] = 1.0f + (i % 3);
+  for (int i = 0; i < hidden; ++i) weight[i] = 2.0f;
+  std::fill(out, out + rows * hidden, -7.0f);
+  ASSERT_TRUE(runtime.BeginCapture().ok());
+  ASSERT_TRUE(cuda::LaunchRmsNorm(runtime.launcher(), static_cast<const float*>(x),
+                                  static_cast<float*>(nullptr), static_cast<const float*>(weight),
+                                  out, rows, hidden, 1e-6f).ok());
+  const absl::StatusOr<GraphHandle> graph = runtime.EndCapture();
+  ASSERT_TRUE(graph.ok());
+  EXPECT_EQ(out[0], -7.0f) << "a captured launch must not run";
+  for (float scale : {1.0f, 3.0f}) {
+    for (int i = 0; i < rows * hidden; ++i) x[i] = scale * (1.0f + (i % 3));
+    ASSERT_TRUE(runtime.Replay(*graph).ok());
+    double mean_square = 0;
+    for (int i = 0; i < hidden; ++i) mean_square += double(x[i]) * x[i] / hidden;
+    EXPECT_NEAR(out[0], x[0] / std::sqrt(mean_square + 1e-6) * 2.0, 1e-5);
+  }
+  for (void* pointer : {static_cast<void*>(x), static_cast<void*>(weight), static_cast<void*>(out)}) {
+    runtime.Free(pointer);
+  }
 }
 
 TEST(CudaDeviceSelection, ReportsAOneLineReasonWithoutAGpu) {
