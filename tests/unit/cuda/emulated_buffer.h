@@ -1,17 +1,13 @@
-// Test helpers for emulated kernels: device buffers from the emulated allocator (guard page at
-// the end), filled from and read back into host vectors, and the number-format conversions the
-// references need.
+// Device buffers for emulated kernel tests: memory from the emulated allocator (guard page at
+// the end), filled from and read back into host vectors. Include kernel_test_env.h instead.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstring>
-#include <random>
 #include <span>
 #include <vector>
 
 #include "kernels/simt/device_memory.h"
+#include "tests/unit/cuda/host_conversions.h"
 
 namespace tessera::simt {
 
@@ -38,41 +34,5 @@ class DeviceBuffer {
   T* pointer_;
   size_t count_;
 };
-
-inline std::vector<float> RandomFloats(size_t count, std::mt19937& rng, float low = -1.0f,
-                                       float high = 1.0f) {
-  std::uniform_real_distribution<float> dist(low, high);
-  std::vector<float> values(count);
-  for (float& v : values) v = dist(rng);
-  return values;
-}
-
-template <typename T>
-T FloatTo(float x);
-template <>
-inline float FloatTo<float>(float x) { return x; }
-template <>
-inline __nv_bfloat16 FloatTo<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-inline __half FloatTo<__half>(float x) { return __float2half_rn(x); }
-
-inline float AsFloat(float x) { return x; }
-inline float AsFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-inline float AsFloat(__half x) { return __half2float(x); }
-
-template <typename T>
-std::vector<T> Convert(std::span<const float> values) {
-  std::vector<T> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = FloatTo<T>(values[i]);
-  return out;
-}
-
-// The f32 values a T-typed vector holds (what the kernel actually reads).
-template <typename T>
-std::vector<float> ToFloats(std::span<const T> values) {
-  std::vector<float> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = AsFloat(values[i]);
-  return out;
-}
 
 }  // namespace tessera::simt

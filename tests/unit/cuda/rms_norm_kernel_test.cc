@@ -8,9 +8,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/rms_norm.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 
 namespace tessera::cuda {
 namespace {
@@ -35,7 +33,7 @@ void CheckRmsNorm(const simt::Schedule& schedule, int rows, int hidden, bool wit
       simt::Convert<T>(simt::RandomFloats(size_t(rows) * hidden, rng, -2, 2));
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_weight{std::span<const T>(weight)};
   DeviceBuffer<T> d_residual{std::span<const T>(residual)}, d_out(size_t(rows) * hidden);
-  simt::EmulatedLauncher launcher(schedule);
+  simt::TestLauncher launcher(schedule);
   ASSERT_TRUE(LaunchRmsNorm(launcher, static_cast<const T*>(d_x.get()),
                             with_residual ? d_residual.get() : nullptr,
                             static_cast<const T*>(d_weight.get()), d_out.get(), rows, hidden, eps)
@@ -59,7 +57,7 @@ void CheckRmsNorm(const simt::Schedule& schedule, int rows, int hidden, bool wit
   }
 }
 
-class RmsNormKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class RmsNormKernelTest : public simt::KernelTest {};
 
 TEST_P(RmsNormKernelTest, MatchesReferenceAtAwkwardSizes) {
   std::mt19937 rng(1234);

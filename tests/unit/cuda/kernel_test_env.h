@@ -1,0 +1,117 @@
+// What a kernel test (*_kernel_test.cc) runs on, so the same test source runs on the SIMT
+// emulator (g++, label cuda-emulated, every schedule of emulator_schedules.h) and on a real GPU
+// (nvcc with TESSERA_KERNEL_TEST_ON_GPU=1, label gpu, one "schedule": the hardware's).
+//
+//   simt::DeviceBuffer<T>   device memory the host can index after a launch returns (emulated:
+//                           guard-page host memory; GPU: managed memory)
+//   simt::TestLauncher      a Launcher (kernels/cuda/launch_shape.h) built from a schedule;
+//                           on the GPU it synchronises after each launch, so results are ready
+//   simt::TestSchedules()   the schedules a test is parameterised over
+//   simt::KernelTest        the fixture base (parameter: the schedule); on the GPU it skips
+//                           each test, with the reason, when there is no GPU
+#pragma once
+
+#if TESSERA_KERNEL_TEST_ON_GPU
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_launcher.cuh"
+#include "tests/unit/cuda/host_conversions.h"
+
+namespace tessera::simt {
+
+// The GPU schedules itself; one parameter value stands for it.
+struct Schedule {
+  std::string ToString() const { return "gpu"; }
+};
+inline std::vector<Schedule> TestSchedules() { return {Schedule{}}; }
+inline std::string ScheduleTestName(const Schedule&) { return "gpu"; }
+inline void PrintTo(const Schedule&, std::ostream* out) { *out << "gpu"; }
+
+struct GpuLaunchResult {
+  cudaError_t error;
+  bool ok() const { return error == cudaSuccess; }
+  friend std::ostream& operator<<(std::ostream& out, const GpuLaunchResult& r) {
+    return out << cudaGetErrorName(r.error) << ": " << cudaGetErrorString(r.error);
+  }
+};
+
+class TestLauncher {
+ public:
+  explicit TestLauncher(const Schedule& = {}) : launcher_(nullptr) {}
+  template <typename... Params, typename... Args>
+  GpuLaunchResult Launch(const cuda::LaunchShape& shape, void (*kernel)(Params...),
+                         Args&&... args) {
+    cudaError_t error = launcher_.Launch(shape, kernel, std::forward<Args>(args)...);
+    if (error == cudaSuccess) error = cudaDeviceSynchronize();
+    return {error};
+  }
+
+ private:
+  cuda::CudaLauncher launcher_;
+};
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (cudaMallocManaged(&pointer_, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) {
+      std::abort();
+    }
+  }
+  explicit DeviceBuffer(std::span<const T> values) : DeviceBuffer(values.size()) {
+    if (!values.empty()) std::memcpy(pointer_, values.data(), values.size_bytes());
+  }
+  ~DeviceBuffer() { cudaFree(pointer_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() { return pointer_; }
+  const T* get() const { return pointer_; }
+  T& operator[](size_t i) { return pointer_[i]; }
+  size_t size() const { return count_; }
+  std::vector<T> ToHost() const { return std::vector<T>(pointer_, pointer_ + count_); }
+
+ private:
+  T* pointer_ = nullptr;
+  size_t count_;
+};
+
+// Base of every kernel test: on the GPU, each test skips with the reason when no GPU or driver
+// is present (any other CUDA error fails it).
+class KernelTest : public ::testing::TestWithParam<Schedule> {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
+      GTEST_SKIP() << "no CUDA GPU: " << cudaGetErrorString(error);
+    }
+    ASSERT_EQ(error, cudaSuccess) << cudaGetErrorName(error);
+  }
+};
+
+}  // namespace tessera::simt
+
+#else  // the SIMT emulator
+
+#include "kernels/simt/emulated_launcher.h"
+#include "tests/unit/cuda/emulated_buffer.h"
+#include "tests/unit/cuda/emulator_schedules.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::simt {
+using TestLauncher = EmulatedLauncher;
+using KernelTest = ::testing::TestWithParam<Schedule>;
+}  // namespace tessera::simt
+
+#endif
