@@ -32,3 +32,19 @@ if(TESSERA_CUDA_INCLUDE_DIR AND Boost_CONTEXT_FOUND)
   set(TESSERA_WITH_SIMT ON)
 endif()
 message(STATUS "tessera: SIMT emulator ${TESSERA_WITH_SIMT} (CUDA headers: ${TESSERA_CUDA_INCLUDE_DIR})")
+
+# The GPU copies of the kernel tests (tests/gpu/gpu_kernel_tests.cmake) and the GPU kernel
+# benchmark: built when the configure step sees a GPU (nvidia-smi lists one) or with
+# -DTESSERA_GPU_KERNEL_TESTS=ON. nvcc-compiling them costs minutes that GPU-less CI does not spend.
+set(TESSERA_GPU_KERNEL_TESTS "AUTO" CACHE STRING "Build the kernel tests for the GPU: AUTO|ON|OFF")
+set(build_gpu_kernel_tests OFF)
+if(TESSERA_WITH_CUDA AND TESSERA_GPU_KERNEL_TESTS STREQUAL "ON")
+  set(build_gpu_kernel_tests ON)
+elseif(TESSERA_WITH_CUDA AND TESSERA_GPU_KERNEL_TESTS STREQUAL "AUTO")
+  execute_process(COMMAND nvidia-smi -L OUTPUT_VARIABLE gpu_list ERROR_QUIET RESULT_VARIABLE rc)
+  if(rc EQUAL 0 AND gpu_list MATCHES "GPU 0")
+    set(build_gpu_kernel_tests ON)
+  endif()
+endif()
+set(TESSERA_BUILD_GPU_KERNEL_TESTS ${build_gpu_kernel_tests})
+message(STATUS "tessera: GPU kernel tests ${build_gpu_kernel_tests}")
