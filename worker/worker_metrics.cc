@@ -23,15 +23,6 @@ constexpr std::chrono::seconds kBusyWindow{1};
 
 }  // namespace
 
-std::string_view GraphMissReasonLabel(GraphMissReason reason) {
-  switch (reason) {
-    case GraphMissReason::kEager: return "eager";
-    case GraphMissReason::kOversize: return "oversize";
-    case GraphMissReason::kDisabled: return "disabled";
-  }
-  return "eager";
-}
-
 WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
                              const WorkerMetricsOptions& options)
     : registry_(std::move(registry)), measure_gpu_busy_(options.measure_gpu_busy) {

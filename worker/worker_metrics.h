@@ -31,19 +31,10 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "tessera/worker/v1/worker.pb.h"
+#include "worker/graph_miss_reason.h"
 #include "worker/step_executor.h"
 
 namespace tessera::worker {
-
-// Why a decode-only step did not replay a captured graph (a device runner reports it).
-enum class GraphMissReason {
-  kEager,     // the runner ran it eagerly (e.g. its bucket is not captured yet)
-  kOversize,  // more sequences than the largest captured bucket
-  kDisabled,  // graphs are off for this worker
-};
-inline constexpr size_t kNumGraphMissReasons = 3;
-
-std::string_view GraphMissReasonLabel(GraphMissReason reason);  // "eager", "oversize", "disabled"
 
 struct WorkerMetricsOptions {
   int max_num_seqs = 256;     // the top batch_size bucket; >= 1
