@@ -16,8 +16,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <ostream>
 #include <span>
 #include <string>
@@ -25,7 +23,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_launcher.cuh"
-#include "tests/unit/cuda/host_conversions.h"
+#include "tests/unit/cuda/device_buffer.h"
 
 namespace tessera::simt {
 
@@ -60,31 +58,6 @@ class TestLauncher {
   cuda::CudaLauncher launcher_;
 };
 
-template <typename T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t count) : count_(count) {
-    if (cudaMallocManaged(&pointer_, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) {
-      std::abort();
-    }
-  }
-  explicit DeviceBuffer(std::span<const T> values) : DeviceBuffer(values.size()) {
-    if (!values.empty()) std::memcpy(pointer_, values.data(), values.size_bytes());
-  }
-  ~DeviceBuffer() { cudaFree(pointer_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* get() { return pointer_; }
-  const T* get() const { return pointer_; }
-  T& operator[](size_t i) { return pointer_[i]; }
-  size_t size() const { return count_; }
-  std::vector<T> ToHost() const { return std::vector<T>(pointer_, pointer_ + count_); }
-
- private:
-  T* pointer_ = nullptr;
-  size_t count_;
-};
-
 // Base of every kernel test: on the GPU, each test skips with the reason when no GPU or driver
 // is present (any other CUDA error fails it).
 class KernelTest : public ::testing::TestWithParam<Schedule> {
@@ -104,7 +77,7 @@ class KernelTest : public ::testing::TestWithParam<Schedule> {
 #else  // the SIMT emulator
 
 #include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
+#include "tests/unit/cuda/device_buffer.h"
 #include "tests/unit/cuda/emulator_schedules.h"
 
 #include <gtest/gtest.h>

@@ -11,31 +11,14 @@
 #include <vector>
 
 #include "kernels/cuda/device_compat.cuh"
-#include "kernels/simt/device_memory.h"
 #include "kernels/simt/emulator.h"
+#include "tests/unit/cuda/device_buffer.h"
 #include "tests/unit/cuda/emulator_schedules.h"
 
 namespace tessera::simt {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Host-visible device buffer from the emulated allocator.
-template <typename T>
-class Buffer {
- public:
-  explicit Buffer(size_t count) : count_(count) {
-    pointer_ = static_cast<T*>(*AllocateDevice(count * sizeof(T)));
-  }
-  ~Buffer() { FreeDevice(pointer_); }
-  T* get() { return pointer_; }
-  T& operator[](size_t i) { return pointer_[i]; }
-  size_t size() const { return count_; }
-
- private:
-  T* pointer_;
-  size_t count_;
-};
 
 LaunchConfig Config(Schedule schedule, dim3 grid, dim3 block, size_t dynamic_shared = 0) {
   LaunchConfig config;
@@ -182,7 +165,7 @@ class SimtScheduleTest : public ::testing::TestWithParam<Schedule> {};
 
 TEST_P(SimtScheduleTest, BlockSumWithWarpReductionUnderIf) {
   for (int n : {1, 97, 1000, 4099}) {
-    Buffer<int> in(n), out(1);
+    DeviceBuffer<int> in(n), out(1);
     for (int i = 0; i < n; ++i) in[i] = (i * 37) % 11 - 5;
     out[0] = 0;
     for (unsigned threads : {32u, 96u, 256u}) {
@@ -197,7 +180,7 @@ TEST_P(SimtScheduleTest, BlockSumWithWarpReductionUnderIf) {
 }
 
 TEST_P(SimtScheduleTest, BarrierMakesSharedMemoryReverseCorrect) {
-  Buffer<float> in(384), out(384);
+  DeviceBuffer<float> in(384), out(384);
   for (int i = 0; i < 384; ++i) in[i] = static_cast<float>(i);
   ASSERT_TRUE(Launch(Config(GetParam(), dim3(3), dim3(128)), ReverseThroughShared,
                      static_cast<const float*>(in.get()), out.get(), true).ok());
@@ -206,7 +189,7 @@ TEST_P(SimtScheduleTest, BarrierMakesSharedMemoryReverseCorrect) {
 
 TEST_P(SimtScheduleTest, ShuffleVariantsFollowCudaWidthRules) {
   for (int width : {32, 16, 8, 4}) {
-    Buffer<int> idx(32), up(32), down(32), xr(32);
+    DeviceBuffer<int> idx(32), up(32), down(32), xr(32);
     ASSERT_TRUE(Launch(Config(GetParam(), dim3(1), dim3(32)), ShuffleVariants, width, idx.get(),
                        up.get(), down.get(), xr.get()).ok());
     for (int lane = 0; lane < 32; ++lane) {
@@ -221,8 +204,8 @@ TEST_P(SimtScheduleTest, ShuffleVariantsFollowCudaWidthRules) {
 }
 
 TEST_P(SimtScheduleTest, VotesSeeEveryLane) {
-  Buffer<unsigned> ballot(32);
-  Buffer<int> any(32), all(32);
+  DeviceBuffer<unsigned> ballot(32);
+  DeviceBuffer<int> any(32), all(32);
   ASSERT_TRUE(Launch(Config(GetParam(), dim3(1), dim3(32)), Votes, ballot.get(), any.get(),
                      all.get()).ok());
   unsigned expected = 0;
@@ -235,27 +218,27 @@ TEST_P(SimtScheduleTest, VotesSeeEveryLane) {
 }
 
 TEST_P(SimtScheduleTest, DisjointHalfWarpShufflesAreIndependent) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   ASSERT_TRUE(Launch(Config(GetParam(), dim3(1), dim3(32)), HalfWarpShuffles, out.get()).ok());
   for (int lane = 0; lane < 32; ++lane) EXPECT_EQ(out[lane], lane < 16 ? 0 : 31);
 }
 
 TEST_P(SimtScheduleTest, ExitedThreadsDoNotCountAtBarriers) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   ASSERT_TRUE(
       Launch(Config(GetParam(), dim3(2), dim3(64)), BarrierAfterEarlyExit, out.get()).ok());
   for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], 31 - i);
 }
 
 TEST_P(SimtScheduleTest, SharedMemoryIsPoisonedForEveryBlock) {
-  Buffer<unsigned> out(64);
+  DeviceBuffer<unsigned> out(64);
   ASSERT_TRUE(
       Launch(Config(GetParam(), dim3(3), dim3(64)), ReadUninitializedShared, out.get()).ok());
   for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], 0xFFFFFFFFu) << i;
 }
 
 TEST_P(SimtScheduleTest, DynamicSharedMemory) {
-  Buffer<int> in(50), out(50);
+  DeviceBuffer<int> in(50), out(50);
   std::iota(&in[0], &in[0] + 50, 0);
   ASSERT_TRUE(Launch(Config(GetParam(), dim3(1), dim3(50), 50 * sizeof(int)),
                      DynamicSharedRoundTrip, static_cast<const int*>(in.get()), out.get()).ok());
@@ -265,7 +248,7 @@ TEST_P(SimtScheduleTest, DynamicSharedMemory) {
 // ---- planted bugs the emulator must catch ---------------------------------------------------
 
 TEST_P(SimtScheduleTest, DivergentBarrierIsAnErrorNamingBothLines) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   const absl::Status status =
       Launch(Config(GetParam(), dim3(1), dim3(32)), DivergentBarrier, out.get());
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
@@ -276,7 +259,7 @@ TEST_P(SimtScheduleTest, DivergentBarrierIsAnErrorNamingBothLines) {
 }
 
 TEST_P(SimtScheduleTest, ShuffleMaskNamingLanesThatNeverArriveIsReported) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   const absl::Status status =
       Launch(Config(GetParam(), dim3(1), dim3(32)), ShuffleMaskNamesAbsentLanes, out.get());
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
@@ -285,14 +268,14 @@ TEST_P(SimtScheduleTest, ShuffleMaskNamingLanesThatNeverArriveIsReported) {
 }
 
 TEST_P(SimtScheduleTest, ShuffleMaskWithoutCallingLaneIsAnError) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   const absl::Status status =
       Launch(Config(GetParam(), dim3(1), dim3(32)), ShuffleMaskWithoutSelf, out.get());
   EXPECT_THAT(status.message(), HasSubstr("does not name itself"));
 }
 
 TEST_P(SimtScheduleTest, MismatchedMasksAreAnError) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   const absl::Status status =
       Launch(Config(GetParam(), dim3(1), dim3(32)), MismatchedMasks, out.get());
   // Which lane notices first depends on the schedule: a lane meeting the other mask, or a lane
@@ -302,14 +285,14 @@ TEST_P(SimtScheduleTest, MismatchedMasksAreAnError) {
 }
 
 TEST_P(SimtScheduleTest, ShuffleReadingOutsideItsMaskIsAnError) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   const absl::Status status =
       Launch(Config(GetParam(), dim3(1), dim3(32)), ShuffleReadsOutsideMask, out.get());
   EXPECT_THAT(status.message(), HasSubstr("reads lane 20"));
 }
 
 TEST_P(SimtScheduleTest, DeadlockIsReportedNotHung) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   const absl::Status status =
       Launch(Config(GetParam(), dim3(1), dim3(32)), BarrierVersusSyncwarp, out.get());
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
@@ -325,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, SimtScheduleTest, ::testing::ValuesIn(TestSc
 // Without the barrier, in-order execution happens to give the right answer (each thread writes
 // before any later thread reads); the reverse and random schedules expose the race.
 TEST(SimtPlantedBugs, MissingBarrierGivesWrongResultsUnderSomeSchedule) {
-  Buffer<float> in(256), out(256);
+  DeviceBuffer<float> in(256), out(256);
   for (int i = 0; i < 256; ++i) in[i] = static_cast<float>(i);
   int schedules_that_caught_it = 0;
   for (const Schedule& schedule : TestSchedules()) {
@@ -346,7 +329,7 @@ TEST(SimtPlantedBugs, MissingBarrierGivesWrongResultsUnderSomeSchedule) {
 TEST(SimtPlantedBugsDeathTest, OutOfBoundsReadFaultsAndNamesTheBuffer) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const auto read_past_end = [] {
-    Buffer<float> in(17), out(32);
+    DeviceBuffer<float> in(17), out(32);
     (void)Launch(Config(Schedule::InOrder(), dim3(1), dim3(32)), ReadPastEnd,
                  static_cast<const float*>(in.get()), 17, out.get());
   };
@@ -354,7 +337,7 @@ TEST(SimtPlantedBugsDeathTest, OutOfBoundsReadFaultsAndNamesTheBuffer) {
 }
 
 TEST(SimtLaunch, RejectsInvalidConfigurations) {
-  Buffer<int> out(32);
+  DeviceBuffer<int> out(32);
   EXPECT_EQ(Launch(Config(Schedule::InOrder(), dim3(1), dim3(1025)), HalfWarpShuffles, out.get())
                 .code(),
             absl::StatusCode::kInvalidArgument);
