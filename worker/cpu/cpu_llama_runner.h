@@ -1,28 +1,28 @@
 // The `cpu` model runner for llama-family models: the reference every GPU kernel is checked
 // against, and the engine CPU users run.
 //
-// Forward runs all tokens of the batch together through each layer (one matmul per weight with
-// m = total tokens), attention reads the paged KV pool through each sequence's block table.
-// Every kernel is batch invariant (kernels/cpu/*.h), so a sequence's logits are bit-identical
-// whatever else is in the batch and however its prompt was chunked.
+// Forward validates the batch, builds the step's inputs and runs the llama model definition
+// (worker/models/llama_model.h) on the cpu ops (cpu_llama_ops.h): all tokens of the batch go
+// together through each layer (one matmul per weight with m = total tokens), attention reads the
+// paged KV pool through each sequence's block table. Every kernel is batch invariant
+// (kernels/cpu/*.h), so a sequence's logits are bit-identical whatever else is in the batch and
+// however its prompt was chunked.
 //
 // Ownership: owns its KV pool [num_layers] x {K, V} [num_blocks, block_size, num_kv_heads,
-// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction) and
-// grow-only scratch buffers; borrows the weights and the thread pool.
+// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction) and the
+// ops (with their grow-only activations); borrows the weights and the thread pool.
 // Threading: Forward is called from one thread at a time (the thread that drives the pool).
 #pragma once
 
-#include <initializer_list>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 #include "common/util/huge_page_buffer.h"
-#include "kernels/cpu/aligned_buffer.h"
 #include "kernels/cpu/kv_cache.h"
-#include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
+#include "worker/cpu/cpu_llama_ops.h"
 #include "worker/cpu/int8_packed_weights.h"
 #include "worker/cpu/llama_weights.h"
 #include "worker/model_runner.h"
@@ -78,54 +78,26 @@ class CpuLlamaRunner final : public ModelRunner {
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
  private:
-  using Buffer = kernels::cpu::AlignedVector<float>;
-
   // Carves the K and V pools of every layer out of kv_memory_.
   void AllocateKvPools();
   absl::Status Validate(std::span<const SequenceWork> batch) const;
-  // Phases of Forward, in order.
-  void PrepareInputs(std::span<const SequenceWork> batch);
-  void RunLayer(int layer);
-  void Attention(int layer);
-  // Writes this step's K/V rows of `layer` and runs paged attention over its pools.
-  void AttendOverPools(int layer);
-  void FeedForward(int layer);
-  void ComputeLogits(std::span<const SequenceWork> batch, StepLogits* logits);
-
-  // One weight of a Project call: its GGUF view, its packed view (used when the runner packed
-  // weights and every output of the call has one), and its output.
-  struct Projection {
-    const kernels::cpu::WeightView& w;
-    const kernels::cpu::Int8WeightView& packed;
-    std::span<float> y;
-  };
-  // y = x[m, :] · wᵀ for up to 4 weights sharing x, in one parallel region.
-  void Project(const Buffer& x, int64_t m, std::initializer_list<Projection> outputs);
-  // The packed views of a layer (all null unless activations are kInt8).
-  const Int8LayerWeights& PackedLayer(int layer) const;
+  // Builds this step's token ids, positions, slots and attention sequences.
+  void PrepareInputs(std::span<const SequenceWork> batch, StepLogits* logits);
 
   model::ModelConfig config_;
   const LlamaWeights* weights_;
-  kernels::cpu::ThreadPool* pool_;
   std::unique_ptr<Int8PackedWeights> int8_;  // set for MatmulActivations::kInt8
-  kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::RopeTable rope_;
   kernels::cpu::KvDtype kv_dtype_;
   util::HugePageBuffer kv_memory_;  // every pool below, in huge pages
-  std::vector<std::span<float>> k_pools_;  // [num_layers] when kv_dtype_ is kF32
-  std::vector<std::span<float>> v_pools_;
-  std::vector<std::span<kernels::cpu::Float16>> k_half_pools_;  // when kF16
-  std::vector<std::span<kernels::cpu::Float16>> v_half_pools_;
+  CpuKvPools kv_;
+  CpuLlamaOps ops_;
 
   // Per-step inputs, rebuilt by PrepareInputs.
-  int64_t num_tokens_ = 0;
   std::vector<int32_t> token_ids_;                       // [num_tokens]
   std::vector<int32_t> positions_;                       // [num_tokens]
   std::vector<int64_t> slots_;                           // [num_tokens]
   std::vector<kernels::cpu::AttentionSequence> attention_sequences_;
-
-  // Activations, grown to the largest step seen.
-  Buffer x_, normed_, q_, k_, v_, attention_out_, projected_, gate_, up_, final_rows_;
 };
 
 }  // namespace tessera::worker
