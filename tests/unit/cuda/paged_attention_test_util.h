@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -22,9 +24,14 @@ struct PagedKv {
   std::vector<T> k_pool, v_pool;
   std::vector<int32_t> block_tables;
 
-  PagedKv(std::span<const int> lengths, int block_size_in, int num_kv_heads_in, int head_dim_in,
-          std::mt19937& rng)
-      : block_size(block_size_in), num_kv_heads(num_kv_heads_in), head_dim(head_dim_in) {
+  std::vector<int> lengths;
+
+  PagedKv(std::span<const int> lengths_in, int block_size_in, int num_kv_heads_in,
+          int head_dim_in, std::mt19937& rng)
+      : block_size(block_size_in),
+        num_kv_heads(num_kv_heads_in),
+        head_dim(head_dim_in),
+        lengths(lengths_in.begin(), lengths_in.end()) {
     int total = 0;
     for (int length : lengths) {
       const int blocks = (length + block_size - 1) / block_size;
@@ -47,6 +54,26 @@ struct PagedKv {
     v_pool = Convert<T>(RandomFloats(pool_size, rng));
   }
 
+  // The same K/V with each sequence's blocks moved to consecutive physical ids in sequence
+  // order (identity-like tables): a kernel must give bit-identical results on both layouts.
+  PagedKv Repacked() const {
+    PagedKv other = *this;
+    const size_t block_elements = size_t(block_size) * num_kv_heads * head_dim;
+    int32_t next = 0;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      const int blocks = (lengths[s] + block_size - 1) / block_size;
+      for (int b = 0; b < blocks; ++b) {
+        const int32_t from = block_tables[s * max_blocks_per_seq + b], to = next++;
+        other.block_tables[s * max_blocks_per_seq + b] = to;
+        std::copy_n(k_pool.begin() + from * block_elements, block_elements,
+                    other.k_pool.begin() + to * block_elements);
+        std::copy_n(v_pool.begin() + from * block_elements, block_elements,
+                    other.v_pool.begin() + to * block_elements);
+      }
+    }
+    return other;
+  }
+
   // The first `length` positions of sequence `seq` as contiguous f32 [length, num_kv_heads,
   // head_dim], read from `pool` (k_pool or v_pool) through the block table.
   std::vector<float> Contiguous(const std::vector<T>& pool, int seq, int length) const {
@@ -65,6 +92,13 @@ struct PagedKv {
 // combination of V values in [-1, 1]; the kernel accumulates in f32 (relative error ~1e-6 over
 // <= 600 terms, plus exp/max reordering across partitions) and rounds once to T (half an ulp:
 // 2^-9 relative for bf16, 2^-12 for f16). Allowed: one ulp of T relative plus 2e-5 absolute.
+template <typename T>
+uint16_t Bits16(T value) {
+  uint16_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
 template <typename T>
 float AttentionTolerance(float expected) {
   const float relative = std::is_same_v<T, __half> ? 1.0f / 1024 : 1.0f / 128;

@@ -33,6 +33,26 @@ struct DecodeCase {
   bool expect_split;
 };
 
+// Runs the kernel on `kv` and returns the output.
+template <typename T, int kHeadDim>
+std::vector<T> RunDecode(const simt::Schedule& schedule, const PagedDecodeParams& params,
+                         const std::vector<T>& q, const simt::PagedKv<T>& kv,
+                         const std::vector<int32_t>& contexts) {
+  DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(kv.k_pool)},
+      d_v{std::span<const T>(kv.v_pool)}, d_out(q.size());
+  DeviceBuffer<int32_t> d_tables{std::span<const int32_t>(kv.block_tables)},
+      d_contexts{std::span<const int32_t>(contexts)};
+  const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
+  DeviceBuffer<float> d_workspace(std::max<size_t>(workspace_floats, 1));
+  for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
+  simt::EmulatedLauncher launcher(schedule);
+  const absl::Status status = LaunchPagedDecodeAttention<simt::EmulatedLauncher, T, kHeadDim>(
+      launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_contexts.get(),
+      d_out.get(), workspace_floats > 0 ? d_workspace.get() : nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+  return d_out.ToHost();
+}
+
 template <typename T, int kHeadDim>
 void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt19937& rng) {
   const int num_seqs = int(c.contexts.size());
@@ -50,19 +70,15 @@ void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt199
   params.scale = 1.0f / std::sqrt(float(kHeadDim));
   params.partition_size = c.partition_size;
   ASSERT_EQ(PlanPagedDecode(params).num_partitions > 1, c.expect_split);
+  const std::vector<int32_t> contexts(c.contexts.begin(), c.contexts.end());
+  const std::vector<T> got = RunDecode<T, kHeadDim>(schedule, params, q, kv, contexts);
 
-  DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(kv.k_pool)},
-      d_v{std::span<const T>(kv.v_pool)}, d_out(q.size());
-  DeviceBuffer<int32_t> d_tables{std::span<const int32_t>(kv.block_tables)},
-      d_contexts{std::span<const int32_t>(c.contexts)};
-  const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
-  DeviceBuffer<float> d_workspace(std::max<size_t>(workspace_floats, 1));
-  for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
-  simt::EmulatedLauncher launcher(schedule);
-  const absl::Status status = LaunchPagedDecodeAttention<simt::EmulatedLauncher, T, kHeadDim>(
-      launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_contexts.get(),
-      d_out.get(), workspace_floats > 0 ? d_workspace.get() : nullptr);
-  ASSERT_TRUE(status.ok()) << status;
+  // Paged = contiguous: the same K/V in consecutive blocks give the same bits.
+  const std::vector<T> repacked = RunDecode<T, kHeadDim>(schedule, params, q, kv.Repacked(),
+                                                         contexts);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(simt::Bits16(got[i]), simt::Bits16(repacked[i])) << "element " << i;
+  }
 
   const std::vector<float> q_floats = simt::ToFloats<T>(q);
   const size_t row = size_t(num_heads) * kHeadDim;
@@ -76,7 +92,7 @@ void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt199
           kHeadDim, params.scale, expected);
     }
     for (size_t i = 0; i < row; ++i) {
-      ASSERT_NEAR(simt::AsFloat(d_out[s * row + i]), expected[i],
+      ASSERT_NEAR(simt::AsFloat(got[s * row + i]), expected[i],
                   simt::AttentionTolerance<T>(expected[i]))
           << "seq " << s << " context " << context << " head " << i / kHeadDim << " dim "
           << i % kHeadDim << " block_size " << c.block_size << " group " << c.group

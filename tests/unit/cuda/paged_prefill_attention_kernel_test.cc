@@ -37,6 +37,26 @@ struct PrefillCase {
   std::vector<Chunk> chunks;
 };
 
+// Runs the kernel on `kv` (contexts = kv.lengths) and returns the output.
+template <typename T, int kHeadDim>
+std::vector<T> RunPrefill(const simt::Schedule& schedule, const PagedPrefillParams& params,
+                          const std::vector<T>& q, const simt::PagedKv<T>& kv,
+                          const std::vector<int32_t>& query_start_loc) {
+  const std::vector<int32_t> contexts(kv.lengths.begin(), kv.lengths.end());
+  DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(kv.k_pool)},
+      d_v{std::span<const T>(kv.v_pool)}, d_out(q.size());
+  DeviceBuffer<int32_t> d_tables{std::span<const int32_t>(kv.block_tables)},
+      d_query_start{std::span<const int32_t>(query_start_loc)},
+      d_contexts{std::span<const int32_t>(contexts)};
+  for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
+  simt::EmulatedLauncher launcher(schedule);
+  const absl::Status status = LaunchPagedPrefillAttention<simt::EmulatedLauncher, T, kHeadDim>(
+      launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_query_start.get(),
+      d_contexts.get(), d_out.get());
+  EXPECT_TRUE(status.ok()) << status;
+  return d_out.ToHost();
+}
+
 template <typename T, int kHeadDim>
 void CheckPrefill(const simt::Schedule& schedule, const PrefillCase& c, std::mt19937& rng) {
   const int num_seqs = int(c.chunks.size());
@@ -62,17 +82,13 @@ void CheckPrefill(const simt::Schedule& schedule, const PrefillCase& c, std::mt1
   params.max_query_len = max_query_len;
   params.scale = 1.0f / std::sqrt(float(kHeadDim));
 
-  DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(kv.k_pool)},
-      d_v{std::span<const T>(kv.v_pool)}, d_out(q.size());
-  DeviceBuffer<int32_t> d_tables{std::span<const int32_t>(kv.block_tables)},
-      d_query_start{std::span<const int32_t>(query_start_loc)},
-      d_contexts{std::span<const int32_t>(contexts)};
-  for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
-  simt::EmulatedLauncher launcher(schedule);
-  const absl::Status status = LaunchPagedPrefillAttention<simt::EmulatedLauncher, T, kHeadDim>(
-      launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_query_start.get(),
-      d_contexts.get(), d_out.get());
-  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<T> got = RunPrefill<T, kHeadDim>(schedule, params, q, kv, query_start_loc);
+  // Paged = contiguous: the same K/V in consecutive blocks give the same bits.
+  const std::vector<T> repacked =
+      RunPrefill<T, kHeadDim>(schedule, params, q, kv.Repacked(), query_start_loc);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(simt::Bits16(got[i]), simt::Bits16(repacked[i])) << "element " << i;
+  }
 
   const std::vector<float> q_floats = simt::ToFloats<T>(q);
   for (int s = 0; s < num_seqs; ++s) {
@@ -85,7 +101,7 @@ void CheckPrefill(const simt::Schedule& schedule, const PrefillCase& c, std::mt1
         kv.Contiguous(kv.k_pool, s, contexts[s]), kv.Contiguous(kv.v_pool, s, contexts[s]),
         chunk.length, chunk.start, num_heads, c.num_kv_heads, kHeadDim, params.scale, expected);
     for (size_t i = 0; i < count; ++i) {
-      ASSERT_NEAR(simt::AsFloat(d_out[first + i]), expected[i],
+      ASSERT_NEAR(simt::AsFloat(got[first + i]), expected[i],
                   simt::AttentionTolerance<T>(expected[i]))
           << "seq " << s << " start " << chunk.start << " chunk " << chunk.length << " token "
           << i / row << " head " << i % row / kHeadDim << " dim " << i % kHeadDim
