@@ -65,7 +65,8 @@ struct PagedDecodeParams {
   int max_context_len = 0;  // >= every context_lens[s]; host-side knowledge of the step
   float scale = 0;          // usually 1 / sqrt(head_dim)
   int num_sms = 132;        // H100 SXM
-  int partition_size = 0;   // 0: PlanPagedDecode's heuristic; > 0 forces it (tests)
+  int partition_size = 0;   // 0: PlanPagedDecode's heuristic; > 0 forces it (tests), at most
+                            // kDecodeMaxPartition (larger values are clamped)
 };
 
 struct DecodePartitioning {
@@ -84,7 +85,7 @@ inline int DecodeHeadChunks(const PagedDecodeParams& p) {
 
 inline DecodePartitioning PlanPagedDecode(const PagedDecodeParams& p) {
   const int context = p.max_context_len > 1 ? p.max_context_len : 1;
-  int size = p.partition_size;
+  int size = p.partition_size < kDecodeMaxPartition ? p.partition_size : kDecodeMaxPartition;
   if (size <= 0) {
     const int base_blocks = p.num_seqs * p.num_kv_heads * DecodeHeadChunks(p);
     const int target_blocks = 2 * p.num_sms;

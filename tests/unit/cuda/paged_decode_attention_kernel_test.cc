@@ -153,6 +153,12 @@ TEST(PagedDecodePlanTest, PartitionHeuristic) {
   params.partition_size = 16;
   EXPECT_EQ(PlanPagedDecode(params).num_partitions, 13);
   EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 64), size_t(1) * 32 * 13 * 66);
+  // ... up to the shared-memory cap on the scores.
+  params.partition_size = 5000;
+  params.max_context_len = 3000;
+  EXPECT_EQ(PlanPagedDecode(params).partition_size, kDecodeMaxPartition);
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 3);
+  EXPECT_EQ(PagedDecodeSharedBytes(params), sizeof(float) * 4 * kDecodeMaxPartition);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedDecodeAttentionKernelTest,
