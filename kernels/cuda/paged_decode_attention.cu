@@ -1,0 +1,19 @@
+// Device build of paged_decode_attention.cuh: bf16 and f16, head dims 64 and 128.
+#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/paged_decode_attention.cuh"
+
+namespace tessera::cuda {
+
+#define TESSERA_INSTANTIATE_PAGED_DECODE(T, kHeadDim)                                         \
+  template auto LaunchPagedDecodeAttention<CudaLauncher, T, kHeadDim>(                        \
+      CudaLauncher&, const PagedDecodeParams&, const T*, const T*, const T*, const int32_t*, \
+      const int32_t*, T*, float*);
+
+TESSERA_INSTANTIATE_PAGED_DECODE(__nv_bfloat16, 64)
+TESSERA_INSTANTIATE_PAGED_DECODE(__nv_bfloat16, 128)
+TESSERA_INSTANTIATE_PAGED_DECODE(__half, 64)
+TESSERA_INSTANTIATE_PAGED_DECODE(__half, 128)
+
+#undef TESSERA_INSTANTIATE_PAGED_DECODE
+
+}  // namespace tessera::cuda

@@ -1,0 +1,169 @@
+// Paged decode attention CUDA kernel on the emulator vs the contiguous-KV f64 CPU reference
+// (reference::Attention, one query at position context - 1), under every test schedule.
+// Combinations (not the full cross product, to stay well under 30 s): each case below mixes
+// one dtype (bf16 / f16), head dim (64 / 128), block size (1 / 16), GQA ratio (1 / 3 / 8, and 16
+// = two head chunks), batch (1 / 3 / 17, ragged lengths from 1, 15, 16, 17, 97 and 0 = padding
+// row) and partitioning: unsplit (heuristic, short contexts), split forced small (16, 32 and 5,
+// a partition that is not a multiple of the block size) and split by the heuristic (context
+// 600). Block tables are shuffled. Tolerance: paged_attention_test_util.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/reference.h"
+#include "kernels/cuda/paged_decode_attention.cuh"
+#include "kernels/simt/emulated_launcher.h"
+#include "tests/unit/cuda/emulated_buffer.h"
+#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/paged_attention_test_util.h"
+
+namespace tessera::cuda {
+namespace {
+
+using simt::DeviceBuffer;
+
+struct DecodeCase {
+  int block_size;
+  int num_kv_heads;
+  int group;  // query heads per KV head
+  std::vector<int> contexts;
+  int partition_size;  // 0: the launch's heuristic
+  bool expect_split;
+};
+
+// Runs the kernel on `kv` and returns the output.
+template <typename T, int kHeadDim>
+std::vector<T> RunDecode(const simt::Schedule& schedule, const PagedDecodeParams& params,
+                         const std::vector<T>& q, const simt::PagedKv<T>& kv,
+                         const std::vector<int32_t>& contexts) {
+  DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(kv.k_pool)},
+      d_v{std::span<const T>(kv.v_pool)}, d_out(q.size());
+  DeviceBuffer<int32_t> d_tables{std::span<const int32_t>(kv.block_tables)},
+      d_contexts{std::span<const int32_t>(contexts)};
+  const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
+  DeviceBuffer<float> d_workspace(std::max<size_t>(workspace_floats, 1));
+  for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
+  simt::EmulatedLauncher launcher(schedule);
+  const absl::Status status = LaunchPagedDecodeAttention<simt::EmulatedLauncher, T, kHeadDim>(
+      launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_contexts.get(),
+      d_out.get(), workspace_floats > 0 ? d_workspace.get() : nullptr);
+  EXPECT_TRUE(status.ok()) << status;
+  return d_out.ToHost();
+}
+
+template <typename T, int kHeadDim>
+void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt19937& rng) {
+  const int num_seqs = int(c.contexts.size());
+  const int num_heads = c.num_kv_heads * c.group;
+  const simt::PagedKv<T> kv(c.contexts, c.block_size, c.num_kv_heads, kHeadDim, rng);
+  const std::vector<T> q =
+      simt::Convert<T>(simt::RandomFloats(size_t(num_seqs) * num_heads * kHeadDim, rng, -2, 2));
+  PagedDecodeParams params;
+  params.num_seqs = num_seqs;
+  params.num_heads = num_heads;
+  params.num_kv_heads = c.num_kv_heads;
+  params.block_size = c.block_size;
+  params.max_blocks_per_seq = kv.max_blocks_per_seq;
+  params.max_context_len = *std::max_element(c.contexts.begin(), c.contexts.end());
+  params.scale = 1.0f / std::sqrt(float(kHeadDim));
+  params.partition_size = c.partition_size;
+  ASSERT_EQ(PlanPagedDecode(params).num_partitions > 1, c.expect_split);
+  const std::vector<int32_t> contexts(c.contexts.begin(), c.contexts.end());
+  const std::vector<T> got = RunDecode<T, kHeadDim>(schedule, params, q, kv, contexts);
+
+  // Paged = contiguous: the same K/V in consecutive blocks give the same bits.
+  const std::vector<T> repacked = RunDecode<T, kHeadDim>(schedule, params, q, kv.Repacked(),
+                                                         contexts);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(simt::Bits16(got[i]), simt::Bits16(repacked[i])) << "element " << i;
+  }
+
+  const std::vector<float> q_floats = simt::ToFloats<T>(q);
+  const size_t row = size_t(num_heads) * kHeadDim;
+  for (int s = 0; s < num_seqs; ++s) {
+    const int context = c.contexts[s];
+    std::vector<float> expected(row, 0.0f);  // a padding row (context 0) reads as zeros
+    if (context > 0) {
+      kernels::cpu::reference::Attention(
+          std::span<const float>(q_floats).subspan(s * row, row), kv.Contiguous(kv.k_pool, s, context),
+          kv.Contiguous(kv.v_pool, s, context), 1, context - 1, num_heads, c.num_kv_heads,
+          kHeadDim, params.scale, expected);
+    }
+    for (size_t i = 0; i < row; ++i) {
+      ASSERT_NEAR(simt::AsFloat(got[s * row + i]), expected[i],
+                  simt::AttentionTolerance<T>(expected[i]))
+          << "seq " << s << " context " << context << " head " << i / kHeadDim << " dim "
+          << i % kHeadDim << " block_size " << c.block_size << " group " << c.group
+          << " partition " << c.partition_size;
+    }
+  }
+}
+
+class PagedDecodeAttentionKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+
+TEST_P(PagedDecodeAttentionKernelTest, UnsplitMatchesContiguousReference) {
+  std::mt19937 rng(2024);
+  CheckDecode<__nv_bfloat16, 128>(GetParam(), {16, 1, 8, {97}, 0, false}, rng);
+  CheckDecode<__half, 64>(GetParam(), {16, 2, 8, {16, 0, 15}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 64>(GetParam(), {1, 1, 3, {17, 1, 97, 16, 15}, 0, false}, rng);
+  CheckDecode<__half, 128>(GetParam(), {1, 2, 1, {15, 97, 1}, 0, false}, rng);
+}
+
+TEST_P(PagedDecodeAttentionKernelTest, SplitMatchesContiguousReference) {
+  std::mt19937 rng(99);
+  CheckDecode<__nv_bfloat16, 64>(GetParam(), {1, 2, 3, {1, 17, 97}, 16, true}, rng);
+  CheckDecode<__half, 128>(GetParam(),
+                           {16, 3, 1, {97, 1, 15, 16, 17, 0, 97, 33, 2, 16, 64, 5, 96, 17, 1, 80, 31},
+                            32, true},
+                           rng);
+  CheckDecode<__nv_bfloat16, 128>(GetParam(), {16, 1, 8, {97, 16, 0}, 5, true}, rng);
+  CheckDecode<__half, 64>(GetParam(), {16, 1, 16, {97}, 17, true}, rng);  // two head chunks
+}
+
+TEST_P(PagedDecodeAttentionKernelTest, HeuristicSplitMatchesContiguousReference) {
+  std::mt19937 rng(5);
+  CheckDecode<__nv_bfloat16, 64>(GetParam(), {16, 1, 1, {600, 3}, 0, true}, rng);
+}
+
+TEST(PagedDecodePlanTest, PartitionHeuristic) {
+  PagedDecodeParams params;
+  params.num_heads = 32;
+  params.num_kv_heads = 8;
+  params.num_sms = 132;
+  // One long sequence: 8 blocks, 264 wanted -> 33 partitions of ceil(4096/33) -> 256 tokens.
+  params.num_seqs = 1;
+  params.max_context_len = 4096;
+  EXPECT_EQ(PlanPagedDecode(params).partition_size, 256);
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 16);
+  // Many sequences fill the GPU already: split only at the shared-memory cap.
+  params.num_seqs = 64;
+  EXPECT_EQ(PlanPagedDecode(params).partition_size, 1024);
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 4);
+  params.max_context_len = 1000;
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 1);
+  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 128), 0u);
+  // Short contexts never split.
+  params.num_seqs = 1;
+  params.max_context_len = 200;
+  EXPECT_EQ(PlanPagedDecode(params).partition_size, 224);
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 1);
+  // A forced partition size wins.
+  params.partition_size = 16;
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 13);
+  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 64), size_t(1) * 32 * 13 * 66);
+  // ... up to the shared-memory cap on the scores.
+  params.partition_size = 5000;
+  params.max_context_len = 3000;
+  EXPECT_EQ(PlanPagedDecode(params).partition_size, kDecodeMaxPartition);
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 3);
+  EXPECT_EQ(PagedDecodeSharedBytes(params), sizeof(float) * 4 * kDecodeMaxPartition);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, PagedDecodeAttentionKernelTest,
+                         ::testing::ValuesIn(simt::TestSchedules()),
+                         [](const auto& info) { return simt::ScheduleTestName(info.param); });
+
+}  // namespace
+}  // namespace tessera::cuda
