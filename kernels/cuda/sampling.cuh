@@ -19,23 +19,27 @@
 // with {w >= min_p}, so it is described by a cutoff (rank key K, number j of tokens with key K
 // kept in id order). top-k and top-p find their cutoffs by radix select on the 32-bit rank key
 // of z (block_select.cuh: 4 histogram passes each, top-p on exact fixed-point mass); min-p is a
-// direct threshold; the draw is one blocked pass: per-warp contiguous id ranges give kept mass
-// and tie counts, a serial scan over the 8 warps finds the range holding u, and that warp walks
-// its range with warp scans and ballots. Nothing is sorted and nothing is written to global
+// direct threshold; the draw narrows the id range 8 ways per level (each warp sums the kept mass
+// and cutoff ties of its contiguous part, thread 0 picks the part holding u * total): levels
+// read V, V/8, V/64, ... ids until <= 256 are left, which one warp walks with warp scans and
+// ballots (tie ranks by ballot prefix counts). Nothing is sorted and nothing is written to global
 // scratch; the penalty list becomes a bitmap of the vocab in dynamic shared memory
 // (ceil(vocab / 32) * 4 bytes: 19 KB at vocab 152k; vocab <= 393k) and penalized ids are found
 // by binary search in the row's sorted list.
 //
 // Passes over the row's logits (each reads vocab * 4 bytes): stats (online max/sum-exp for the
 // raw log-softmax + penalized arg-max) 1; greedy stops there. Stochastic: top-k +4, top-p +4
-// (its total is taken from the first histogram), draw 1 + 1/8 (the crossing warp's range); top-N
+// (its total is taken from the first histogram), draw 1 + 1/7 (the narrowing levels); top-N
 // logprobs +4 (+1 to collect); `probs` output +1 read, +1 write. Typical temperature + top-p:
-// ~6 passes; everything on: ~16.
-// Bound (H100, 3.35 TB/s): bytes = num_rows * vocab * 4 * passes. Vocab 152k, 64 rows: 38.9 MB per
-// pass = 11.6 us from HBM; the first pass is the floor, later passes re-read the row from L2
-// (50 MB) when the batch's rows fit, else the bound is passes x 11.6 us. Each pass is coalesced
-// (consecutive threads read consecutive ids); per-element work is one expf and one
-// shared-memory bit test (penalties) plus shared atomics in the histogram passes.
+// ~6.2 passes; everything on: ~15, ~17 with `probs`.
+// Bound (H100, 3.35 TB/s): bytes = num_rows * vocab * 4 * passes. Vocab 152k, 64 rows: 38.9 MB
+// per pass = 11.6 us from HBM; the first pass is the floor, later passes re-read the row from L2
+// (50 MB) when the batch's rows fit, else the bound is passes x 11.6 us. With few rows one SM per
+// row cannot draw full HBM bandwidth: there the bound is per-SM (~1/132 of the chip's) and the
+// kernel is latency-bound; a split-row variant would be the next step if decode batches are
+// small. Each pass is coalesced (consecutive threads read consecutive ids); per-element work is
+// one expf and one shared-memory bit test (penalties) plus shared atomics in histogram passes.
+// Not measured on a GPU yet (none in CI); registers 64, no spills, no local memory (sm_90a).
 #pragma once
 
 #include <cstddef>

@@ -35,11 +35,11 @@ struct DrawContext {
   }
 };
 
-// This warp's contiguous id range [*begin, *end) (a multiple of 32 ids, the last one shorter).
-__device__ __forceinline__ void WarpRange(int vocab, int* begin, int* end) {
-  const int per_warp = (vocab + kSamplingThreads - 1) / kSamplingThreads * 32;
-  *begin = IntMin(vocab, static_cast<int>(threadIdx.x / 32) * per_warp);
-  *end = IntMin(vocab, *begin + per_warp);
+// Warp w's part of [begin, end) split 8 ways in multiples of 32 ids (the last parts shorter).
+__device__ __forceinline__ void SubRange(int begin, int end, int* sub_begin, int* sub_end) {
+  const int per_warp = (end - begin + kSamplingThreads - 1) / kSamplingThreads * 32;
+  *sub_begin = IntMin(end, begin + static_cast<int>(threadIdx.x / 32) * per_warp);
+  *sub_end = IntMin(end, *sub_begin + per_warp);
 }
 
 // Warp-collective, one step of 32 ids from `base`: the kept weight of id base + lane (0 when it
@@ -60,13 +60,14 @@ __device__ __forceinline__ float StepKeptWeight(const DrawContext& c, int base, 
   return c.PassesMinP(weight) ? weight : 0.0f;
 }
 
-// Per warp range: the mass of kept tokens below the cutoff key and the count of cutoff ties.
-__device__ __forceinline__ void DrawTotals(const DrawContext& c, SamplingShared& s) {
-  int begin, end;
-  WarpRange(c.row.vocab, &begin, &end);
+// Per warp sub-range of [begin, end): the kept mass below the cutoff key and the cutoff ties.
+__device__ __forceinline__ void SubRangeTotals(const DrawContext& c, int begin, int end,
+                                               SamplingShared& s) {
+  int sub_begin, sub_end;
+  SubRange(begin, end, &sub_begin, &sub_end);
   float strict = 0.0f;
   int ties = 0;
-  for (int i = begin + static_cast<int>(threadIdx.x % 32); i < end; i += 32) {
+  for (int i = sub_begin + static_cast<int>(threadIdx.x % 32); i < sub_end; i += 32) {
     const float z = c.row.Penalized(i);
     const uint32_t key = DescendingKey(z);
     if (key == c.cut.key) {
@@ -84,46 +85,71 @@ __device__ __forceinline__ void DrawTotals(const DrawContext& c, SamplingShared&
   }
 }
 
-// Thread 0: kept mass per range (ties kept in id order), the total, target = u * total and the
-// range where the running mass first exceeds it (else the last range with mass).
-__device__ __forceinline__ void LocateDraw(const DrawContext& c, float u, SamplingShared& s) {
+// Kept mass of sub-range w: its mass below the cutoff key plus its cutoff ties that are kept
+// (the first c.cut.ties in id order overall; ties_before precede the sub-range).
+__device__ __forceinline__ float SubRangeKept(const DrawContext& c, const SamplingShared& s, int w,
+                                              int ties_before, float tie_weight) {
+  const int kept = IntMax(0, IntMin(c.cut.ties - ties_before, s.warp_ties[w]));
+  return s.warp_mass[w] + (kept > 0 ? static_cast<float>(kept) * tie_weight : 0.0f);
+}
+
+// Thread 0, after SubRangeTotals: on the first level the total and target = u * total; then
+// narrows the range to the sub-range where the running kept mass first exceeds the target
+// (else the last sub-range with mass).
+__device__ __forceinline__ void NarrowDrawRange(const DrawContext& c, float u, bool first_level,
+                                                SamplingShared& s) {
   float tie_weight = 0.0f;
   if (c.cut.key != 0xFFFFFFFFu) tie_weight = c.Weight(KeyValue(c.cut.key));
   if (!c.PassesMinP(tie_weight)) tie_weight = 0.0f;
-  int ties_before = 0;
-  float total = 0.0f;
-  for (int w = 0; w < kSamplingWarps; ++w) {
-    const int kept = IntMax(0, IntMin(c.cut.ties - ties_before, s.warp_ties[w]));
-    const float mass = s.warp_mass[w] + (kept > 0 ? static_cast<float>(kept) * tie_weight : 0.0f);
-    s.ties_before[w] = ties_before;
-    s.warp_mass[w] = mass;
-    s.warp_cum[w] = total;
-    ties_before += s.warp_ties[w];
-    total += mass;
+  if (first_level) {
+    float total = 0.0f;
+    for (int w = 0, ties = 0; w < kSamplingWarps; ties += s.warp_ties[w], ++w) {
+      s.first_ties_before[w] = ties;
+      total += SubRangeKept(c, s, w, ties, tie_weight);
+    }
+    s.total = total;
+    s.target = u * total;
   }
-  const float target = u * total;
+  float cum = s.range_cum, cross_cum = 0.0f, last_cum = 0.0f;
+  int ties = s.range_ties_before, cross_ties = 0, last_ties = 0;
   int cross = -1, last = 0;
   for (int w = 0; w < kSamplingWarps; ++w) {
-    if (!(s.warp_mass[w] > 0.0f)) continue;
-    last = w;
-    if (cross < 0 && target < s.warp_cum[w] + s.warp_mass[w]) cross = w;
+    const float mass = SubRangeKept(c, s, w, ties, tie_weight);
+    if (mass > 0.0f) {
+      if (cross < 0 && s.target < cum + mass) {
+        cross = w;
+        cross_cum = cum;
+        cross_ties = ties;
+      }
+      last = w;
+      last_cum = cum;
+      last_ties = ties;
+    }
+    cum += mass;
+    ties += s.warp_ties[w];
   }
-  s.cross_warp = cross >= 0 ? cross : last;
-  s.total = total;
-  s.target = target;
+  if (cross < 0) {
+    cross = last;
+    cross_cum = last_cum;
+    cross_ties = last_ties;
+  }
+  const int begin = s.range_begin, end = s.range_end;
+  const int per_warp = (end - begin + kSamplingThreads - 1) / kSamplingThreads * 32;
+  s.range_begin = IntMin(end, begin + cross * per_warp);
+  s.range_end = IntMin(end, s.range_begin + per_warp);
+  s.range_cum = cross_cum;
+  s.range_ties_before = cross_ties;
 }
 
-// The crossing warp walks its range: the first kept id where the running mass exceeds the
-// target (rounding fallback: the range's last kept id; -1 if none). Lane-uniform result.
-__device__ __forceinline__ int WalkToToken(const DrawContext& c, SamplingShared& s) {
-  int begin, end;
-  WarpRange(c.row.vocab, &begin, &end);
-  const int warp = threadIdx.x / 32;
-  float cum = s.warp_cum[warp];
-  int ties_seen = s.ties_before[warp];
+// Warp 0 walks the final range: the first kept id where the running mass exceeds the target
+// (rounding fallback: the range's last kept id; -1 if none). Lane-uniform result.
+__device__ __forceinline__ int WalkToToken(const DrawContext& c, const SamplingShared& s) {
+  const int end = s.range_end;
+  float cum = s.range_cum;
+  int ties_seen = s.range_ties_before;
   int last_kept = -1;
   const float target = s.target;
-  for (int base = begin; base < end; base += 32) {
+  for (int base = s.range_begin; base < end; base += 32) {
     const float weight = StepKeptWeight(c, base, end, &ties_seen);
     const float inclusive = WarpInclusiveScan(weight);
     const unsigned crossed = __ballot_sync(kFullMask, weight > 0.0f && target < cum + inclusive);
@@ -135,12 +161,12 @@ __device__ __forceinline__ int WalkToToken(const DrawContext& c, SamplingShared&
   return last_kept;
 }
 
-// probs[i] = kept weight / total for every id of this warp's range.
+// probs[i] = kept weight / total for every id of this warp's first-level sub-range.
 __device__ __forceinline__ void WriteProbs(const DrawContext& c, const SamplingShared& s,
                                            float* probs) {
   int begin, end;
-  WarpRange(c.row.vocab, &begin, &end);
-  int ties_seen = s.ties_before[threadIdx.x / 32];
+  SubRange(0, c.row.vocab, &begin, &end);
+  int ties_seen = s.first_ties_before[threadIdx.x / 32];
   const float total = s.total;
   for (int base = begin; base < end; base += 32) {
     const float weight = StepKeptWeight(c, base, end, &ties_seen);
@@ -149,22 +175,38 @@ __device__ __forceinline__ void WriteProbs(const DrawContext& c, const SamplingS
   }
 }
 
+// The draw: narrows [0, vocab) 8 ways per level (each level reads only the current range: V,
+// V/8, V/64, ...) until at most 256 ids are left, which warp 0 walks. Returns the token.
+__device__ __forceinline__ int Draw(const DrawContext& c, float u, int fallback,
+                                    SamplingShared& s) {
+  if (threadIdx.x == 0) {
+    s.range_begin = 0;
+    s.range_end = c.row.vocab;
+    s.range_cum = 0.0f;
+    s.range_ties_before = 0;
+  }
+  for (bool first_level = true;; first_level = false) {
+    __syncthreads();
+    const int begin = s.range_begin, end = s.range_end;
+    if (!first_level && end - begin <= kSamplingThreads) break;
+    SubRangeTotals(c, begin, end, s);
+    __syncthreads();
+    if (threadIdx.x == 0) NarrowDrawRange(c, u, first_level, s);
+  }
+  int token = -1;
+  if (threadIdx.x < 32) token = WalkToToken(c, s);
+  if (threadIdx.x == 0) s.chosen = token >= 0 ? token : fallback;
+  __syncthreads();
+  return s.chosen;
+}
+
 // Temperature, top-k, top-p, min-p and the draw; returns the token (block-uniform).
 __device__ __forceinline__ int SampleStochastic(const RowLogits& row, const SamplingRowParams& p,
                                                 const RowStats& stats, SamplingShared& s,
                                                 float* probs) {
   const float inv_t = 1.0f / p.temperature;
   const DrawContext c{row, stats.z_max, inv_t, p.min_p, FindCutoff(row, p, stats.z_max, inv_t, s)};
-  DrawTotals(c, s);
-  __syncthreads();
-  if (threadIdx.x == 0) LocateDraw(c, SamplingUniform(p.seed, p.position), s);
-  __syncthreads();
-  if (static_cast<int>(threadIdx.x / 32) == s.cross_warp) {
-    const int token = WalkToToken(c, s);
-    if (threadIdx.x % 32 == 0) s.chosen = token >= 0 ? token : stats.argmax;
-  }
-  __syncthreads();
-  const int token = s.chosen;
+  const int token = Draw(c, SamplingUniform(p.seed, p.position), stats.argmax, s);
   if (probs != nullptr) WriteProbs(c, s, probs);
   __syncthreads();
   return token;

@@ -21,13 +21,16 @@ struct SamplingShared {
   float stat_sum[kSamplingWarps];
   float arg_value[kSamplingWarps];
   int arg_index[kSamplingWarps];
-  float warp_mass[kSamplingWarps];  // kept strict mass, then kept mass, per warp range
-  int warp_ties[kSamplingWarps];    // tokens with the cutoff key per warp range
-  int ties_before[kSamplingWarps];  // ... in earlier ranges
-  float warp_cum[kSamplingWarps];   // kept mass of earlier ranges
+  // The draw narrows an id range [range_begin, range_end) 8 ways per level (sampling_draw.cuh).
+  float warp_mass[kSamplingWarps];  // per sub-range: kept mass below the cutoff key, then all kept
+  int warp_ties[kSamplingWarps];    // per sub-range: tokens with the cutoff key
+  int first_ties_before[kSamplingWarps];  // first level (whole vocab): cutoff ties before each
+  int range_begin;
+  int range_end;
+  float range_cum;        // kept mass before the range
+  int range_ties_before;  // cutoff-key tokens before the range
   float total;
   float target;
-  int cross_warp;
   int chosen;
   int top_count;
   int min_id;
