@@ -255,7 +255,7 @@ TEST_P(SamplingKernelTest, EachFilterAloneAndCombinedMatchesReference) {
       {"combined_small_p", 1.5f, 200, 0.3f, 0.1f},
   };
   for (const Filters& f : filters) {
-    for (auto [rows, vocab] : {std::pair{3, 31}, {17, 1000}, {3, 4099}}) {
+    for (auto [rows, vocab] : {std::pair{1, 1}, {3, 31}, {17, 1000}, {3, 4099}}) {
       for (bool quantized : {false, true}) {
         const std::string what = std::string(f.name) + " vocab " + std::to_string(vocab) +
                                  (quantized ? " quantized" : "");
@@ -301,6 +301,29 @@ TEST_P(SamplingKernelTest, PenaltiesMatchReference) {
     }
   }
   EXPECT_LE(near, 1) << near << " differing near-boundary rows of " << total;
+}
+
+// Masked tokens (-inf logits, e.g. a grammar mask) weigh 0 and are never drawn.
+TEST_P(SamplingKernelTest, MaskedLogitsMatchReference) {
+  std::mt19937 rng(29);
+  int near = 0;
+  for (int vocab : {31, 1000}) {
+    const int rows = 4;
+    std::vector<float> logits = RandomLogits(rows, vocab, rng, false);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (i % 4 == 0) logits[i] = -INFINITY;
+    }
+    std::vector<SamplingRowParams> params = {
+        RandomParams(rng, 1.0f, 0, 1.0f, 0.0f, 5), RandomParams(rng, 0.7f, 0, 0.9f, 0.0f, 5),
+        RandomParams(rng, 1.2f, 30, 0.95f, 0.01f, 5), RandomParams(rng, 0.0f, 0, 1.0f, 0.0f, 5)};
+    const DeviceRows got = RunSampler(GetParam(), logits, vocab, params, {});
+    for (int r = 0; r < rows; ++r) {
+      near += CheckRow(got, Reference(logits, vocab, r, params[r], {}), vocab, r, "masked");
+      EXPECT_NE((size_t(r) * vocab + got.tokens[r]) % 4, 0u) << "drew a masked token";
+      EXPECT_TRUE(std::isfinite(got.logprobs[r]));
+    }
+  }
+  EXPECT_LE(near, 1);
 }
 
 TEST_P(SamplingKernelTest, RowResultDoesNotDependOnBatchNeighbours) {
