@@ -6,7 +6,9 @@
 // How sampling uses it (sampling.cuh): key = the request seed (low word, high word); counter =
 // (token position low word, high word, stream, 0) where stream 0 is the token draw. The uniform is
 // PhiloxUniform01(output word 0): its top 24 bits scaled by 2^-24, a float in [0, 1) whose every
-// value is exactly representable (so host and device agree bit for bit).
+// value is exactly representable (so host and device agree bit for bit). 24 bits match the f32
+// running sums the draw compares u * total with; a token whose probability is below ~2^-24 is
+// drawn with a frequency off by up to 2^-24 (the CPU sampler's u has 53 bits).
 #pragma once
 
 #include <cstdint>

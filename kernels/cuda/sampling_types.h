@@ -23,8 +23,11 @@ struct SamplingRowParams {
   float frequency_penalty = 0.0f;
   int32_t num_logprobs = 0;  // in [0, min(kSamplingMaxLogprobs, vocab)]
   uint64_t seed = 0;         // the request's Philox key
-  uint64_t position = 0;     // position of the token being sampled: the Philox counter
-  int32_t active = 1;        // 0: a padding row; it writes nothing and draws nothing
+  // The Philox counter: the position of the token being sampled in its sequence (prompt length +
+  // tokens generated so far). Draws depend only on (seed, position), so a request preempted and
+  // resumed, or batched with other rows, draws the same numbers (no generator state to replay).
+  uint64_t position = 0;
+  int32_t active = 1;  // 0: a padding row; it writes nothing and draws nothing
 };
 
 // Penalty state of every row in CSR form (maintained per slot by the worker). For row r the
