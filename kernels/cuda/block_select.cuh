@@ -1,0 +1,199 @@
+// Block-wide building blocks of the sampler (sampling.cuh): 256-thread inclusive scans, a
+// (value, lowest index) arg-max, and a radix select over 32-bit rank keys that finds the element
+// where a best-first running count or running mass first reaches a target, in four passes of
+// 8-bit digits with shared-memory histograms. No sort, no global scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_compat.cuh"
+
+namespace tessera::cuda {
+
+inline constexpr int kSelectThreads = 256;  // one histogram bin per thread
+inline constexpr int kSelectWarps = kSelectThreads / 32;
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+// Rank key of a value: a smaller key means a larger value (best first); -0 and +0 share a key.
+__device__ __forceinline__ uint32_t DescendingKey(float value) {
+  const uint32_t bits = __float_as_uint(value + 0.0f);  // -0 + 0 == +0
+  const uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return ~ascending;
+}
+
+// The value whose DescendingKey is `key`.
+__device__ __forceinline__ float KeyValue(uint32_t key) {
+  const uint32_t ascending = ~key;
+  return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7FFFFFFFu) : ~ascending);
+}
+
+// Weight w in [0, 1] as fixed point with 40 fractional bits (truncated): integer sums are exact
+// and independent of the order of summation (so of the schedule), and 2^18 of them fit in 64
+// bits. A weight below 2^-40 counts as 0 for top-p mass.
+__device__ __forceinline__ unsigned long long FixedMass(float weight) {
+  return static_cast<unsigned long long>(weight * 0x1.0p40f);
+}
+
+template <typename T>
+__device__ __forceinline__ T WarpInclusiveScan(T value) {
+  const int lane = threadIdx.x % 32;
+  for (int delta = 1; delta < 32; delta <<= 1) {
+    const T other = __shfl_up_sync(kFullMask, value, delta);
+    if (lane >= delta) value += other;
+  }
+  return value;
+}
+
+// Inclusive scan over the block in thread order. Preconditions: blockDim.x == kSelectThreads,
+// every thread calls it, `warp_totals` holds kSelectWarps T of shared memory.
+template <typename T>
+__device__ __forceinline__ T BlockInclusiveScan(T value, T* warp_totals) {
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  value = WarpInclusiveScan(value);
+  if (lane == 31) warp_totals[warp] = value;
+  __syncthreads();
+  T offset = 0;
+  for (int w = 0; w < warp; ++w) offset += warp_totals[w];
+  __syncthreads();  // warp_totals may be reused after this
+  return value + offset;
+}
+
+// "(value_a, a) ranks before (value_b, b)": larger value, then lower index.
+__device__ __forceinline__ bool RanksBefore(float value_a, int a, float value_b, int b) {
+  return value_a > value_b || (value_a == value_b && a < b);
+}
+
+// Whole-block arg-max (lowest index on ties) of per-thread candidates; the result goes to every
+// thread. Same preconditions as BlockInclusiveScan; scratch_value/scratch_index: kSelectWarps.
+__device__ __forceinline__ void BlockArgMax(float* value, int* index, float* scratch_value,
+                                            int* scratch_index) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other_value = __shfl_xor_sync(kFullMask, *value, offset);
+    const int other_index = __shfl_xor_sync(kFullMask, *index, offset);
+    if (RanksBefore(other_value, other_index, *value, *index)) {
+      *value = other_value;
+      *index = other_index;
+    }
+  }
+  if (threadIdx.x % 32 == 0) {
+    scratch_value[threadIdx.x / 32] = *value;
+    scratch_index[threadIdx.x / 32] = *index;
+  }
+  __syncthreads();
+  for (int w = 0; w < kSelectWarps; ++w) {
+    if (RanksBefore(scratch_value[w], scratch_index[w], *value, *index)) {
+      *value = scratch_value[w];
+      *index = scratch_index[w];
+    }
+  }
+  __syncthreads();
+}
+
+// Shared memory of one RadixSelect.
+struct SelectShared {
+  unsigned int count[kSelectThreads];
+  unsigned long long mass[kSelectThreads];
+  unsigned int count_totals[kSelectWarps];
+  unsigned long long mass_totals[kSelectWarps];
+  int first_bin;
+  int last_bin;
+  unsigned int count_before;
+  unsigned long long mass_before;
+  unsigned int count_at;
+  unsigned long long mass_at;
+  unsigned long long total_mass;
+};
+
+// The element where the running measure, taken over elements in ascending key order, first
+// reaches the target: `key` is its key; count_before / mass_before are the number and mass of
+// elements with a smaller key; count_at / mass_at those of the elements with exactly `key`.
+struct SelectResult {
+  uint32_t key;
+  unsigned int count_before;
+  unsigned long long mass_before;
+  unsigned int count_at;
+  unsigned long long mass_at;
+};
+
+// What the running measure must reach: a count (the target-th element, 1-based) or, by_mass, a
+// fixed-point mass (needs kWithMass); with `fraction` >= 0 the mass target is
+// ceil(fraction * total mass of all elements) instead of `absolute`.
+struct SelectTarget {
+  unsigned long long absolute;
+  double fraction;
+  bool by_mass;
+};
+
+// Radix select over `size` elements: source.Get(i, &key, &mass) gives element i's rank key and
+// fixed-point mass (histogrammed only when kWithMass: needed to select by mass, or for the
+// caller's use of mass_before / mass_at). Four passes, one per 8-bit digit of the key from the top:
+// each histograms the elements that match the digits chosen so far, scans the 256 bins and keeps
+// the first bin whose running measure reaches the target (or, when rounding leaves the target out
+// of reach, the last non-empty bin). Same preconditions as BlockInclusiveScan; `s` is shared.
+template <bool kWithMass, class Source>
+__device__ __forceinline__ SelectResult RadixSelect(const Source& source, int size,
+                                                    SelectTarget target, SelectShared& s) {
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    s.count_before = 0;
+    s.mass_before = 0;
+  }
+  uint32_t prefix = 0;
+  uint32_t mask = 0;
+  unsigned long long goal = target.absolute;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    s.count[tid] = 0;
+    s.mass[tid] = 0;
+    if (tid == 0) {
+      s.first_bin = kSelectThreads;
+      s.last_bin = -1;
+    }
+    __syncthreads();
+    for (int i = tid; i < size; i += kSelectThreads) {
+      uint32_t key;
+      unsigned long long mass;
+      source.Get(i, &key, &mass);
+      if ((key & mask) != prefix) continue;
+      const unsigned bin = (key >> shift) & 0xFFu;
+      atomicAdd(&s.count[bin], 1u);
+      if (kWithMass) atomicAdd(&s.mass[bin], mass);
+    }
+    __syncthreads();
+    const unsigned int count = s.count[tid];
+    const unsigned long long mass = s.mass[tid];
+    const unsigned int count_incl = BlockInclusiveScan(count, s.count_totals);
+    unsigned long long mass_incl = 0;
+    if (kWithMass) {
+      mass_incl = BlockInclusiveScan(mass, s.mass_totals);
+      if (target.fraction >= 0.0 && shift == 24) {
+        if (tid == kSelectThreads - 1) s.total_mass = mass_incl;
+        __syncthreads();
+        goal = static_cast<unsigned long long>(
+            ceil(target.fraction * static_cast<double>(s.total_mass)));
+      }
+    }
+    const unsigned long long reached =
+        target.by_mass ? s.mass_before + mass_incl : s.count_before + count_incl;
+    if (count > 0) {
+      if (reached >= goal) atomicMin(&s.first_bin, tid);
+      atomicMax(&s.last_bin, tid);
+    }
+    __syncthreads();
+    const int bin = s.first_bin < kSelectThreads ? s.first_bin : s.last_bin;
+    if (tid == bin) {
+      s.count_before += count_incl - count;
+      s.mass_before += mass_incl - mass;
+      s.count_at = count;
+      s.mass_at = mass;
+    }
+    __syncthreads();
+    prefix |= static_cast<uint32_t>(bin) << shift;
+    mask |= 0xFFu << shift;
+  }
+  const SelectResult result{prefix, s.count_before, s.mass_before, s.count_at, s.mass_at};
+  __syncthreads();  // the next select may reset s
+  return result;
+}
+
+}  // namespace tessera::cuda

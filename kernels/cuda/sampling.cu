@@ -1,0 +1,11 @@
+// Device build of sampling.cuh: the launch instantiated for the GPU launcher.
+#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/sampling.cuh"
+
+namespace tessera::cuda {
+
+template auto LaunchSampling<CudaLauncher>(CudaLauncher&, const float*, int, int,
+                                           const SamplingRowParams*, const SamplingPenalties&,
+                                           const SamplingOutputs&);
+
+}  // namespace tessera::cuda
