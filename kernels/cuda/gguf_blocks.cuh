@@ -23,8 +23,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/vector_access.cuh"
 
 namespace tessera::cuda {
 
@@ -140,20 +142,11 @@ __device__ __forceinline__ void DecodePlainGroup(const uint8_t* data, int64_t fi
                                                  float* v) {
   constexpr int kBytes = BlockBytes(kFormat);
   const uint8_t* p = data + first * kBytes;
-  if (count == 8 && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {  // 16-byte vector loads
-    const uint4* vec = reinterpret_cast<const uint4*>(p);
-    const uint4 lo = vec[0];
-    const uint4 hi = kBytes == 4 ? vec[1] : lo;  // f32: 32 bytes; 2-byte formats: 16
-    const unsigned words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    for (int k = 0; k < 8; ++k) {
-      if constexpr (kFormat == GgufFormat::kF32) {
-        v[k] = __uint_as_float(words[k]);
-      } else {
-        const auto bits = static_cast<unsigned short>(words[k / 2] >> (16 * (k & 1)));
-        v[k] = kFormat == GgufFormat::kF16 ? __half2float(__ushort_as_half(bits))
-                                           : __bfloat162float(__ushort_as_bfloat16(bits));
-      }
-    }
+  if (count == 8 && Aligned16(p)) {  // 16-byte vector loads
+    using Stored = std::conditional_t<kFormat == GgufFormat::kF32, float,
+                   std::conditional_t<kFormat == GgufFormat::kF16, __half, __nv_bfloat16>>;
+    const Stored* typed = reinterpret_cast<const Stored*>(p);
+    for (int k = 0; k < 8; k += kVec16<Stored>) Load16(typed + k, v + k);
     return;
   }
   for (int k = 0; k < 8; ++k) {
@@ -179,27 +172,12 @@ __device__ __forceinline__ void DecodeGroup(const uint8_t* data, int64_t first, 
   }
 }
 
-// Bit patterns for packed stores.
-__device__ __forceinline__ unsigned Bits16(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ __forceinline__ unsigned Bits16(__half x) { return __half_as_ushort(x); }
-
 // Stores v[0..count) converted to T at dst. With count == 8 and dst 16-byte aligned, 16-byte
 // vector stores (one for 2-byte T, two for f32); otherwise element by element.
 template <typename T>
 __device__ __forceinline__ void StoreGroup(T* dst, const float* v, int count) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(dst) & 15) == 0;
-  if (count == 8 && aligned) {
-    if constexpr (sizeof(T) == 4) {
-      float4* out = reinterpret_cast<float4*>(dst);
-      out[0] = float4{v[0], v[1], v[2], v[3]};
-      out[1] = float4{v[4], v[5], v[6], v[7]};
-    } else {
-      unsigned w[4];
-      for (int k = 0; k < 4; ++k) {
-        w[k] = Bits16(FromFloat<T>(v[2 * k])) | (Bits16(FromFloat<T>(v[2 * k + 1])) << 16);
-      }
-      *reinterpret_cast<uint4*>(dst) = uint4{w[0], w[1], w[2], w[3]};
-    }
+  if (count == 8 && Aligned16(dst)) {
+    for (int k = 0; k < 8; k += kVec16<T>) Store16(dst + k, v + k);
     return;
   }
   // Fixed trip count with a guard (not `k < count`) so v stays in registers on the GPU.
