@@ -5,6 +5,7 @@
 //   __expf/__logf/__sinf/__cosf/__powf  -> the correctly rounded libm function (the GPU's are
 //                                           approximate: ~2 ulp, more for large arguments)
 //   rsqrtf(x) -> 1/sqrtf(x);  __fdividef(a,b) -> a/b;  __frcp_rn(x) -> 1/x
+//   __fmul_rn(a,b) -> a*b (exact equivalent: both are the correctly rounded product)
 // nvcc also contracts a*b+c into fma by default; emulated code is built with -ffp-contract=off,
 // so tests compare emulated and reference results with stated tolerances.
 #pragma once
@@ -227,6 +228,9 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+// A product nvcc never contracts into an fma (kernels use it to match an -ffp-contract=off CPU
+// reference bit for bit); on the host a plain product, which -ffp-contract=off keeps separate.
+inline float __fmul_rn(float a, float b) { return a * b; }
 // glibc declares __expf & co. with C linkage, so these are macros rather than overloads.
 #define __expf(x) (::expf(x))
 #define __logf(x) (::logf(x))

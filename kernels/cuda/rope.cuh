@@ -1,0 +1,92 @@
+// Rotary position embedding, in place on q [num_tokens, num_heads, head_dim] and
+// k [num_tokens, num_kv_heads, head_dim] (bf16, f16 or f32; f32 math), token t at positions[t].
+// Pairs as the CPU engine (kernels/cpu/rope.h): normal/GGUF-llama mode rotates (2i, 2i + 1),
+// NeoX mode (i, i + rope_dim / 2), for i < rope_dim / 2; dimensions >= rope_dim are untouched.
+//
+// The angles come in precomputed: cos_sin [max_positions, rope_dim / 2, 2] f32 is exactly the CPU
+// engine's RopeTable (copy max_positions * rope_dim floats from RopeTable::CosSin(0)), so every
+// scaling the engine supports — linear (freq_scale), Llama 3 per-pair frequency factors, YaRN
+// with its magnitude correction, attn_factor — needs no logic here, and the rotation
+//   x'0 = x0 * cos - x1 * sin,   x'1 = x0 * sin + x1 * cos
+// is the CPU's, in the same order, with products through __fmul_rn (no fma contraction on the
+// GPU): the result is bit-identical to kernels::cpu::ApplyRope on the same values, then rounded
+// once to T. (A table rather than inverse frequencies: ggml, and hence the CPU engine, builds
+// each angle by repeated f32 multiplication, which pos * inv_freq[i] would not reproduce; the
+// table costs max_positions * rope_dim * 4 bytes, 4 MiB for 8192 positions x 128 dims.)
+//
+// A position outside [0, max_positions) leaves that token's q and k unchanged (the table is
+// never read out of bounds); the worker keeps positions below the model's context.
+//
+// Design: one block per token; each thread rotates pairs across all q then k heads of the token
+// (consecutive threads take consecutive pairs, so a warp covers contiguous bytes of a head in
+// normal mode and two contiguous runs in NeoX mode); the token's table row (rope_dim * 4 bytes)
+// is read once per head from L1. Bound (H100): memory; reads and writes the rotated part of q and
+// k once: 512 tokens x (32 + 8) heads x 128 dims x 2 bytes x 2 = 10.5 MB ~ 3.1 µs at 3.35 TB/s.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch_shape.h"
+
+namespace tessera::cuda {
+
+inline constexpr int kRopeMaxThreads = 256;
+
+// RoPE pairing; the same meaning as kernels::cpu::RopeMode.
+enum class RopeStyle : int { kNormal, kNeox };
+
+template <typename T, RopeStyle kStyle>
+__device__ __forceinline__ void RotatePair(T* head, int i, int half_rope, const float* cos_sin) {
+  const int a = kStyle == RopeStyle::kNormal ? 2 * i : i;
+  const int b = kStyle == RopeStyle::kNormal ? 2 * i + 1 : i + half_rope;
+  const float c = cos_sin[2 * i];
+  const float s = cos_sin[2 * i + 1];
+  const float x0 = ToFloat(head[a]);
+  const float x1 = ToFloat(head[b]);
+  head[a] = FromFloat<T>(__fmul_rn(x0, c) - __fmul_rn(x1, s));
+  head[b] = FromFloat<T>(__fmul_rn(x0, s) + __fmul_rn(x1, c));
+}
+
+template <typename T, RopeStyle kStyle>
+__global__ void __launch_bounds__(kRopeMaxThreads)
+    RopeKernel(T* __restrict__ q, T* __restrict__ k, const int32_t* __restrict__ positions,
+               const float* __restrict__ cos_sin, int max_positions, int num_heads,
+               int num_kv_heads, int head_dim, int rope_dim) {
+  const int64_t token = blockIdx.x;
+  const int32_t pos = positions[token];
+  if (pos < 0 || pos >= max_positions) return;
+  const int half_rope = rope_dim / 2;
+  const float* row = cos_sin + static_cast<int64_t>(pos) * rope_dim;
+  T* q_token = q + token * num_heads * head_dim;
+  T* k_token = k + token * num_kv_heads * head_dim;
+  const int total = (num_heads + num_kv_heads) * half_rope;
+  for (int p = threadIdx.x; p < total; p += blockDim.x) {
+    const int head = p / half_rope;
+    const int i = p - head * half_rope;
+    T* base = head < num_heads ? q_token + head * head_dim
+                               : k_token + (head - num_heads) * head_dim;
+    RotatePair<T, kStyle>(base, i, half_rope, row);
+  }
+}
+
+// Preconditions: num_tokens > 0 (< 2^31); num_heads >= 0, num_kv_heads >= 0 (k may be nullptr
+// when num_kv_heads == 0); rope_dim even, 2 <= rope_dim <= head_dim; cos_sin holds
+// max_positions * rope_dim floats laid out as RopeTable's; q and k do not overlap.
+template <class Launcher, typename T>
+auto LaunchRope(Launcher& launcher, RopeStyle style, T* q, T* k, const int32_t* positions,
+                const float* cos_sin, int max_positions, int num_tokens, int num_heads,
+                int num_kv_heads, int head_dim, int rope_dim) {
+  const unsigned pairs = static_cast<unsigned>((num_heads + num_kv_heads) * (rope_dim / 2));
+  const unsigned threads = CeilDiv(pairs > 0 ? pairs : 1, 32) * 32;
+  const LaunchShape shape{dim3(num_tokens),
+                          dim3(threads < kRopeMaxThreads ? threads : kRopeMaxThreads), 0};
+  if (style == RopeStyle::kNeox) {
+    return launcher.Launch(shape, RopeKernel<T, RopeStyle::kNeox>, q, k, positions, cos_sin,
+                           max_positions, num_heads, num_kv_heads, head_dim, rope_dim);
+  }
+  return launcher.Launch(shape, RopeKernel<T, RopeStyle::kNormal>, q, k, positions, cos_sin,
+                         max_positions, num_heads, num_kv_heads, head_dim, rope_dim);
+}
+
+}  // namespace tessera::cuda
