@@ -97,6 +97,7 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
     : config_(config),
       weights_(weights),
       pool_(pool),
+      isa_(options.isa),
       int8_(options.activations == MatmulActivations::kInt8
                 ? std::make_unique<Int8PackedWeights>(*weights)
                 : nullptr),
@@ -106,6 +107,7 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
                 .head_dim = config.head_dim},
       rope_(RopeParamsForModel(config, weights->rope_freqs), config.context_length),
       kv_dtype_(options.kv_dtype) {
+  TESSERA_CHECK(cpu::IsaSupported(options.isa), "this CPU cannot run the requested ISA");
   TESSERA_CHECK(options.block_size >= 1, "block_size must be >= 1");
   TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
   TESSERA_CHECK(static_cast<int>(weights->layers.size()) == config.num_layers,
@@ -221,22 +223,24 @@ void CpuLlamaRunner::PrepareInputs(std::span<const SequenceWork> batch) {
 
 void CpuLlamaRunner::Project(const Buffer& x, int64_t m,
                              std::initializer_list<Projection> outputs) {
-  bool all_packed = int8_ != nullptr;
-  for (const Projection& p : outputs) all_packed = all_packed && p.packed.data != nullptr;
   TESSERA_CHECK(outputs.size() <= cpu::kMaxMatmulOutputs, "Project: too many outputs");
   const size_t count = outputs.size();
-  if (all_packed) {
+  if (int8_ != nullptr) {
+    // Int8PackedWeights packed every projection (or aborted); never fall back to f32 silently.
+    for (const Projection& p : outputs) {
+      TESSERA_CHECK(p.packed.data != nullptr, "Project: int8 activations on an unpacked weight");
+    }
     cpu::Int8MatmulOutput packed[cpu::kMaxMatmulOutputs];
     std::transform(outputs.begin(), outputs.end(), packed, [](const Projection& p) {
       return cpu::Int8MatmulOutput{p.packed, p.y};
     });
-    cpu::Int8MatmulSameInput(*pool_, x, m, {packed, count});
+    cpu::Int8MatmulSameInput(*pool_, x, m, {packed, count}, isa_);
     return;
   }
   cpu::MatmulOutput exact[cpu::kMaxMatmulOutputs];
   std::transform(outputs.begin(), outputs.end(), exact,
                  [](const Projection& p) { return cpu::MatmulOutput{p.w, p.y}; });
-  cpu::MatmulSameInput(*pool_, x, m, {exact, count});
+  cpu::MatmulSameInput(*pool_, x, m, {exact, count}, isa_);
 }
 
 const Int8LayerWeights& CpuLlamaRunner::PackedLayer(int layer) const {
@@ -282,11 +286,11 @@ void CpuLlamaRunner::AttendOverPools(int layer) {
   if (kv_dtype_ == cpu::KvDtype::kF16) {
     cpu::WriteKv(kv_shape_, slots_, k, v, k_half_pools_[layer], v_half_pools_[layer]);
     cpu::PagedAttention(*pool_, params, q_, k_half_pools_[layer], v_half_pools_[layer],
-                        attention_sequences_, attention_out_);
+                        attention_sequences_, attention_out_, isa_);
   } else {
     cpu::WriteKv(kv_shape_, slots_, k, v, k_pools_[layer], v_pools_[layer]);
     cpu::PagedAttention(*pool_, params, q_, k_pools_[layer], v_pools_[layer],
-                        attention_sequences_, attention_out_);
+                        attention_sequences_, attention_out_, isa_);
   }
 }
 
@@ -300,7 +304,7 @@ void CpuLlamaRunner::FeedForward(int layer) {
   Project(normed_, n, {{w.w_gate, p.w_gate, gate_}, {w.w_up, p.w_up, up_}});
   cpu::SwiGlu(std::span<const float>(gate_).first(ffn_elements),
               std::span<const float>(up_).first(ffn_elements),
-              std::span<float>(gate_).first(ffn_elements));
+              std::span<float>(gate_).first(ffn_elements), isa_);
   Project(gate_, n, {{w.w_down, p.w_down, projected_}});
   AddInPlace(std::span<float>(x_).first(n * hidden),
              std::span<const float>(projected_).first(n * hidden));
