@@ -186,6 +186,7 @@ TEST(BpeTokenizerFuzzTest, RandomWordsGetExactlyTheMergesAReferenceBpeApplies) {
   const std::string letters = "helowrdab";
   std::mt19937 rng(7);
   size_t bytes = 0, tokens = 0;
+  int mismatches = 0;
   for (int i = 0; i < 500; ++i) {
     std::string text;
     std::vector<TokenId> expected;
@@ -202,10 +203,13 @@ TEST(BpeTokenizerFuzzTest, RandomWordsGetExactlyTheMergesAReferenceBpeApplies) {
         expected.push_back(*id);
       }
     }
-    EXPECT_EQ((*tok)->Encode(text, kPlain), expected) << "\"" << text << "\"";
+    if ((*tok)->Encode(text, kPlain) != expected && ++mismatches <= 3) {
+      EXPECT_EQ((*tok)->Encode(text, kPlain), expected) << "\"" << text << "\"";
+    }
     bytes += text.size();
     tokens += expected.size();
   }
+  EXPECT_EQ(mismatches, 0) << "of 500 texts differ from the reference BPE";
   EXPECT_LT(tokens * 10, bytes * 9) << "the random texts hardly use any merge";
 }
 
