@@ -7,7 +7,7 @@
 function(tessera_add_test name)
   cmake_parse_arguments(ARG "SANITIZE" "TEST_PREFIX" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest tessera_gtest_main GTest::gmock)
   if(ARG_SANITIZE)
     tessera_sanitize(${name})
   endif()

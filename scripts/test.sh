@@ -3,6 +3,8 @@
 #   unit      — unit and model-backed tests (CTest label "unit")
 #   sanitize  — parser tests rebuilt with ASan+UBSan (label "sanitize")
 #   gpu       — GPU tests; they report SKIPPED with the reason when no GPU is present
+# Then every skipped test is listed, and the run fails on any skip tests/skip_allowlist.txt does
+# not allow (scripts/check_skips.py; its "N passed, N failed" line closes the run).
 #   fuzz      — a bounded libFuzzer run on the GGUF parser (TESSERA_FUZZ_SECONDS, default 30; 0 = off)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,5 +16,11 @@ if [ "$fuzz_seconds" -gt 0 ]; then
 else
   echo "test.sh: GGUF fuzzing disabled (TESSERA_FUZZ_SECONDS=0)"
 fi
-# Last, so CTest's summary is the closing line of the run.
-ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600
+junit="$root/build/ctest-junit.xml"
+rm -f "$junit"
+ctest_status=0
+ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600 \
+  --output-junit "$junit" || ctest_status=$?
+skips_status=0
+python3 "$root/scripts/check_skips.py" "$junit" "$root/tests/skip_allowlist.txt" || skips_status=$?
+[ "$ctest_status" -eq 0 ] && [ "$skips_status" -eq 0 ]

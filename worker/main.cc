@@ -141,6 +141,11 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                                       flags.mmap_weights
                                                           ? util::FileLoad::kMap
                                                           : util::FileLoad::kHugePageCopy));
+  if (activations == MatmulActivations::kInt8) {
+    if (absl::Status packable = CheckInt8Packable(*worker->model->weights); !packable.ok()) {
+      return packable;
+    }
+  }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                            tokenizer::Tokenizer::FromGguf(*worker->model->file));
   const model::ModelConfig& config = worker->model->config;

@@ -2,15 +2,23 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace tessera::cuda {
 namespace {
 
+// UNAVAILABLE only for the errors that mean "no GPU here" — no device, no driver (or one too old
+// for this runtime, or only the stub library) — so callers may skip; any other error is a fault
+// (INTERNAL) that must not read as "no GPU".
 absl::Status CudaError(const char* what, cudaError_t error) {
-  return absl::UnavailableError(absl::StrCat(what, " failed: ", cudaGetErrorName(error), " (",
-                                             cudaGetErrorString(error), ")"));
+  const std::string message = absl::StrCat(what, " failed: ", cudaGetErrorName(error), " (",
+                                           cudaGetErrorString(error), ")");
+  const bool no_gpu = error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver ||
+                      error == cudaErrorStubLibrary;
+  return no_gpu ? absl::UnavailableError(message) : absl::InternalError(message);
 }
 
 }  // namespace

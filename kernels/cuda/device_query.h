@@ -28,7 +28,7 @@ struct CudaVersions {
 bool BuiltWithCuda();
 
 // UNAVAILABLE (with the runtime's reason) when the build has no CUDA, no driver is installed or
-// no device is visible; otherwise one entry per visible device.
+// no device is visible; INTERNAL for any other CUDA error; otherwise one entry per visible device.
 absl::StatusOr<std::vector<CudaDeviceInfo>> QueryCudaDevices();
 
 // Works without a GPU; UNAVAILABLE only when the build has no CUDA.

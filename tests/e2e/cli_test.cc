@@ -106,6 +106,27 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
 }
 
+// int8 activations never fall back to the exact matmul for weights they cannot read: the tiny
+// model's F16 feed-forward weights make `generate --activations int8` a one-line error naming
+// them, not a silently exact run.
+TEST(TesseraGenerate, Int8ActivationsRefuseAModelTheyCannotFullyPack) {
+  std::filesystem::path tiny = tessera::testing_util::UniqueTempPath("cli_tiny_int8.gguf");
+  CommandResult made = RunBinary("tessera-make-tiny-model",
+                                 absl::StrCat("--out ", tiny.string(), " --layers 2 --seed 3"));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  CommandResult r = RunBinary("tessera", absl::StrCat("generate --model ", tiny.string(),
+                                                      " --prompt hi --max-tokens 2 --threads 1"
+                                                      " --activations int8"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("int8 activations need every matmul weight"));
+  EXPECT_THAT(r.err, HasSubstr("blk.0.ffn_down"));
+  EXPECT_EQ(r.out, "");
+  CommandResult exact = RunBinary("tessera", absl::StrCat("generate --model ", tiny.string(),
+                                                          " --prompt hi --max-tokens 2 --threads 1"));
+  EXPECT_EQ(exact.exit_code, 0) << exact.err;
+  std::filesystem::remove(tiny);
+}
+
 TEST(TesseraTokenize, PrintsIdsThatDecodeBackThroughPieces) {
   RequireDefaultModel();
   CommandResult r = RunBinary("tessera", absl::StrCat("tokenize ", kDefaultModel, " ",

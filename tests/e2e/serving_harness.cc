@@ -118,15 +118,25 @@ v1::ServerStatsResponse ServingProcesses::Stats() const {
 }
 
 ServingProcesses* SharedServingTest::serving_ = nullptr;
+absl::Status* SharedServingTest::start_status_ = nullptr;
 
+// No ASSERT here: the status is recorded and every test fails on it in SetUp (tests/README.md).
 void SharedServingTest::SetUpTestSuite() {
   serving_ = new ServingProcesses();
-  ASSERT_TRUE(serving_->Start({"--threads", "2"}).ok());
+  start_status_ = new absl::Status(serving_->Start({"--threads", "2"}));
 }
 
 void SharedServingTest::TearDownTestSuite() {
   delete serving_;
+  delete start_status_;
   serving_ = nullptr;
+  start_status_ = nullptr;
+}
+
+void SharedServingTest::SetUp() {
+  ASSERT_NE(start_status_, nullptr);
+  ASSERT_TRUE(start_status_->ok()) << "starting tessera-worker + tessera-router: "
+                                   << *start_status_;
 }
 
 void ExpectEverythingReleased(const ServingProcesses& serving) {

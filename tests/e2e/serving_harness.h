@@ -55,12 +55,14 @@ class ServingProcesses {
 };
 
 // A test suite whose tests share one worker + router pair (default model, 2 worker threads),
-// started once for the suite.
+// started once for the suite. A failed start fails every test with the reason (SetUp).
 class SharedServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite();
   static void TearDownTestSuite();
+  void SetUp() override;
   static ServingProcesses* serving_;
+  static absl::Status* start_status_;
 };
 
 // Polls ServerStats until nothing is held: no running or waiting request, no used KV block, no

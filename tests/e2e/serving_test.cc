@@ -3,6 +3,7 @@
 // greedy output, cancellation frees everything, a lost worker fails streams with UNAVAILABLE and
 // the router recovers, bad input gets a status code and a message.
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <string>
 #include <thread>
@@ -85,12 +86,16 @@ TEST_F(ServingTest, SixteenConcurrentRequestsEqualSixteenSequentialOnes) {
   }
   auto stub = serving_->NewStub();
   std::vector<std::vector<int32_t>> sequential;
+  uint64_t total_tokens = 0;
+  const uint64_t steps_before = serving_->Stats().steps();
   for (const v1::GenerateRequest& request : requests) {
     StreamResult result = RunGenerate(*stub, request);
     ASSERT_TRUE(result.status.ok()) << result.status.error_message();
     ASSERT_EQ(static_cast<int>(result.token_ids.size()), request.max_tokens());
     sequential.push_back(result.token_ids);
+    total_tokens += request.max_tokens();
   }
+  const uint64_t steps_sequential = serving_->Stats().steps() - steps_before;
   std::vector<std::future<StreamResult>> futures;
   for (const v1::GenerateRequest& request : requests) {
     futures.push_back(std::async(std::launch::async, [&, request] {
@@ -103,6 +108,17 @@ TEST_F(ServingTest, SixteenConcurrentRequestsEqualSixteenSequentialOnes) {
     ASSERT_TRUE(result.status.ok()) << result.status.error_message();
     EXPECT_EQ(result.token_ids, sequential[i]) << "request " << i << " changed under concurrency";
   }
+  // They were batched: one at a time, each step yields at most one token of one request, so the
+  // sequential pass took >= total_tokens steps; batched, steps yield tokens of many requests.
+  // A router serialising the requests would need as many steps again.
+  const uint64_t steps_concurrent =
+      serving_->Stats().steps() - steps_before - steps_sequential;
+  std::printf("%llu tokens: %llu steps one at a time, %llu steps concurrently\n",
+              static_cast<unsigned long long>(total_tokens),
+              static_cast<unsigned long long>(steps_sequential),
+              static_cast<unsigned long long>(steps_concurrent));
+  EXPECT_GE(steps_sequential, total_tokens);
+  EXPECT_LT(steps_concurrent, total_tokens / 2) << "the concurrent requests were not batched";
   ExpectEverythingReleased(*serving_);
 }
 

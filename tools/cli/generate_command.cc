@@ -94,6 +94,11 @@ absl::Status RunGenerate(const GenerateOptions& options) {
   if (!activations.ok()) return activations.status();
   absl::StatusOr<kernels::cpu::KvDtype> kv_dtype = worker::ParseKvDtype(options.kv_cache_dtype);
   if (!kv_dtype.ok()) return kv_dtype.status();
+  if (*activations == worker::MatmulActivations::kInt8) {
+    if (absl::Status packable = worker::CheckInt8Packable(*(*model)->weights); !packable.ok()) {
+      return packable;
+    }
+  }
   const int threads = options.threads > 0 ? options.threads
                                           : static_cast<int>(std::thread::hardware_concurrency());
   kernels::cpu::ThreadPool pool(std::max(1, threads));

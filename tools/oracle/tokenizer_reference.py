@@ -14,8 +14,9 @@ dropping the Digits(individual_digits=True) stage that SmolLM2's published token
 llama.cpp's "smollm" regex list) has, so "123" would not be split into digits. We therefore build
 the pipeline explicitly with the shape HuggingFaceTB/SmolLM2-135M-Instruct publishes:
 Sequence[Digits(individual_digits=True), ByteLevel(add_prefix_space=False, use_regex=True)],
-ByteLevel decoder, control tokens as special added tokens. The ids are then cross-checked through
-transformers' PreTrainedTokenizerFast wrapper and against a few ids known from llama.cpp.
+ByteLevel decoder, control tokens as special added tokens. The ids are checked against a few ids
+known from llama.cpp, then re-derived from the written tokenizer files loaded afresh (a new
+`tokenizers.Tokenizer` and transformers' AutoTokenizer), which must agree on every case.
 
 Usage (see tools/oracle/README.md):
   python tools/oracle/tokenizer_reference.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
@@ -111,17 +112,27 @@ def encode(tok, text, parse_special):
         tok.encode_special_tokens = False
 
 
-def cross_check_with_transformers(tok, cases):
-    try:
-        from transformers import PreTrainedTokenizerFast
-    except ImportError:
-        print("transformers not installed; skipping the cross-check", file=sys.stderr)
-        return None
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+def cross_check_from_disk(hf_dir, cases):
+    """Re-derives every case's ids from the tokenizer files just written, loaded afresh.
+
+    The ids above come from the in-memory object built from the GGUF; these checks load
+    tokenizer.json from disk with no shared state: once as a new `tokenizers.Tokenizer`, once
+    through transformers' AutoTokenizer (its own loading of tokenizer.json and
+    tokenizer_config.json, and its own special-token splitting). A serialization or wrapper
+    difference fails the run. Returns the transformers version.
+    """
+    fresh = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
+    from transformers import AutoTokenizer  # required: the cross-check is not optional
+    auto = AutoTokenizer.from_pretrained(str(hf_dir))
     for case in cases:
-        ids = fast(case["text"], add_special_tokens=False)["input_ids"]
-        if ids != case["ids"]:
-            sys.exit(f"transformers disagrees with tokenizers on {case['text']!r}")
+        text = case["text"]
+        if encode(fresh, text, parse_special=True) != case["ids"] or \
+                encode(fresh, text, parse_special=False) != case["ids_no_special_parsing"]:
+            sys.exit(f"tokenizer.json reloaded from disk disagrees on {text!r}")
+        if auto(text, add_special_tokens=False)["input_ids"] != case["ids"] or \
+                auto(text, add_special_tokens=False, split_special_tokens=True)["input_ids"] != \
+                case["ids_no_special_parsing"]:
+            sys.exit(f"transformers' AutoTokenizer disagrees on {text!r}")
     return importlib.metadata.version("transformers")
 
 
@@ -148,14 +159,13 @@ def main():
         cases.append({"text": text, "ids": ids,
                       "ids_no_special_parsing": encode(tok, text, parse_special=False),
                       "hf_round_trips": round_trips})
-    transformers_version = cross_check_with_transformers(tok, cases)
-
     hf_dir = DATA / "smollm2_hf"
     hf_dir.mkdir(parents=True, exist_ok=True)
     # Compact (not pretty-printed) to keep the committed file small.
     (hf_dir / "tokenizer.json").write_text(tok.to_str(pretty=False), encoding="utf-8")
     (hf_dir / "tokenizer_config.json").write_text(
         json.dumps(tokenizer_config(reader, tokens), indent=1) + "\n", encoding="utf-8")
+    transformers_version = cross_check_from_disk(hf_dir, cases)
     reference = {
         "generator": "tools/oracle/tokenizer_reference.py",
         "model": pathlib.Path(args.model).name,

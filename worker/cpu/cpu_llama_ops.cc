@@ -98,9 +98,11 @@ void CpuLlamaOps::Project(Act in, std::initializer_list<Projection> outputs) {
   TESSERA_CHECK(outputs.size() <= cpu::kMaxMatmulOutputs, "Project: too many outputs");
   const size_t count = outputs.size();
   const std::span<const float> x = Span(in);
-  bool all_packed = packed_ != nullptr;
-  for (const Projection& p : outputs) all_packed = all_packed && p.weight.packed->data != nullptr;
-  if (all_packed) {
+  if (packed_ != nullptr) {
+    // Int8PackedWeights packed every projection (or refused the model); never fall back to f32.
+    for (const Projection& p : outputs) {
+      TESSERA_CHECK(p.weight.packed->data != nullptr, "Project: int8 activations on an unpacked weight");
+    }
     cpu::Int8MatmulOutput packed[cpu::kMaxMatmulOutputs];
     std::transform(outputs.begin(), outputs.end(), packed, [this](const Projection& p) {
       return cpu::Int8MatmulOutput{*p.weight.packed, Span(p.out)};

@@ -2,7 +2,8 @@
 // call into kernels/cpu on f32 activations, parallel over the runner's thread pool. Every
 // kernel is batch invariant, so a sequence's results are bit-identical whatever else is in the
 // step. Matmuls use the int8-activation kernels when the runner packed the weights for them
-// (MatmulActivations::kInt8), the exact f32 ones otherwise.
+// (MatmulActivations::kInt8; then every projection is packed, never a silent f32 fallback), the
+// exact f32 ones otherwise.
 //
 // Ownership: owns the activation buffers (grow-only); borrows the weights, the packed weights,
 // the KV pools, the RoPE table and the step inputs from its runner (CpuLlamaRunner), which must
@@ -74,6 +75,7 @@ class CpuLlamaOps {
 
   // Sizes the activations for `inputs` (borrowed until the next BeginStep).
   void BeginStep(const CpuStepInputs& inputs);
+  kernels::cpu::Isa isa() const { return isa_; }
 
   // The ops of llama_model.h.
   const CpuLlamaLayer& layer(int l) const { return layers_[l]; }

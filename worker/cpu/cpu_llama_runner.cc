@@ -89,7 +89,8 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
                     .num_kv_heads = config.num_kv_heads,
                     .head_dim = config.head_dim},
           .k = {}, .v = {}, .k_half = {}, .v_half = {}},
-      ops_(config, weights, int8_.get(), &kv_, &rope_, pool, cpu::BestIsa()) {
+      ops_(config, weights, int8_.get(), &kv_, &rope_, pool, options.isa) {
+  TESSERA_CHECK(cpu::IsaSupported(options.isa), "this CPU cannot run the requested ISA");
   TESSERA_CHECK(options.block_size >= 1, "block_size must be >= 1");
   TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
   TESSERA_CHECK(static_cast<int>(weights->layers.size()) == config.num_layers,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/util/huge_page_buffer.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
@@ -59,6 +60,9 @@ struct CpuRunnerOptions {
   // kF16 halves the KV pool's memory and the bandwidth decode attention needs; K/V values are
   // rounded to f16 when written (lossy: KL bound in docs/perf/cpu.md). kF32 is exact.
   kernels::cpu::KvDtype kv_dtype = kernels::cpu::KvDtype::kF32;
+  // The kernel copies every SIMD kernel of the runner uses (kernels/cpu/isa.h); must be supported
+  // by the running CPU. Tests force each level to hold all of them to the oracle.
+  kernels::cpu::Isa isa = kernels::cpu::BestIsa();
 };
 
 class CpuLlamaRunner final : public ModelRunner {
@@ -73,6 +77,9 @@ class CpuLlamaRunner final : public ModelRunner {
   static int64_t KvBlockBytes(const model::ModelConfig& config, int block_size,
                               kernels::cpu::KvDtype dtype);
   std::string backend_name() const override { return "cpu"; }
+  kernels::cpu::Isa isa() const { return ops_.isa(); }
+  // The int8-packed weights (null unless activations are kInt8): every projection is packed.
+  const Int8PackedWeights* int8_weights() const { return int8_.get(); }
   // The cos/sin table every layer's RoPE reads (for tests and diagnostics).
   const kernels::cpu::RopeTable& rope_table() const { return rope_; }
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;

@@ -1,5 +1,6 @@
 #include "kernels/cpu/matmul.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -157,12 +158,24 @@ TEST(CpuMatmulIsaTest, Avx2AndAvx512AreBitIdentical) {
   }
 }
 
+// m = 0 reads no input (x is empty: any read would be out of bounds, caught by the sanitized
+// builds) and writes no output (y's sentinels survive), on every ISA and weight format.
 TEST(CpuMatmulEdgeTest, EmptyShapesAreNoOps) {
   ThreadPool pool(2);
-  auto w = MakeWeights(WeightFormat::kF32, 4, 8, 1);
-  std::vector<float> x, y;
-  Matmul(pool, x, 0, w.view, y);
-  SUCCEED();
+  constexpr float kSentinel = -12345.5f;
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ4_1}) {
+    auto w = MakeWeights(format, 4, 64, 1);
+    for (Isa isa : SupportedIsas()) {
+      SCOPED_TRACE(std::string(WeightFormatName(format)) + " " + std::string(IsaName(isa)));
+      const std::vector<float> x;
+      std::vector<float> y(16, kSentinel), y2(16, kSentinel);
+      Matmul(pool, x, 0, w.view, y, isa);
+      const MatmulOutput outputs[] = {{w.view, y}, {w.view, y2}};
+      MatmulSameInput(pool, x, 0, outputs, isa);
+      EXPECT_EQ(y, std::vector<float>(16, kSentinel));
+      EXPECT_EQ(y2, std::vector<float>(16, kSentinel));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuIsas, CpuMatmulTest, ::testing::ValuesIn(SupportedIsas()),

@@ -21,7 +21,13 @@ TEST(PrefixCacheTest, HashChainsParentAndTokens) {
   PrefixCache c(8, kBs, 64);
   const uint64_t root = c.SaltHash(kDefaultSalt);
   const Tokens a = {1, 2, 3, 4}, b = {5, 6, 7, 8};
-  EXPECT_EQ(c.HashBlock(root, a), c.HashBlock(root, a));  // deterministic
+  // Deterministic: a second cache built the same way, given the same tokens in another buffer,
+  // computes the same chain (the router rebuilds its index from hashes it computed earlier).
+  PrefixCache twin(8, kBs, 64);
+  const Tokens a_copy(a.begin(), a.end());
+  EXPECT_EQ(twin.SaltHash(kDefaultSalt), root);
+  EXPECT_EQ(twin.HashBlock(twin.SaltHash(kDefaultSalt), a_copy), c.HashBlock(root, a));
+  EXPECT_EQ(twin.HashBlock(c.HashBlock(root, a), b), c.HashBlock(c.HashBlock(root, a_copy), b));
   EXPECT_NE(c.HashBlock(root, a), c.HashBlock(root, b));
   EXPECT_NE(c.HashBlock(root, a), c.HashBlock(root + 1, a));  // the parent is in the hash
   EXPECT_NE(c.HashBlock(root, Tokens{2, 1, 3, 4}), c.HashBlock(root, a));  // order matters

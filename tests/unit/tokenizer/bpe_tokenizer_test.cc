@@ -152,6 +152,67 @@ TEST(BpeTokenizerFuzzTest, RandomBytesRoundTripWithEveryPreTokenizer) {
   }
 }
 
+// The test's own BPE, independent of BpeTokenizer: byte-level symbols of `word`, then the
+// lowest-ranked adjacent pair merged (leftmost first) until no merge applies.
+std::vector<std::string> NaiveBpe(const std::string& word, const std::vector<std::string>& merges) {
+  std::vector<std::string> symbols;
+  for (char c : word) symbols.push_back(BytesToByteLevel(std::string(1, c)));
+  while (symbols.size() > 1) {
+    size_t best_rank = merges.size(), best_at = 0;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      const std::string pair = symbols[i] + " " + symbols[i + 1];
+      for (size_t rank = 0; rank < best_rank; ++rank) {
+        if (merges[rank] == pair) {
+          best_rank = rank;
+          best_at = i;
+          break;
+        }
+      }
+    }
+    if (best_rank == merges.size()) break;
+    symbols[best_at] += symbols[best_at + 1];
+    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+  }
+  return symbols;
+}
+
+// Random words over the merges' letters, joined by single spaces (so each " word" is exactly one
+// gpt2 pre-token): the ids must be the naive BPE's, so merges are really applied — a tokenizer
+// that only round-trips bytes fails — and the texts must use merges at all.
+TEST(BpeTokenizerFuzzTest, RandomWordsGetExactlyTheMergesAReferenceBpeApplies) {
+  const BpeSpec spec = TinySpec();
+  auto tok = BpeTokenizer::Create(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string letters = "helowrdab";
+  std::mt19937 rng(7);
+  size_t bytes = 0, tokens = 0;
+  int mismatches = 0;
+  for (int i = 0; i < 500; ++i) {
+    std::string text;
+    std::vector<TokenId> expected;
+    const int num_words = 1 + static_cast<int>(rng() % 6);
+    for (int w = 0; w < num_words; ++w) {
+      std::string word = w == 0 ? "" : " ";
+      const int length = 1 + static_cast<int>(rng() % 7);
+      for (int j = 0; j < length; ++j) word += letters[rng() % letters.size()];
+      if (rng() % 4 == 0) word += rng() % 2 ? "hello" : "world";
+      text += word;
+      for (const std::string& symbol : NaiveBpe(word, spec.merges)) {
+        const std::optional<TokenId> id = (*tok)->FindToken(symbol);
+        ASSERT_TRUE(id.has_value()) << symbol;
+        expected.push_back(*id);
+      }
+    }
+    if ((*tok)->Encode(text, kPlain) != expected && ++mismatches <= 3) {
+      EXPECT_EQ((*tok)->Encode(text, kPlain), expected) << "\"" << text << "\"";
+    }
+    bytes += text.size();
+    tokens += expected.size();
+  }
+  EXPECT_EQ(mismatches, 0) << "of 500 texts differ from the reference BPE";
+  EXPECT_LT(tokens * 10, bytes * 9) << "the random texts hardly use any merge";
+}
+
 TEST(BpeTokenizerErrorsTest, UnsupportedModelIsUnimplementedAndNamed) {
   BpeSpec spec = TinySpec();
   spec.model = "llama";

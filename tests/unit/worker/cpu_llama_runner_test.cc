@@ -28,14 +28,21 @@ struct Numerics {
 
 class CpuLlamaRunnerTest : public ::testing::TestWithParam<Numerics> {
  protected:
+  // Setup errors are recorded, not asserted: every test fails on them in SetUp (tests/README.md).
   static void SetUpTestSuite() {
-    ASSERT_TRUE(std::filesystem::exists(kDefaultModel))
-        << kDefaultModel << " is missing: run scripts/fetch_model.sh";
+    if (!std::filesystem::exists(kDefaultModel)) {
+      setup_error_ = std::string(kDefaultModel) + " is missing: run scripts/fetch_model.sh";
+      return;
+    }
     auto loaded = LoadModel(kDefaultModel);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok()) {
+      setup_error_ = loaded.status().ToString();
+      return;
+    }
     model_ = loaded->release();
     pool_ = new kernels::cpu::ThreadPool(2);
   }
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
   static void TearDownTestSuite() {
     delete pool_;
     delete model_;
@@ -51,6 +58,7 @@ class CpuLlamaRunnerTest : public ::testing::TestWithParam<Numerics> {
             .kv_dtype = GetParam().kv_dtype});
   }
 
+  static inline std::string setup_error_;
   static LoadedModel* model_;
   static kernels::cpu::ThreadPool* pool_;
 };
@@ -287,6 +295,31 @@ TEST_P(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
   EXPECT_THAT(runner->Forward({&work, 1}, &logits).message(), HasSubstr("block id 4"));
   work = {.tokens = tokens, .start_pos = 8190, .block_table = blocks};
   EXPECT_THAT(runner->Forward({&work, 1}, &logits).message(), HasSubstr("exceed the context"));
+}
+
+// CpuRunnerOptions::isa really selects the kernel copies: AVX2 and AVX-512 agree bit for bit
+// (kernels/cpu/isa.h), the scalar copy (no FMA) differs in the last bits — so a runner ignoring
+// the option, always running the best ISA, fails here.
+TEST_P(CpuLlamaRunnerTest, IsaOptionSelectsTheKernelCopies) {
+  std::vector<std::vector<float>> logits;
+  for (kernels::cpu::Isa isa : kernels::cpu::SupportedIsas()) {
+    CpuLlamaRunner runner(model_->config, model_->weights.get(), pool_,
+                          CpuRunnerOptions{.block_size = 16,
+                                           .num_kv_blocks = 8,
+                                           .activations = GetParam().activations,
+                                           .kv_dtype = GetParam().kv_dtype,
+                                           .isa = isa});
+    ASSERT_EQ(runner.isa(), isa);
+    std::vector<Sequence> seqs = MakeSequences({40}, 16, false);
+    logits.push_back(RunPlan(runner, seqs, {{40}})[0]);
+  }
+  const std::vector<kernels::cpu::Isa> isas = kernels::cpu::SupportedIsas();
+  ASSERT_EQ(isas.front(), kernels::cpu::Isa::kScalar);
+  for (size_t i = 1; i < isas.size(); ++i) {
+    SCOPED_TRACE(std::string(kernels::cpu::IsaName(isas[i])));
+    EXPECT_FALSE(BitIdentical(logits[0], logits[i])) << "scalar and SIMD logits are identical";
+    EXPECT_TRUE(BitIdentical(logits[1], logits[i])) << "AVX2 and AVX-512 logits differ";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -31,6 +31,8 @@ constexpr int kMaxNumSeqs = 4;
 class WorkerServiceTest : public testing::TinyModelTest {
  protected:
   void SetUp() override {
+    TinyModelTest::SetUp();  // fails the test when the suite's model did not load
+    if (HasFatalFailure()) return;
     runner_ = MakeRunner(kBlockSize, kNumBlocks);
     service_ = std::make_unique<WorkerService>(
         runner_.get(), WorkerServiceOptions{.max_num_seqs = kMaxNumSeqs,
