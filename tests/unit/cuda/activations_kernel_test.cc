@@ -15,9 +15,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/activations.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 
 namespace tessera::cuda {
 namespace {
@@ -57,7 +55,7 @@ void CheckSwiGlu(const simt::Schedule& schedule, Layout layout, int tokens, int 
   const T* u = d_up.get() + offset;
   T* out = layout == Layout::kInPlace ? d_gate.get() + offset : d_out.get() + offset;
 
-  simt::EmulatedLauncher launcher(schedule);
+  simt::TestLauncher launcher(schedule);
   if (layout == Layout::kFused) {
     const T* fused = d_gate_up.get() + offset;
     const bool vector = offset == 0 && width % kVec16<T> == 0;
@@ -79,7 +77,7 @@ void CheckSwiGlu(const simt::Schedule& schedule, Layout layout, int tokens, int 
   }
 }
 
-class SwiGluKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class SwiGluKernelTest : public simt::KernelTest {};
 
 TEST_P(SwiGluKernelTest, MatchesReferenceInEveryLayout) {
   std::mt19937 rng(555);

@@ -13,9 +13,7 @@
 
 #include "common/gguf/dequantize.h"
 #include "kernels/cuda/dequantize.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 #include "tests/unit/cuda/random_gguf_blocks.h"
 
 namespace tessera::cuda {
@@ -34,7 +32,7 @@ void CheckDequantize(const simt::Schedule& schedule, const FormatCase& c, int64_
   shifted.insert(shifted.end(), bytes.begin(), bytes.end());
   DeviceBuffer<uint8_t> d_src{std::span<const uint8_t>(shifted)};
   DeviceBuffer<__nv_bfloat16> d_dst(num_elements + dst_offset);
-  simt::EmulatedLauncher launcher(schedule);
+  simt::TestLauncher launcher(schedule);
   ASSERT_TRUE(LaunchDequantizeToBf16(launcher, c.format,
                                      static_cast<const uint8_t*>(d_src.get()) + src_offset,
                                      d_dst.get() + dst_offset, rows, cols)
@@ -51,7 +49,7 @@ void CheckDequantize(const simt::Schedule& schedule, const FormatCase& c, int64_
   }
 }
 
-class DequantizeKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class DequantizeKernelTest : public simt::KernelTest {};
 
 TEST_P(DequantizeKernelTest, MatchesCpuDecoderBitForBit) {
   std::mt19937 rng(77);
@@ -80,7 +78,7 @@ TEST_P(DequantizeKernelTest, PlainFormatsAtAwkwardLengths) {
 TEST_P(DequantizeKernelTest, UnknownFormatIsALaunchError) {
   DeviceBuffer<uint8_t> d_src(64);
   DeviceBuffer<__nv_bfloat16> d_dst(32);
-  simt::EmulatedLauncher launcher(GetParam());
+  simt::TestLauncher launcher(GetParam());
   EXPECT_FALSE(LaunchDequantizeToBf16(launcher, static_cast<GgufFormat>(99),
                                       static_cast<const uint8_t*>(d_src.get()), d_dst.get(), 1, 32)
                    .ok());

@@ -17,9 +17,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/weight_format.h"
 #include "kernels/cuda/embedding.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 #include "tests/unit/cuda/random_gguf_blocks.h"
 
 namespace tessera::cuda {
@@ -75,7 +73,7 @@ void CheckEmbedding(const simt::Schedule& schedule, const FormatCase& c, int num
   DeviceBuffer<uint8_t> d_table{std::span<const uint8_t>(table)};
   DeviceBuffer<T> d_out(size_t(total) * hidden);
   for (int64_t i = 0; i < total * hidden; ++i) d_out[i] = simt::FloatTo<T>(-7.0f);  // poison
-  simt::EmulatedLauncher launcher(schedule);
+  simt::TestLauncher launcher(schedule);
   ASSERT_TRUE(LaunchEmbedding(launcher, c.format, static_cast<const int32_t*>(d_ids.get()),
                               static_cast<const uint8_t*>(d_table.get()), d_out.get(), total,
                               vocab, hidden)
@@ -92,7 +90,7 @@ void CheckEmbedding(const simt::Schedule& schedule, const FormatCase& c, int num
   }
 }
 
-class EmbeddingKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class EmbeddingKernelTest : public simt::KernelTest {};
 
 TEST_P(EmbeddingKernelTest, QuantizedAndPlainTablesMatchCpuLookup) {
   std::mt19937 rng(99);

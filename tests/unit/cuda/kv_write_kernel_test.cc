@@ -12,9 +12,7 @@
 #include <random>
 
 #include "kernels/cuda/kv_write.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 
 namespace tessera::cuda {
 namespace {
@@ -55,7 +53,7 @@ void CheckKvWrite(const simt::Schedule& schedule, const KvWriteCase& c, std::mt1
   DeviceBuffer<T> d_k{std::span<const T>(k)}, d_v{std::span<const T>(v)};
   DeviceBuffer<T> d_k_pool{std::span<const T>(k_before)}, d_v_pool{std::span<const T>(v_before)};
   DeviceBuffer<int32_t> d_slots{std::span<const int32_t>(slots)};
-  simt::EmulatedLauncher launcher(schedule);
+  simt::TestLauncher launcher(schedule);
   ASSERT_TRUE(LaunchKvWrite(launcher, static_cast<const T*>(d_k.get()),
                             static_cast<const T*>(d_v.get()), d_k_pool.get(), d_v_pool.get(),
                             static_cast<const int32_t*>(d_slots.get()), c.num_tokens,
@@ -78,7 +76,7 @@ void CheckKvWrite(const simt::Schedule& schedule, const KvWriteCase& c, std::mt1
   }
 }
 
-class KvWriteKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class KvWriteKernelTest : public simt::KernelTest {};
 
 TEST_P(KvWriteKernelTest, WritesMappedSlotsOnly) {
   std::mt19937 rng(77);

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "tests/unit/cuda/emulated_buffer.h"
+#include "tests/unit/cuda/device_buffer.h"
 
 namespace tessera::simt {
 

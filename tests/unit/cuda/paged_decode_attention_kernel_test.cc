@@ -14,9 +14,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/paged_decode_attention.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 #include "tests/unit/cuda/paged_attention_test_util.h"
 
 namespace tessera::cuda {
@@ -45,8 +43,8 @@ std::vector<T> RunDecode(const simt::Schedule& schedule, const PagedDecodeParams
   const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
   DeviceBuffer<float> d_workspace(std::max<size_t>(workspace_floats, 1));
   for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
-  simt::EmulatedLauncher launcher(schedule);
-  const absl::Status status = LaunchPagedDecodeAttention<simt::EmulatedLauncher, T, kHeadDim>(
+  simt::TestLauncher launcher(schedule);
+  const auto status = LaunchPagedDecodeAttention<simt::TestLauncher, T, kHeadDim>(
       launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_contexts.get(),
       d_out.get(), workspace_floats > 0 ? d_workspace.get() : nullptr);
   EXPECT_TRUE(status.ok()) << status;
@@ -101,7 +99,7 @@ void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt199
   }
 }
 
-class PagedDecodeAttentionKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class PagedDecodeAttentionKernelTest : public simt::KernelTest {};
 
 TEST_P(PagedDecodeAttentionKernelTest, UnsplitMatchesContiguousReference) {
   std::mt19937 rng(2024);

@@ -15,9 +15,7 @@
 
 #include "kernels/cpu/reference.h"
 #include "kernels/cuda/paged_prefill_attention.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 #include "tests/unit/cuda/paged_attention_test_util.h"
 
 namespace tessera::cuda {
@@ -49,8 +47,8 @@ std::vector<T> RunPrefill(const simt::Schedule& schedule, const PagedPrefillPara
       d_query_start{std::span<const int32_t>(query_start_loc)},
       d_contexts{std::span<const int32_t>(contexts)};
   for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
-  simt::EmulatedLauncher launcher(schedule);
-  const absl::Status status = LaunchPagedPrefillAttention<simt::EmulatedLauncher, T, kHeadDim>(
+  simt::TestLauncher launcher(schedule);
+  const auto status = LaunchPagedPrefillAttention<simt::TestLauncher, T, kHeadDim>(
       launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_query_start.get(),
       d_contexts.get(), d_out.get());
   EXPECT_TRUE(status.ok()) << status;
@@ -110,7 +108,7 @@ void CheckPrefill(const simt::Schedule& schedule, const PrefillCase& c, std::mt1
   }
 }
 
-class PagedPrefillAttentionKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class PagedPrefillAttentionKernelTest : public simt::KernelTest {};
 
 TEST_P(PagedPrefillAttentionKernelTest, FullPromptMatchesContiguousReference) {
   std::mt19937 rng(31);

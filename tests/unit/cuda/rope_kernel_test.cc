@@ -15,9 +15,7 @@
 
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/rope.cuh"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 
 namespace tessera::cuda {
 namespace {
@@ -82,7 +80,7 @@ void CheckRope(const simt::Schedule& schedule, const RopeCase& c, std::mt19937& 
   DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(k)};
   DeviceBuffer<int32_t> d_positions{std::span<const int32_t>(positions)};
   DeviceBuffer<float> d_cos_sin{std::span<const float>(cos_sin)};
-  simt::EmulatedLauncher launcher(schedule);
+  simt::TestLauncher launcher(schedule);
   const RopeStyle style = c.mode == RopeMode::kNeox ? RopeStyle::kNeox : RopeStyle::kNormal;
   ASSERT_TRUE(LaunchRope(launcher, style, d_q.get(), c.num_kv_heads > 0 ? d_k.get() : nullptr,
                          static_cast<const int32_t*>(d_positions.get()),
@@ -108,7 +106,7 @@ void CheckRope(const simt::Schedule& schedule, const RopeCase& c, std::mt19937& 
   }
 }
 
-class RopeKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class RopeKernelTest : public simt::KernelTest {};
 
 TEST_P(RopeKernelTest, MatchesCpuApplyRopeBitForBit) {
   std::mt19937 rng(4321);

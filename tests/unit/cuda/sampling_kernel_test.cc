@@ -11,9 +11,7 @@
 #include "kernels/cuda/philox.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/sampling_reference.h"
-#include "kernels/simt/emulated_launcher.h"
-#include "tests/unit/cuda/emulated_buffer.h"
-#include "tests/unit/cuda/emulator_schedules.h"
+#include "tests/unit/cuda/kernel_test_env.h"
 
 namespace tessera::cuda {
 namespace {
@@ -93,8 +91,8 @@ DeviceRows RunSampler(const simt::Schedule& schedule, const std::vector<float>& 
   }
   const SamplingOutputs out{d_out_tokens.get(), d_out_logprobs.get(), d_top_ids.get(),
                             d_top_logprobs.get(), d_probs.get()};
-  simt::EmulatedLauncher launcher(schedule);
-  const absl::Status status =
+  simt::TestLauncher launcher(schedule);
+  const auto status =
       LaunchSampling(launcher, static_cast<const float*>(d_logits.get()), rows, vocab,
                      static_cast<const SamplingRowParams*>(d_params.get()), p, out);
   EXPECT_TRUE(status.ok()) << status;
@@ -163,7 +161,7 @@ SamplingRowParams RandomParams(std::mt19937& rng, float temperature, int top_k, 
   return p;
 }
 
-class SamplingKernelTest : public ::testing::TestWithParam<simt::Schedule> {};
+class SamplingKernelTest : public simt::KernelTest {};
 
 // Runs `rows` x `vocab` random rows with the given filters; returns the number of rows that
 // differed from the reference near a boundary.
