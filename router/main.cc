@@ -7,8 +7,13 @@
 // With --metrics-port it also serves Prometheus /metrics, /healthz and /readyz (ready = a worker
 // is connected and the router is not draining, the same condition as the gRPC health status) and
 // prints "tessera-router metrics on HOST:PORT" before the listening line.
+//
+// With --http-port (default 8080; 0 = off) it serves the OpenAI-compatible HTTP API
+// (router/openai/) on the --listen host and prints "tessera-router http on HOST:PORT" before the
+// listening line too.
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -21,6 +26,7 @@
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
+#include "router/openai/openai_server.h"
 #include "router/router_metrics.h"
 #include "router/tessera_service.h"
 
@@ -36,6 +42,9 @@ struct RouterFlags {
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
+  int http_port = 8080;          // OpenAI-compatible HTTP; 0 = off
+  std::string http_host;         // "" = the host of --listen
+  int http_threads = 128;        // HTTP handler threads (concurrent HTTP requests)
   EngineConfig engine;
 };
 
@@ -85,7 +94,29 @@ absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> StartMetricsSer
   return server;
 }
 
-void Drain(grpc::Server& server, Engine& engine, double timeout_s) {
+// With --http-port: the OpenAI-compatible HTTP API; prints "tessera-router http on HOST:PORT".
+absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
+    const RouterFlags& flags, Engine* engine, const tessera::router::ModelFrontend* model) {
+  if (flags.http_port == 0) return nullptr;
+  std::string host = flags.http_host;
+  if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // httplib takes a bare IPv6 literal
+  }
+  absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> server =
+      tessera::router::openai::OpenAiServer::Start(
+          {.host = host, .port = std::max(flags.http_port, 0), .threads = flags.http_threads},
+          engine, model);
+  if (server.ok()) {
+    const bool bracket = host.find(':') != std::string::npos;
+    std::printf("tessera-router http on %s%s%s:%d\n", bracket ? "[" : "", host.c_str(),
+                bracket ? "]" : "", (*server)->port());
+  }
+  return server;
+}
+
+void Drain(grpc::Server& server, Engine& engine,
+           const std::unique_ptr<tessera::router::openai::OpenAiServer>& http, double timeout_s) {
   server.GetHealthCheckService()->SetServingStatus(false);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
@@ -93,6 +124,7 @@ void Drain(grpc::Server& server, Engine& engine, double timeout_s) {
   while (!engine.Drained()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // Give the last responses a moment to flush before the server cancels open calls.
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (http != nullptr) http->Stop();
   engine.Stop();
 }
 
@@ -127,7 +159,23 @@ int main(int argc, char** argv) {
   app.add_option("--trace-steps", flags.trace_steps_path,
                  "write one JSON line per step (batch composition and timings) to this file; "
                  "tools/trace/plot_steps.py renders it");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--http-port", flags.http_port,
+                 "serve the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
+                 "/v1/models, /health, /tokenize, /detokenize) on this port (0 = off; -1 = any "
+                 "free port, printed)")
+      ->capture_default_str()->check(CLI::Range(-1, 65535))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--http-host", flags.http_host, "address for the HTTP API (default: the host "
+                 "of --listen)");
+  app.add_option("--http-threads", flags.http_threads,
+                 "HTTP handler threads: how many HTTP requests are served at once")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return Fail(e.what());  // one line, which `tessera serve` quotes
+  }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
 
   sigset_t signals;
@@ -167,6 +215,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> metrics_server =
       StartMetricsServer(flags, metrics, engine);
   if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
+  absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> http_server =
+      StartHttpServer(flags, &engine, model->get());
+  if (!http_server.ok()) return Fail(std::string(http_server.status().message()));
   engine.Start();
 
   const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
@@ -174,7 +225,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   ServeUntilSignal(*server, engine, signals);
   std::fprintf(stderr, "tessera-router: draining\n");
-  Drain(*server, engine, flags.drain_timeout_s);
+  Drain(*server, engine, *http_server, flags.drain_timeout_s);
   if (trace != nullptr) trace->Close();  // the engine has stopped: no more steps
   return 0;
 }

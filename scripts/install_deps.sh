@@ -9,7 +9,7 @@ packages=(
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libpcre2-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   clang libclang-rt-14-dev
-  python3-grpcio python3-protobuf python3-matplotlib
+  python3-grpcio python3-protobuf python3-matplotlib python3-venv
   prometheus
 )
 

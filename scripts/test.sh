@@ -14,5 +14,7 @@ if [ "$fuzz_seconds" -gt 0 ]; then
 else
   echo "test.sh: GGUF fuzzing disabled (TESSERA_FUZZ_SECONDS=0)"
 fi
+# PyPI packages of the Python e2e tests (the openai client) into .venv-e2e/.
+"$root/scripts/install_python_test_deps.sh"
 # Last, so CTest's summary is the closing line of the run.
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" --timeout 600
