@@ -11,10 +11,19 @@
 // With --http-port (default 8080; 0 = off) it serves the OpenAI-compatible HTTP API
 // (router/openai/) on the --listen host and prints "tessera-router http on HOST:PORT" before the
 // listening line too.
+//
+// Auth and TLS: --api-key (or $TESSERA_API_KEY, read here) is required as
+// `authorization: Bearer <key>` on the public gRPC API and the HTTP API (health, reflection and
+// metrics stay open); --worker-secret (or $TESSERA_WORKER_SECRET) is presented to the worker;
+// --tls-cert/--tls-key (PEM) serve gRPC and HTTP over TLS.
 #include <csignal>
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -45,6 +54,9 @@ struct RouterFlags {
   int http_port = 8080;          // OpenAI-compatible HTTP; 0 = off
   std::string http_host;         // "" = the host of --listen
   int http_threads = 128;        // HTTP handler threads (concurrent HTTP requests)
+  std::string api_key;           // "" = no key required
+  std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
+  std::string tls_key;
   EngineConfig engine;
 };
 
@@ -94,6 +106,26 @@ absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> StartMetricsSer
   return server;
 }
 
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// TLS with --tls-cert/--tls-key, else plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const RouterFlags& flags) {
+  if (flags.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  std::optional<std::string> cert = ReadFile(flags.tls_cert);
+  std::optional<std::string> key = ReadFile(flags.tls_key);
+  if (!cert.has_value() || !key.has_value()) {
+    return absl::InvalidArgumentError("cannot read --tls-cert or --tls-key");
+  }
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(options);
+}
+
 // With --http-port: the OpenAI-compatible HTTP API; prints "tessera-router http on HOST:PORT".
 absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
     const RouterFlags& flags, Engine* engine, const tessera::router::ModelFrontend* model) {
@@ -105,7 +137,12 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
   }
   absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> server =
       tessera::router::openai::OpenAiServer::Start(
-          {.host = host, .port = std::max(flags.http_port, 0), .threads = flags.http_threads},
+          {.host = host,
+           .port = std::max(flags.http_port, 0),
+           .threads = flags.http_threads,
+           .api_key = flags.api_key,
+           .tls_cert = flags.tls_cert,
+           .tls_key = flags.tls_key},
           engine, model);
   if (server.ok()) {
     const bool bracket = host.find(':') != std::string::npos;
@@ -170,6 +207,15 @@ int main(int argc, char** argv) {
   app.add_option("--http-threads", flags.http_threads,
                  "HTTP handler threads: how many HTTP requests are served at once")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--api-key", flags.api_key,
+                 "require `authorization: Bearer KEY` on the public gRPC and HTTP APIs "
+                 "(default: $TESSERA_API_KEY, else none)");
+  app.add_option("--worker-secret", flags.engine.worker_secret,
+                 "the router⇄worker shared secret (default: $TESSERA_WORKER_SECRET, else none)");
+  app.add_option("--tls-cert", flags.tls_cert, "PEM certificate (chain): serve gRPC and HTTP "
+                 "over TLS")->check(CLI::ExistingFile);
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -177,6 +223,17 @@ int main(int argc, char** argv) {
     return Fail(e.what());  // one line, which `tessera serve` quotes
   }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
+  // Secrets may come from the environment, which keeps them off the command line (ps).
+  if (const char* key = std::getenv("TESSERA_API_KEY"); flags.api_key.empty() && key != nullptr) {
+    flags.api_key = key;
+  }
+  if (const char* secret = std::getenv("TESSERA_WORKER_SECRET");
+      flags.engine.worker_secret.empty() && secret != nullptr) {
+    flags.engine.worker_secret = secret;
+  }
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    return Fail("--tls-cert and --tls-key go together");
+  }
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -200,12 +257,14 @@ int main(int argc, char** argv) {
       std::make_shared<prometheus::Registry>(),
       {.max_num_batched_tokens = flags.engine.max_num_batched_tokens});
   Engine engine(flags.engine, model->get(), &metrics);
-  tessera::router::TesseraService service(&engine, model->get());
+  tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(flags.listen, *credentials, &port);
   builder.RegisterService(&service);
   // gRPC sets SO_REUSEPORT by default: a second server on a busy port would bind silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "router/completion_job.h"
+#include "common/util/bearer_token.h"
 #include "router/openai/completion_stream.h"
 #include "router/openai/openai_response.h"
 #include "router/request_builder.h"
@@ -43,11 +44,20 @@ absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
 
 }  // namespace
 
-OpenAiHandlers::OpenAiHandlers(Engine* engine, const ModelFrontend* model)
+OpenAiHandlers::OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key)
     : engine_(engine),
       model_(model),
+      api_key_(std::move(api_key)),
       created_(UnixSeconds()),
       seed_source_(std::random_device{}()) {}
+
+bool OpenAiHandlers::Authorized(const httplib::Request& request,
+                                httplib::Response& response) const {
+  if (util::BearerMatches(request.get_header_value("Authorization"), api_key_)) return true;
+  SendError(response, absl::UnauthenticatedError(
+                          "missing or wrong API key: send 'Authorization: Bearer <key>'"));
+  return false;
+}
 
 uint64_t OpenAiHandlers::NextSeed() {
   std::lock_guard<std::mutex> lock(seed_mutex_);
@@ -86,6 +96,7 @@ absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAi
 
 void OpenAiHandlers::Generate(Endpoint endpoint, const httplib::Request& request,
                               httplib::Response& response) {
+  if (!Authorized(request, response)) return;
   absl::StatusOr<OpenAiRequest> parsed = ParseGenerationRequest(endpoint, request.body);
   if (!parsed.ok()) return SendError(response, parsed.status());
   const std::string id = NextId(endpoint);
@@ -112,7 +123,8 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const httplib::Request& request
       [stream](bool /*success*/) { stream->Release(); });
 }
 
-void OpenAiHandlers::Models(const httplib::Request&, httplib::Response& response) {
+void OpenAiHandlers::Models(const httplib::Request& request, httplib::Response& response) {
+  if (!Authorized(request, response)) return;
   SendJson(response, 200,
            {{"object", "list"},
             {"data", Json::array({{{"id", model_->model_name},
@@ -129,6 +141,7 @@ void OpenAiHandlers::Health(const httplib::Request&, httplib::Response& response
 }
 
 void OpenAiHandlers::Tokenize(const httplib::Request& request, httplib::Response& response) {
+  if (!Authorized(request, response)) return;
   absl::StatusOr<v1::TokenizeRequest> parsed = ParseTokenizeRequest(request.body);
   if (!parsed.ok()) return SendError(response, parsed.status());
   absl::StatusOr<std::vector<int32_t>> ids =
@@ -143,6 +156,7 @@ void OpenAiHandlers::Tokenize(const httplib::Request& request, httplib::Response
 }
 
 void OpenAiHandlers::Detokenize(const httplib::Request& request, httplib::Response& response) {
+  if (!Authorized(request, response)) return;
   absl::StatusOr<std::vector<int32_t>> ids = ParseDetokenizeRequest(request.body);
   if (!ids.ok()) return SendError(response, ids.status());
   absl::StatusOr<std::string> text = model_->tokenizer->Decode(*ids, {});

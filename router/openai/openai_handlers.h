@@ -21,7 +21,8 @@ namespace tessera::router::openai {
 
 class OpenAiHandlers {
  public:
-  OpenAiHandlers(Engine* engine, const ModelFrontend* model);
+  // `api_key` "" = none; else every handler but Health answers 401 without `Bearer <key>`.
+  OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key);
 
   void Generate(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
   void Models(const httplib::Request& request, httplib::Response& response);
@@ -31,12 +32,15 @@ class OpenAiHandlers {
 
  private:
   uint64_t NextSeed();
+  // False (and a 401 error object in `response`) without the right API key.
+  bool Authorized(const httplib::Request& request, httplib::Response& response) const;
   std::string NextId(Endpoint endpoint);
   absl::StatusOr<std::vector<ValidatedRequest>> Admit(const OpenAiRequest& request,
                                                       const std::string& id);
 
   Engine* engine_;
   const ModelFrontend* model_;
+  const std::string api_key_;
   const int64_t created_;  // the /v1/models "created" time (router start)
   std::mutex seed_mutex_;
   std::mt19937_64 seed_source_;  // seeds and ids for requests that give none

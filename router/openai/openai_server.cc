@@ -12,12 +12,26 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
     const OpenAiServerOptions& options, Engine* engine, const ModelFrontend* model) {
   if (options.threads < 1) return absl::InvalidArgumentError("--http-threads must be >= 1");
   std::unique_ptr<OpenAiServer> server(new OpenAiServer());
-  server->server_ = std::make_unique<httplib::Server>();
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (options.tls_cert.empty()) {
+    server->server_ = std::make_unique<httplib::Server>();
+  } else {
+    auto tls = std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(),
+                                                    options.tls_key.c_str());
+    if (!tls->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot use the TLS certificate ",
+                                                     options.tls_cert, " with key ",
+                                                     options.tls_key));
+    }
+    server->server_ = std::move(tls);
+  }
   httplib::Server& http = *server->server_;
   const int threads = options.threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   // Owned by the route lambdas (which live as long as the httplib::Server).
-  auto handlers = std::make_shared<OpenAiHandlers>(engine, model);
+  auto handlers = std::make_shared<OpenAiHandlers>(engine, model, options.api_key);
   http.Post("/v1/completions", [handlers](const httplib::Request& req, httplib::Response& res) {
     handlers->Generate(Endpoint::kCompletions, req, res);
   });

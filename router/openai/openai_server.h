@@ -6,7 +6,8 @@
 // Requests are parsed (openai_request.h), turned into the public API's GenerateRequest and
 // admitted by the same BuildRequest as gRPC Generate, then submitted to the engine as one
 // request per choice (completion_job.h). Errors are OpenAI error objects with their HTTP status
-// (openai_response.h).
+// (openai_response.h). With an API key, every route but /health answers 401 without
+// `Authorization: Bearer <key>`; with a certificate and key it serves HTTPS.
 //
 // Threading: cpp-httplib's listener thread plus a pool of `threads` handler threads; a handler
 // talks to the engine only through Engine::Submit/Cancel and its thread-safe getters, and a
@@ -32,6 +33,9 @@ struct OpenAiServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;    // 0 = any free port (the router maps its --http-port -1 here)
   int threads = 128;  // handler threads = concurrent requests served
+  std::string api_key;   // "" = none; else every route but /health needs `Bearer <key>`
+  std::string tls_cert;  // PEM files; both set = HTTPS
+  std::string tls_key;
 };
 
 class OpenAiServer {

@@ -98,6 +98,9 @@ struct ServeOptions {
   int metrics_port = -1;              // router /metrics; -1: none, 0: any free port (printed)
   int worker_metrics_port = -1;       // worker /metrics; -1: none, 0: any free port (printed)
   int http_port = 8080;               // router OpenAI HTTP API; 0: off, -1: any free port
+  std::string api_key;                // router: required on gRPC and HTTP ($TESSERA_API_KEY)
+  std::string tls_cert;               // router: PEM certificate and key = TLS on gRPC and HTTP
+  std::string tls_key;
   std::vector<std::string> worker_args;  // passed verbatim to tessera-worker (--worker-arg)
   std::vector<std::string> router_args;  // passed verbatim to tessera-router (--router-arg)
   double drain_timeout_s = -1;        // < 0: the router's default

@@ -1,6 +1,7 @@
 // `tessera`: the command-line entry point. Subcommands: inspect, tokenize, generate (offline, or a
 // client with --addr), bench, serve, devices.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -130,6 +131,13 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                   "router: OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
                   "...) on --host (0 = off, -1 = any free port; printed)")
       ->capture_default_str()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->add_option("--api-key", serve.api_key,
+                  "require `authorization: Bearer KEY` on the gRPC and HTTP APIs (default: "
+                  "$TESSERA_API_KEY)");
+  cmd->add_option("--tls-cert", serve.tls_cert, "PEM certificate: gRPC and HTTP over TLS")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", serve.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--metrics-host", serve.metrics_host, "address of both metrics servers")
       ->capture_default_str();
   cmd->add_option("--worker-arg", serve.worker_args,
@@ -175,7 +183,12 @@ int main(int argc, char** argv) {
     return ReportAndExit(tessera::cli::RunGenerate(generate));
   }
   if (bench_cmd->parsed()) return ReportAndExit(tessera::cli::RunBench(bench));
-  if (serve_cmd->parsed()) return ReportAndExit(tessera::cli::RunServe(serve));
+  if (serve_cmd->parsed()) {
+    if (const char* key = std::getenv("TESSERA_API_KEY"); serve.api_key.empty() && key) {
+      serve.api_key = key;
+    }
+    return ReportAndExit(tessera::cli::RunServe(serve));
+  }
   if (devices_cmd->parsed()) return ReportAndExit(tessera::cli::RunDevices());
   return 1;
 }

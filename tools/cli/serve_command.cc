@@ -11,6 +11,10 @@
 //      "<name> metrics on ..." before their listening line), "tessera serve: http on HOST:PORT"
 //      (the router's OpenAI-compatible API, unless --http-port 0) and "tessera serve: listening
 //      on HOST:PORT" to stdout;
+//   Auth: a fresh random router⇄worker secret per run goes to both children in
+//      $TESSERA_WORKER_SECRET, and --api-key to the router in $TESSERA_API_KEY (the environment,
+//      not argv, which any local user can read); --tls-cert/--tls-key go to the router, and the
+//      health poll then trusts that certificate.
 //   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the worker gets
 //      SIGTERM; a second signal while draining kills the router at once. Exit 0 when both ended
 //      cleanly. A child that dies on its own stops the other and fails the command.
@@ -24,7 +28,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -94,7 +101,8 @@ class Supervisor {
  private:
   absl::StatusOr<std::string> FindBinary(const std::string& name) const;
   absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& name,
-                                                      std::vector<std::string> args);
+                                                      std::vector<std::string> args,
+                                                      std::vector<std::string> env);
   // Reads `child`'s stdout until "<name> listening on HOST:PORT"; returns HOST:PORT. The
   // "<name> metrics on HOST:PORT" and "<name> http on HOST:PORT" lines before it land in
   // *addresses.
@@ -132,7 +140,8 @@ absl::StatusOr<std::string> Supervisor::FindBinary(const std::string& name) cons
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> Supervisor::Start(const std::string& name,
-                                                                std::vector<std::string> args) {
+                                                                std::vector<std::string> args,
+                                                                std::vector<std::string> env) {
   absl::StatusOr<std::string> path = FindBinary(name);
   if (!path.ok()) return path.status();
   ChildOptions child;
@@ -141,6 +150,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> Supervisor::Start(const std::strin
   child.name = name;
   child.echo_stdout_fd = STDERR_FILENO;  // our stdout carries only our own "listening" line
   child.echo_stderr_fd = STDERR_FILENO;
+  child.env = std::move(env);
   return ChildProcess::Spawn(std::move(child));
 }
 
@@ -201,8 +211,15 @@ absl::Status Supervisor::CheckChildren(absl::Duration wait) {
 }
 
 absl::Status Supervisor::AwaitServing(const std::string& router_addr) {
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(router_addr, grpc::InsecureChannelCredentials()));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options_.tls_cert.empty()) {
+    std::ifstream in(options_.tls_cert, std::ios::binary);
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto stub =
+      grpc::health::v1::Health::NewStub(grpc::CreateChannel(router_addr, credentials));
   const absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
   std::string last = "no answer yet";
   for (;;) {
@@ -272,6 +289,14 @@ absl::Status Supervisor::Supervise() {
   }
 }
 
+// 128 random bits as hex: the router⇄worker secret of one run.
+std::string RandomSecret() {
+  std::random_device random;
+  std::string secret;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&secret, absl::Hex(random(), absl::kZeroPad8));
+  return secret;
+}
+
 // Appends `flag value` when `value` is set (`value > unset`).
 template <typename T>
 void AddIfSet(std::vector<std::string>& args, const char* flag, T value, T unset) {
@@ -319,12 +344,20 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
     args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",
                              absl::StrCat(o.metrics_port)});
   }
+  AddIfSet(args, "--tls-cert", o.tls_cert);
+  AddIfSet(args, "--tls-key", o.tls_key);
   args.insert(args.end(), o.router_args.begin(), o.router_args.end());
   return args;
 }
 
 absl::Status Supervisor::Run() {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> worker = Start(kWorkerBinary, WorkerArgs(options_));
+  const std::string secret = absl::StrCat("TESSERA_WORKER_SECRET=", RandomSecret());
+  std::vector<std::string> router_env = {secret};
+  if (!options_.api_key.empty()) {
+    router_env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
+  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+      Start(kWorkerBinary, WorkerArgs(options_), {secret});
   if (!worker.ok()) return worker.status();
   worker_ = *std::move(worker);
   absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_, &worker_addresses_);
@@ -332,7 +365,7 @@ absl::Status Supervisor::Run() {
   absl::Status ready = worker_addr.status();
   if (ready.ok()) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> router =
-        Start(kRouterBinary, RouterArgs(options_, *worker_addr));
+        Start(kRouterBinary, RouterArgs(options_, *worker_addr), router_env);
     ready = router.status();
     if (router.ok()) router_ = *std::move(router);
   }
