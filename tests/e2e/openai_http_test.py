@@ -254,6 +254,19 @@ def check_queue_full_and_disconnect(openai, client, http_addr, stub, pb2, model)
     print(f"disconnect OK: KV freed {time.time() - start:.2f} s after the clients left")
 
 
+def check_bench(bin_dir, grpc_addr, http_addr):
+    """`tessera bench --api openai` streams from the HTTP API and counts every token."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        subprocess.run([os.path.join(bin_dir, "tessera"), "bench", "--addr", grpc_addr,
+                        "--api", "openai", "--http-addr", http_addr, "--concurrency", "2",
+                        "--num-requests", "2", "--prompt-tokens", "8", "--output-tokens", "4",
+                        "--json", report.name], check=True, stdout=subprocess.DEVNULL)
+        level = json.load(open(report.name))["levels"][0]
+    assert level["errors"] == 0 and level["output_tokens"] == 8, level
+    assert level["itl_s"]["count"] == 6, level["itl_s"]
+    print("bench --api openai OK")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin-dir", required=True)
@@ -281,6 +294,7 @@ def main():
             check_chat(client, stub, pb2, info.model_name)
             check_tokenize(http_addr, stub, pb2)
             check_errors(client, openai, http_addr, info.model_name)
+            check_bench(args.bin_dir, grpc_addr, http_addr)
             check_queue_full_and_disconnect(openai, client, http_addr, stub, pb2,
                                             info.model_name)
         finally:

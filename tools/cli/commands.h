@@ -73,6 +73,8 @@ struct BenchOptions {
   uint64_t seed = 1;
   float temperature = 0.0f;               // greedy by default
   std::string json_path;                  // write every number here too
+  std::string api = "grpc";               // grpc (Generate) or openai (HTTP /v1/completions)
+  std::string http_addr;                  // with --api openai: the router's HTTP HOST:PORT
 };
 absl::Status RunBench(const BenchOptions& options);
 

@@ -98,6 +98,12 @@ CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
   cmd->add_option("--seed", bench.seed, "seeds the request shapes")->capture_default_str();
   cmd->add_option("--temperature", bench.temperature, "0 = greedy (the default)");
   cmd->add_option("--json", bench.json_path, "also write all numbers to this file");
+  cmd->add_option("--api", bench.api,
+                  "grpc (Generate) or openai (streaming POST /v1/completions on --http-addr)")
+      ->capture_default_str()->check(CLI::IsMember({"grpc", "openai"}));
+  cmd->add_option("--http-addr", bench.http_addr,
+                  "with --api openai: HOST:PORT of the router's HTTP API ('tessera serve: http "
+                  "on ...')");
   return cmd;
 }
 
