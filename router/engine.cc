@@ -40,7 +40,8 @@ Engine::Engine(EngineConfig config, const ModelFrontend* model, RouterMetrics* m
   worker_client_ = std::make_unique<WorkerClient>(
       WorkerClientConfig{.address = config_.worker_address,
                          .initial_backoff = config_.reconnect_backoff,
-                         .max_backoff = config_.max_reconnect_backoff},
+                         .max_backoff = config_.max_reconnect_backoff,
+                         .secret = config_.worker_secret},
       std::move(callbacks));
 }
 

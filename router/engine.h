@@ -38,6 +38,7 @@ namespace tessera::router {
 
 struct EngineConfig {
   std::string worker_address;
+  std::string worker_secret;           // the router⇄worker shared secret; "" = none
   int max_num_batched_tokens = 2048;
   int max_num_seqs = 256;              // capped by the worker's slots
   int max_waiting = 1024;              // waiting-queue capacity (RESOURCE_EXHAUSTED beyond)

@@ -7,9 +7,23 @@
 // With --metrics-port it also serves Prometheus /metrics, /healthz and /readyz (ready = a worker
 // is connected and the router is not draining, the same condition as the gRPC health status) and
 // prints "tessera-router metrics on HOST:PORT" before the listening line.
+//
+// With --http-port (default 8080; 0 = off) it serves the OpenAI-compatible HTTP API
+// (router/openai/) on the --listen host and prints "tessera-router http on HOST:PORT" before the
+// listening line too.
+//
+// Auth and TLS: --api-key (or $TESSERA_API_KEY, read here) is required as
+// `authorization: Bearer <key>` on the public gRPC API and the HTTP API (health, reflection and
+// metrics stay open); --worker-secret (or $TESSERA_WORKER_SECRET) is presented to the worker;
+// --tls-cert/--tls-key (PEM) serve gRPC and HTTP over TLS.
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -21,6 +35,7 @@
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
+#include "router/openai/openai_server.h"
 #include "router/router_metrics.h"
 #include "router/tessera_service.h"
 
@@ -36,6 +51,12 @@ struct RouterFlags {
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
+  int http_port = 8080;          // OpenAI-compatible HTTP; 0 = off
+  std::string http_host;         // "" = the host of --listen
+  int http_threads = 128;        // HTTP handler threads (concurrent HTTP requests)
+  std::string api_key;           // "" = no key required
+  std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
+  std::string tls_key;
   EngineConfig engine;
 };
 
@@ -85,7 +106,54 @@ absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> StartMetricsSer
   return server;
 }
 
-void Drain(grpc::Server& server, Engine& engine, double timeout_s) {
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// TLS with --tls-cert/--tls-key, else plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const RouterFlags& flags) {
+  if (flags.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  std::optional<std::string> cert = ReadFile(flags.tls_cert);
+  std::optional<std::string> key = ReadFile(flags.tls_key);
+  if (!cert.has_value() || !key.has_value()) {
+    return absl::InvalidArgumentError("cannot read --tls-cert or --tls-key");
+  }
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(options);
+}
+
+// With --http-port: the OpenAI-compatible HTTP API; prints "tessera-router http on HOST:PORT".
+absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
+    const RouterFlags& flags, Engine* engine, const tessera::router::ModelFrontend* model) {
+  if (flags.http_port == 0) return nullptr;
+  std::string host = flags.http_host;
+  if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // httplib takes a bare IPv6 literal
+  }
+  absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> server =
+      tessera::router::openai::OpenAiServer::Start(
+          {.host = host,
+           .port = std::max(flags.http_port, 0),
+           .threads = flags.http_threads,
+           .api_key = flags.api_key,
+           .tls_cert = flags.tls_cert,
+           .tls_key = flags.tls_key},
+          engine, model);
+  if (server.ok()) {
+    const bool bracket = host.find(':') != std::string::npos;
+    std::printf("tessera-router http on %s%s%s:%d\n", bracket ? "[" : "", host.c_str(),
+                bracket ? "]" : "", (*server)->port());
+  }
+  return server;
+}
+
+void Drain(grpc::Server& server, Engine& engine,
+           const std::unique_ptr<tessera::router::openai::OpenAiServer>& http, double timeout_s) {
   server.GetHealthCheckService()->SetServingStatus(false);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
@@ -93,6 +161,7 @@ void Drain(grpc::Server& server, Engine& engine, double timeout_s) {
   while (!engine.Drained()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // Give the last responses a moment to flush before the server cancels open calls.
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (http != nullptr) http->Stop();
   engine.Stop();
 }
 
@@ -127,8 +196,44 @@ int main(int argc, char** argv) {
   app.add_option("--trace-steps", flags.trace_steps_path,
                  "write one JSON line per step (batch composition and timings) to this file; "
                  "tools/trace/plot_steps.py renders it");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--http-port", flags.http_port,
+                 "serve the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
+                 "/v1/models, /health, /tokenize, /detokenize) on this port (0 = off; -1 = any "
+                 "free port, printed)")
+      ->capture_default_str()->check(CLI::Range(-1, 65535))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--http-host", flags.http_host, "address for the HTTP API (default: the host "
+                 "of --listen)");
+  app.add_option("--http-threads", flags.http_threads,
+                 "HTTP handler threads: how many HTTP requests are served at once")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--api-key", flags.api_key,
+                 "require `authorization: Bearer KEY` on the public gRPC and HTTP APIs "
+                 "(default: $TESSERA_API_KEY, else none)");
+  app.add_option("--worker-secret", flags.engine.worker_secret,
+                 "the router⇄worker shared secret (default: $TESSERA_WORKER_SECRET, else none)");
+  app.add_option("--tls-cert", flags.tls_cert, "PEM certificate (chain): serve gRPC and HTTP "
+                 "over TLS")->check(CLI::ExistingFile);
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return Fail(e.what());  // one line, which `tessera serve` quotes
+  }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
+  // Secrets may come from the environment, which keeps them off the command line (ps).
+  if (const char* key = std::getenv("TESSERA_API_KEY"); flags.api_key.empty() && key != nullptr) {
+    flags.api_key = key;
+  }
+  if (const char* secret = std::getenv("TESSERA_WORKER_SECRET");
+      flags.engine.worker_secret.empty() && secret != nullptr) {
+    flags.engine.worker_secret = secret;
+  }
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    return Fail("--tls-cert and --tls-key go together");
+  }
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -152,12 +257,14 @@ int main(int argc, char** argv) {
       std::make_shared<prometheus::Registry>(),
       {.max_num_batched_tokens = flags.engine.max_num_batched_tokens});
   Engine engine(flags.engine, model->get(), &metrics);
-  tessera::router::TesseraService service(&engine, model->get());
+  tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(flags.listen, *credentials, &port);
   builder.RegisterService(&service);
   // gRPC sets SO_REUSEPORT by default: a second server on a busy port would bind silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -167,6 +274,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> metrics_server =
       StartMetricsServer(flags, metrics, engine);
   if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
+  absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> http_server =
+      StartHttpServer(flags, &engine, model->get());
+  if (!http_server.ok()) return Fail(std::string(http_server.status().message()));
   engine.Start();
 
   const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
@@ -174,7 +284,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   ServeUntilSignal(*server, engine, signals);
   std::fprintf(stderr, "tessera-router: draining\n");
-  Drain(*server, engine, flags.drain_timeout_s);
+  Drain(*server, engine, *http_server, flags.drain_timeout_s);
   if (trace != nullptr) trace->Close();  // the engine has stopped: no more steps
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
 #include "router/generate_stream.h"
 
@@ -27,8 +28,14 @@ absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
 
 }  // namespace
 
-TesseraService::TesseraService(Engine* engine, const ModelFrontend* model)
-    : engine_(engine), model_(model), seed_source_(std::random_device{}()) {}
+TesseraService::TesseraService(Engine* engine, const ModelFrontend* model, std::string api_key)
+    : engine_(engine), model_(model), api_key_(std::move(api_key)),
+      seed_source_(std::random_device{}()) {}
+
+absl::Status TesseraService::CheckKey(const grpc::CallbackServerContext& context) const {
+  const grpc::Status status = util::CheckBearer(context.client_metadata(), api_key_, "API key");
+  return status.ok() ? absl::OkStatus() : absl::UnauthenticatedError(status.error_message());
+}
 
 uint64_t TesseraService::NextSeed() {
   std::lock_guard<std::mutex> lock(seed_mutex_);
@@ -37,6 +44,7 @@ uint64_t TesseraService::NextSeed() {
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TesseraService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  if (absl::Status key = CheckKey(*context); !key.ok()) return new GenerateStream(engine_, key);
   absl::StatusOr<ModelLimits> limits = LimitsOf(*engine_);
   if (!limits.ok()) return new GenerateStream(engine_, limits.status());
   return new GenerateStream(engine_, BuildRequest(*request, *model_, *limits, NextSeed()));
@@ -45,6 +53,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TesseraService::Generate(
 grpc::ServerUnaryReactor* TesseraService::Tokenize(grpc::CallbackServerContext* context,
                                                    const v1::TokenizeRequest* request,
                                                    v1::TokenizeResponse* response) {
+  if (absl::Status key = CheckKey(*context); !key.ok()) return Answer(context, key);
   absl::StatusOr<std::vector<int32_t>> ids;
   if (request->has_chat()) {
     ids = TokenizeChat(request->chat(), *model_);
@@ -58,6 +67,7 @@ grpc::ServerUnaryReactor* TesseraService::Tokenize(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* TesseraService::Detokenize(grpc::CallbackServerContext* context,
                                                      const v1::DetokenizeRequest* request,
                                                      v1::DetokenizeResponse* response) {
+  if (absl::Status key = CheckKey(*context); !key.ok()) return Answer(context, key);
   std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
   absl::StatusOr<std::string> text =
       model_->tokenizer->Decode(ids, {.skip_special = request->skip_special_tokens()});
@@ -72,6 +82,7 @@ grpc::ServerUnaryReactor* TesseraService::Detokenize(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* TesseraService::ModelInfo(grpc::CallbackServerContext* context,
                                                     const v1::ModelInfoRequest* request,
                                                     v1::ModelInfoResponse* response) {
+  if (absl::Status key = CheckKey(*context); !key.ok()) return Answer(context, key);
   std::optional<wv1::DescribeResponse> worker = engine_->worker();
   if (!worker.has_value()) {
     return Answer(context, absl::UnavailableError("no worker has connected yet; retry later"));
@@ -96,6 +107,7 @@ grpc::ServerUnaryReactor* TesseraService::ModelInfo(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* TesseraService::ServerStats(grpc::CallbackServerContext* context,
                                                       const v1::ServerStatsRequest* request,
                                                       v1::ServerStatsResponse* response) {
+  if (absl::Status key = CheckKey(*context); !key.ok()) return Answer(context, key);
   const EngineStats stats = engine_->stats();
   response->set_requests_running(stats.requests_running);
   response->set_requests_waiting(stats.requests_waiting);

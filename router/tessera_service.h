@@ -1,6 +1,9 @@
 // The public tessera.v1.Tessera service (gRPC callback API): Generate streams through the engine;
 // Tokenize, Detokenize, ModelInfo and ServerStats answer on the handler thread.
 //
+// With an API key, every Tessera call needs metadata `authorization: Bearer <key>`
+// (UNAUTHENTICATED otherwise); grpc.health.v1 and reflection stay open.
+//
 // Threading: handlers run on gRPC's callback threads; they validate requests themselves and talk
 // to the engine only through Engine::Submit/Cancel and its thread-safe getters.
 #pragma once
@@ -8,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "router/engine.h"
 #include "router/model_frontend.h"
@@ -17,7 +21,8 @@ namespace tessera::router {
 
 class TesseraService final : public ::tessera::v1::Tessera::CallbackService {
  public:
-  TesseraService(Engine* engine, const ModelFrontend* model);
+  // `api_key` "" = no key required.
+  TesseraService(Engine* engine, const ModelFrontend* model, std::string api_key = "");
 
   grpc::ServerWriteReactor<::tessera::v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context,
@@ -37,9 +42,11 @@ class TesseraService final : public ::tessera::v1::Tessera::CallbackService {
 
  private:
   uint64_t NextSeed();
+  absl::Status CheckKey(const grpc::CallbackServerContext& context) const;
 
   Engine* engine_;
   const ModelFrontend* model_;
+  const std::string api_key_;
   std::mutex seed_mutex_;
   std::mt19937_64 seed_source_;   // seeds for requests that give none
 };

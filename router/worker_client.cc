@@ -1,6 +1,7 @@
 #include "router/worker_client.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
@@ -92,9 +93,19 @@ std::unique_ptr<WorkerClient::Stream> WorkerClient::Connect(wv1::DescribeRespons
   std::unique_ptr<wv1::Worker::Stub> stub = wv1::Worker::NewStub(channel);
   grpc::ClientContext describe_context;
   describe_context.set_deadline(std::chrono::system_clock::now() + config_.describe_timeout);
-  if (!stub->Describe(&describe_context, wv1::DescribeRequest(), description).ok()) return nullptr;
+  const std::string bearer = "Bearer " + config_.secret;
+  if (!config_.secret.empty()) describe_context.AddMetadata("authorization", bearer);
+  const grpc::Status described =
+      stub->Describe(&describe_context, wv1::DescribeRequest(), description);
+  if (described.error_code() == grpc::StatusCode::UNAUTHENTICATED && !refused_reported_) {
+    refused_reported_ = true;  // once: the client redials every few seconds
+    std::fprintf(stderr, "tessera-router: the worker at %s refused us: %s\n",
+                 config_.address.c_str(), described.error_message().c_str());
+  }
+  if (!described.ok()) return nullptr;
   if (stopping_) return nullptr;
   auto stream = std::make_unique<Stream>();
+  if (!config_.secret.empty()) stream->context.AddMetadata("authorization", bearer);
   stream->rw = stub->Run(&stream->context);
   return stream;
 }

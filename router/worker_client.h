@@ -32,6 +32,7 @@ struct WorkerClientConfig {
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{2000};
   std::chrono::milliseconds describe_timeout{5000};
+  std::string secret;  // presented as `authorization: Bearer <secret>`; "" = none
 };
 
 struct WorkerClientCallbacks {
@@ -70,6 +71,7 @@ class WorkerClient {
   const WorkerClientCallbacks callbacks_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  bool refused_reported_ = false;    // connection thread only
 
   std::mutex mutex_;                 // guards stream_, epoch_ and the Write/Finish ordering
   std::condition_variable wake_;     // interrupts the backoff sleep on Stop

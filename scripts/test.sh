@@ -16,6 +16,8 @@ if [ "$fuzz_seconds" -gt 0 ]; then
 else
   echo "test.sh: GGUF fuzzing disabled (TESSERA_FUZZ_SECONDS=0)"
 fi
+# PyPI packages of the Python e2e tests (the openai client) into .venv-e2e/.
+"$root/scripts/install_python_test_deps.sh"
 junit="$root/build/ctest-junit.xml"
 rm -f "$junit"
 ctest_status=0

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -76,6 +77,7 @@ struct WorkerFlags {
   std::string kv_cache_dtype = "f32";  // KV pool elements: f32 (exact) or f16 (lossy)
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;       // -1 = no metrics server; 0 = any free port
+  std::string secret;          // router⇄worker shared secret; "" = none
 };
 
 absl::Status CheckFlags(const WorkerFlags& flags) {
@@ -170,7 +172,8 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                .eos_token_ids = {},
                                .bos_token_id = tok->info().bos_id,
                                .device = DeviceDescription(threads, activations, kv_dtype),
-                               .metrics = worker->metrics.get()};
+                               .metrics = worker->metrics.get(),
+                               .secret = flags.secret};
   if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
   if (config.name.empty()) {
     options.model_name = std::filesystem::path(flags.model_path).stem().string();
@@ -258,12 +261,19 @@ int Main(int argc, char** argv) {
                  "port; default: no metrics server)");
   app.add_option("--metrics-host", flags.metrics_host, "address for the metrics server")
       ->capture_default_str();
+  app.add_option("--secret", flags.secret,
+                 "require this router⇄worker shared secret (`authorization: Bearer`) on "
+                 "Describe and Run; default: $TESSERA_WORKER_SECRET, else none");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     std::fprintf(stderr, "tessera-worker: error: %s\n", e.what());
     return 1;
+  }
+  if (const char* secret = std::getenv("TESSERA_WORKER_SECRET");
+      flags.secret.empty() && secret != nullptr) {
+    flags.secret = secret;  // the environment keeps it off the command line (ps)
   }
   if (absl::Status s = CheckFlags(flags); !s.ok()) {
     std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());

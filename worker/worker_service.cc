@@ -7,6 +7,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
+#include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
 
 namespace tessera::worker {
@@ -105,6 +106,7 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
 
 WorkerService::WorkerService(ModelRunner* runner, const WorkerServiceOptions& options)
     : metrics_(options.metrics),
+      secret_(options.secret),
       executor_(runner, {.max_num_seqs = options.max_num_seqs}),
       step_thread_(std::make_unique<StepThread>()) {
   description_ = BuildDescription(*runner, options, executor_.max_logprobs());
@@ -115,12 +117,20 @@ WorkerService::~WorkerService() = default;
 grpc::Status WorkerService::Describe(grpc::ServerContext* context,
                                      const v1::DescribeRequest* request,
                                      v1::DescribeResponse* response) {
+  if (grpc::Status key = util::CheckBearer(context->client_metadata(), secret_, "worker secret");
+      !key.ok()) {
+    return key;
+  }
   *response = description_;
   return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::Run(grpc::ServerContext* context,
                                 grpc::ServerReaderWriter<v1::StepResult, v1::StepPlan>* stream) {
+  if (grpc::Status key = util::CheckBearer(context->client_metadata(), secret_, "worker secret");
+      !key.ok()) {
+    return key;
+  }
   bool expected = false;
   if (!attached_.compare_exchange_strong(expected, true)) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,

@@ -43,6 +43,9 @@ struct WorkerServiceOptions {
   int32_t bos_token_id = -1;           // -1 when none
   std::string device;                  // e.g. "2 threads, avx512"
   WorkerMetrics* metrics = nullptr;    // borrowed, observed on the step thread; null = none
+  // The router⇄worker shared secret: Describe and Run need `authorization: Bearer <secret>`
+  // (UNAUTHENTICATED otherwise). "" = no check.
+  std::string secret;
 };
 
 class StepThread;
@@ -72,6 +75,7 @@ class WorkerService final : public tessera::worker::v1::Worker::Service {
 
   tessera::worker::v1::DescribeResponse description_;  // immutable after construction
   WorkerMetrics* const metrics_;                       // may be null
+  const std::string secret_;                           // "" = no check
   std::atomic<bool> attached_{false};                  // a Run stream is being served
   StepExecutor executor_;                              // step thread only
   std::unique_ptr<StepThread> step_thread_;

@@ -2,7 +2,9 @@
 // a few Generate requests, then the real Prometheus server (Debian `prometheus`) scraping both
 // every second; PromQL over its HTTP API must agree with what the clients saw. `promtool check
 // metrics` must accept both expositions without a single lint problem. /healthz and /readyz are
-// checked on both processes, and the router's readiness follows its worker.
+// checked on both processes, and the router's readiness follows its worker. The same checks run
+// against `tessera serve --metrics-port 0 --worker-metrics-port 0` (the supervisor passes the
+// ports on and prints both addresses).
 //
 // Prometheus and promtool come from scripts/install_deps.sh; a missing binary FAILS the test
 // (never a silent skip), with a message saying so.
@@ -29,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/e2e/serve_process.h"
 #include "tests/e2e/serving_harness.h"
 
 namespace tessera::e2e {
@@ -211,7 +214,7 @@ struct Sent {
 
 // Four requests; two share a prompt prefix of several KV blocks (sent one after the other, so a
 // prefix cache can serve the second from the first's blocks).
-Sent SendRequests(ServingProcesses& serving) {
+Sent SendRequests(v1::Tessera::Stub& stub) {
   const std::string shared =
       "You are a careful assistant. Answer in one short sentence, plainly, without lists, "
       "without greetings, and without repeating the question. Keep every answer factual, "
@@ -222,9 +225,8 @@ Sent SendRequests(ServingProcesses& serving) {
       Greedy("Write one sentence about the sea.", 5),
       Greedy("Name three colors.", 4)};
   Sent sent;
-  auto stub = serving.NewStub();
   for (const v1::GenerateRequest& request : requests) {
-    StreamResult result = RunGenerate(*stub, request);
+    StreamResult result = RunGenerate(stub, request);
     EXPECT_TRUE(result.status.ok()) << result.status.error_message();
     EXPECT_EQ(result.last.finish_reason(), v1::FINISH_REASON_LENGTH);
     ++sent.num_requests;
@@ -296,34 +298,56 @@ void ExpectPromQlAgrees(const PrometheusServer& server, const Sent& sent) {
               server.Scalar("sum(tessera_prefix_cache_hits_total)").value_or(-1));
 }
 
-TEST(MetricsTest, PrometheusScrapesBothProcesses) {
+// Both metrics servers healthy; requests; promtool on both expositions; the real Prometheus
+// scraping both, its PromQL agreeing with what the client saw.
+void ExpectPrometheusAgrees(v1::Tessera::Stub& stub, const std::string& router_metrics,
+                            const std::string& worker_metrics) {
   const std::optional<std::string> prometheus = FindInPath("prometheus");
   ASSERT_TRUE(prometheus.has_value()) << "prometheus" << kInstallHint;
   const std::optional<std::string> promtool = FindInPath("promtool");
   ASSERT_TRUE(promtool.has_value()) << "promtool (package prometheus)" << kInstallHint;
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
+  ExpectHealthy(worker_metrics);
+  ExpectHealthy(router_metrics);
 
+  const Sent sent = SendRequests(stub);
+  ExpectPromtoolAccepts(*promtool, router_metrics, dir.path(), "router");
+  ExpectPromtoolAccepts(*promtool, worker_metrics, dir.path(), "worker");
+
+  PrometheusServer server;
+  ASSERT_TRUE(server.Start(*prometheus, dir.path(), router_metrics, worker_metrics).ok());
+  ASSERT_TRUE(WaitForScrapes(server, 2)) << "Prometheus did not scrape both targets twice";
+  EXPECT_EQ(server.Scalar("up{job=\"tessera-router\"}"), 1.0);
+  EXPECT_EQ(server.Scalar("up{job=\"tessera-worker\"}"), 1.0);
+  ExpectPromQlAgrees(server, sent);
+}
+
+TEST(MetricsTest, PrometheusScrapesBothProcesses) {
   ServingProcesses serving;
   ASSERT_TRUE(serving.StartWorker({"--threads", "2", "--metrics-port", "0"}).ok());
   ASSERT_TRUE(serving.StartRouter({"--metrics-port", "0"}).ok());
   ASSERT_FALSE(serving.worker_metrics_address().empty()) << "no 'tessera-worker metrics on' line";
   ASSERT_FALSE(serving.router_metrics_address().empty()) << "no 'tessera-router metrics on' line";
   ASSERT_TRUE(serving.WaitConnected().ok());
-  ExpectHealthy(serving.worker_metrics_address());
-  ExpectHealthy(serving.router_metrics_address());
+  ExpectPrometheusAgrees(*serving.NewStub(), serving.router_metrics_address(),
+                         serving.worker_metrics_address());
+}
 
-  const Sent sent = SendRequests(serving);
-  ExpectPromtoolAccepts(*promtool, serving.router_metrics_address(), dir.path(), "router");
-  ExpectPromtoolAccepts(*promtool, serving.worker_metrics_address(), dir.path(), "worker");
-
-  PrometheusServer server;
-  ASSERT_TRUE(server.Start(*prometheus, dir.path(), serving.router_metrics_address(),
-                           serving.worker_metrics_address()).ok());
-  ASSERT_TRUE(WaitForScrapes(server, 2)) << "Prometheus did not scrape both targets twice";
-  EXPECT_EQ(server.Scalar("up{job=\"tessera-router\"}"), 1.0);
-  EXPECT_EQ(server.Scalar("up{job=\"tessera-worker\"}"), 1.0);
-  ExpectPromQlAgrees(server, sent);
+// The same through the supervisor a person runs: `tessera serve` passes both ports on and prints
+// both addresses before its listening line.
+TEST(MetricsTest, PrometheusScrapesTesseraServe) {
+  ServeProcess serve;
+  const absl::Status started =
+      serve.Start({"--threads", "2", "--kv-cache-mb", "256", "--metrics-port", "0",
+                   "--worker-metrics-port", "0"});
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_FALSE(serve.router_metrics_address().empty()) << "no 'router metrics on' line";
+  ASSERT_FALSE(serve.worker_metrics_address().empty()) << "no 'worker metrics on' line";
+  auto stub = v1::Tessera::NewStub(
+      grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials()));
+  ExpectPrometheusAgrees(*stub, serve.router_metrics_address(), serve.worker_metrics_address());
+  EXPECT_EQ(serve.Stop(), 0);
 }
 
 TEST(MetricsTest, RouterReadinessFollowsTheWorker) {

@@ -34,7 +34,8 @@ def main():
         try:
             router, router_addr = start_process(
                 [os.path.join(args.bin_dir, "tessera-router"), "--model", args.model,
-                 "--worker", worker_addr, "--listen", "127.0.0.1:0"], "tessera-router")
+                 "--worker", worker_addr, "--listen", "127.0.0.1:0", "--http-port", "0"],
+                "tessera-router")
             channel = grpc.insecure_channel(router_addr)
             stub = pb2_grpc.TesseraStub(channel)
             info = wait_ready(stub, pb2, grpc, attempts=100)

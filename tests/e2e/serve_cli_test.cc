@@ -1,5 +1,6 @@
 // `tessera serve` + `tessera generate --addr` + `tessera bench` as a person runs them: real
 // processes (the supervisor starts tessera-worker and tessera-router itself), the default model.
+// Also: serve's pass-through flags reach the children, and a flag a child rejects fails the start.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -45,7 +47,8 @@ std::pair<std::string, int> RunToEnd(std::vector<std::string> args) {
 
 TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {
   std::unique_ptr<cli::ChildProcess> serve =
-      SpawnTessera({"serve", "--port", "0", "--kv-cache-mb", "256", "--threads", "2"});
+      SpawnTessera({"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "256",
+                    "--threads", "2"});
   ASSERT_NE(serve, nullptr);
   std::string address;
   const std::regex ready("tessera serve: listening on (\\S+)");
@@ -76,6 +79,78 @@ TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {
   std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(60));
   ASSERT_TRUE(exit.has_value()) << "tessera serve did not stop after SIGTERM";
   EXPECT_EQ(exit->exit_code, 0) << exit->ToString();
+}
+
+// Reads serve's stdout until "tessera serve: listening on"; the "router metrics on" address too.
+struct ServeAddresses {
+  std::string grpc;
+  std::string router_metrics;
+};
+ServeAddresses AwaitServe(cli::ChildProcess& serve) {
+  ServeAddresses addresses;
+  const std::regex line_format("tessera serve: (router metrics|listening) on (\\S+)");
+  while (addresses.grpc.empty()) {
+    absl::StatusOr<std::string> line = serve.ReadStdoutLine(absl::Seconds(180));
+    if (!line.ok()) {
+      ADD_FAILURE() << line.status() << "; stderr: " << serve.StderrTail();
+      break;
+    }
+    std::smatch match;
+    if (!std::regex_search(*line, match, line_format)) continue;
+    (match[1].str() == "listening" ? addresses.grpc : addresses.router_metrics) = match[2].str();
+  }
+  return addresses;
+}
+
+TEST(ServeCliTest, PassesRouterAndWorkerFlagsOn) {
+  const std::string trace_path = testing_util::UniqueTempPath("serve_cli_trace.jsonl");
+  std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(
+      {"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "64", "--threads", "1",
+       "--block-size", "32", "--max-waiting", "8", "--no-prefix-cache", "--trace-steps",
+       trace_path, "--metrics-port", "0", "--router-arg=--drain-timeout-s", "--router-arg=5"});
+  ASSERT_NE(serve, nullptr);
+  const ServeAddresses addresses = AwaitServe(*serve);
+  ASSERT_FALSE(addresses.grpc.empty());
+  ASSERT_FALSE(addresses.router_metrics.empty()) << "no 'tessera serve: router metrics on' line";
+
+  auto [answer, generate_exit] =
+      RunToEnd({"generate", "--addr", addresses.grpc, "--prompt", "One two three", "--max-tokens",
+                "3", "--ignore-eos"});
+  EXPECT_EQ(generate_exit, 0) << answer;
+  const size_t colon = addresses.router_metrics.rfind(':');
+  httplib::Client client(addresses.router_metrics.substr(0, colon),
+                         std::stoi(addresses.router_metrics.substr(colon + 1)));
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("tessera_prefix_cache_enabled 0")) << "--no-prefix-cache";
+
+  ASSERT_TRUE(serve->Signal(SIGTERM).ok());
+  std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 0) << exit->ToString();
+  std::ifstream trace(trace_path);
+  std::string first_step;
+  ASSERT_TRUE(std::getline(trace, first_step)) << "--trace-steps wrote nothing to " << trace_path;
+  EXPECT_TRUE(nlohmann::json::parse(first_step, nullptr, false).is_object()) << first_step;
+}
+
+// A flag that tessera-worker or tessera-router rejects fails `tessera serve` at start, naming the
+// child and its complaint; so does a bad port of serve's own.
+TEST(ServeCliTest, AFlagAChildRejectsFailsTheStart) {
+  for (const std::string child : {"worker", "router"}) {
+    std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(
+        {"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "64", "--threads", "1",
+         absl::StrCat("--", child, "-arg=--no-such-flag")});
+    ASSERT_NE(serve, nullptr);
+    std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(120));
+    ASSERT_TRUE(exit.has_value()) << child << ": serve kept running";
+    EXPECT_EQ(exit->exit_code, 1) << exit->ToString();
+    EXPECT_THAT(serve->StderrTail(), HasSubstr(absl::StrCat("tessera: error: tessera-", child,
+                                                            " exited before listening")));
+    EXPECT_THAT(serve->StderrTail(), HasSubstr("--no-such-flag"));
+  }
+  auto [out, exit_code] = RunToEnd({"serve", "--metrics-port", "70000"});
+  EXPECT_EQ(exit_code, 1);
 }
 
 }  // namespace

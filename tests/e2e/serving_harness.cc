@@ -59,8 +59,9 @@ absl::Status ServingProcesses::StartWorker(const std::vector<std::string>& extra
 }
 
 absl::Status ServingProcesses::StartRouter(const std::vector<std::string>& extra_args) {
+  // No HTTP API unless a test asks (--http-port -1): tests run in parallel, 8080 is shared.
   std::vector<std::string> args = {"--model", model_, "--worker", worker_address_,
-                                   "--listen", "127.0.0.1:0"};
+                                   "--listen", "127.0.0.1:0", "--http-port", "0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   absl::StatusOr<std::string> address =
       SpawnAndWaitReady("tessera-router", args, &router_, &router_metrics_address_);

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/util/absl_compat.h"
 #include "common/util/check.h"
+#include "tools/bench/openai_stream.h"
 
 namespace tessera::bench {
 namespace {
@@ -150,6 +151,9 @@ absl::StatusOr<std::unique_ptr<LoadGenerator>> LoadGenerator::Connect(const std:
 }
 
 RequestRecord LoadGenerator::RunRequest(const RequestShape& shape, const LevelOptions& options) {
+  if (!http_addr_.empty()) {
+    return RunOpenAiRequest(http_addr_, model_info_.model_name(), shape, options);
+  }
   const v1::GenerateRequest request = ToRequest(shape, options);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +

@@ -83,6 +83,10 @@ class LoadGenerator {
   // Runs one level with shapes from `shapes` (shared by the client threads under a lock).
   LevelResult RunLevel(const LevelOptions& options, ShapeGenerator& shapes);
 
+  // Sends requests as OpenAI streaming completions to the router's HTTP API at `http_addr`
+  // instead of gRPC Generate (ModelInfo still comes over gRPC).
+  void UseOpenAiHttp(std::string http_addr) { http_addr_ = std::move(http_addr); }
+
   // One request, as RunLevel's threads run it (exposed for warm-up).
   RequestRecord RunRequest(const RequestShape& shape, const LevelOptions& options);
 
@@ -92,6 +96,7 @@ class LoadGenerator {
 
   std::unique_ptr<v1::Tessera::Stub> stub_;  // thread-safe; one channel for every stream
   v1::ModelInfoResponse model_info_;
+  std::string http_addr_;  // "" = gRPC Generate
 };
 
 }  // namespace tessera::bench

@@ -13,7 +13,7 @@ model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 ids=$(seq -s, 1000 1127)
 
 log=$(mktemp -t split-cost.XXXXXX)
-"$bin/tessera" serve --model "$model" --port 0 --threads "$threads" >"$log" 2>/dev/null &
+"$bin/tessera" serve --model "$model" --port 0 --http-port 0 --threads "$threads" >"$log" 2>/dev/null &
 serve_pid=$!
 trap 'kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do grep -q "listening on" "$log" && break; sleep 0.5; done

@@ -116,6 +116,12 @@ absl::Status RunBench(const BenchOptions& options) {
   absl::StatusOr<std::unique_ptr<bench::LoadGenerator>> generator =
       bench::LoadGenerator::Connect(options.addr);
   if (!generator.ok()) return generator.status();
+  if (options.api == "openai") {
+    if (options.http_addr.empty()) {
+      return absl::InvalidArgumentError("--api openai needs --http-addr HOST:PORT");
+    }
+    (*generator)->UseOpenAiHttp(options.http_addr);
+  }
   shape->vocab_size = (*generator)->model_info().vocab_size();
   if (absl::Status valid = bench::ValidateShapeOptions(*shape); !valid.ok()) return valid;
 

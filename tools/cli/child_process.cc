@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -45,6 +46,7 @@ void CloseIfOpen(int fd) {
 // async-signal-safe calls are allowed (the parent may have other threads, e.g. gRPC's).
 struct ExecPlan {
   std::vector<char*> argv;  // null-terminated
+  std::vector<char*> envp;  // null-terminated
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
@@ -66,7 +68,7 @@ struct ExecPlan {
     sigaction(signo, &plan.default_action, nullptr);
   }
   sigprocmask(SIG_SETMASK, &plan.empty_mask, nullptr);  // the supervisor blocks some signals
-  execv(plan.argv[0], plan.argv.data());
+  execve(plan.argv[0], plan.argv.data(), plan.envp.data());
   const int err = errno;
   ssize_t ignored = write(plan.error_fd, &err, sizeof(err));
   (void)ignored;
@@ -123,6 +125,19 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(ChildOptions o
   ExecPlan plan;
   for (std::string& arg : argv_storage) plan.argv.push_back(arg.data());
   plan.argv.push_back(nullptr);
+  // The inherited environment, minus the names options.env sets, plus options.env.
+  std::vector<std::string> env_storage;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view inherited(*entry);
+    const bool replaced = std::any_of(options.env.begin(), options.env.end(), [&](const auto& e) {
+      const size_t eq = e.find('=');
+      return inherited.substr(0, inherited.find('=') + 1) == std::string_view(e).substr(0, eq + 1);
+    });
+    if (!replaced) env_storage.emplace_back(inherited);
+  }
+  env_storage.insert(env_storage.end(), options.env.begin(), options.env.end());
+  for (std::string& entry : env_storage) plan.envp.push_back(entry.data());
+  plan.envp.push_back(nullptr);
   plan.parent = getpid();
   plan.new_process_group = options.new_process_group;
   sigemptyset(&plan.empty_mask);

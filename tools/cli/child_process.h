@@ -49,6 +49,9 @@ struct ChildOptions {
   int echo_stdout_fd = -1;        // echo stdout lines ("[name] line") here; -1: don't
   int echo_stderr_fd = -1;        // echo stderr lines here; -1: don't
   bool new_process_group = true;  // see the file comment
+  // "NAME=value" entries added to (or replacing in) the inherited environment: secrets go here
+  // rather than on the command line, where any local user could read them.
+  std::vector<std::string> env;
 };
 
 class ChildProcess {

@@ -73,6 +73,8 @@ struct BenchOptions {
   uint64_t seed = 1;
   float temperature = 0.0f;               // greedy by default
   std::string json_path;                  // write every number here too
+  std::string api = "grpc";               // grpc (Generate) or openai (HTTP /v1/completions)
+  std::string http_addr;                  // with --api openai: the router's HTTP HOST:PORT
 };
 absl::Status RunBench(const BenchOptions& options);
 
@@ -85,9 +87,24 @@ struct ServeOptions {
   int threads = 0;                    // worker CPU threads; 0: the worker's default
   int max_num_seqs = 0;               // 0: the component's default (not passed)
   int max_num_batched_tokens = 0;
+  int max_waiting = 0;                // router waiting-queue capacity; 0: its default
   int kv_cache_mb = 0;
+  int64_t num_kv_blocks = 0;          // worker KV blocks (incl. the null block); 0: from MiB
+  int block_size = 0;                 // tokens per KV block; 0: the worker's default
+  bool mmap_weights = false;          // worker maps the GGUF instead of copying it
   std::string activations;            // worker matmul activations; "": its default (f32)
   std::string kv_cache_dtype;         // worker KV pool elements; "": its default (f32)
+  bool no_prefix_cache = false;       // router: no KV sharing between requests
+  std::string trace_steps_path;       // router: one JSON line per step; "": none
+  std::string metrics_host = "127.0.0.1";  // where both metrics servers listen
+  int metrics_port = -1;              // router /metrics; -1: none, 0: any free port (printed)
+  int worker_metrics_port = -1;       // worker /metrics; -1: none, 0: any free port (printed)
+  int http_port = 8080;               // router OpenAI HTTP API; 0: off, -1: any free port
+  std::string api_key;                // router: required on gRPC and HTTP ($TESSERA_API_KEY)
+  std::string tls_cert;               // router: PEM certificate and key = TLS on gRPC and HTTP
+  std::string tls_key;
+  std::vector<std::string> worker_args;  // passed verbatim to tessera-worker (--worker-arg)
+  std::vector<std::string> router_args;  // passed verbatim to tessera-router (--router-arg)
   double drain_timeout_s = -1;        // < 0: the router's default
   double startup_timeout_s = 120;     // per child, until it prints its listening line
   std::string bin_dir;                // where the two binaries are; "": next to this executable

@@ -1,6 +1,7 @@
 // `tessera`: the command-line entry point. Subcommands: inspect, tokenize, generate (offline, or a
 // client with --addr), bench, serve, devices.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -97,6 +98,12 @@ CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
   cmd->add_option("--seed", bench.seed, "seeds the request shapes")->capture_default_str();
   cmd->add_option("--temperature", bench.temperature, "0 = greedy (the default)");
   cmd->add_option("--json", bench.json_path, "also write all numbers to this file");
+  cmd->add_option("--api", bench.api,
+                  "grpc (Generate) or openai (streaming POST /v1/completions on --http-addr)")
+      ->capture_default_str()->check(CLI::IsMember({"grpc", "openai"}));
+  cmd->add_option("--http-addr", bench.http_addr,
+                  "with --api openai: HOST:PORT of the router's HTTP API ('tessera serve: http "
+                  "on ...')");
   return cmd;
 }
 
@@ -106,11 +113,46 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--host", serve.host)->capture_default_str();
   cmd->add_option("--port", serve.port, "0 = any free port")->capture_default_str();
   cmd->add_option("--threads", serve.threads, "worker CPU threads (0: its default)");
-  cmd->add_option("--max-num-seqs", serve.max_num_seqs);
-  cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens);
-  cmd->add_option("--kv-cache-mb", serve.kv_cache_mb);
+  cmd->add_option("--max-num-seqs", serve.max_num_seqs, "sequences per step (both processes)");
+  cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens,
+                  "router: token budget per step");
+  cmd->add_option("--max-waiting", serve.max_waiting, "router: waiting-queue capacity");
+  cmd->add_option("--kv-cache-mb", serve.kv_cache_mb, "worker: KV pool size in MiB");
+  cmd->add_option("--num-kv-blocks", serve.num_kv_blocks,
+                  "worker: KV pool blocks including the null block (instead of --kv-cache-mb)");
+  cmd->add_option("--block-size", serve.block_size, "worker: tokens per KV block");
+  cmd->add_flag("--mmap-weights", serve.mmap_weights,
+                "worker: map the model file instead of copying it into huge pages");
   cmd->add_option("--activations", serve.activations, kActivationsHelp);
   cmd->add_option("--kv-cache-dtype", serve.kv_cache_dtype, kKvCacheDtypeHelp);
+  cmd->add_flag("--no-prefix-cache", serve.no_prefix_cache,
+                "router: do not share KV blocks between requests with a common prefix");
+  cmd->add_option("--trace-steps", serve.trace_steps_path,
+                  "router: write one JSON line per step to this file");
+  cmd->add_option("--metrics-port", serve.metrics_port,
+                  "router Prometheus /metrics, /healthz, /readyz (0 = any free port; printed)");
+  cmd->add_option("--worker-metrics-port", serve.worker_metrics_port,
+                  "worker Prometheus /metrics, /healthz, /readyz (0 = any free port; printed)");
+  cmd->add_option("--http-port", serve.http_port,
+                  "router: OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
+                  "...) on --host (0 = off, -1 = any free port; printed)")
+      ->capture_default_str()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  cmd->add_option("--api-key", serve.api_key,
+                  "require `authorization: Bearer KEY` on the gRPC and HTTP APIs (default: "
+                  "$TESSERA_API_KEY)");
+  cmd->add_option("--tls-cert", serve.tls_cert, "PEM certificate: gRPC and HTTP over TLS")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-key", serve.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--metrics-host", serve.metrics_host, "address of both metrics servers")
+      ->capture_default_str();
+  cmd->add_option("--worker-arg", serve.worker_args,
+                  "one more argument for tessera-worker, verbatim (repeatable: "
+                  "--worker-arg=--flag --worker-arg=value)")
+      ->allow_extra_args(false);
+  cmd->add_option("--router-arg", serve.router_args,
+                  "one more argument for tessera-router, verbatim (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--drain-timeout-s", serve.drain_timeout_s);
   cmd->add_option("--startup-timeout-s", serve.startup_timeout_s,
                   "per process, until it is listening")
@@ -147,7 +189,12 @@ int main(int argc, char** argv) {
     return ReportAndExit(tessera::cli::RunGenerate(generate));
   }
   if (bench_cmd->parsed()) return ReportAndExit(tessera::cli::RunBench(bench));
-  if (serve_cmd->parsed()) return ReportAndExit(tessera::cli::RunServe(serve));
+  if (serve_cmd->parsed()) {
+    if (const char* key = std::getenv("TESSERA_API_KEY"); serve.api_key.empty() && key) {
+      serve.api_key = key;
+    }
+    return ReportAndExit(tessera::cli::RunServe(serve));
+  }
   if (devices_cmd->parsed()) return ReportAndExit(tessera::cli::RunDevices());
   return 1;
 }

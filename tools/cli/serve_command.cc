@@ -6,7 +6,15 @@
 //   2. router: `--model M --worker HOST:PORT --listen HOST:PORT [...]`, until it prints
 //      "tessera-router listening on HOST:PORT";
 //   3. polls the router's grpc.health.v1 Check("") until SERVING (the worker described itself),
-//      then prints "tessera serve: listening on HOST:PORT" to stdout;
+//      then prints "tessera serve: router metrics on HOST:PORT" and "tessera serve: worker
+//      metrics on HOST:PORT" (with --metrics-port / --worker-metrics-port; the children print
+//      "<name> metrics on ..." before their listening line), "tessera serve: http on HOST:PORT"
+//      (the router's OpenAI-compatible API, unless --http-port 0) and "tessera serve: listening
+//      on HOST:PORT" to stdout;
+//   Auth: a fresh random router⇄worker secret per run goes to both children in
+//      $TESSERA_WORKER_SECRET, and --api-key to the router in $TESSERA_API_KEY (the environment,
+//      not argv, which any local user can read); --tls-cert/--tls-key go to the router, and the
+//      health poll then trusts that certificate.
 //   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the worker gets
 //      SIGTERM; a second signal while draining kills the router at once. Exit 0 when both ended
 //      cleanly. A child that dies on its own stops the other and fails the command.
@@ -17,11 +25,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -73,6 +86,12 @@ std::string Died(const ChildProcess& child, const ChildExit& exit, std::string_v
                       LastStderrLine(child));
 }
 
+// What a child printed before its listening line ("" when it did not).
+struct ChildAddresses {
+  std::string metrics;
+  std::string http;
+};
+
 class Supervisor {
  public:
   explicit Supervisor(const ServeOptions& options) : options_(options) {}
@@ -82,9 +101,12 @@ class Supervisor {
  private:
   absl::StatusOr<std::string> FindBinary(const std::string& name) const;
   absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& name,
-                                                      std::vector<std::string> args);
-  // Reads `child`'s stdout until "<name> listening on HOST:PORT"; returns HOST:PORT.
-  absl::StatusOr<std::string> AwaitListening(ChildProcess& child);
+                                                      std::vector<std::string> args,
+                                                      std::vector<std::string> env);
+  // Reads `child`'s stdout until "<name> listening on HOST:PORT"; returns HOST:PORT. The
+  // "<name> metrics on HOST:PORT" and "<name> http on HOST:PORT" lines before it land in
+  // *addresses.
+  absl::StatusOr<std::string> AwaitListening(ChildProcess& child, ChildAddresses* addresses);
   absl::Status AwaitServing(const std::string& router_addr);
   // Fails when a started child has ended; CANCELLED when a stop signal arrived.
   absl::Status CheckChildren(absl::Duration wait);
@@ -97,6 +119,8 @@ class Supervisor {
   const ServeOptions& options_;
   std::unique_ptr<ChildProcess> worker_;
   std::unique_ptr<ChildProcess> router_;
+  ChildAddresses worker_addresses_;
+  ChildAddresses router_addresses_;
   int stop_signal_ = 0;
 };
 
@@ -116,7 +140,8 @@ absl::StatusOr<std::string> Supervisor::FindBinary(const std::string& name) cons
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> Supervisor::Start(const std::string& name,
-                                                                std::vector<std::string> args) {
+                                                                std::vector<std::string> args,
+                                                                std::vector<std::string> env) {
   absl::StatusOr<std::string> path = FindBinary(name);
   if (!path.ok()) return path.status();
   ChildOptions child;
@@ -125,14 +150,26 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> Supervisor::Start(const std::strin
   child.name = name;
   child.echo_stdout_fd = STDERR_FILENO;  // our stdout carries only our own "listening" line
   child.echo_stderr_fd = STDERR_FILENO;
+  child.env = std::move(env);
   return ChildProcess::Spawn(std::move(child));
 }
 
-absl::StatusOr<std::string> Supervisor::AwaitListening(ChildProcess& child) {
+absl::StatusOr<std::string> Supervisor::AwaitListening(ChildProcess& child,
+                                                       ChildAddresses* addresses) {
   const std::string prefix = absl::StrCat(child.name(), " listening on ");
   const absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
   for (;;) {
     absl::StatusOr<std::string> line = child.ReadStdoutLine(absl::Milliseconds(100));
+    bool announced = false;
+    for (auto [what, address] : {std::pair{" metrics on ", &addresses->metrics},
+                                 std::pair{" http on ", &addresses->http}}) {
+      const std::string announce = absl::StrCat(child.name(), what);
+      if (line.ok() && absl::StartsWith(*line, announce)) {
+        *address = std::string(absl::StripAsciiWhitespace(line->substr(announce.size())));
+        announced = true;
+      }
+    }
+    if (announced) continue;
     if (line.ok() && absl::StartsWith(*line, prefix)) {
       const std::string addr(absl::StripAsciiWhitespace(line->substr(prefix.size())));
       if (addr.find(':') == std::string::npos) {
@@ -174,8 +211,15 @@ absl::Status Supervisor::CheckChildren(absl::Duration wait) {
 }
 
 absl::Status Supervisor::AwaitServing(const std::string& router_addr) {
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(router_addr, grpc::InsecureChannelCredentials()));
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options_.tls_cert.empty()) {
+    std::ifstream in(options_.tls_cert, std::ios::binary);
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto stub =
+      grpc::health::v1::Health::NewStub(grpc::CreateChannel(router_addr, credentials));
   const absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
   std::string last = "no answer yet";
   for (;;) {
@@ -245,13 +289,39 @@ absl::Status Supervisor::Supervise() {
   }
 }
 
+// 128 random bits as hex: the router⇄worker secret of one run.
+std::string RandomSecret() {
+  std::random_device random;
+  std::string secret;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&secret, absl::Hex(random(), absl::kZeroPad8));
+  return secret;
+}
+
+// Appends `flag value` when `value` is set (`value > unset`).
+template <typename T>
+void AddIfSet(std::vector<std::string>& args, const char* flag, T value, T unset) {
+  if (value > unset) args.insert(args.end(), {flag, absl::StrCat(value)});
+}
+
+void AddIfSet(std::vector<std::string>& args, const char* flag, const std::string& value) {
+  if (!value.empty()) args.insert(args.end(), {flag, value});
+}
+
 std::vector<std::string> WorkerArgs(const ServeOptions& o) {
   std::vector<std::string> args = {"--model", o.model_path, "--listen", "127.0.0.1:0"};
-  if (o.threads > 0) args.insert(args.end(), {"--threads", absl::StrCat(o.threads)});
-  if (o.max_num_seqs > 0) args.insert(args.end(), {"--max-num-seqs", absl::StrCat(o.max_num_seqs)});
-  if (o.kv_cache_mb > 0) args.insert(args.end(), {"--kv-cache-mb", absl::StrCat(o.kv_cache_mb)});
-  if (!o.activations.empty()) args.insert(args.end(), {"--activations", o.activations});
-  if (!o.kv_cache_dtype.empty()) args.insert(args.end(), {"--kv-cache-dtype", o.kv_cache_dtype});
+  AddIfSet(args, "--threads", o.threads, 0);
+  AddIfSet(args, "--max-num-seqs", o.max_num_seqs, 0);
+  AddIfSet(args, "--kv-cache-mb", o.kv_cache_mb, 0);
+  AddIfSet(args, "--num-kv-blocks", o.num_kv_blocks, int64_t{0});
+  AddIfSet(args, "--block-size", o.block_size, 0);
+  AddIfSet(args, "--activations", o.activations);
+  AddIfSet(args, "--kv-cache-dtype", o.kv_cache_dtype);
+  if (o.mmap_weights) args.push_back("--mmap-weights");
+  if (o.worker_metrics_port >= 0) {
+    args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",
+                             absl::StrCat(o.worker_metrics_port)});
+  }
+  args.insert(args.end(), o.worker_args.begin(), o.worker_args.end());
   return args;
 }
 
@@ -261,37 +331,57 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
   const std::string host = bracket ? absl::StrCat("[", o.host, "]") : o.host;
   std::vector<std::string> args = {"--model", o.model_path, "--worker", worker_addr, "--listen",
                                    absl::StrCat(host, ":", o.port)};
-  if (o.max_num_seqs > 0) args.insert(args.end(), {"--max-num-seqs", absl::StrCat(o.max_num_seqs)});
-  if (o.max_num_batched_tokens > 0) {
-    args.insert(args.end(), {"--max-num-batched-tokens", absl::StrCat(o.max_num_batched_tokens)});
-  }
+  AddIfSet(args, "--max-num-seqs", o.max_num_seqs, 0);
+  AddIfSet(args, "--max-num-batched-tokens", o.max_num_batched_tokens, 0);
+  AddIfSet(args, "--max-waiting", o.max_waiting, 0);
   if (o.drain_timeout_s >= 0) {
     args.insert(args.end(), {"--drain-timeout-s", absl::StrCat(o.drain_timeout_s)});
   }
+  if (o.no_prefix_cache) args.push_back("--no-prefix-cache");
+  args.insert(args.end(), {"--http-port", absl::StrCat(o.http_port)});
+  AddIfSet(args, "--trace-steps", o.trace_steps_path);
+  if (o.metrics_port >= 0) {
+    args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",
+                             absl::StrCat(o.metrics_port)});
+  }
+  AddIfSet(args, "--tls-cert", o.tls_cert);
+  AddIfSet(args, "--tls-key", o.tls_key);
+  args.insert(args.end(), o.router_args.begin(), o.router_args.end());
   return args;
 }
 
 absl::Status Supervisor::Run() {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> worker = Start(kWorkerBinary, WorkerArgs(options_));
+  const std::string secret = absl::StrCat("TESSERA_WORKER_SECRET=", RandomSecret());
+  std::vector<std::string> router_env = {secret};
+  if (!options_.api_key.empty()) {
+    router_env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
+  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+      Start(kWorkerBinary, WorkerArgs(options_), {secret});
   if (!worker.ok()) return worker.status();
   worker_ = *std::move(worker);
-  absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_);
+  absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_, &worker_addresses_);
   absl::StatusOr<std::string> router_addr;
   absl::Status ready = worker_addr.status();
   if (ready.ok()) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> router =
-        Start(kRouterBinary, RouterArgs(options_, *worker_addr));
+        Start(kRouterBinary, RouterArgs(options_, *worker_addr), router_env);
     ready = router.status();
     if (router.ok()) router_ = *std::move(router);
   }
   if (ready.ok()) {
-    router_addr = AwaitListening(*router_);
+    router_addr = AwaitListening(*router_, &router_addresses_);
     ready = router_addr.status();
   }
   if (ready.ok()) ready = AwaitServing(*router_addr);
   if (!ready.ok()) {
     StopAll();
     return ready;
+  }
+  for (auto [what, address] : {std::pair{"router metrics", &router_addresses_.metrics},
+                               std::pair{"worker metrics", &worker_addresses_.metrics},
+                               std::pair{"http", &router_addresses_.http}}) {
+    if (!address->empty()) std::printf("tessera serve: %s on %s\n", what, address->c_str());
   }
   std::printf("tessera serve: listening on %s\n", router_addr->c_str());
   std::fflush(stdout);
@@ -304,6 +394,13 @@ absl::Status RunServe(const ServeOptions& options) {
   if (options.host.empty()) return absl::InvalidArgumentError("--host is empty");
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port ", options.port, " is not in [0, 65535]"));
+  }
+  for (const auto& [flag, port] : {std::pair{"--metrics-port", options.metrics_port},
+                                   std::pair{"--worker-metrics-port", options.worker_metrics_port},
+                                   std::pair{"--http-port", options.http_port}}) {
+    if (port < -1 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", port, " is not in [0, 65535]"));
+    }
   }
   // Before any thread starts: every thread inherits the mask, so only sigtimedwait sees these.
   const sigset_t signals = SupervisedSignals();

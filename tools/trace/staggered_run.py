@@ -122,7 +122,7 @@ def main():
                  "--threads", str(args.threads)], "tessera-worker")
             router, router_addr = start_process(
                 [os.path.join(args.bin_dir, "tessera-router"), "--model", args.model,
-                 "--worker", worker_addr, "--listen", "127.0.0.1:0",
+                 "--worker", worker_addr, "--listen", "127.0.0.1:0", "--http-port", "0",
                  "--trace-steps", args.trace,
                  "--max-num-batched-tokens", str(args.max_num_batched_tokens)], "tessera-router")
             channel = grpc.insecure_channel(router_addr)

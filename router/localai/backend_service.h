@@ -1,0 +1,95 @@
+// LocalAI's backend.Backend gRPC service (proto/localai/backend.proto) in front of tessera's
+// router engine and a tessera-worker:
+//
+//   Health          "OK", also before any model is loaded.
+//   LoadModel       loads the tokenizer and chat template from the GGUF, starts a tessera-worker
+//                   on it (or attaches to --worker), starts an engine and waits until the worker
+//                   has described itself. ContextSize caps prompt + max tokens; Threads goes to
+//                   the worker; NGPULayers > 0 asks for a GPU, which this build's worker (CPU)
+//                   does not have: it is reported in the Result message and the CPU is used.
+//   Predict         one completion (Reply: whole text, token counts, timings in ms).
+//   PredictStream   one Reply per engine response: new text in `message`, cumulative `tokens`,
+//                   `prompt_tokens` and both timings on every Reply (LocalAI keeps the last).
+//   TokenizeString  the Prompt's token ids (BOS added as the model asks).
+//   Status          READY or BUSY (requests in flight) with memory (process RSS, the worker's RSS).
+//   Free            stops the engine and the worker; a new LoadModel may follow.
+//   anything else   UNIMPLEMENTED (the generated base class).
+//
+// Requests are admitted by the router's own BuildRequest and submitted to the engine like gRPC
+// Generate (router/completion_job.h), so concurrent Predict calls are batched by the scheduler.
+// With an auth token, every call needs metadata `authorization: Bearer <token>`
+// (UNAUTHENTICATED otherwise).
+//
+// Threading: gRPC's sync-server threads run the handlers; the loaded model is shared through a
+// shared_ptr under a mutex (Free waits for nothing: calls in flight keep what they hold);
+// child processes are spawned and reaped on the OwnerThread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "localai/backend.grpc.pb.h"
+#include "router/engine.h"
+#include "router/localai/owner_thread.h"
+#include "router/model_frontend.h"
+#include "tools/cli/child_process.h"
+
+namespace tessera::router::localai {
+
+struct BackendOptions {
+  std::string auth_token;      // "" = no auth (main reads LOCALAI_GRPC_AUTH_TOKEN)
+  std::string worker_address;  // attach to this worker instead of starting one
+  std::string worker_binary;   // tessera-worker to start
+  int kv_cache_mb = 0;         // passed to the worker; 0 = its default
+  int max_num_seqs = 0;        // engine and worker; 0 = defaults
+  double load_timeout_s = 180;
+};
+
+class BackendService final : public ::backend::Backend::Service {
+ public:
+  BackendService(BackendOptions options, OwnerThread* owner);
+  ~BackendService() override;
+
+  grpc::Status Health(grpc::ServerContext* context, const ::backend::HealthMessage* request,
+                      ::backend::Reply* reply) override;
+  grpc::Status LoadModel(grpc::ServerContext* context, const ::backend::ModelOptions* request,
+                         ::backend::Result* result) override;
+  grpc::Status Predict(grpc::ServerContext* context, const ::backend::PredictOptions* request,
+                       ::backend::Reply* reply) override;
+  grpc::Status PredictStream(grpc::ServerContext* context, const ::backend::PredictOptions* request,
+                             grpc::ServerWriter<::backend::Reply>* writer) override;
+  grpc::Status TokenizeString(grpc::ServerContext* context,
+                              const ::backend::PredictOptions* request,
+                              ::backend::TokenizationResponse* response) override;
+  grpc::Status Status(grpc::ServerContext* context, const ::backend::HealthMessage* request,
+                      ::backend::StatusResponse* response) override;
+  grpc::Status Free(grpc::ServerContext* context, const ::backend::HealthMessage* request,
+                    ::backend::Result* result) override;
+
+  // Stops the engine and the worker (also done by the destructor).
+  void Unload();
+
+ private:
+  struct Loaded;
+  grpc::Status CheckAuth(const grpc::ServerContext& context) const;
+  std::shared_ptr<Loaded> loaded() const;
+  absl::StatusOr<std::shared_ptr<Loaded>> Load(const ::backend::ModelOptions& request,
+                                               std::string* note);
+  // Admits `request` and streams its events to `on_reply` (false = the client is gone).
+  grpc::Status Run(grpc::ServerContext* context, const ::backend::PredictOptions& request,
+                   const std::function<bool(const ::backend::Reply&)>& on_reply,
+                   ::backend::Reply* total);
+
+  const BackendOptions options_;
+  OwnerThread* owner_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<Loaded> loaded_;  // guarded by mutex_; null until LoadModel
+  std::mutex load_mutex_;           // one LoadModel/Free at a time
+  std::mutex seed_mutex_;
+  std::mt19937_64 seed_source_;  // guarded by seed_mutex_
+};
+
+}  // namespace tessera::router::localai

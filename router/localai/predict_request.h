@@ -1,0 +1,28 @@
+// LocalAI's PredictOptions and ModelOptions (proto/localai/backend.proto) in tessera's terms: a
+// public-API GenerateRequest (admitted afterwards by the router's own BuildRequest, exactly as a
+// gRPC Generate) and the model file LoadModel names.
+//
+// LocalAI sends 0 for fields the user left unset, so 0 means "default" for Tokens, TopP, Penalty
+// (repetition) and the like; a negative Seed means a random one.
+//
+// Threading: pure functions.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "localai/backend.pb.h"
+#include "tessera/v1/tessera.pb.h"
+
+namespace tessera::router::localai {
+
+// Prompt (raw text), or with UseTokenizerTemplate the Messages rendered by the model's chat
+// template; sampling, Tokens as max_tokens, StopPrompts, IgnoreEOS. INVALID_ARGUMENT naming the
+// LocalAI field when there is no prompt.
+absl::StatusOr<::tessera::v1::GenerateRequest> ToGenerateRequest(
+    const ::backend::PredictOptions& options);
+
+// The GGUF file: ModelFile, else ModelPath/Model, else Model; INVALID_ARGUMENT when none is set.
+absl::StatusOr<std::string> ModelFileOf(const ::backend::ModelOptions& options);
+
+}  // namespace tessera::router::localai

@@ -1,0 +1,170 @@
+#include "router/openai/openai_handlers.h"
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "router/completion_job.h"
+#include "common/util/bearer_token.h"
+#include "router/openai/completion_stream.h"
+#include "router/openai/openai_response.h"
+#include "router/request_builder.h"
+
+namespace tessera::router::openai {
+namespace {
+
+namespace v1 = ::tessera::v1;
+using Json = nlohmann::json;
+
+void SendJson(httplib::Response& response, int status, const Json& body) {
+  response.status = status;
+  response.set_content(Dump(body), kJsonContentType);
+}
+
+void SendError(httplib::Response& response, const absl::Status& status) {
+  SendJson(response, HttpStatusOf(status), ErrorBody(status));
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
+  std::optional<wv1::DescribeResponse> worker = engine.worker();
+  if (!worker.has_value())
+    return absl::UnavailableError("no worker has connected yet; retry later");
+  return ModelLimits{.vocab_size = worker->vocab_size(),
+                     .max_context = worker->max_context(),
+                     .max_logprobs = worker->max_logprobs()};
+}
+
+}  // namespace
+
+OpenAiHandlers::OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key)
+    : engine_(engine),
+      model_(model),
+      api_key_(std::move(api_key)),
+      created_(UnixSeconds()),
+      seed_source_(std::random_device{}()) {}
+
+bool OpenAiHandlers::Authorized(const httplib::Request& request,
+                                httplib::Response& response) const {
+  if (util::BearerMatches(request.get_header_value("Authorization"), api_key_)) return true;
+  SendError(response, absl::UnauthenticatedError(
+                          "missing or wrong API key: send 'Authorization: Bearer <key>'"));
+  return false;
+}
+
+uint64_t OpenAiHandlers::NextSeed() {
+  std::lock_guard<std::mutex> lock(seed_mutex_);
+  return seed_source_();
+}
+
+std::string OpenAiHandlers::NextId(Endpoint endpoint) {
+  return absl::StrFormat("%s-%016x%x", endpoint == Endpoint::kChatCompletions ? "chatcmpl" : "cmpl",
+                         NextSeed(), next_id_.fetch_add(1));
+}
+
+// One validated engine request per choice; choice i of a seeded request uses seed + i.
+absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAiRequest& request,
+                                                                    const std::string& id) {
+  if (!request.model.empty() && request.model != model_->model_name) {
+    return absl::NotFoundError(absl::StrCat("model '", request.model,
+                                            "' does not exist; this "
+                                            "server serves '",
+                                            model_->model_name, "'"));
+  }
+  absl::StatusOr<ModelLimits> limits = LimitsOf(*engine_);
+  if (!limits.ok()) return limits.status();
+  std::vector<ValidatedRequest> requests;
+  for (int i = 0; i < request.n; ++i) {
+    v1::GenerateRequest choice = request.generate;
+    choice.set_request_id(request.n == 1 ? id : absl::StrCat(id, "-", i));
+    if (choice.sampling().has_seed()) {
+      choice.mutable_sampling()->set_seed(choice.sampling().seed() + i);
+    }
+    absl::StatusOr<ValidatedRequest> admitted = BuildRequest(choice, *model_, *limits, NextSeed());
+    if (!admitted.ok()) return admitted.status();
+    requests.push_back(*std::move(admitted));
+  }
+  return requests;
+}
+
+void OpenAiHandlers::Generate(Endpoint endpoint, const httplib::Request& request,
+                              httplib::Response& response) {
+  if (!Authorized(request, response)) return;
+  absl::StatusOr<OpenAiRequest> parsed = ParseGenerationRequest(endpoint, request.body);
+  if (!parsed.ok()) return SendError(response, parsed.status());
+  const std::string id = NextId(endpoint);
+  absl::StatusOr<std::vector<ValidatedRequest>> admitted = Admit(*parsed, id);
+  if (!admitted.ok()) return SendError(response, admitted.status());
+  std::shared_ptr<CompletionJob> job = CompletionJob::Submit(engine_, *std::move(admitted));
+  auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
+                                                   model_->tokenizer.get(), parsed->logprobs,
+                                                   parsed->include_usage);
+  if (!parsed->stream) {
+    absl::StatusOr<Json> body = CollectCompletion(*job, *encoder, parsed->n);
+    if (!body.ok()) return SendError(response, body.status());
+    return SendJson(response, 200, *body);
+  }
+  auto stream =
+      std::make_shared<CompletionStream>(job, std::move(encoder), parsed->n, parsed->include_usage);
+  if (absl::Status started = stream->AwaitStart(); !started.ok()) {
+    return SendError(response, started);
+  }
+  response.set_header("Cache-Control", "no-cache");
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [stream](size_t /*offset*/, httplib::DataSink& sink) { return stream->Provide(sink); },
+      [stream](bool /*success*/) { stream->Release(); });
+}
+
+void OpenAiHandlers::Models(const httplib::Request& request, httplib::Response& response) {
+  if (!Authorized(request, response)) return;
+  SendJson(response, 200,
+           {{"object", "list"},
+            {"data", Json::array({{{"id", model_->model_name},
+                                   {"object", "model"},
+                                   {"created", created_},
+                                   {"owned_by", "tessera"}}})}});
+}
+
+void OpenAiHandlers::Health(const httplib::Request&, httplib::Response& response) {
+  if (engine_->serving()) return SendJson(response, 200, Json::object());
+  SendError(response, engine_->stats().worker_connected
+                          ? absl::UnavailableError("the router is draining")
+                          : absl::UnavailableError("no worker is connected"));
+}
+
+void OpenAiHandlers::Tokenize(const httplib::Request& request, httplib::Response& response) {
+  if (!Authorized(request, response)) return;
+  absl::StatusOr<v1::TokenizeRequest> parsed = ParseTokenizeRequest(request.body);
+  if (!parsed.ok()) return SendError(response, parsed.status());
+  absl::StatusOr<std::vector<int32_t>> ids =
+      parsed->has_chat() ? TokenizeChat(parsed->chat(), *model_)
+                         : TokenizeText(parsed->text(), parsed->add_special_tokens(), *model_);
+  if (!ids.ok()) return SendError(response, ids.status());
+  Json body = {{"count", ids->size()}, {"tokens", *ids}};
+  if (absl::StatusOr<ModelLimits> limits = LimitsOf(*engine_); limits.ok()) {
+    body["max_model_len"] = limits->max_context;
+  }
+  SendJson(response, 200, body);
+}
+
+void OpenAiHandlers::Detokenize(const httplib::Request& request, httplib::Response& response) {
+  if (!Authorized(request, response)) return;
+  absl::StatusOr<std::vector<int32_t>> ids = ParseDetokenizeRequest(request.body);
+  if (!ids.ok()) return SendError(response, ids.status());
+  absl::StatusOr<std::string> text = model_->tokenizer->Decode(*ids, {});
+  if (!text.ok()) {
+    return SendError(response,
+                     absl::InvalidArgumentError(absl::StrCat("tokens ", text.status().message())));
+  }
+  SendJson(response, 200, {{"prompt", *text}});
+}
+
+}  // namespace tessera::router::openai

@@ -1,0 +1,46 @@
+// Parsing and validation of OpenAI-style request bodies (POST /v1/completions,
+// /v1/chat/completions, /tokenize, /detokenize) into the public API's GenerateRequest, so that
+// the router's own admission checks (request_builder.h) run on them exactly as on gRPC.
+//
+// A field of the wrong type, a value out of range or an unsupported option is INVALID_ARGUMENT
+// whose message starts with the field's name (the error object's `param`). Unknown fields are
+// ignored, as OpenAI-compatible servers do.
+//
+// Threading: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tessera/v1/tessera.pb.h"
+
+namespace tessera::router::openai {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+// OpenAI's legacy completions default; chat requests without a limit take the router's default.
+inline constexpr uint32_t kCompletionsDefaultMaxTokens = 16;
+inline constexpr int kMaxChoices = 16;
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;                        // "" when absent
+  ::tessera::v1::GenerateRequest generate;  // prompt, sampling, limits, stops, logprobs
+  int n = 1;                                // choices, each its own engine request
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // return logprobs (completions: `logprobs` >= 0)
+};
+
+absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::string_view body);
+
+// POST /tokenize: {"prompt": str, "add_special_tokens": bool} or {"messages": [...]} — as
+// a TokenizeRequest.
+absl::StatusOr<::tessera::v1::TokenizeRequest> ParseTokenizeRequest(std::string_view body);
+// POST /detokenize: {"tokens": [int, ...]}.
+absl::StatusOr<std::vector<int32_t>> ParseDetokenizeRequest(std::string_view body);
+
+}  // namespace tessera::router::openai

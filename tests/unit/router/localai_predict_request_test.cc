@@ -1,0 +1,88 @@
+// LocalAI's PredictOptions/ModelOptions in tessera's terms (router/localai/predict_request.h):
+// LocalAI's zeros mean "default", a negative seed means random, chat messages need
+// UseTokenizerTemplate, the model file resolves ModelFile > ModelPath/Model > Model.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "router/localai/predict_request.h"
+
+namespace tessera::router::localai {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(LocalAiPredictRequestTest, SetFieldsReachTheGenerateRequest) {
+  ::backend::PredictOptions options;
+  options.set_prompt("Once");
+  options.set_tokens(12);
+  options.set_temperature(0.7f);
+  options.set_topk(40);
+  options.set_topp(0.9f);
+  options.set_minp(0.05f);
+  options.set_penalty(1.1f);
+  options.set_frequencypenalty(0.5f);
+  options.set_presencepenalty(-0.5f);
+  options.set_seed(9);
+  options.add_stopprompts("\n");
+  options.add_stopprompts("");
+  options.set_ignoreeos(true);
+  absl::StatusOr<::tessera::v1::GenerateRequest> r = ToGenerateRequest(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->text(), "Once");
+  EXPECT_EQ(r->max_tokens(), 12u);
+  EXPECT_FLOAT_EQ(r->sampling().temperature(), 0.7f);
+  EXPECT_EQ(r->sampling().top_k(), 40);
+  EXPECT_FLOAT_EQ(r->sampling().top_p(), 0.9f);
+  EXPECT_FLOAT_EQ(r->sampling().min_p(), 0.05f);
+  EXPECT_FLOAT_EQ(r->sampling().repetition_penalty(), 1.1f);
+  EXPECT_FLOAT_EQ(r->sampling().frequency_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(r->sampling().presence_penalty(), -0.5f);
+  EXPECT_EQ(r->sampling().seed(), 9u);
+  EXPECT_THAT(r->stop(), ElementsAre("\n")) << "empty stop strings are dropped";
+  EXPECT_TRUE(r->ignore_eos());
+}
+
+TEST(LocalAiPredictRequestTest, ZerosMeanDefaults) {
+  ::backend::PredictOptions options;
+  options.set_prompt("x");
+  options.set_seed(-1);
+  absl::StatusOr<::tessera::v1::GenerateRequest> r = ToGenerateRequest(options);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_max_tokens());
+  EXPECT_FALSE(r->sampling().has_top_p());
+  EXPECT_FALSE(r->sampling().has_top_k());
+  EXPECT_FALSE(r->sampling().has_min_p());
+  EXPECT_FALSE(r->sampling().has_repetition_penalty());
+  EXPECT_FALSE(r->sampling().has_seed()) << "negative = random";
+  EXPECT_EQ(r->sampling().temperature(), 0.0f) << "0 is greedy, as LocalAI means it";
+}
+
+TEST(LocalAiPredictRequestTest, MessagesNeedTheTokenizerTemplate) {
+  ::backend::PredictOptions options;
+  ::backend::Message* message = options.add_messages();
+  message->set_role("user");
+  message->set_content("Hi");
+  EXPECT_EQ(ToGenerateRequest(options).status().code(), absl::StatusCode::kInvalidArgument)
+      << "no Prompt and no UseTokenizerTemplate";
+  options.set_prompt("rendered by LocalAI");
+  EXPECT_EQ(ToGenerateRequest(options)->text(), "rendered by LocalAI");
+  options.set_usetokenizertemplate(true);
+  absl::StatusOr<::tessera::v1::GenerateRequest> chat = ToGenerateRequest(options);
+  ASSERT_TRUE(chat.ok());
+  ASSERT_EQ(chat->chat().messages_size(), 1);
+  EXPECT_EQ(chat->chat().messages(0).content(), "Hi");
+}
+
+TEST(LocalAiPredictRequestTest, ModelFile) {
+  ::backend::ModelOptions options;
+  EXPECT_EQ(ModelFileOf(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.set_model("m.gguf");
+  EXPECT_EQ(*ModelFileOf(options), "m.gguf");
+  options.set_modelpath("/models");
+  EXPECT_EQ(*ModelFileOf(options), "/models/m.gguf");
+  options.set_modelfile("/elsewhere/f.gguf");
+  EXPECT_EQ(*ModelFileOf(options), "/elsewhere/f.gguf");
+}
+
+}  // namespace
+}  // namespace tessera::router::localai

@@ -1,0 +1,167 @@
+// OpenAI request parsing (router/openai/openai_request.h): every supported field lands in the
+// GenerateRequest, defaults follow OpenAI/vLLM, and bad input is INVALID_ARGUMENT naming the
+// field. Plus the error object and status mapping of openai_response.h.
+#include "router/openai/openai_request.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "router/openai/openai_response.h"
+
+namespace tessera::router::openai {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+absl::StatusOr<OpenAiRequest> Completions(const std::string& body) {
+  return ParseGenerationRequest(Endpoint::kCompletions, body);
+}
+
+absl::StatusOr<OpenAiRequest> Chat(const std::string& body) {
+  return ParseGenerationRequest(Endpoint::kChatCompletions, body);
+}
+
+TEST(OpenAiRequestTest, CompletionsFieldsReachTheGenerateRequest) {
+  absl::StatusOr<OpenAiRequest> r = Completions(R"({
+      "model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+      "seed": 42, "stop": ["a", "b"], "n": 3, "logprobs": 2, "presence_penalty": 0.25,
+      "frequency_penalty": -0.5, "top_k": 5, "min_p": 0.1, "repetition_penalty": 1.2,
+      "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
+      "user": "ignored"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "m");
+  EXPECT_EQ(r->generate.text(), "Hello");
+  EXPECT_EQ(r->generate.max_tokens(), 7u);
+  const ::tessera::v1::SamplingParams& s = r->generate.sampling();
+  EXPECT_FLOAT_EQ(s.temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p(), 0.9f);
+  EXPECT_EQ(s.seed(), 42u);
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.25f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty(), -0.5f);
+  EXPECT_EQ(s.top_k(), 5);
+  EXPECT_FLOAT_EQ(s.min_p(), 0.1f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty(), 1.2f);
+  EXPECT_THAT(r->generate.stop(), ElementsAre("a", "b"));
+  EXPECT_EQ(r->n, 3);
+  EXPECT_TRUE(r->logprobs);
+  EXPECT_TRUE(r->generate.logprobs());
+  EXPECT_EQ(r->generate.top_logprobs(), 2u);
+  EXPECT_TRUE(r->generate.ignore_eos());
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+}
+
+TEST(OpenAiRequestTest, Defaults) {
+  absl::StatusOr<OpenAiRequest> completion = Completions(R"({"prompt": "Hi"})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_EQ(completion->generate.max_tokens(), kCompletionsDefaultMaxTokens);
+  EXPECT_FALSE(completion->generate.sampling().has_temperature());
+  EXPECT_EQ(completion->n, 1);
+  EXPECT_FALSE(completion->stream);
+  EXPECT_TRUE(completion->generate.skip_special_tokens());
+  absl::StatusOr<OpenAiRequest> chat = Chat(R"({"messages": [{"role": "user", "content": "x"}]})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_FALSE(chat->generate.has_max_tokens()) << "chat: the router's default";
+}
+
+TEST(OpenAiRequestTest, PromptForms) {
+  absl::StatusOr<OpenAiRequest> ids = Completions(R"({"prompt": [1, 2, 3]})");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_THAT(ids->generate.token_ids().ids(), ElementsAre(1, 2, 3));
+  absl::StatusOr<OpenAiRequest> nested = Completions(R"({"prompt": [[4, 5]]})");
+  ASSERT_TRUE(nested.ok());
+  EXPECT_THAT(nested->generate.token_ids().ids(), ElementsAre(4, 5));
+  absl::StatusOr<OpenAiRequest> one = Completions(R"({"prompt": ["text"]})");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->generate.text(), "text");
+  EXPECT_THAT(Message(Completions(R"({"prompt": ["a", "b"]})").status()),
+              HasSubstr("one request per prompt"));
+}
+
+TEST(OpenAiRequestTest, ChatMessagesAndLogprobs) {
+  absl::StatusOr<OpenAiRequest> r = Chat(R"({"messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}],
+      "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3, "stop": "END"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->generate.chat().messages_size(), 2);
+  EXPECT_EQ(r->generate.chat().messages(0).role(), "system");
+  EXPECT_EQ(r->generate.chat().messages(1).content(), "Hi there");
+  EXPECT_EQ(r->generate.max_tokens(), 9u);
+  EXPECT_TRUE(r->generate.logprobs());
+  EXPECT_EQ(r->generate.top_logprobs(), 3u);
+  EXPECT_THAT(r->generate.stop(), ElementsAre("END"));
+}
+
+TEST(OpenAiRequestTest, BadInputNamesTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature "},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens "},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens "},
+      {R"({"prompt": "x", "n": 0})", "n "},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs "},
+      {R"({"prompt": "x", "stop": 3})", "stop "},
+      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias "},
+      {R"({"prompt": "x", "echo": true})", "echo "},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options "},
+      {R"({"prompt": "x", "seed": "s"})", "seed "},
+      {R"({"prompt": [1, -2]})", "prompt "},
+      {R"({"temperature": 1})", "prompt "},
+      {R"([1, 2])", "body "},
+      {R"({"prompt": )", "body "},
+  };
+  for (const auto& [body, prefix] : cases) {
+    absl::Status status = Completions(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(Message(status), StartsWith(prefix)) << body;
+  }
+  EXPECT_THAT(Message(Chat(R"({"messages": []})").status()), StartsWith("messages "));
+  EXPECT_THAT(Message(Chat(R"({"messages": [{"content": "x"}]})").status()),
+              StartsWith("messages[0].role "));
+  EXPECT_THAT(
+      Message(
+          Chat(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").status()),
+      StartsWith("top_logprobs "));
+}
+
+TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
+  absl::StatusOr<::tessera::v1::TokenizeRequest> text =
+      ParseTokenizeRequest(R"({"prompt": "hi", "add_special_tokens": false})");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->text(), "hi");
+  EXPECT_FALSE(text->add_special_tokens());
+  absl::StatusOr<::tessera::v1::TokenizeRequest> chat =
+      ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "q"}]})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->chat().messages(0).content(), "q");
+  EXPECT_THAT(ParseDetokenizeRequest(R"({"tokens": [7, 8]})").value(), ElementsAre(7, 8));
+  EXPECT_THAT(Message(ParseDetokenizeRequest(R"({"tokens": "7"})").status()),
+              StartsWith("tokens "));
+}
+
+TEST(OpenAiResponseTest, ErrorObjectsAndStatuses) {
+  EXPECT_EQ(HttpStatusOf(absl::InvalidArgumentError("x")), 400);
+  EXPECT_EQ(HttpStatusOf(absl::UnauthenticatedError("x")), 401);
+  EXPECT_EQ(HttpStatusOf(absl::NotFoundError("x")), 404);
+  EXPECT_EQ(HttpStatusOf(absl::ResourceExhaustedError("x")), 429);
+  EXPECT_EQ(HttpStatusOf(absl::UnavailableError("x")), 503);
+  EXPECT_EQ(HttpStatusOf(absl::InternalError("x")), 500);
+  const nlohmann::json bad = ErrorBody(absl::InvalidArgumentError("sampling.top_p must be ..."));
+  EXPECT_EQ(bad["error"]["param"], "top_p");
+  EXPECT_EQ(bad["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(bad["error"]["message"], "top_p must be ...") << "without the public API prefix";
+  EXPECT_TRUE(
+      ErrorBody(absl::InvalidArgumentError("the prompt is empty"))["error"]["param"].is_null());
+  const nlohmann::json missing = ErrorBody(absl::NotFoundError("model 'x' does not exist"));
+  EXPECT_EQ(missing["error"]["code"], "model_not_found");
+  EXPECT_EQ(ErrorBody(absl::ResourceExhaustedError("full"))["error"]["type"], "rate_limit_error");
+  EXPECT_EQ(SseEvent({{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(Dump(nlohmann::json(std::string("\xff"))), "\"\xEF\xBF\xBD\"") << "U+FFFD";
+}
+
+}  // namespace
+}  // namespace tessera::router::openai
