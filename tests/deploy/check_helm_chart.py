@@ -10,7 +10,8 @@ deploy/helm/ci/ (GPU + KEDA + ServiceMonitor; HPA + PVC subPath):
     probes on /healthz and /readyz, ports, drain within the grace period, read-only model ...);
   * per-case expectations (the GPU reaches the worker only, the init container fetches the model,
     ...);
-and bad values are refused with a message that names the problem.
+and bad values are refused with a message that names the problem. An API key / worker secret
+named by a Secret reach the containers as env (secretKeyRef), never as args.
 """
 import pathlib
 import sys
@@ -57,6 +58,11 @@ def check_default(docs):
            by_name["worker"]["startupProbe"]["periodSeconds"] >= 300,
            "worker startup probe allows less than 5 minutes of model load")
     expect(k.flag(by_name["worker"], "threads") == "4", "worker --threads")
+    expect(k.flag(by_name["router"], "http-port") == "8080", "router --http-port")
+    service = {p["name"]: p for p in k.one(docs, "Service")["spec"]["ports"]}
+    expect(service["http"]["port"] == 8080 and service["http"]["targetPort"] == "http",
+           f"Service port http {service.get('http')}")
+    expect(all("env" not in c for c in by_name.values()), "env set although no Secret is named")
 
 
 def check_gpu(docs):
@@ -98,9 +104,37 @@ def check_hpa(docs):
            "worker extra args go last")
 
 
+def check_secrets(docs):
+    by_name, _ = containers(k.one(docs, "Deployment"))
+    router_env = k.env_of(by_name["router"])
+    expect(router_env.get("TESSERA_API_KEY", {}).get("valueFrom") ==
+           {"secretKeyRef": {"name": "tessera-api-key", "key": "api-key"}},
+           f"router TESSERA_API_KEY {router_env.get('TESSERA_API_KEY')}")
+    want = {"secretKeyRef": {"name": "tessera-link", "key": "token"}}
+    for name, c in by_name.items():
+        got = k.env_of(c).get("TESSERA_WORKER_SECRET", {}).get("valueFrom")
+        expect(got == want, f"{name} TESSERA_WORKER_SECRET {got}")
+    expect(k.flag(by_name["router"], "http-port") == "0", "router --http-port=0 (off)")
+    expect("http" not in {p["name"] for p in k.one(docs, "Service")["spec"]["ports"]},
+           "Service port http although httpPort is 0")
+
+
+def check_api_key_only(docs):
+    by_name, _ = containers(k.one(docs, "Deployment"))
+    expect(list(k.env_of(by_name["router"])) == ["TESSERA_API_KEY"],
+           f"router env {list(k.env_of(by_name['router']))}")
+    expect("env" not in by_name["worker"], "worker env without a worker secret")
+
+
+SECRET_VALUES = {"apiKey": {"existingSecret": "tessera-api-key"},
+                 "workerSecret": {"existingSecret": "tessera-link", "key": "token"},
+                 "router": {"httpPort": 0}}
+
 CASES = [("default (CPU)", None, check_default),
          ("gpu-values.yaml", CI_VALUES / "gpu-values.yaml", check_gpu),
-         ("hpa-values.yaml", CI_VALUES / "hpa-values.yaml", check_hpa)]
+         ("hpa-values.yaml", CI_VALUES / "hpa-values.yaml", check_hpa),
+         ("API key + worker secret, no HTTP port", SECRET_VALUES, check_secrets),
+         ("API key only", {"apiKey": {"existingSecret": "tessera-api-key"}}, check_api_key_only)]
 
 # Values the chart must refuse, and a fragment of the error each must carry.
 BAD_VALUES = [
@@ -108,11 +142,13 @@ BAD_VALUES = [
     ({"worker": {"threads": -1}}, "threads"),
     ({"router": {"image": {"repository": "tessera", "tag": ""}}}, "tag"),
     ({"model": {"source": "s3"}}, "source"),
-    ({"apiKey": {"existingSecret": "tessera-api-key"}}, "no API-key check"),
+    ({"apiKey": {"existingSecret": "tessera-api-key", "key": ""}}, "/apiKey/key"),
+    ({"router": {"httpPort": -1}}, "/router/httpPort"),
     ({"terminationGracePeriodSeconds": 20}, "terminationGracePeriodSeconds=20"),
     ({"model": {"pvc": {"claimName": ""}}}, "model.pvc.claimName"),
     ({"model": {"source": "download"}}, "model.download.url"),
     ({"worker": {"metricsPort": 8001}}, "must differ"),
+    ({"router": {"httpPort": 8002}}, "must differ"),
 ]
 
 
@@ -126,7 +162,9 @@ def main():
     failures = 0
     with helm.Chart.load(CHART) as chart:
         for label, values_file, check in CASES:
-            values = yaml.safe_load(values_file.read_text()) if values_file else None
+            values = values_file
+            if isinstance(values_file, pathlib.Path):
+                values = yaml.safe_load(values_file.read_text())
             try:
                 lint(values)
                 docs = render(chart, values)

@@ -92,10 +92,11 @@ def check_pod_wiring(docs):
     containers = {c["name"]: c for c in spec["containers"]}
     expect(set(containers) == {"router", "worker"}, f"containers: {sorted(containers)}")
     ports = container_ports(spec)
-    expect(set(ports) == {"grpc", "metrics", "worker-metrics"}, f"ports: {sorted(ports)}")
+    expect(set(ports) == expected_ports(containers["router"]), f"ports: {sorted(ports)}")
     check_containers(spec, containers, ports)
     check_loopback(containers["router"], containers["worker"], ports)
     check_drain(spec, containers["router"], containers["worker"])
+    check_secrets(containers["router"], containers["worker"])
     check_service(docs, labels, ports)
     check_custom_resources(docs, deployment)
     for pdb in by_kind(docs, "PodDisruptionBudget"):
@@ -107,6 +108,13 @@ def check_pod_wiring(docs):
         metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
         expect(metric == "tessera_requests_waiting", f"HPA scales on {metric}")
     return deployment
+
+
+def expected_ports(router):
+    """The named ports: the HTTP API's only while the router's --http-port is not 0."""
+    http = flag(router, "http-port")
+    expect(http is not None, "router without --http-port (it would default to 8080)")
+    return {"grpc", "metrics", "worker-metrics"} | ({"http"} if http != "0" else set())
 
 
 def check_containers(spec, containers, ports):
@@ -138,9 +146,33 @@ def check_loopback(router, worker, ports):
            f"router --worker {flag(router, 'worker')} != worker --listen {worker_listen}")
     expect(flag(router, "listen") == f"0.0.0.0:{ports['grpc'][1]}", "router --listen vs port grpc")
     expect(flag(router, "metrics-port") == str(ports["metrics"][1]), "router --metrics-port")
+    if "http" in ports:
+        expect(flag(router, "http-port") == str(ports["http"][1]), "router --http-port vs port http")
     expect(flag(worker, "metrics-port") == str(ports["worker-metrics"][1]),
            "worker --metrics-port")
     expect(flag(router, "model") == flag(worker, "model"), "router and worker load different models")
+
+
+def env_of(container):
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def check_secrets(router, worker):
+    """Secrets come from Secrets through the environment: never in args, never as plain values;
+    the router and its worker read the same worker secret (or neither has one)."""
+    for c in (router, worker):
+        for arg in c.get("args", []):
+            expect(not arg.startswith(("--api-key", "--worker-secret", "--secret")),
+                   f"{c['name']}: a secret on the command line ({arg.split('=')[0]})")
+        for name, e in env_of(c).items():
+            if name in ("TESSERA_API_KEY", "TESSERA_WORKER_SECRET"):
+                expect("secretKeyRef" in e.get("valueFrom", {}),
+                       f"{c['name']}: {name} is not read from a Secret")
+    expect("TESSERA_API_KEY" not in env_of(worker), "the worker gets the API key")
+    router_secret = env_of(router).get("TESSERA_WORKER_SECRET")
+    worker_secret = env_of(worker).get("TESSERA_WORKER_SECRET")
+    expect(router_secret == worker_secret,
+           f"router and worker read different worker secrets: {router_secret} vs {worker_secret}")
 
 
 def check_drain(spec, router, worker):
@@ -160,7 +192,7 @@ def check_service(docs, pod_labels, ports):
     expect(service["spec"]["selector"].items() <= pod_labels.items(),
            "Service selector does not match the pods")
     names = {p["name"]: p for p in service["spec"]["ports"]}
-    expect(set(names) == {"grpc", "metrics", "worker-metrics"}, f"Service ports {sorted(names)}")
+    expect(set(names) == set(ports), f"Service ports {sorted(names)}, pod ports {sorted(ports)}")
     for name, port in names.items():
         expect(port["targetPort"] in ports, f"Service port {name}: unknown targetPort")
 

@@ -69,9 +69,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Cross-field checks the schema cannot express; rendered by deployment.yaml. */}}
 {{- define "tessera.validate" -}}
-{{- if .Values.apiKey.existingSecret -}}
-{{- fail "apiKey.existingSecret: tessera-router has no API-key check yet, so the key would not protect anything; leave it empty and restrict access to the Service (NetworkPolicy, a gateway) until the router supports one" -}}
-{{- end -}}
 {{- if and (eq .Values.model.source "pvc") (not .Values.model.pvc.claimName) -}}
 {{- fail "model.source=pvc needs model.pvc.claimName (an existing PersistentVolumeClaim holding model.file)" -}}
 {{- end -}}
@@ -79,8 +76,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail "model.source=download needs model.download.url" -}}
 {{- end -}}
 {{- $ports := list .Values.router.grpcPort .Values.router.metricsPort .Values.worker.grpcPort .Values.worker.metricsPort -}}
-{{- if ne (len (uniq $ports)) 4 -}}
-{{- fail (printf "router.grpcPort, router.metricsPort, worker.grpcPort and worker.metricsPort must differ (one pod network namespace), got %v" $ports) -}}
+{{- if gt (int .Values.router.httpPort) 0 -}}
+{{- $ports = append $ports .Values.router.httpPort -}}
+{{- end -}}
+{{- if ne (len (uniq $ports)) (len $ports) -}}
+{{- fail (printf "router.grpcPort, router.httpPort (unless 0), router.metricsPort, worker.grpcPort and worker.metricsPort must differ (one pod network namespace), got %v" $ports) -}}
 {{- end -}}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) -}}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" -}}
@@ -95,4 +95,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   {{- if and (eq .Values.model.source "pvc") .Values.model.pvc.subPath }}
   subPath: {{ .Values.model.pvc.subPath }}
   {{- end }}
+{{- end -}}
+
+{{/* $TESSERA_WORKER_SECRET from workerSecret's Secret, for both containers (empty when unset). */}}
+{{- define "tessera.workerSecretEnv" -}}
+{{- with .Values.workerSecret.existingSecret }}
+- name: TESSERA_WORKER_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.workerSecret.key }}
+{{- end }}
 {{- end -}}
