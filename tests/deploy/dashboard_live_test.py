@@ -105,7 +105,7 @@ def start_tessera(procs, bin_dir, model):
     # A small batch so that concurrent requests queue (requests_waiting moves).
     procs.start("router", [str(bin_dir / "tessera-router"), "--model", model,
                            "--worker", worker_addr, "--listen", "127.0.0.1:0",
-                           "--metrics-port", "0", "--max-num-seqs", "4"])
+                           "--metrics-port", "0", "--http-port", "0", "--max-num-seqs", "4"])
     router_metrics = procs.wait_for_line("router", r"tessera-router metrics on (\S+)").group(1)
     router_addr = procs.wait_for_line("router", r"tessera-router listening on (\S+)").group(1)
     for _ in range(300):

@@ -2,16 +2,20 @@
 """The chart's pod, run as real processes: its flags start the real binaries, its probes answer,
 and its termination sequence drains a running request.
 
-The chart is rendered (Helm SDK, offline) with free loopback ports; the router and worker
-containers' exact `command` + `args` are run (only the model path and 0.0.0.0 are replaced by the
-local model and 127.0.0.1). Then, as the kubelet would:
-  * startup/readiness/liveness: each container's probe paths answer 200 on its named port;
+The chart is rendered (Helm SDK, offline) with free loopback ports (the OpenAI HTTP port too) and
+a worker secret from a Secret; the router and worker containers' exact `command` + `args` are run
+(only the model path and 0.0.0.0 are replaced by the local model and 127.0.0.1), with their `env`
+resolved against a stand-in for that Secret. Then, as the kubelet would:
+  * startup/readiness/liveness: each container's probe paths answer 200 on its named port (the
+    router is ready only if it and its worker were given the same worker secret);
+  * the router's named port `http` serves the OpenAI API (/health, /v1/models answer 200);
   * termination: while `tessera generate` streams a long completion, both preStop hooks start
     at once; the router gets SIGTERM when its hook ends, the worker when its hook ends. The
     router's /readyz must turn 503, the request must finish by length, the worker's hook must
     outlast the router, both must exit 0, all within terminationGracePeriodSeconds.
 """
 import argparse
+import os
 import pathlib
 import re
 import socket
@@ -28,6 +32,8 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "tessera"
+# A stand-in for the cluster's Secrets: (secret name, key) -> value.
+SECRETS = {("t-link", "worker-secret"): "pod-lifecycle-link-secret"}
 
 
 def free_port():
@@ -47,11 +53,13 @@ def status(port, path):
 
 
 def render_pod():
-    ports = {"router": {"grpcPort": free_port(), "metricsPort": free_port()},
+    ports = {"router": {"grpcPort": free_port(), "httpPort": free_port(),
+                        "metricsPort": free_port()},
              "worker": {"grpcPort": free_port(), "metricsPort": free_port(), "threads": 2,
                         "args": ["--kv-cache-mb=256"]}}
     values = {**ports, "router": {**ports["router"], "preStopSleepSeconds": 1,
-                                  "drainTimeoutSeconds": 30}}
+                                  "drainTimeoutSeconds": 30},
+              "workerSecret": {"existingSecret": "t-link"}}
     with helm.Chart.load(CHART) as chart:
         text = chart.render(values, name="t", namespace="t")["tessera/templates/deployment.yaml"]
     spec = yaml.safe_load(text)["spec"]["template"]["spec"]
@@ -64,6 +72,20 @@ def local_command(container, bin_dir, model):
         arg = re.sub(r"^--model=.*", f"--model={model}", arg).replace("0.0.0.0", "127.0.0.1")
         out.append(str(bin_dir / arg) if arg.startswith("tessera-") else arg)
     return out
+
+
+def local_env(container):
+    """The process environment: ours without TESSERA_* plus the container's env, secretKeyRefs
+    looked up in SECRETS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
+    for e in container.get("env", []):
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        env[e["name"]] = SECRETS[(ref["name"], ref["key"])] if ref else e["value"]
+    return env
+
+
+def named_port(container, name):
+    return next(p["containerPort"] for p in container["ports"] if p["name"] == name)
 
 
 def probe_port(container, probe):
@@ -104,14 +126,21 @@ def main():
         try:
             for name, c in (("worker", worker), ("router", router)):
                 procs[name] = subprocess.Popen(local_command(c, args.bin_dir, args.model),
+                                               env=local_env(c),
                                                stdout=open(f"{tmp}/{name}.log", "w"),
                                                stderr=subprocess.STDOUT)
             wait_probes(worker)
             wait_probes(router)
-            print("PASS the chart's flags start both binaries; every probe answers 200")
+            print("PASS the chart's flags and env start both binaries; every probe answers 200")
+            http = named_port(router, "http")
+            for path in ("/health", "/v1/models"):
+                code = status(http, path)
+                if code != 200:
+                    raise AssertionError(f"router port http {path}: {code}, want 200")
+            print(f"PASS the router's port http ({http}) serves the OpenAI API")
             generate = subprocess.Popen(
                 [str(args.bin_dir / "tessera"), "generate", "--addr",
-                 f"127.0.0.1:{router['ports'][0]['containerPort']}", "--prompt",
+                 f"127.0.0.1:{named_port(router, 'grpc')}", "--prompt",
                  "Tell me a long story about the sea.", "--max-tokens", "500", "--ignore-eos"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             time.sleep(2)  # the request is running
@@ -158,7 +187,7 @@ def main():
             if failures:
                 for name in procs:
                     print(f"--- {name} ---\n{pathlib.Path(tmp, name + '.log').read_text()[-1500:]}")
-    print(f"{2 - min(len(failures), 2)} passed, {min(len(failures), 2)} failed")
+    print(f"{3 - min(len(failures), 3)} passed, {min(len(failures), 3)} failed")
     return 1 if failures else 0
 
 
