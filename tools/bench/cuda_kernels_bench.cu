@@ -9,10 +9,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
 #include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 
 namespace tessera::cuda {
@@ -101,6 +105,82 @@ void BM_RmsNormResidual(benchmark::State& state) {
 BENCHMARK(BM_RmsNormResidual)
     ->Args({1, 4096})->Args({128, 4096})->Args({2048, 4096})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Paged decode attention, bf16, head_dim 128, 32 query / 8 KV heads, block size 16: every
+// sequence at the same context; bytes = K and V of every context token (q/out are negligible).
+void BM_PagedDecodeAttention(benchmark::State& state) {
+  const int num_seqs = static_cast<int>(state.range(0)), context = static_cast<int>(state.range(1));
+  constexpr int kHeadDim = 128, kHeads = 32, kKvHeads = 8, kBlock = 16;
+  const int blocks_per_seq = (context + kBlock - 1) / kBlock;
+  const size_t pool_rows = size_t(num_seqs) * blocks_per_seq * kBlock + kBlock;  // + null block
+  DeviceArena arena;
+  auto* q = static_cast<__nv_bfloat16*>(arena.Get(size_t(num_seqs) * kHeads * kHeadDim * 2));
+  auto* out = static_cast<__nv_bfloat16*>(arena.Get(size_t(num_seqs) * kHeads * kHeadDim * 2));
+  auto* k_pool = static_cast<__nv_bfloat16*>(arena.Get(pool_rows * kKvHeads * kHeadDim * 2));
+  auto* v_pool = static_cast<__nv_bfloat16*>(arena.Get(pool_rows * kKvHeads * kHeadDim * 2));
+  std::vector<int32_t> tables(size_t(num_seqs) * blocks_per_seq), lens(num_seqs, context);
+  for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i + 1);
+  auto* d_tables = static_cast<int32_t*>(arena.Get(tables.size() * 4));
+  auto* d_lens = static_cast<int32_t*>(arena.Get(lens.size() * 4));
+  Check(cudaMemcpy(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice), "copy");
+  Check(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "copy");
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const PagedDecodeParams params{.num_seqs = num_seqs, .num_heads = kHeads,
+                                 .num_kv_heads = kKvHeads, .block_size = kBlock,
+                                 .max_blocks_per_seq = blocks_per_seq, .max_context_len = context,
+                                 .scale = 0.088f, .num_sms = prop.multiProcessorCount};
+  const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
+  auto* workspace = static_cast<float*>(arena.Get(std::max<size_t>(workspace_floats, 1) * 4));
+  CudaLauncher launcher(nullptr);
+  TimeKernel(state, 2.0 * num_seqs * context * kKvHeads * kHeadDim * 2, [&] {
+    Check(LaunchPagedDecodeAttention<CudaLauncher, __nv_bfloat16, kHeadDim>(
+              launcher, params, q, k_pool, v_pool, d_tables, d_lens, out, workspace),
+          "PagedDecodeAttention");
+  });
+}
+BENCHMARK(BM_PagedDecodeAttention)
+    ->Args({1, 2048})->Args({32, 2048})->Args({128, 1024})->Args({8, 16384})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// KV write of a decode step (one token per sequence), bf16: k and v rows in and out.
+void BM_KvWrite(benchmark::State& state) {
+  const int tokens = static_cast<int>(state.range(0));
+  constexpr int kKvHeads = 8, kHeadDim = 128;
+  const size_t row = size_t(kKvHeads) * kHeadDim;
+  DeviceArena arena;
+  auto* k = static_cast<__nv_bfloat16*>(arena.Get(tokens * row * 2));
+  auto* v = static_cast<__nv_bfloat16*>(arena.Get(tokens * row * 2));
+  auto* k_pool = static_cast<__nv_bfloat16*>(arena.Get((tokens + 1) * row * 2));
+  auto* v_pool = static_cast<__nv_bfloat16*>(arena.Get((tokens + 1) * row * 2));
+  std::vector<int32_t> slots(tokens);
+  for (int i = 0; i < tokens; ++i) slots[i] = i + 1;
+  auto* d_slots = static_cast<int32_t*>(arena.Get(slots.size() * 4));
+  Check(cudaMemcpy(d_slots, slots.data(), slots.size() * 4, cudaMemcpyHostToDevice), "copy");
+  CudaLauncher launcher(nullptr);
+  TimeKernel(state, 4.0 * tokens * row * 2, [&] {
+    Check(LaunchKvWrite(launcher, static_cast<const __nv_bfloat16*>(k),
+                        static_cast<const __nv_bfloat16*>(v), k_pool, v_pool,
+                        static_cast<const int32_t*>(d_slots), tokens, kKvHeads, kHeadDim),
+          "KvWrite");
+  });
+}
+BENCHMARK(BM_KvWrite)->Arg(1)->Arg(256)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// SwiGLU from a fused gate_up, bf16: 3 x width x 2 bytes per token.
+void BM_SwiGlu(benchmark::State& state) {
+  const int tokens = static_cast<int>(state.range(0)), width = 14336;
+  DeviceArena arena;
+  auto* gate_up = static_cast<__nv_bfloat16*>(arena.Get(size_t(tokens) * width * 4));
+  auto* out = static_cast<__nv_bfloat16*>(arena.Get(size_t(tokens) * width * 2));
+  CudaLauncher launcher(nullptr);
+  TimeKernel(state, 3.0 * tokens * width * 2, [&] {
+    Check(LaunchSwiGluFused(launcher, static_cast<const __nv_bfloat16*>(gate_up), out, tokens,
+                            width),
+          "SwiGlu");
+  });
+}
+BENCHMARK(BM_SwiGlu)->Arg(1)->Arg(512)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Measures copy bandwidth once before the kernels are compared with it.
 bool MeasureCopyBandwidth() {
