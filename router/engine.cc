@@ -327,6 +327,7 @@ void Engine::PublishStats() {
     metrics_->ObserveScheduler(nullptr);
     stats_.requests_running = stats_.requests_waiting = 0;
     stats_.kv_blocks_used = 0;
+    stats_.kv_blocks_total = 0;  // no worker, no pool: agrees with kv_blocks_capacity (issue 15)
     return;
   }
   const SchedulerStats s = scheduler_->stats();

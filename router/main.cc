@@ -26,6 +26,8 @@
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
+#include "router/protobuf_log_limit.h"
+#include "router/request_builder.h"
 #include "router/openai/openai_server.h"
 #include "router/router_metrics.h"
 #include "router/tessera_service.h"
@@ -201,12 +203,16 @@ int main(int argc, char** argv) {
       {.max_num_batched_tokens = flags.engine.max_num_batched_tokens});
   Engine engine(flags.engine, model->get(), &metrics);
   tessera::router::TesseraService service(&engine, model->get());
+  // Malformed requests make libprotobuf log; a client must not be able to flood stderr with it.
+  tessera::router::InstallProtobufLogLimit(absl::Seconds(10));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  // Above BuildRequest's own kMaxRequestBytes, so oversized requests get the field-naming error.
+  builder.SetMaxReceiveMessageSize(tessera::router::kMaxGrpcMessageBytes);
   // gRPC sets SO_REUSEPORT by default: a second server on a busy port would bind silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
