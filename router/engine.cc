@@ -92,6 +92,7 @@ void Engine::Loop() {
       events.pop_front();
     }
     CheckDrain(Clock::now());
+    CheckStalls(Clock::now());
     PublishStats();
   }
   FailAll(absl::CancelledError("the router is shutting down"));
@@ -103,6 +104,7 @@ void Engine::Handle(Event& event) {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, NewRequest>) HandleNew(e);
         if constexpr (std::is_same_v<T, CancelRequest>) HandleCancel(e);
+        if constexpr (std::is_same_v<T, ResumeRequest>) HandleResume(e);
         if constexpr (std::is_same_v<T, WorkerConnected>) HandleConnected(e);
         if constexpr (std::is_same_v<T, WorkerResult>) HandleResult(e);
         if constexpr (std::is_same_v<T, WorkerLost>) HandleLost(e);
@@ -210,6 +212,44 @@ void Engine::ApplySampled(uint64_t request_id, const wv1::SampledToken& sampled)
       (void)scheduler_->Finish(request_id, FinishReason::kStop);
     }
     requests_.erase(it);
+    return;
+  }
+  PauseIfBacklogged(request_id, *it->second);
+}
+
+void Engine::PauseIfBacklogged(uint64_t id, RequestOutput& output) {
+  if (paused_.contains(id) || !output.sink().Backlogged()) return;
+  (void)scheduler_->SetPaused(id, true);
+  paused_[id] = Clock::now();
+  output.sink().NotifyWhenDrained([this, id] { events_.Push(ResumeRequest{id}); });
+}
+
+void Engine::HandleResume(const ResumeRequest& event) {
+  if (paused_.erase(event.id) == 0 || scheduler_ == nullptr) return;
+  (void)scheduler_->SetPaused(event.id, false);
+}
+
+void Engine::CheckStalls(Clock::time_point now) {
+  for (auto it = paused_.begin(); it != paused_.end();) {
+    auto request = requests_.find(it->first);
+    if (request == requests_.end() || scheduler_ == nullptr) {
+      paused_.erase(it++);
+      continue;
+    }
+    const Clock::time_point since = std::max(it->second, request->second->sink().LastRead());
+    if (now - since < config_.stream_stall_timeout) {
+      ++it;
+      continue;
+    }
+    (void)scheduler_->Finish(it->first, FinishReason::kCancelled);
+    request->second->Close(
+        v1::FINISH_REASON_CANCELLED,
+        absl::DeadlineExceededError(absl::StrCat(
+            "the client read no output for ",
+            std::chrono::duration<double>(config_.stream_stall_timeout).count(),
+            " s (--stream-stall-timeout); the request was cancelled")));
+    requests_.erase(request);
+    paused_.erase(it++);
   }
 }
 
@@ -219,6 +259,7 @@ void Engine::HandleLost(const WorkerLost& event) {
   in_flight_.clear();
   FailAll(absl::UnavailableError(
       absl::StrCat("the worker connection was lost: ", event.status.message())));
+  paused_.clear();
   scheduler_.reset();
 }
 

@@ -44,6 +44,9 @@ struct EngineConfig {
   bool enable_prefix_cache = true;     // --no-prefix-cache turns it off
   // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
   StepTraceWriter* step_trace = nullptr;
+  // A request whose client has read nothing for this long while its output is backlogged is
+  // cancelled with DEADLINE_EXCEEDED (--stream-stall-timeout).
+  std::chrono::milliseconds stream_stall_timeout{60000};
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -95,13 +98,14 @@ class Engine {
     std::chrono::steady_clock::time_point arrival;
   };
   struct CancelRequest { uint64_t id; };
+  struct ResumeRequest { uint64_t id; };  // its client read the backlog down
   struct WorkerConnected { uint64_t epoch; wv1::DescribeResponse description; };
   struct WorkerResult { uint64_t epoch; wv1::StepResult result; };
   struct WorkerLost { uint64_t epoch; absl::Status status; };
   struct Drain { std::chrono::steady_clock::time_point deadline; };
   struct Shutdown {};
-  using Event = std::variant<NewRequest, CancelRequest, WorkerConnected, WorkerResult, WorkerLost,
-                             Drain, Shutdown>;
+  using Event = std::variant<NewRequest, CancelRequest, ResumeRequest, WorkerConnected,
+                             WorkerResult, WorkerLost, Drain, Shutdown>;
 
   // A plan sent and not yet answered: which request each sampled token belongs to.
   struct InFlightStep {
@@ -114,6 +118,11 @@ class Engine {
   void Handle(Event& event);
   void HandleNew(NewRequest& event);
   void HandleCancel(const CancelRequest& event);
+  // Backpressure (issue 15): pause a request whose sink is backlogged, resume it when the client
+  // has read, cancel it when the client read nothing for stream_stall_timeout.
+  void PauseIfBacklogged(uint64_t id, RequestOutput& output);
+  void HandleResume(const ResumeRequest& event);
+  void CheckStalls(std::chrono::steady_clock::time_point now);
   void HandleConnected(WorkerConnected& event);
   void HandleResult(WorkerResult& event);
   void HandleLost(const WorkerLost& event);
@@ -141,6 +150,9 @@ class Engine {
   // Engine-thread state.
   std::unique_ptr<Scheduler> scheduler_;   // null while no worker is connected
   absl::flat_hash_map<uint64_t, std::unique_ptr<RequestOutput>> requests_;
+  // Paused requests (backpressure) and when each was paused; entries of ended requests are
+  // dropped by CheckStalls.
+  absl::flat_hash_map<uint64_t, std::chrono::steady_clock::time_point> paused_;
   std::deque<InFlightStep> in_flight_;
   ScheduledStep step_;                 // reused by every Schedule() call
   uint64_t epoch_ = 0;

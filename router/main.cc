@@ -41,6 +41,7 @@ struct RouterFlags {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string listen = "127.0.0.1:8000";
   double drain_timeout_s = 30;
+  double stream_stall_timeout_s = 60;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
@@ -144,6 +145,10 @@ int main(int argc, char** argv) {
                  "token budget per step")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--max-num-seqs", flags.engine.max_num_seqs, "sequences per step")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--stream-stall-timeout", flags.stream_stall_timeout_s,
+                 "seconds a client may read nothing while its output is backlogged before its "
+                 "request is cancelled (DEADLINE_EXCEEDED)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
       ->capture_default_str()->check(CLI::PositiveNumber);
   bool no_prefix_cache = false;
@@ -179,6 +184,8 @@ int main(int argc, char** argv) {
     return Fail(e.what());  // one line, which `tessera serve` quotes
   }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
+  flags.engine.stream_stall_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.stream_stall_timeout_s * 1000));
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -31,6 +31,7 @@ class RequestOutput {
                 const std::vector<int32_t>& eos_token_ids, RouterMetrics* metrics);
 
   const ValidatedRequest& request() const { return request_; }
+  ResponseSink& sink() const { return *sink_; }
 
   // The request was given a slot; the first call fixes the queue time and the cached tokens.
   void OnScheduled(Clock::time_point now, int32_t cached_tokens);
