@@ -93,6 +93,7 @@ void Engine::Loop() {
     }
     CheckDrain(Clock::now());
     CheckStalls(Clock::now());
+    CheckQueueTimes(Clock::now());
     PublishStats();
   }
   FailAll(absl::CancelledError("the router is shutting down"));
@@ -227,6 +228,29 @@ void Engine::PauseIfBacklogged(uint64_t id, RequestOutput& output) {
 void Engine::HandleResume(const ResumeRequest& event) {
   if (paused_.erase(event.id) == 0 || scheduler_ == nullptr) return;
   (void)scheduler_->SetPaused(event.id, false);
+}
+
+void Engine::CheckQueueTimes(Clock::time_point now) {
+  if (config_.max_queue_time.count() <= 0 || scheduler_ == nullptr ||
+      now - last_queue_check_ < std::chrono::milliseconds(100)) {
+    return;
+  }
+  last_queue_check_ = now;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    RequestOutput& output = *it->second;
+    if (output.ever_scheduled() || now - output.arrival() < config_.max_queue_time) {
+      ++it;
+      continue;
+    }
+    (void)scheduler_->Finish(it->first, FinishReason::kCancelled);
+    output.Close(v1::FINISH_REASON_ERROR,
+                 absl::ResourceExhaustedError(absl::StrCat(
+                     "the request waited ",
+                     std::chrono::duration<double>(config_.max_queue_time).count(),
+                     " s without being scheduled (--max-queue-time); the server is busy, "
+                     "retry later")));
+    requests_.erase(it++);
+  }
 }
 
 void Engine::CheckStalls(Clock::time_point now) {

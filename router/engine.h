@@ -47,6 +47,9 @@ struct EngineConfig {
   // A request whose client has read nothing for this long while its output is backlogged is
   // cancelled with DEADLINE_EXCEEDED (--stream-stall-timeout).
   std::chrono::milliseconds stream_stall_timeout{60000};
+  // A request not yet scheduled this long after arrival fails with RESOURCE_EXHAUSTED
+  // (--max-queue-time); 0 = no limit.
+  std::chrono::milliseconds max_queue_time{0};
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -123,6 +126,8 @@ class Engine {
   void PauseIfBacklogged(uint64_t id, RequestOutput& output);
   void HandleResume(const ResumeRequest& event);
   void CheckStalls(std::chrono::steady_clock::time_point now);
+  // Fails requests waiting longer than max_queue_time (checked at most every 100 ms).
+  void CheckQueueTimes(std::chrono::steady_clock::time_point now);
   void HandleConnected(WorkerConnected& event);
   void HandleResult(WorkerResult& event);
   void HandleLost(const WorkerLost& event);
@@ -160,6 +165,7 @@ class Engine {
   uint64_t steps_sent_ = 0;           // since start
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  std::chrono::steady_clock::time_point last_queue_check_{};
 
   // Shared with other threads.
   std::atomic<bool> connected_{false};

@@ -42,6 +42,7 @@ struct RouterFlags {
   std::string listen = "127.0.0.1:8000";
   double drain_timeout_s = 30;
   double stream_stall_timeout_s = 60;
+  double max_queue_time_s = 0;
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
@@ -149,6 +150,10 @@ int main(int argc, char** argv) {
                  "seconds a client may read nothing while its output is backlogged before its "
                  "request is cancelled (DEADLINE_EXCEEDED)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-queue-time", flags.max_queue_time_s,
+                 "seconds a request may wait unscheduled before it fails with "
+                 "RESOURCE_EXHAUSTED (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
       ->capture_default_str()->check(CLI::PositiveNumber);
   bool no_prefix_cache = false;
@@ -184,6 +189,8 @@ int main(int argc, char** argv) {
     return Fail(e.what());  // one line, which `tessera serve` quotes
   }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
+  flags.engine.max_queue_time =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.max_queue_time_s * 1000));
   flags.engine.stream_stall_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(flags.stream_stall_timeout_s * 1000));
 
