@@ -29,6 +29,7 @@
 #include "router/request_builder.h"
 #include "router/request_output.h"
 #include "router/response_sink.h"
+#include "router/router_log.h"
 #include "router/router_metrics.h"
 #include "router/scheduler.h"
 #include "router/step_trace.h"
@@ -50,6 +51,10 @@ struct EngineConfig {
   // A request not yet scheduled this long after arrival fails with RESOURCE_EXHAUSTED
   // (--max-queue-time); 0 = no limit.
   std::chrono::milliseconds max_queue_time{0};
+  // Operational log (router_log.h); null = none.
+  std::shared_ptr<spdlog::logger> log;
+  // A preemption_storm warning when at least this many preemptions happen within 10 s.
+  int preemption_storm_threshold = 50;
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -142,6 +147,9 @@ class Engine {
   void FailAll(const absl::Status& status);
   void CheckDrain(std::chrono::steady_clock::time_point now);
   void PublishStats();
+  // Log helpers (engine thread): a rate-limited request_rejected line, the preemption window.
+  void LogRejected(const absl::Status& status);
+  void CheckPreemptionStorm(int64_t total_preemptions, std::chrono::steady_clock::time_point now);
 
   const EngineConfig config_;
   const ModelFrontend* model_;
@@ -166,6 +174,13 @@ class Engine {
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
   std::chrono::steady_clock::time_point last_queue_check_{};
+  std::shared_ptr<spdlog::logger> log_;
+  int num_connections_ = 0;                 // worker connections so far (restored when > 0)
+  std::chrono::steady_clock::time_point last_rejection_log_{};
+  int64_t rejections_unlogged_ = 0;
+  std::chrono::steady_clock::time_point storm_window_start_{};
+  int64_t storm_window_base_ = 0;          // scheduler preemptions at the window's start
+  bool drain_logged_ = false;
 
   // Shared with other threads.
   std::atomic<bool> connected_{false};

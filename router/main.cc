@@ -43,6 +43,7 @@ struct RouterFlags {
   double drain_timeout_s = 30;
   double stream_stall_timeout_s = 60;
   double max_queue_time_s = 0;
+  std::string log_level = "info";
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
@@ -150,6 +151,8 @@ int main(int argc, char** argv) {
                  "seconds a client may read nothing while its output is backlogged before its "
                  "request is cancelled (DEADLINE_EXCEEDED)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--log-level", flags.log_level,
+                 "operational log level on stderr: debug, info, warn, error, off");
   app.add_option("--max-queue-time", flags.max_queue_time_s,
                  "seconds a request may wait unscheduled before it fails with "
                  "RESOURCE_EXHAUSTED (0 = no limit)")
@@ -189,6 +192,10 @@ int main(int argc, char** argv) {
     return Fail(e.what());  // one line, which `tessera serve` quotes
   }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
+  absl::StatusOr<spdlog::level::level_enum> log_level =
+      tessera::router::ParseLogLevel(flags.log_level);
+  if (!log_level.ok()) return Fail(std::string(log_level.status().message()));
+  flags.engine.log = tessera::router::MakeStderrLogger(*log_level);
   flags.engine.max_queue_time =
       std::chrono::milliseconds(static_cast<int64_t>(flags.max_queue_time_s * 1000));
   flags.engine.stream_stall_timeout = std::chrono::milliseconds(
