@@ -185,6 +185,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
              num_connections_ == 0 ? "worker_connected" : "worker_restored",
              LogValue(d.worker_id()), event.epoch, d.num_kv_blocks(), d.block_size(),
              d.max_num_seqs());
+  if (num_connections_ > 0) metrics_->ObserveWorkerRestored();
   ++num_connections_;
   storm_window_start_ = Clock::now();
   storm_window_base_ = 0;

@@ -13,7 +13,9 @@
 //      on HOST:PORT" to stdout;
 //   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the worker gets
 //      SIGTERM; a second signal while draining kills the router at once. Exit 0 when both ended
-//      cleanly. A child that dies on its own stops the other and fails the command.
+//      cleanly. A router that dies on its own stops the worker and fails the command; a worker
+//      that dies is restarted on its port with backoff (0.5 s doubling to 30 s) while the router
+//      answers UNAVAILABLE and redials it, unless --no-restart (then it fails the command too).
 // Children's output is echoed to stderr line by line, prefixed with their name.
 //
 // Threading: the main thread only. SIGINT/SIGTERM/SIGCHLD are blocked before any thread starts
@@ -21,6 +23,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -85,6 +88,8 @@ struct ChildAddresses {
   std::string http;
 };
 
+std::vector<std::string> WorkerArgs(const ServeOptions& o);
+
 class Supervisor {
  public:
   explicit Supervisor(const ServeOptions& options) : options_(options) {}
@@ -103,6 +108,9 @@ class Supervisor {
   // Fails when a started child has ended; CANCELLED when a stop signal arrived.
   absl::Status CheckChildren(absl::Duration wait);
   absl::Status Supervise();
+  // Restarts the dead worker on its port, retrying with exponential backoff (0.5 s doubling to
+  // 30 s); the router redials it by itself. CANCELLED when a stop signal arrives meanwhile.
+  absl::Status RestartWorker();
   absl::Status Shutdown(int signo);
   // Signals `child`, waits up to `grace` (a further stop signal cuts it short), then SIGKILLs.
   ChildExit Stop(ChildProcess& child, int signo, absl::Duration grace);
@@ -114,6 +122,9 @@ class Supervisor {
   ChildAddresses worker_addresses_;
   ChildAddresses router_addresses_;
   int stop_signal_ = 0;
+  ChildProcess* dead_ = nullptr;  // the child CheckChildren found ended
+  std::string worker_addr_;       // HOST:PORT the router dials; a restarted worker reuses it
+  int num_restarts_ = 0;
 };
 
 absl::StatusOr<std::string> Supervisor::FindBinary(const std::string& name) const {
@@ -194,6 +205,7 @@ absl::Status Supervisor::CheckChildren(absl::Duration wait) {
   for (ChildProcess* child : {worker_.get(), router_.get()}) {
     if (child == nullptr) continue;
     if (std::optional<ChildExit> exit = child->Poll()) {
+      dead_ = child;
       return absl::UnavailableError(Died(*child, *exit, "unexpectedly"));
     }
   }
@@ -267,8 +279,47 @@ absl::Status Supervisor::Supervise() {
     absl::Status alive = CheckChildren(absl::Milliseconds(200));
     if (alive.ok()) continue;
     if (stop_signal_ != 0) return Shutdown(stop_signal_);
+    if (dead_ == worker_.get() && !options_.no_restart) {
+      std::fprintf(stderr, "tessera serve: %s; restarting it\n", std::string(alive.message()).c_str());
+      alive = RestartWorker();
+      if (alive.ok()) continue;
+      if (stop_signal_ != 0) return Shutdown(stop_signal_);
+    }
     StopAll();
     return absl::Status(alive.code(), absl::StrCat(alive.message(), "; stopped the other"));
+  }
+}
+
+absl::Status Supervisor::RestartWorker() {
+  absl::Duration backoff = absl::Milliseconds(500);
+  const std::string port = worker_addr_.substr(worker_addr_.rfind(':') + 1);
+  for (;;) {
+    if (int signo = TakeStopSignal(backoff)) {
+      stop_signal_ = signo;
+      return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
+    }
+    std::vector<std::string> args = WorkerArgs(options_);
+    // The same port, so the router's redial finds it (WorkerArgs asks for any free port).
+    auto listen = std::find(args.begin(), args.end(), "--listen");
+    *(listen + 1) = absl::StrCat("127.0.0.1:", port);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker = Start(kWorkerBinary, std::move(args));
+    absl::Status status = worker.status();
+    if (worker.ok()) {
+      worker_ = *std::move(worker);
+      status = AwaitListening(*worker_, &worker_addresses_).status();
+    }
+    if (status.ok()) {
+      ++num_restarts_;
+      std::fprintf(stderr, "tessera serve: restarted %s on %s (restart %d)\n", kWorkerBinary,
+                   worker_addr_.c_str(), num_restarts_);
+      dead_ = nullptr;
+      return absl::OkStatus();
+    }
+    if (stop_signal_ != 0) return status;
+    backoff = std::min(backoff * 2, absl::Seconds(30));
+    std::fprintf(stderr, "tessera serve: restarting %s failed (%s); next try in %s\n",
+                 kWorkerBinary, std::string(status.message()).c_str(),
+                 absl::FormatDuration(backoff).c_str());
   }
 }
 
@@ -330,6 +381,7 @@ absl::Status Supervisor::Run() {
   absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_, &worker_addresses_);
   absl::StatusOr<std::string> router_addr;
   absl::Status ready = worker_addr.status();
+  if (ready.ok()) worker_addr_ = *worker_addr;
   if (ready.ok()) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> router =
         Start(kRouterBinary, RouterArgs(options_, *worker_addr));
