@@ -15,6 +15,14 @@ class CompletionJob::ChoiceSink final : public ResponseSink {
     job_->Push({.choice = choice_, .response = std::move(response)});
   }
 
+  bool Backlogged() const override { return job_->Backlogged(choice_); }
+  void NotifyWhenDrained(std::function<void()> on_drained) override {
+    job_->NotifyWhenDrained(choice_, std::move(on_drained));
+  }
+  std::chrono::steady_clock::time_point LastRead() const override {
+    return job_->LastTaken(choice_);
+  }
+
   void Close(v1::GenerateResponse last, absl::Status status) override {
     job_->Push({.choice = choice_,
                 .response = std::move(last),
@@ -34,6 +42,7 @@ std::shared_ptr<CompletionJob> CompletionJob::Submit(Engine* engine,
   {
     std::lock_guard<std::mutex> lock(job->mutex_);
     job->closed_.assign(n, false);
+    job->backlog_.resize(n);
     job->open_choices_ = n;
   }
   for (int i = 0; i < n; ++i) {
@@ -51,9 +60,44 @@ void CompletionJob::Push(JobEvent event) {
       closed_[event.choice] = true;
       --open_choices_;
     }
+    Backlog& backlog = backlog_[event.choice];
+    ++backlog.events;
+    backlog.bytes += event.response.ByteSizeLong();
     events_.push_back(std::move(event));
   }
   ready_.notify_one();
+}
+
+bool CompletionJob::Backlogged(int choice) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Backlog& backlog = backlog_[choice];
+  return backlog.events >= kMaxUnsentResponses || backlog.bytes >= kMaxUnsentBytes;
+}
+
+void CompletionJob::NotifyWhenDrained(int choice, std::function<void()> on_drained) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    backlog_[choice].on_drained = std::move(on_drained);
+    NotifyIfDrainedLocked(choice, &calls);
+  }
+  for (auto& call : calls) call();
+}
+
+std::chrono::steady_clock::time_point CompletionJob::LastTaken(int choice) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return backlog_[choice].last_taken;
+}
+
+void CompletionJob::NotifyIfDrainedLocked(int choice,
+                                          std::vector<std::function<void()>>* calls) {
+  Backlog& backlog = backlog_[choice];
+  if (!backlog.on_drained || backlog.events > kMaxUnsentResponses / 2 ||
+      backlog.bytes > kMaxUnsentBytes / 2) {
+    return;
+  }
+  calls->push_back(std::move(backlog.on_drained));
+  backlog.on_drained = nullptr;
 }
 
 std::optional<JobEvent> CompletionJob::Next(absl::Duration timeout) {
@@ -63,6 +107,14 @@ std::optional<JobEvent> CompletionJob::Next(absl::Duration timeout) {
   if (events_.empty()) return std::nullopt;
   JobEvent event = std::move(events_.front());
   events_.pop_front();
+  Backlog& backlog = backlog_[event.choice];
+  --backlog.events;
+  backlog.bytes -= event.response.ByteSizeLong();
+  backlog.last_taken = std::chrono::steady_clock::now();
+  std::vector<std::function<void()>> calls;
+  NotifyIfDrainedLocked(event.choice, &calls);
+  lock.unlock();
+  for (auto& call : calls) call();
   return event;
 }
 

@@ -8,7 +8,9 @@
 // a little longer than the handler holds the job).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -48,6 +50,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   class ChoiceSink;
   explicit CompletionJob(Engine* engine) : engine_(engine) {}
   void Push(JobEvent event);
+  // Backpressure per choice (response_sink.h bounds): events the handler thread has not taken.
+  // A handler blocked writing to a client that does not read stops taking them.
+  bool Backlogged(int choice);
+  void NotifyWhenDrained(int choice, std::function<void()> on_drained);
+  std::chrono::steady_clock::time_point LastTaken(int choice);
+  void NotifyIfDrainedLocked(int choice, std::vector<std::function<void()>>* calls);
 
   Engine* engine_;
   std::vector<uint64_t> engine_ids_;  // per choice; set before any sink can be called back
@@ -56,6 +64,13 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   std::deque<JobEvent> events_;  // guarded by mutex_
   std::vector<bool> closed_;     // guarded by mutex_
   int open_choices_ = 0;         // guarded by mutex_
+  struct Backlog {
+    size_t events = 0;
+    size_t bytes = 0;
+    std::function<void()> on_drained;
+    std::chrono::steady_clock::time_point last_taken = std::chrono::steady_clock::now();
+  };
+  std::vector<Backlog> backlog_;  // per choice; guarded by mutex_
   bool cancelled_ = false;       // handler thread only
 };
 

@@ -18,7 +18,8 @@ constexpr size_t kMaxPlansInFlight = 2;
 }  // namespace
 
 Engine::Engine(EngineConfig config, const ModelFrontend* model, RouterMetrics* metrics)
-    : config_(std::move(config)), model_(model), metrics_(metrics) {
+    : config_(std::move(config)), model_(model), metrics_(metrics),
+      log_(config_.log != nullptr ? config_.log : MakeNullLogger()) {
   if (metrics_ == nullptr) {
     owned_metrics_ = std::make_unique<RouterMetrics>(
         std::make_shared<prometheus::Registry>(),
@@ -93,6 +94,8 @@ void Engine::Loop() {
       events.pop_front();
     }
     CheckDrain(Clock::now());
+    CheckStalls(Clock::now());
+    CheckQueueTimes(Clock::now());
     PublishStats();
   }
   FailAll(absl::CancelledError("the router is shutting down"));
@@ -104,10 +107,14 @@ void Engine::Handle(Event& event) {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, NewRequest>) HandleNew(e);
         if constexpr (std::is_same_v<T, CancelRequest>) HandleCancel(e);
+        if constexpr (std::is_same_v<T, ResumeRequest>) HandleResume(e);
         if constexpr (std::is_same_v<T, WorkerConnected>) HandleConnected(e);
         if constexpr (std::is_same_v<T, WorkerResult>) HandleResult(e);
         if constexpr (std::is_same_v<T, WorkerLost>) HandleLost(e);
-        if constexpr (std::is_same_v<T, Drain>) drain_deadline_ = e.deadline;
+        if constexpr (std::is_same_v<T, Drain>) {
+          drain_deadline_ = e.deadline;
+          log_->info("event=drain_begin requests={}", requests_.size());
+        }
         if constexpr (std::is_same_v<T, Shutdown>) stopping_ = true;
       },
       event);
@@ -129,6 +136,7 @@ void Engine::HandleNew(NewRequest& event) {
                                                  event.request.cache_salt);
   if (!admitted.ok()) {
     metrics_->ObserveRejected();
+    LogRejected(admitted);
     event.sink->Close({}, admitted);
     return;
   }
@@ -162,8 +170,8 @@ void Engine::HandleConnected(WorkerConnected& event) {
   });
   if (!scheduler.ok()) {
     // A worker whose capacity we cannot use: stay NOT_SERVING and say why.
-    std::fprintf(stderr, "tessera-router: cannot use worker %s: %s\n",
-                 d.worker_id().c_str(), std::string(scheduler.status().message()).c_str());
+    log_->error("event=worker_unusable worker={} reason={}", LogValue(d.worker_id()),
+                LogValue(std::string(scheduler.status().message())));
     return;
   }
   scheduler_ = std::move(*scheduler);
@@ -174,6 +182,14 @@ void Engine::HandleConnected(WorkerConnected& event) {
     worker_ = event.description;
   }
   connected_ = true;
+  log_->info("event={} worker={} epoch={} kv_blocks={} block_size={} max_seqs={}",
+             num_connections_ == 0 ? "worker_connected" : "worker_restored",
+             LogValue(d.worker_id()), event.epoch, d.num_kv_blocks(), d.block_size(),
+             d.max_num_seqs());
+  if (num_connections_ > 0) metrics_->ObserveWorkerRestored();
+  ++num_connections_;
+  storm_window_start_ = Clock::now();
+  storm_window_base_ = 0;
 }
 
 void Engine::HandleResult(WorkerResult& event) {
@@ -211,15 +227,79 @@ void Engine::ApplySampled(uint64_t request_id, const wv1::SampledToken& sampled)
       (void)scheduler_->Finish(request_id, FinishReason::kStop);
     }
     requests_.erase(it);
+    return;
+  }
+  PauseIfBacklogged(request_id, *it->second);
+}
+
+void Engine::PauseIfBacklogged(uint64_t id, RequestOutput& output) {
+  if (paused_.contains(id) || !output.sink().Backlogged()) return;
+  (void)scheduler_->SetPaused(id, true);
+  paused_[id] = Clock::now();
+  output.sink().NotifyWhenDrained([this, id] { events_.Push(ResumeRequest{id}); });
+}
+
+void Engine::HandleResume(const ResumeRequest& event) {
+  if (paused_.erase(event.id) == 0 || scheduler_ == nullptr) return;
+  (void)scheduler_->SetPaused(event.id, false);
+}
+
+void Engine::CheckQueueTimes(Clock::time_point now) {
+  if (config_.max_queue_time.count() <= 0 || scheduler_ == nullptr ||
+      now - last_queue_check_ < std::chrono::milliseconds(100)) {
+    return;
+  }
+  last_queue_check_ = now;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    RequestOutput& output = *it->second;
+    if (output.ever_scheduled() || now - output.arrival() < config_.max_queue_time) {
+      ++it;
+      continue;
+    }
+    (void)scheduler_->Finish(it->first, FinishReason::kCancelled);
+    output.Close(v1::FINISH_REASON_ERROR,
+                 absl::ResourceExhaustedError(absl::StrCat(
+                     "the request waited ",
+                     std::chrono::duration<double>(config_.max_queue_time).count(),
+                     " s without being scheduled (--max-queue-time); the server is busy, "
+                     "retry later")));
+    requests_.erase(it++);
+  }
+}
+
+void Engine::CheckStalls(Clock::time_point now) {
+  for (auto it = paused_.begin(); it != paused_.end();) {
+    auto request = requests_.find(it->first);
+    if (request == requests_.end() || scheduler_ == nullptr) {
+      paused_.erase(it++);
+      continue;
+    }
+    const Clock::time_point since = std::max(it->second, request->second->sink().LastRead());
+    if (now - since < config_.stream_stall_timeout) {
+      ++it;
+      continue;
+    }
+    (void)scheduler_->Finish(it->first, FinishReason::kCancelled);
+    request->second->Close(
+        v1::FINISH_REASON_CANCELLED,
+        absl::DeadlineExceededError(absl::StrCat(
+            "the client read no output for ",
+            std::chrono::duration<double>(config_.stream_stall_timeout).count(),
+            " s (--stream-stall-timeout); the request was cancelled")));
+    requests_.erase(request);
+    paused_.erase(it++);
   }
 }
 
 void Engine::HandleLost(const WorkerLost& event) {
   if (event.epoch != epoch_) return;
+  log_->warn("event=worker_lost epoch={} failed_requests={} status={}", event.epoch,
+             requests_.size(), LogValue(event.status.ToString()));
   connected_ = false;
   in_flight_.clear();
   FailAll(absl::UnavailableError(
       absl::StrCat("the worker connection was lost: ", event.status.message())));
+  paused_.clear();
   scheduler_.reset();
 }
 
@@ -232,7 +312,7 @@ std::string Engine::RequestName(uint64_t id) const {
 }
 
 void Engine::AbandonWorker(const std::string& why) {
-  std::fprintf(stderr, "tessera-router: %s; reconnecting\n", why.c_str());
+  log_->error("event=worker_abandoned reason={}", LogValue(why));
   worker_client_->Abandon(epoch_);
   HandleLost(WorkerLost{epoch_, absl::InternalError(why)});
 }
@@ -317,7 +397,37 @@ void Engine::CheckDrain(Clock::time_point now) {
     }
     requests_.clear();
   }
-  if (requests_.empty()) drained_ = true;
+  if (requests_.empty()) {
+    drained_ = true;
+    if (!drain_logged_) log_->info("event=drain_end");
+    drain_logged_ = true;
+  }
+}
+
+void Engine::LogRejected(const absl::Status& status) {
+  const Clock::time_point now = Clock::now();
+  if (now - last_rejection_log_ < std::chrono::seconds(1)) {
+    ++rejections_unlogged_;
+    return;
+  }
+  log_->warn("event=request_rejected code={} reason={} unlogged_since_last={}",
+             absl::StatusCodeToString(status.code()), LogValue(std::string(status.message())),
+             rejections_unlogged_);
+  last_rejection_log_ = now;
+  rejections_unlogged_ = 0;
+}
+
+void Engine::CheckPreemptionStorm(int64_t total_preemptions, Clock::time_point now) {
+  if (now - storm_window_start_ < std::chrono::seconds(10)) return;
+  const int64_t in_window = total_preemptions - storm_window_base_;
+  if (in_window >= config_.preemption_storm_threshold) {
+    const SchedulerStats s = scheduler_->stats();
+    log_->warn("event=preemption_storm preemptions={} window_s=10 running={} waiting={} "
+               "kv_blocks_used={} kv_blocks_total={}",
+               in_window, s.num_running, s.num_waiting, s.num_blocks_used, s.num_blocks_total);
+  }
+  storm_window_start_ = now;
+  storm_window_base_ = total_preemptions;
 }
 
 void Engine::PublishStats() {
@@ -328,10 +438,12 @@ void Engine::PublishStats() {
     metrics_->ObserveScheduler(nullptr);
     stats_.requests_running = stats_.requests_waiting = 0;
     stats_.kv_blocks_used = 0;
+    stats_.kv_blocks_total = 0;  // no worker, no pool: agrees with kv_blocks_capacity (issue 15)
     return;
   }
   const SchedulerStats s = scheduler_->stats();
   metrics_->ObserveScheduler(&s);
+  CheckPreemptionStorm(s.num_preemptions, Clock::now());
   stats_.requests_running = s.num_running;
   stats_.requests_waiting = s.num_waiting;
   stats_.kv_blocks_used = s.num_blocks_used;

@@ -29,6 +29,7 @@
 #include "router/request_builder.h"
 #include "router/request_output.h"
 #include "router/response_sink.h"
+#include "router/router_log.h"
 #include "router/router_metrics.h"
 #include "router/scheduler.h"
 #include "router/step_trace.h"
@@ -45,6 +46,16 @@ struct EngineConfig {
   bool enable_prefix_cache = true;     // --no-prefix-cache turns it off
   // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
   StepTraceWriter* step_trace = nullptr;
+  // A request whose client has read nothing for this long while its output is backlogged is
+  // cancelled with DEADLINE_EXCEEDED (--stream-stall-timeout).
+  std::chrono::milliseconds stream_stall_timeout{60000};
+  // A request not yet scheduled this long after arrival fails with RESOURCE_EXHAUSTED
+  // (--max-queue-time); 0 = no limit.
+  std::chrono::milliseconds max_queue_time{0};
+  // Operational log (router_log.h); null = none.
+  std::shared_ptr<spdlog::logger> log;
+  // A preemption_storm warning when at least this many preemptions happen within 10 s.
+  int preemption_storm_threshold = 50;
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -96,13 +107,14 @@ class Engine {
     std::chrono::steady_clock::time_point arrival;
   };
   struct CancelRequest { uint64_t id; };
+  struct ResumeRequest { uint64_t id; };  // its client read the backlog down
   struct WorkerConnected { uint64_t epoch; wv1::DescribeResponse description; };
   struct WorkerResult { uint64_t epoch; wv1::StepResult result; };
   struct WorkerLost { uint64_t epoch; absl::Status status; };
   struct Drain { std::chrono::steady_clock::time_point deadline; };
   struct Shutdown {};
-  using Event = std::variant<NewRequest, CancelRequest, WorkerConnected, WorkerResult, WorkerLost,
-                             Drain, Shutdown>;
+  using Event = std::variant<NewRequest, CancelRequest, ResumeRequest, WorkerConnected,
+                             WorkerResult, WorkerLost, Drain, Shutdown>;
 
   // A plan sent and not yet answered: which request each sampled token belongs to.
   struct InFlightStep {
@@ -115,6 +127,13 @@ class Engine {
   void Handle(Event& event);
   void HandleNew(NewRequest& event);
   void HandleCancel(const CancelRequest& event);
+  // Backpressure (issue 15): pause a request whose sink is backlogged, resume it when the client
+  // has read, cancel it when the client read nothing for stream_stall_timeout.
+  void PauseIfBacklogged(uint64_t id, RequestOutput& output);
+  void HandleResume(const ResumeRequest& event);
+  void CheckStalls(std::chrono::steady_clock::time_point now);
+  // Fails requests waiting longer than max_queue_time (checked at most every 100 ms).
+  void CheckQueueTimes(std::chrono::steady_clock::time_point now);
   void HandleConnected(WorkerConnected& event);
   void HandleResult(WorkerResult& event);
   void HandleLost(const WorkerLost& event);
@@ -129,6 +148,9 @@ class Engine {
   void FailAll(const absl::Status& status);
   void CheckDrain(std::chrono::steady_clock::time_point now);
   void PublishStats();
+  // Log helpers (engine thread): a rate-limited request_rejected line, the preemption window.
+  void LogRejected(const absl::Status& status);
+  void CheckPreemptionStorm(int64_t total_preemptions, std::chrono::steady_clock::time_point now);
 
   const EngineConfig config_;
   const ModelFrontend* model_;
@@ -142,6 +164,9 @@ class Engine {
   // Engine-thread state.
   std::unique_ptr<Scheduler> scheduler_;   // null while no worker is connected
   absl::flat_hash_map<uint64_t, std::unique_ptr<RequestOutput>> requests_;
+  // Paused requests (backpressure) and when each was paused; entries of ended requests are
+  // dropped by CheckStalls.
+  absl::flat_hash_map<uint64_t, std::chrono::steady_clock::time_point> paused_;
   std::deque<InFlightStep> in_flight_;
   ScheduledStep step_;                 // reused by every Schedule() call
   uint64_t epoch_ = 0;
@@ -149,6 +174,14 @@ class Engine {
   uint64_t steps_sent_ = 0;           // since start
   bool stopping_ = false;
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  std::chrono::steady_clock::time_point last_queue_check_{};
+  std::shared_ptr<spdlog::logger> log_;
+  int num_connections_ = 0;                 // worker connections so far (restored when > 0)
+  std::chrono::steady_clock::time_point last_rejection_log_{};
+  int64_t rejections_unlogged_ = 0;
+  std::chrono::steady_clock::time_point storm_window_start_{};
+  int64_t storm_window_base_ = 0;          // scheduler preemptions at the window's start
+  bool drain_logged_ = false;
 
   // Shared with other threads.
   std::atomic<bool> connected_{false};

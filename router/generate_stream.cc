@@ -2,6 +2,8 @@
 
 #include "common/util/grpc_status.h"
 
+#include <chrono>
+#include <functional>
 #include <utility>
 
 namespace tessera::router {
@@ -15,15 +17,31 @@ class GenerateStream::Sink final : public ResponseSink {
   void Send(v1::GenerateResponse response) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     if (closed_) return;
-    queue_.push_back(std::move(response));
+    PushLocked(std::move(response));
     PumpLocked();
+  }
+
+  bool Backlogged() const override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return queue_.size() >= kMaxUnsentResponses || queued_bytes_ >= kMaxUnsentBytes;
+  }
+
+  void NotifyWhenDrained(std::function<void()> on_drained) override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    on_drained_ = std::move(on_drained);
+    NotifyIfDrainedLocked();
+  }
+
+  std::chrono::steady_clock::time_point LastRead() const override {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return last_read_;
   }
 
   void Close(v1::GenerateResponse last, absl::Status status) override {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     if (closed_) return;
     closed_ = true;
-    if (last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) queue_.push_back(std::move(last));
+    if (last.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) PushLocked(std::move(last));
     final_status_ = util::ToGrpcStatus(status);
     PumpLocked();
   }
@@ -31,9 +49,11 @@ class GenerateStream::Sink final : public ResponseSink {
   void OnWriteDone(bool ok) {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     writing_ = false;
+    last_read_ = std::chrono::steady_clock::now();
     if (!ok) {
       // The client is gone; OnCancel tells the engine. Nothing more can be written.
       queue_.clear();
+      queued_bytes_ = 0;
       closed_ = true;
       final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     }
@@ -53,6 +73,8 @@ class GenerateStream::Sink final : public ResponseSink {
       writing_ = true;
       current_ = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= current_.ByteSizeLong();
+      NotifyIfDrainedLocked();
       reactor_->StartWrite(&current_);
       return;
     }
@@ -62,9 +84,28 @@ class GenerateStream::Sink final : public ResponseSink {
     }
   }
 
-  std::recursive_mutex mutex_;
+  void PushLocked(v1::GenerateResponse response) {
+    queued_bytes_ += response.ByteSizeLong();
+    queue_.push_back(std::move(response));
+  }
+
+  // Wakes the engine once the backlog is down to half of both bounds.
+  void NotifyIfDrainedLocked() {
+    if (!on_drained_ || queue_.size() > kMaxUnsentResponses / 2 ||
+        queued_bytes_ > kMaxUnsentBytes / 2) {
+      return;
+    }
+    std::function<void()> on_drained = std::move(on_drained_);
+    on_drained_ = nullptr;
+    on_drained();  // only queues an engine event
+  }
+
+  mutable std::recursive_mutex mutex_;
   GenerateStream* reactor_;
   std::deque<v1::GenerateResponse> queue_;
+  size_t queued_bytes_ = 0;  // ByteSizeLong of everything in queue_
+  std::function<void()> on_drained_;
+  std::chrono::steady_clock::time_point last_read_ = std::chrono::steady_clock::now();
   v1::GenerateResponse current_;   // the message being written (must live until OnWriteDone)
   bool writing_ = false;
   bool closed_ = false;

@@ -35,6 +35,8 @@
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
+#include "router/protobuf_log_limit.h"
+#include "router/request_builder.h"
 #include "router/openai/openai_server.h"
 #include "router/router_metrics.h"
 #include "router/tessera_service.h"
@@ -48,6 +50,9 @@ struct RouterFlags {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string listen = "127.0.0.1:8000";
   double drain_timeout_s = 30;
+  double stream_stall_timeout_s = 60;
+  double max_queue_time_s = 0;
+  std::string log_level = "info";
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
@@ -179,6 +184,16 @@ int main(int argc, char** argv) {
                  "token budget per step")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--max-num-seqs", flags.engine.max_num_seqs, "sequences per step")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--stream-stall-timeout", flags.stream_stall_timeout_s,
+                 "seconds a client may read nothing while its output is backlogged before its "
+                 "request is cancelled (DEADLINE_EXCEEDED)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-level", flags.log_level,
+                 "operational log level on stderr: debug, info, warn, error, off");
+  app.add_option("--max-queue-time", flags.max_queue_time_s,
+                 "seconds a request may wait unscheduled before it fails with "
+                 "RESOURCE_EXHAUSTED (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
       ->capture_default_str()->check(CLI::PositiveNumber);
   bool no_prefix_cache = false;
@@ -234,6 +249,14 @@ int main(int argc, char** argv) {
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return Fail("--tls-cert and --tls-key go together");
   }
+  absl::StatusOr<spdlog::level::level_enum> log_level =
+      tessera::router::ParseLogLevel(flags.log_level);
+  if (!log_level.ok()) return Fail(std::string(log_level.status().message()));
+  flags.engine.log = tessera::router::MakeStderrLogger(*log_level);
+  flags.engine.max_queue_time =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.max_queue_time_s * 1000));
+  flags.engine.stream_stall_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.stream_stall_timeout_s * 1000));
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -260,12 +283,16 @@ int main(int argc, char** argv) {
   tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
   if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  // Malformed requests make libprotobuf log; a client must not be able to flood stderr with it.
+  tessera::router::InstallProtobufLogLimit(absl::Seconds(10));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(flags.listen, *credentials, &port);
   builder.RegisterService(&service);
+  // Above BuildRequest's own kMaxRequestBytes, so oversized requests get the field-naming error.
+  builder.SetMaxReceiveMessageSize(tessera::router::kMaxGrpcMessageBytes);
   // gRPC sets SO_REUSEPORT by default: a second server on a busy port would bind silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -1,5 +1,7 @@
 #include "router/request_builder.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +53,10 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
   if (in.has_presence_penalty()) params.presence_penalty = in.presence_penalty();
   if (in.has_frequency_penalty()) params.frequency_penalty = in.frequency_penalty();
   params.seed = in.has_seed() ? in.seed() : random_seed;
+  if (request.top_logprobs() > 0 && !request.logprobs()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "top_logprobs = ", request.top_logprobs(), " needs logprobs = true"));
+  }
   if (request.top_logprobs() > static_cast<uint32_t>(limits.max_logprobs)) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs must be in [0, ",
                                                    limits.max_logprobs, "], got ",
@@ -70,7 +76,7 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
   out.set_presence_penalty(params.presence_penalty);
   out.set_frequency_penalty(params.frequency_penalty);
   out.set_seed(params.seed);
-  out.set_logprobs(request.logprobs() || request.top_logprobs() > 0);
+  out.set_logprobs(request.logprobs());
   out.set_top_logprobs(params.num_logprobs);
   return out;
 }
@@ -95,15 +101,48 @@ absl::Status CheckStops(const v1::GenerateRequest& request, const ModelLimits& l
                        "stop_token_ids", limits.vocab_size);
 }
 
-absl::Status CheckLength(size_t prompt_tokens, int max_tokens, const ModelLimits& limits) {
-  if (max_tokens < 1) {
-    return absl::InvalidArgumentError("max_tokens must be >= 1, got 0");
-  }
-  if (prompt_tokens + static_cast<size_t>(max_tokens) > static_cast<size_t>(limits.max_context)) {
+// `requested` is the client's max_tokens, unset for the documented default (kDefaultMaxTokens,
+// shrunk to what the context leaves, as vLLM does). Messages quote only what the client sent.
+absl::StatusOr<int> ResolveMaxTokens(size_t prompt_tokens, std::optional<uint32_t> requested,
+                                     const ModelLimits& limits) {
+  const size_t context = static_cast<size_t>(limits.max_context);
+  if (prompt_tokens >= context) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", prompt_tokens, " tokens) + max_tokens (", max_tokens, ") = ",
-        prompt_tokens + max_tokens, " exceeds the model's context of ", limits.max_context,
+        "prompt (", prompt_tokens, " tokens) leaves no room for output in the model's context of ",
+        limits.max_context, " tokens; shorten the prompt"));
+  }
+  if (!requested.has_value()) {
+    return static_cast<int>(std::min<size_t>(kDefaultMaxTokens, context - prompt_tokens));
+  }
+  if (*requested < 1) return absl::InvalidArgumentError("max_tokens must be >= 1, got 0");
+  const uint64_t total = uint64_t{prompt_tokens} + *requested;
+  if (total > context) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt_tokens, " tokens) + max_tokens (", *requested, ") = ", total,
+        " exceeds the model's context of ", limits.max_context,
         " tokens; shorten the prompt or lower max_tokens"));
+  }
+  return static_cast<int>(*requested);
+}
+
+absl::Status TooLong(const char* field, size_t size, size_t limit, const char* unit) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", size, " ", unit, "; at most ", limit));
+}
+
+// Size limits checked before any tokenization (see kMaxRequestBytes).
+absl::Status CheckSizes(const v1::GenerateRequest& request) {
+  const size_t bytes = request.ByteSizeLong();
+  if (bytes > kMaxRequestBytes) return TooLong("the request", bytes, kMaxRequestBytes, "bytes");
+  if (request.request_id().size() > kMaxRequestIdBytes) {
+    return TooLong("request_id", request.request_id().size(), kMaxRequestIdBytes, "bytes");
+  }
+  if (request.cache_salt().size() > kMaxCacheSaltBytes) {
+    return TooLong("cache_salt", request.cache_salt().size(), kMaxCacheSaltBytes, "bytes");
+  }
+  if (request.has_chat() && request.chat().messages_size() > kMaxChatMessages) {
+    return TooLong("chat.messages", request.chat().messages_size(), kMaxChatMessages,
+                   "messages");
   }
   return absl::OkStatus();
 }
@@ -137,31 +176,37 @@ absl::StatusOr<std::vector<int32_t>> TokenizeChat(const v1::Chat& chat,
   }
   const bool add_generation_prompt =
       chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
-  absl::StatusOr<std::string> text = model.chat_template->Apply(messages, add_generation_prompt);
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("chat.", text.status().message()));
+  absl::StatusOr<std::vector<chat::PromptPiece>> pieces =
+      model.chat_template->ApplyPieces(messages, add_generation_prompt);
+  if (!pieces.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat.", pieces.status().message()));
   }
-  return TokenizeText(*text, /*add_special=*/true, model);
+  // Message content is data: only the template's markers may become control tokens, so content
+  // spelling "<|im_end|>" cannot close its turn (issue 15, item 4).
+  std::vector<tokenizer::TextSegment> segments;
+  segments.reserve(pieces->size());
+  for (const chat::PromptPiece& piece : *pieces) {
+    segments.push_back({.text = piece.text, .parse_special = piece.is_markup});
+  }
+  return model.tokenizer->EncodeSegments(segments, {.add_special = true});
 }
 
 absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request,
                                               const ModelFrontend& model,
                                               const ModelLimits& limits, uint64_t random_seed) {
   ValidatedRequest out;
+  if (absl::Status status = CheckSizes(request); !status.ok()) return status;
   out.request_id = request.request_id();
   absl::StatusOr<std::vector<int32_t>> prompt = PromptTokens(request, model, limits);
   if (!prompt.ok()) return prompt.status();
   out.prompt_tokens = std::move(*prompt);
-  out.max_tokens = request.has_max_tokens() ? static_cast<int>(std::min<uint32_t>(
-                                                  request.max_tokens(), 1u << 30))
-                                            : static_cast<int>(kDefaultMaxTokens);
-  if (!request.has_max_tokens()) {
-    // The default shrinks to what the context leaves, as vLLM does; an explicit value does not.
-    out.max_tokens = std::min<int>(
-        out.max_tokens, std::max<int>(1, limits.max_context - out.prompt_tokens.size()));
-  }
-  absl::Status status = CheckLength(out.prompt_tokens.size(), out.max_tokens, limits);
-  if (!status.ok()) return status;
+  absl::StatusOr<int> max_tokens = ResolveMaxTokens(
+      out.prompt_tokens.size(),
+      request.has_max_tokens() ? std::optional<uint32_t>(request.max_tokens()) : std::nullopt,
+      limits);
+  if (!max_tokens.ok()) return max_tokens.status();
+  out.max_tokens = *max_tokens;
+  absl::Status status;
   absl::StatusOr<wv1::SamplingParams> sampling = ResolveSampling(request, limits, random_seed);
   if (!sampling.ok()) return sampling.status();
   out.sampling = std::move(*sampling);

@@ -26,6 +26,16 @@ struct ModelLimits {
 inline constexpr uint32_t kDefaultMaxTokens = 256;
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopStringBytes = 256;
+// Limits on every field a client can make arbitrarily large (issue 15): request_id is echoed in
+// every response and cache_salt keys the prefix cache, so both stay short; a chat's message count
+// and the whole request's encoded size bound the work done before the context check. The gRPC
+// server's receive limit (kMaxGrpcMessageBytes, main.cc) sits above kMaxRequestBytes so the
+// field-naming INVALID_ARGUMENT answers first; above it gRPC itself answers RESOURCE_EXHAUSTED.
+inline constexpr size_t kMaxRequestIdBytes = 256;
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+inline constexpr int kMaxChatMessages = 1024;
+inline constexpr size_t kMaxRequestBytes = size_t{1} << 20;
+inline constexpr int kMaxGrpcMessageBytes = 4 << 20;
 
 struct ValidatedRequest {
   std::string request_id;
@@ -45,7 +55,9 @@ absl::StatusOr<ValidatedRequest> BuildRequest(const ::tessera::v1::GenerateReque
                                               const ModelLimits& limits, uint64_t random_seed);
 
 // The prompt of a Tokenize request or a Generate request, as token ids (INVALID_ARGUMENT for an
-// empty prompt, ids outside the vocabulary, a chat without a usable template).
+// empty prompt, ids outside the vocabulary, a chat without a usable template). Plain text parses
+// control-token spellings (the caller wrote the whole prompt); chat message content does not:
+// only the template's markers become control tokens.
 absl::StatusOr<std::vector<int32_t>> TokenizeText(const std::string& text, bool add_special,
                                                   const ModelFrontend& model);
 absl::StatusOr<std::vector<int32_t>> TokenizeChat(const ::tessera::v1::Chat& chat,

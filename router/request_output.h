@@ -31,6 +31,10 @@ class RequestOutput {
                 const std::vector<int32_t>& eos_token_ids, RouterMetrics* metrics);
 
   const ValidatedRequest& request() const { return request_; }
+  ResponseSink& sink() const { return *sink_; }
+  Clock::time_point arrival() const { return arrival_; }
+  // Whether a plan has carried it yet (its queue time is over).
+  bool ever_scheduled() const { return first_scheduled_.has_value(); }
 
   // The request was given a slot; the first call fixes the queue time and the cached tokens.
   void OnScheduled(Clock::time_point now, int32_t cached_tokens);

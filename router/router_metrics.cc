@@ -85,6 +85,8 @@ RouterMetrics::RouterMetrics(std::shared_ptr<prometheus::Registry> registry,
                               CountBuckets(options.max_num_batched_tokens));
   scheduler_seconds_ = AddHistogram(r, "tessera_scheduler_seconds",
                                     "Schedule() wall time per step sent", StepLatencyBuckets());
+  worker_restores_ = AddCounter(r, "tessera_worker_restores_total",
+                                "Worker connections after the first (lost and come back)");
 }
 
 void RouterMetrics::ObserveAdmitted(double queue_seconds, int64_t num_prompt_tokens) {

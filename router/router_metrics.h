@@ -19,6 +19,9 @@
 //   preemptions_total                  counter   recompute preemptions
 //   step_tokens                        histogram tokens per planned step        CountBuckets
 //   scheduler_seconds                  histogram Schedule() wall time per plan  StepLatency
+//   worker_restores_total              counter   worker connections after the first (the
+//                                                worker was lost and came back, e.g. restarted
+//                                                by `tessera serve`)
 //
 // Ownership/threading: the process owns one (main) and lends it to the Engine; every Observe*
 // is called from the engine thread (directly or through RequestOutput). The registry is read by
@@ -84,6 +87,8 @@ class RouterMetrics {
   void ObserveFinished(RequestOutcome outcome, double e2e_seconds);
   // A request refused before it ran (no latency observed).
   void ObserveRejected();
+  // The worker connected again after a loss.
+  void ObserveWorkerRestored() { worker_restores_->Increment(); }
 
   // After every Schedule() call: preemptions always; for a plan that goes out, the scheduling
   // time and (unless drop-only) its token count.
@@ -112,6 +117,7 @@ class RouterMetrics {
   prometheus::Counter* preemptions_ = nullptr;
   prometheus::Histogram* step_tokens_ = nullptr;
   prometheus::Histogram* scheduler_seconds_ = nullptr;
+  prometheus::Counter* worker_restores_ = nullptr;
 
   // Adds what `total` (a scheduler running total) gained since *last_seen to `counter`.
   static void AddSince(int64_t total, int64_t* last_seen, prometheus::Counter* counter);

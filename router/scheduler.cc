@@ -158,7 +158,7 @@ void Scheduler::ScheduleRunning(StepKinds kinds, Budget& budget, ScheduledStep* 
   // Preemption removes running_.back(), always at or after index i, so indices stay valid.
   for (size_t i = 0; i < running_.size() && budget.tokens > 0; ++i) {
     Request& r = *running_[i];
-    if (r.awaiting_last_token()) continue;
+    if (r.awaiting_last_token() || r.paused) continue;
     const bool prefill = r.prefilling();
     if (prefill ? !kinds.prefill : !kinds.decode) continue;
     const int32_t remaining = r.num_known() - r.num_computed;
@@ -214,12 +214,18 @@ void Scheduler::PreemptNewest(ScheduledStep* step) {
 }
 
 void Scheduler::AdmitWaiting(Budget& budget, ScheduledStep* step) {
-  while (!waiting_.empty() && !free_slots_.empty() && budget.tokens > 0 &&
+  // `head`: the first waiting request that is not paused (a paused one keeps its place).
+  size_t head = 0;
+  while (head < waiting_.size() && !free_slots_.empty() && budget.tokens > 0 &&
          budget.prefill_tokens > 0) {
-    Request& r = *waiting_.front();
+    Request& r = *waiting_[head];
+    if (r.paused) {
+      ++head;
+      continue;
+    }
     // Only reachable after Reconfigure shrank the pool or the context: fail, don't loop.
     if (absl::Status s = CheckFitsAlone(r.num_prompt_tokens, r.max_tokens); !s.ok()) {
-      waiting_.pop_front();
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(head));
       step->failed.push_back(FailedRequest{r.id, std::move(s)});
       ++num_failed_;
       Forget(r);
@@ -235,7 +241,7 @@ void Scheduler::AdmitWaiting(Budget& budget, ScheduledStep* step) {
     const int32_t needed = BlockManager::BlocksFor(cached + n, config_.block_size) - hit.num_blocks;
     // Revived cached blocks leave the free pool too.
     if (!blocks_.CanAllocate(needed + hit.num_revived)) break;  // FCFS: nobody overtakes the head
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(head));
     // Room for everything the request may reach, so decode steps never grow these (no-op on
     // re-admission).
     r.tokens.reserve(static_cast<size_t>(r.num_prompt_tokens + r.max_tokens));
@@ -347,6 +353,15 @@ absl::StatusOr<SampleOutcome> Scheduler::OnTokenSampled(RequestId id, int32_t to
   return SampleOutcome::kFinishedLength;
 }
 
+absl::Status Scheduler::SetPaused(RequestId id, bool paused) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return absl::NotFoundError(absl::StrCat("request ", id, " is not scheduled (finished?)"));
+  }
+  it->second->paused = paused;
+  return absl::OkStatus();
+}
+
 absl::Status Scheduler::Finish(RequestId id, FinishReason reason) {
   const auto it = requests_.find(id);
   if (it == requests_.end()) {
@@ -394,6 +409,7 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   s.num_preemptions = r.num_preemptions;
   s.num_cached_tokens = r.num_cached_tokens;
   s.awaiting_last_token = r.awaiting_last_token();
+  s.paused = r.paused;
   return s;
 }
 

@@ -79,6 +79,7 @@ struct RequestSnapshot {
   // generated + pending == max_tokens: never scheduled again; finishes when the last pending
   // token arrives.
   bool awaiting_last_token = false;
+  bool paused = false;  // SetPaused
 };
 
 // Read-only numbers for the router's metrics (DESIGN.md §7).
@@ -128,6 +129,11 @@ class Scheduler {
   // order). NOT_FOUND: `id` finished already (a late result; ignore it). FAILED_PRECONDITION: no
   // token of `id` is in flight (a result for a slot that did not sample).
   absl::StatusOr<SampleOutcome> OnTokenSampled(RequestId id, int32_t token);
+
+  // Backpressure (issue 15): a paused request is not scheduled — a running one keeps its slot and
+  // blocks, a waiting one is passed over by admission (the requests behind it may go first) —
+  // until it is unpaused. Tokens already in flight for it still arrive. NOT_FOUND when unknown.
+  absl::Status SetPaused(RequestId id, bool paused);
 
   // Removes a waiting or running request, freeing its blocks and slot (the slot is dropped in
   // the next plan). NOT_FOUND when `id` is unknown or already finished.

@@ -29,6 +29,9 @@ struct Scheduler::Request {
   int32_t num_given = 0;
   int32_t slot = -1;
   bool running = false;
+  // Backpressure: its client is not reading. Not scheduled (a running one keeps its slot and
+  // blocks) and not admitted until unpaused.
+  bool paused = false;
   int32_t num_preemptions = 0;
   std::vector<BlockId> block_table;
 

@@ -69,8 +69,13 @@ absl::Status ValidateMessages(std::span<const ChatMessage> messages) {
   return absl::OkStatus();
 }
 
-void AppendTurn(std::string_view role, std::string_view content, std::string* out) {
-  out->append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
+// The template's own text goes in as markup; `content` as data unless `content_is_markup` (the
+// template's default system prompt).
+void AppendTurn(std::string_view role, std::string_view content, bool content_is_markup,
+                std::vector<PromptPiece>* out) {
+  out->push_back({"<|im_start|>" + std::string(role) + "\n", true});
+  if (!content.empty()) out->push_back({std::string(content), content_is_markup});
+  out->push_back({"<|im_end|>\n", true});
 }
 
 }  // namespace
@@ -105,15 +110,26 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const gguf::GgufFile& file) 
   return FromSource(*source);
 }
 
+absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(
+    std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+  if (absl::Status s = ValidateMessages(messages); !s.ok()) return s;
+  std::vector<PromptPiece> pieces;
+  if (match_.variant == ChatMlVariant::kDefaultSystem && messages.front().role != "system") {
+    AppendTurn("system", *match_.default_system_prompt, /*content_is_markup=*/true, &pieces);
+  }
+  for (const ChatMessage& message : messages) {
+    AppendTurn(message.role, message.content, /*content_is_markup=*/false, &pieces);
+  }
+  if (add_generation_prompt) pieces.push_back({"<|im_start|>assistant\n", true});
+  return pieces;
+}
+
 absl::StatusOr<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
                                                 bool add_generation_prompt) const {
-  if (absl::Status s = ValidateMessages(messages); !s.ok()) return s;
+  absl::StatusOr<std::vector<PromptPiece>> pieces = ApplyPieces(messages, add_generation_prompt);
+  if (!pieces.ok()) return pieces.status();
   std::string prompt;
-  if (match_.variant == ChatMlVariant::kDefaultSystem && messages.front().role != "system") {
-    AppendTurn("system", *match_.default_system_prompt, &prompt);
-  }
-  for (const ChatMessage& message : messages) AppendTurn(message.role, message.content, &prompt);
-  if (add_generation_prompt) prompt.append("<|im_start|>assistant\n");
+  for (const PromptPiece& piece : *pieces) prompt.append(piece.text);
   return prompt;
 }
 

@@ -15,7 +15,9 @@
 //   - content is copied byte for byte (no trimming); roles need not alternate, and the last
 //     message may be an assistant turn (continuation) — the templates allow both.
 // Content is not escaped: text that spells "<|im_end|>" becomes a control token if the tokenizer
-// is asked to parse special tokens. Callers that take untrusted content decide that policy.
+// is asked to parse special tokens in it. ApplyPieces keeps the template's own markup apart from
+// message content so a caller can tokenize content as plain text (Tokenizer::EncodeSegments):
+// then only the template's markers are control tokens and a user cannot close their turn.
 //
 // Ownership/threading: a small immutable value; copy freely; Apply is const and thread-safe.
 #pragma once
@@ -24,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/chat/known_templates.h"
@@ -34,6 +37,13 @@ namespace tessera::chat {
 struct ChatMessage {
   std::string role;  // "system" | "user" | "assistant"
   std::string content;
+};
+
+// One piece of a rendered prompt: the template's markup (turn markers, role names, the default
+// system prompt) or a message's content, copied verbatim.
+struct PromptPiece {
+  std::string text;
+  bool is_markup = false;
 };
 
 inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
@@ -64,6 +74,9 @@ class ChatTemplate {
   // (see the file comment).
   absl::StatusOr<std::string> Apply(std::span<const ChatMessage> messages,
                                     bool add_generation_prompt) const;
+  // The same prompt as pieces; concatenated they equal Apply's text. Same errors.
+  absl::StatusOr<std::vector<PromptPiece>> ApplyPieces(std::span<const ChatMessage> messages,
+                                                       bool add_generation_prompt) const;
 
  private:
   explicit ChatTemplate(KnownTemplateMatch match) : match_(std::move(match)) {}

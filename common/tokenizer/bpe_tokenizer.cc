@@ -151,6 +151,33 @@ std::vector<TokenId> BpeTokenizer::Encode(std::string_view text,
   return ids;
 }
 
+std::vector<TokenId> BpeTokenizer::EncodeSegments(std::span<const TextSegment> segments,
+                                                  const EncodeOptions& options) const {
+  std::vector<TokenId> ids;
+  if (options.add_special && info_.add_bos) ids.push_back(info_.bos_id);
+  // Ordinary text waits here until a special token (or the end) closes it, so BPE sees the same
+  // pieces as it would in the concatenated string.
+  std::string ordinary;
+  for (const TextSegment& segment : segments) {
+    const std::string_view text = segment.text;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      std::optional<SpecialTokenMatcher::Match> match =
+          special_tokens_.FindNext(text, pos, segment.parse_special);
+      const size_t end = match ? match->begin : text.size();
+      ordinary.append(text.substr(pos, end - pos));
+      if (!match) break;
+      EncodeOrdinary(ordinary, &ids);
+      ordinary.clear();
+      ids.push_back(match->id);
+      pos = match->begin + match->length;
+    }
+  }
+  EncodeOrdinary(ordinary, &ids);
+  if (options.add_special && info_.add_eos) ids.push_back(info_.eos_id);
+  return ids;
+}
+
 void BpeTokenizer::EncodeOrdinary(std::string_view text, std::vector<TokenId>* ids) const {
   if (text.empty()) return;
   std::vector<std::string_view> pieces;

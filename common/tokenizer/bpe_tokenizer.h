@@ -44,6 +44,8 @@ class BpeTokenizer final : public Tokenizer {
 
   const TokenizerInfo& info() const override { return info_; }
   std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options) const override;
+  std::vector<TokenId> EncodeSegments(std::span<const TextSegment> segments,
+                                      const EncodeOptions& options) const override;
   absl::StatusOr<std::string> Decode(std::span<const TokenId> ids,
                                      const DecodeOptions& options) const override;
   std::string TokenBytes(TokenId id) const override;

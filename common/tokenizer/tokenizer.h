@@ -54,6 +54,14 @@ struct EncodeOptions {
   bool parse_special = true;    // match special tokens in the text (false: treat them as text)
 };
 
+// One piece of a prompt assembled from trusted markup and untrusted text (EncodeSegments).
+struct TextSegment {
+  std::string_view text;
+  // true: control tokens spelled in `text` become their ids (a template's own markers);
+  // false: `text` is data, control-token spellings in it are encoded as ordinary text.
+  bool parse_special = false;
+};
+
 struct DecodeOptions {
   bool skip_special = false;    // drop control tokens (BOS/EOS/<|im_start|> ...) from the output
 };
@@ -70,6 +78,12 @@ class Tokenizer {
 
   virtual const TokenizerInfo& info() const = 0;
   virtual std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options) const = 0;
+  // Encodes the concatenation of `segments` as Encode would, except that control tokens are only
+  // matched inside segments with parse_special set (options.parse_special is ignored). Ordinary
+  // text runs across segment boundaries, so when no untrusted segment spells a control token the
+  // ids equal Encode(concatenation, {parse_special = true}).
+  virtual std::vector<TokenId> EncodeSegments(std::span<const TextSegment> segments,
+                                              const EncodeOptions& options) const = 0;
   // INVALID_ARGUMENT naming the first id outside [0, vocab_size).
   virtual absl::StatusOr<std::string> Decode(std::span<const TokenId> ids,
                                              const DecodeOptions& options) const = 0;

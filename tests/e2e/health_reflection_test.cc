@@ -19,6 +19,7 @@ namespace {
 namespace health = ::grpc::health::v1;
 namespace reflection = ::grpc::reflection::v1alpha;
 using ::testing::Contains;
+using ::testing::HasSubstr;
 
 health::HealthCheckResponse::ServingStatus HealthOf(const std::string& address) {
   auto stub = health::Health::NewStub(
@@ -61,6 +62,15 @@ TEST(HealthTest, FollowsTheWorker) {
     serving.KillWorker();
     EXPECT_TRUE(HealthBecomes(router, health::HealthCheckResponse::NOT_SERVING));
   }
+
+  // A worker back on the same port is picked up again; each transition is one structured log
+  // line on the router's stderr (issue 15, item 5).
+  ASSERT_TRUE(serving.StartWorker({"--threads", "1"}, worker_port).ok());
+  EXPECT_TRUE(HealthBecomes(router, health::HealthCheckResponse::SERVING));
+  const std::string log = serving.RouterStderrTail();
+  EXPECT_THAT(log, HasSubstr("level=info component=tessera-router event=worker_connected "));
+  EXPECT_THAT(log, HasSubstr("level=warning component=tessera-router event=worker_lost "));
+  EXPECT_THAT(log, HasSubstr("level=info component=tessera-router event=worker_restored "));
 }
 
 TEST(ReflectionTest, ListsAndDescribesThePublicApi) {

@@ -370,6 +370,13 @@ TEST(MetricsTest, RouterReadinessFollowsTheWorker) {
   }
   EXPECT_EQ(status, 503);
   EXPECT_EQ(body, "no worker is connected\n");
+  // ServerStats and /metrics agree that no KV pool exists without a worker (issue 15, item 7).
+  const v1::ServerStatsResponse stats = serving.Stats();
+  EXPECT_FALSE(stats.worker_connected());
+  EXPECT_EQ(stats.kv_blocks_total(), 0);
+  httplib::Result scraped = HttpGet(router, "/metrics");
+  ASSERT_TRUE(scraped);
+  EXPECT_THAT(scraped->body, HasSubstr("\ntessera_kv_blocks_capacity 0\n"));
   httplib::Result health = HttpGet(router, "/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200) << "alive without a worker";

@@ -56,4 +56,6 @@ std::string ServeProcess::StderrTail() const {
   return child_ != nullptr ? child_->StderrTail() : "";
 }
 
+int ServeProcess::pid() const { return child_ == nullptr ? -1 : child_->pid(); }
+
 }  // namespace tessera::e2e

@@ -27,6 +27,8 @@ class ServeProcess {
   const std::string& worker_metrics_address() const { return worker_metrics_address_; }
   const std::string& http_address() const { return http_address_; }
   std::string StderrTail() const;
+  // The pid of the `tessera serve` process (-1 before Start).
+  int pid() const;
 
  private:
   std::unique_ptr<cli::ChildProcess> child_;

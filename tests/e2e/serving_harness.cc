@@ -88,6 +88,10 @@ absl::Status ServingProcesses::Start(const std::vector<std::string>& worker_args
   return status;
 }
 
+std::string ServingProcesses::RouterStderrTail() const {
+  return router_ == nullptr ? "" : router_->StderrTail();
+}
+
 void ServingProcesses::KillWorker() {
   if (worker_ == nullptr) return;
   (void)worker_->Signal(SIGKILL);

@@ -42,6 +42,8 @@ class ServingProcesses {
   int worker_port() const { return worker_port_; }
   std::unique_ptr<::tessera::v1::Tessera::Stub> NewStub() const;
   ::tessera::v1::ServerStatsResponse Stats() const;
+  // The last bytes the router wrote to stderr ("" before StartRouter).
+  std::string RouterStderrTail() const;
 
  private:
   std::string model_ = kDefaultModel;

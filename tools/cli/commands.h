@@ -106,6 +106,7 @@ struct ServeOptions {
   std::vector<std::string> worker_args;  // passed verbatim to tessera-worker (--worker-arg)
   std::vector<std::string> router_args;  // passed verbatim to tessera-router (--router-arg)
   double drain_timeout_s = -1;        // < 0: the router's default
+  bool no_restart = false;            // exit when the worker dies instead of restarting it
   double startup_timeout_s = 120;     // per child, until it prints its listening line
   std::string bin_dir;                // where the two binaries are; "": next to this executable
 };

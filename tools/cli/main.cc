@@ -154,6 +154,9 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                   "one more argument for tessera-router, verbatim (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--drain-timeout-s", serve.drain_timeout_s);
+  cmd->add_flag("--no-restart", serve.no_restart,
+                "exit when the worker dies (default: restart it on the same port with backoff; "
+                "the router answers UNAVAILABLE meanwhile)");
   cmd->add_option("--startup-timeout-s", serve.startup_timeout_s,
                   "per process, until it is listening")
       ->capture_default_str();

@@ -17,7 +17,9 @@
 //      health poll then trusts that certificate.
 //   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the worker gets
 //      SIGTERM; a second signal while draining kills the router at once. Exit 0 when both ended
-//      cleanly. A child that dies on its own stops the other and fails the command.
+//      cleanly. A router that dies on its own stops the worker and fails the command; a worker
+//      that dies is restarted on its port with backoff (0.5 s doubling to 30 s) while the router
+//      answers UNAVAILABLE and redials it, unless --no-restart (then it fails the command too).
 // Children's output is echoed to stderr line by line, prefixed with their name.
 //
 // Threading: the main thread only. SIGINT/SIGTERM/SIGCHLD are blocked before any thread starts
@@ -25,6 +27,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -92,6 +95,8 @@ struct ChildAddresses {
   std::string http;
 };
 
+std::vector<std::string> WorkerArgs(const ServeOptions& o);
+
 class Supervisor {
  public:
   explicit Supervisor(const ServeOptions& options) : options_(options) {}
@@ -111,6 +116,9 @@ class Supervisor {
   // Fails when a started child has ended; CANCELLED when a stop signal arrived.
   absl::Status CheckChildren(absl::Duration wait);
   absl::Status Supervise();
+  // Restarts the dead worker on its port, retrying with exponential backoff (0.5 s doubling to
+  // 30 s); the router redials it by itself. CANCELLED when a stop signal arrives meanwhile.
+  absl::Status RestartWorker();
   absl::Status Shutdown(int signo);
   // Signals `child`, waits up to `grace` (a further stop signal cuts it short), then SIGKILLs.
   ChildExit Stop(ChildProcess& child, int signo, absl::Duration grace);
@@ -122,6 +130,10 @@ class Supervisor {
   ChildAddresses worker_addresses_;
   ChildAddresses router_addresses_;
   int stop_signal_ = 0;
+  ChildProcess* dead_ = nullptr;  // the child CheckChildren found ended
+  std::string worker_addr_;       // HOST:PORT the router dials; a restarted worker reuses it
+  std::string worker_secret_env_;  // TESSERA_WORKER_SECRET=..., the same for a restarted worker
+  int num_restarts_ = 0;
 };
 
 absl::StatusOr<std::string> Supervisor::FindBinary(const std::string& name) const {
@@ -204,6 +216,7 @@ absl::Status Supervisor::CheckChildren(absl::Duration wait) {
   for (ChildProcess* child : {worker_.get(), router_.get()}) {
     if (child == nullptr) continue;
     if (std::optional<ChildExit> exit = child->Poll()) {
+      dead_ = child;
       return absl::UnavailableError(Died(*child, *exit, "unexpectedly"));
     }
   }
@@ -284,6 +297,12 @@ absl::Status Supervisor::Supervise() {
     absl::Status alive = CheckChildren(absl::Milliseconds(200));
     if (alive.ok()) continue;
     if (stop_signal_ != 0) return Shutdown(stop_signal_);
+    if (dead_ == worker_.get() && !options_.no_restart) {
+      std::fprintf(stderr, "tessera serve: %s; restarting it\n", std::string(alive.message()).c_str());
+      alive = RestartWorker();
+      if (alive.ok()) continue;
+      if (stop_signal_ != 0) return Shutdown(stop_signal_);
+    }
     StopAll();
     return absl::Status(alive.code(), absl::StrCat(alive.message(), "; stopped the other"));
   }
@@ -295,6 +314,40 @@ std::string RandomSecret() {
   std::string secret;
   for (int i = 0; i < 4; ++i) absl::StrAppend(&secret, absl::Hex(random(), absl::kZeroPad8));
   return secret;
+}
+
+absl::Status Supervisor::RestartWorker() {
+  absl::Duration backoff = absl::Milliseconds(500);
+  const std::string port = worker_addr_.substr(worker_addr_.rfind(':') + 1);
+  for (;;) {
+    if (int signo = TakeStopSignal(backoff)) {
+      stop_signal_ = signo;
+      return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
+    }
+    std::vector<std::string> args = WorkerArgs(options_);
+    // The same port, so the router's redial finds it (WorkerArgs asks for any free port).
+    auto listen = std::find(args.begin(), args.end(), "--listen");
+    *(listen + 1) = absl::StrCat("127.0.0.1:", port);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+        Start(kWorkerBinary, std::move(args), {worker_secret_env_});
+    absl::Status status = worker.status();
+    if (worker.ok()) {
+      worker_ = *std::move(worker);
+      status = AwaitListening(*worker_, &worker_addresses_).status();
+    }
+    if (status.ok()) {
+      ++num_restarts_;
+      std::fprintf(stderr, "tessera serve: restarted %s on %s (restart %d)\n", kWorkerBinary,
+                   worker_addr_.c_str(), num_restarts_);
+      dead_ = nullptr;
+      return absl::OkStatus();
+    }
+    if (stop_signal_ != 0) return status;
+    backoff = std::min(backoff * 2, absl::Seconds(30));
+    std::fprintf(stderr, "tessera serve: restarting %s failed (%s); next try in %s\n",
+                 kWorkerBinary, std::string(status.message()).c_str(),
+                 absl::FormatDuration(backoff).c_str());
+  }
 }
 
 // Appends `flag value` when `value` is set (`value > unset`).
@@ -351,7 +404,8 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
 }
 
 absl::Status Supervisor::Run() {
-  const std::string secret = absl::StrCat("TESSERA_WORKER_SECRET=", RandomSecret());
+  worker_secret_env_ = absl::StrCat("TESSERA_WORKER_SECRET=", RandomSecret());
+  const std::string& secret = worker_secret_env_;
   std::vector<std::string> router_env = {secret};
   if (!options_.api_key.empty()) {
     router_env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
@@ -363,6 +417,7 @@ absl::Status Supervisor::Run() {
   absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_, &worker_addresses_);
   absl::StatusOr<std::string> router_addr;
   absl::Status ready = worker_addr.status();
+  if (ready.ok()) worker_addr_ = *worker_addr;
   if (ready.ok()) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> router =
         Start(kRouterBinary, RouterArgs(options_, *worker_addr), router_env);
