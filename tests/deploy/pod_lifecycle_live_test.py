@@ -9,7 +9,7 @@ resolved against a stand-in for that Secret. Then, as the kubelet would:
   * startup/readiness/liveness: each container's probe paths answer 200 on its named port (the
     router is ready only if it and its worker were given the same worker secret);
   * the router's named port `http` serves the OpenAI API (/health, /v1/models answer 200);
-  * termination: while `tessera generate` streams a long completion, both preStop hooks start
+  * termination: while `tessera generate` streams a long completion (1500 tokens: several seconds past the probe, even on a fast CPU), both preStop hooks start
     at once; the router gets SIGTERM when its hook ends, the worker when its hook ends. The
     router's /readyz must turn 503, the request must finish by length, the worker's hook must
     outlast the router, both must exit 0, all within terminationGracePeriodSeconds.
@@ -141,7 +141,7 @@ def main():
             generate = subprocess.Popen(
                 [str(args.bin_dir / "tessera"), "generate", "--addr",
                  f"127.0.0.1:{named_port(router, 'grpc')}", "--prompt",
-                 "Tell me a long story about the sea.", "--max-tokens", "500", "--ignore-eos"],
+                 "Tell me a long story about the sea.", "--max-tokens", "1500", "--ignore-eos"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             time.sleep(2)  # the request is running
             running_at_termination = generate.poll() is None
