@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # README command 2: set up, then run every default test suite:
-#   unit      — unit and model-backed tests (CTest label "unit")
-#   sanitize  — parser tests rebuilt with ASan+UBSan (label "sanitize")
-#   gpu       — GPU tests; they report SKIPPED with the reason when no GPU is present
+#   unit           — unit and model-backed tests (CTest label "unit")
+#   sanitize       — parser tests rebuilt with ASan+UBSan (label "sanitize")
+#   cuda-emulated  — CUDA kernels on the CPU through the SIMT emulator, several schedules each
+#   e2e, deploy    — real processes on loopback; deploy/ validation (Helm, manifests, Grafana, alerts)
+#   gpu            — GPU tests; they report SKIPPED with the reason when no GPU is present
+#   fuzz           — a bounded libFuzzer run on the GGUF parser (TESSERA_FUZZ_SECONDS, default 30; 0 = off)
 # Then every skipped test is listed, and the run fails on any skip tests/skip_allowlist.txt does
 # not allow (scripts/check_skips.py; its "N passed, N failed" line closes the run).
-#   fuzz      — a bounded libFuzzer run on the GGUF parser (TESSERA_FUZZ_SECONDS, default 30; 0 = off)
+# TESSERA_CUDA_STATIC_CHECK=1 also builds every kernel for sm_90a/100a/120a (opt-in: minutes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -15,6 +18,11 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   "$root/tests/fuzz/run_gguf_fuzzer.sh" "$fuzz_seconds"
 else
   echo "test.sh: GGUF fuzzing disabled (TESSERA_FUZZ_SECONDS=0)"
+fi
+# Opt-in (minutes of nvcc): every CUDA kernel for sm_90a/100a/120a, failing on spills or local
+# memory. The default build already checks sm_90a the same way.
+if [ "${TESSERA_CUDA_STATIC_CHECK:-0}" = 1 ]; then
+  python3 "$root/tools/cuda/kernel_resources.py" --archs 90a,100a,120a
 fi
 # PyPI packages of the Python e2e tests (the openai client) into .venv-e2e/.
 "$root/scripts/install_python_test_deps.sh"

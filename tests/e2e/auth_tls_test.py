@@ -11,7 +11,6 @@
    worker refused it); one with $TESSERA_WORKER_SECRET does.
 Runs under .venv-e2e/bin/python (scripts/install_python_test_deps.sh). Exits non-zero on failure.
 """
-import argparse
 import json
 import os
 import re
@@ -26,7 +25,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
-from tessera_process import generate_stubs, start_process  # noqa: E402
+from tessera_process import generate_stubs, start_process, parse_e2e_args, import_openai  # noqa: E402
 
 KEY = "test-key-1234"
 
@@ -152,16 +151,9 @@ def check_worker_secret(grpc, pb2, pb2_grpc, bin_dir, model):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--repo", default=os.getcwd())
-    args = parser.parse_args()
+    args = parse_e2e_args()
     import grpc  # Debian python3-grpcio (the venv sees the system packages)
-    try:
-        import openai  # PyPI, pinned in scripts/install_python_test_deps.sh
-    except ImportError:
-        sys.exit("the openai package is missing: run scripts/install_python_test_deps.sh")
+    openai = import_openai()
     with tempfile.TemporaryDirectory() as directory:
         pb2, pb2_grpc = generate_stubs(args.repo, directory)
         cert, key = make_certificate(directory)

@@ -10,7 +10,6 @@ Status, concurrent PredictStream calls (their token streams must overlap in time
 serialized), Free, an UNIMPLEMENTED RPC, and a second backend with LOCALAI_GRPC_AUTH_TOKEN set
 (no / wrong / right `authorization: Bearer` metadata). Exits non-zero with the reason on failure.
 """
-import argparse
 import importlib
 import os
 import socket
@@ -19,6 +18,10 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "pyclient"))
+from tessera_process import parse_e2e_args  # noqa: E402
 
 WIRE_FACTS = {
     "Reply": {"message": 1, "tokens": 2, "prompt_tokens": 3, "timing_prompt_processing": 4,
@@ -186,11 +189,7 @@ def check_auth(grpc, pb2, pb2_grpc, bin_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--repo", default=os.getcwd())
-    args = parser.parse_args()
+    args = parse_e2e_args()
     import grpc  # Debian python3-grpcio
 
     with tempfile.TemporaryDirectory() as stubs_dir:

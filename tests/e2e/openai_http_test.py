@@ -11,7 +11,6 @@ disconnects mid-stream: its request is cancelled and its KV blocks freed (Server
 The server runs with --max-num-seqs 1 --max-waiting 2, so "queue full" is reachable.
 Exits non-zero with the reason on any failure.
 """
-import argparse
 import http.client
 import json
 import os
@@ -25,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
-from tessera_process import generate_stubs  # noqa: E402
+from tessera_process import generate_stubs, parse_e2e_args, import_openai  # noqa: E402
 
 PROMPT = "The capital of France is"
 MAX_WAITING = 2
@@ -268,18 +267,10 @@ def check_bench(bin_dir, grpc_addr, http_addr):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--repo", default=os.getcwd())
-    args = parser.parse_args()
+    args = parse_e2e_args()
 
     import grpc  # Debian python3-grpcio (the venv sees the system packages)
-    try:
-        import openai  # PyPI, pinned in scripts/install_python_test_deps.sh
-    except ImportError:
-        sys.exit("the openai package is missing: run scripts/install_python_test_deps.sh and "
-                 "this test with .venv-e2e/bin/python")
+    openai = import_openai()
     print(f"openai {openai.__version__}")
     with tempfile.TemporaryDirectory() as stubs_dir:
         pb2, pb2_grpc = generate_stubs(args.repo, stubs_dir)

@@ -6,22 +6,17 @@ Stubs are generated from proto/ at test time with the system protoc and grpc_pyt
 the test proves the public API works for a non-C++ client built only from our .proto files.
 Exits non-zero (with the reason) on any failure.
 """
-import argparse
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
-from tessera_process import generate_stubs, start_process, wait_ready  # noqa: E402
+from tessera_process import generate_stubs, start_process, wait_ready, parse_e2e_args  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin-dir", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--repo", default=os.getcwd())
-    args = parser.parse_args()
+    args = parse_e2e_args()
 
     import grpc  # Debian python3-grpcio
     with tempfile.TemporaryDirectory() as stubs_dir:

@@ -97,13 +97,23 @@ def occupancy(report: KernelReport) -> float:
     return blocks * warps / H100["max_warps"]
 
 
+def without_parameters(signature: str) -> str:
+    """Drops the trailing parameter list (template arguments may hold parentheses too)."""
+    depth = 0
+    for i in range(len(signature) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(signature[i], 0)
+        if depth == 0 and signature[i] == "(":
+            return signature[:i]
+    return signature
+
+
 def table(reports):
     names = demangle([r.mangled for r in reports])
     lines = ["| kernel (template arguments) | source | threads/block | registers | static smem (B) "
              "| H100 occupancy |", "|---|---|---|---|---|---|"]
     for r in sorted(reports, key=lambda r: (r.source, names[r.mangled])):
-        name = names[r.mangled].replace("tessera::cuda::", "").removeprefix("void ")
-        name = name.split("(", 1)[0].replace("|", "\\|")
+        name = without_parameters(names[r.mangled].replace("tessera::cuda::", ""))
+        name = name.removeprefix("void ").replace("|", "\\|")
         occ = occupancy(r)
         occ_text = "—" if math.isnan(occ) else f"{occ:.0%}"
         threads = r.max_threads or "—"

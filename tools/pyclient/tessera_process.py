@@ -53,3 +53,23 @@ def wait_ready(stub, pb2, grpc, attempts):
                 raise
             time.sleep(0.1)
     raise RuntimeError("the router never connected to the worker")
+
+
+def parse_e2e_args():
+    """The arguments every Python e2e test takes from CTest: --bin-dir, --model, --repo."""
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--repo", default=os.getcwd())
+    return parser.parse_args()
+
+
+def import_openai():
+    """The openai client (PyPI, pinned in scripts/install_python_test_deps.sh), or a clear exit."""
+    try:
+        import openai
+    except ImportError:
+        sys.exit("the openai package is missing: run scripts/install_python_test_deps.sh and "
+                 "this test with .venv-e2e/bin/python")
+    return openai
