@@ -10,8 +10,9 @@ if(TESSERA_BUILD_GPU_KERNEL_TESTS)
     file(WRITE ${wrapper} "#include \"${test_source}\"\n")
     tessera_add_test(gpu_${test_name}
       SOURCES ${wrapper}
-      LIBS tessera_cpu_kernels CUDA::cudart
-      LABELS gpu)
+      LIBS tessera_cpu_kernels tessera_cuda_reference CUDA::cudart
+      LABELS gpu
+      TEST_PREFIX gpu_)
     target_compile_definitions(gpu_${test_name} PRIVATE TESSERA_KERNEL_TEST_ON_GPU=1)
   endforeach()
 endif()

@@ -7,8 +7,9 @@
 //   simt::TestLauncher      a Launcher (kernels/cuda/launch_shape.h) built from a schedule;
 //                           on the GPU it synchronises after each launch, so results are ready
 //   simt::TestSchedules()   the schedules a test is parameterised over
-//   simt::KernelTest        the fixture base (parameter: the schedule); on the GPU it skips
-//                           each test, with the reason, when there is no GPU
+//   simt::KernelTest        the fixture base (parameter: the schedule), SingleKernelTest for a
+//                           test that is not parameterised; on the GPU each test skips, with
+//                           the reason, when there is no GPU
 #pragma once
 
 #if TESSERA_KERNEL_TEST_ON_GPU
@@ -58,18 +59,25 @@ class TestLauncher {
   cuda::CudaLauncher launcher_;
 };
 
-// Base of every kernel test: on the GPU, each test skips with the reason when no GPU or driver
-// is present (any other CUDA error fails it).
+// Skips the current test, with the reason, when no GPU or driver is present; any other CUDA
+// error fails it.
+inline void RequireGpu() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
+    GTEST_SKIP() << "no CUDA GPU: " << cudaGetErrorString(error);
+  }
+  ASSERT_EQ(error, cudaSuccess) << cudaGetErrorName(error);
+}
+
+// Bases of every kernel test (parameterised by schedule, or single).
 class KernelTest : public ::testing::TestWithParam<Schedule> {
  protected:
-  void SetUp() override {
-    int count = 0;
-    const cudaError_t error = cudaGetDeviceCount(&count);
-    if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
-      GTEST_SKIP() << "no CUDA GPU: " << cudaGetErrorString(error);
-    }
-    ASSERT_EQ(error, cudaSuccess) << cudaGetErrorName(error);
-  }
+  void SetUp() override { RequireGpu(); }
+};
+class SingleKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override { RequireGpu(); }
 };
 
 }  // namespace tessera::simt
@@ -85,6 +93,7 @@ class KernelTest : public ::testing::TestWithParam<Schedule> {
 namespace tessera::simt {
 using TestLauncher = EmulatedLauncher;
 using KernelTest = ::testing::TestWithParam<Schedule>;
+using SingleKernelTest = ::testing::Test;
 }  // namespace tessera::simt
 
 #endif

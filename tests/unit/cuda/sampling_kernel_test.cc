@@ -371,7 +371,9 @@ TEST_P(SamplingKernelTest, PaddingRowsAreInert) {
 }
 
 // SmolLM2's vocab, under the first test schedule only (emulator time).
-TEST(SamplingKernelLargeVocabTest, MatchesReference) {
+class SamplingKernelLargeVocabTest : public simt::SingleKernelTest {};
+
+TEST_F(SamplingKernelLargeVocabTest, MatchesReference) {
   std::mt19937 rng(41);
   const simt::Schedule schedule = simt::TestSchedules().front();
   int near = CheckFilters(schedule, 2, 49152, rng, 0.8f, 0, 0.95f, 0.001f, false, "top_p");
