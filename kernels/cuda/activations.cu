@@ -1,6 +1,6 @@
 // Device build of activations.cuh: the fused and separate SwiGLU launches for each type.
 #include "kernels/cuda/activations.cuh"
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 
 namespace tessera::cuda {
 

@@ -1,6 +1,6 @@
 // Device build of dequantize.cuh: the run-time-format launch for the GPU launcher (it
 // instantiates every format's kernel).
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/dequantize.cuh"
 
 namespace tessera::cuda {

@@ -1,6 +1,6 @@
 // Device build of embedding.cuh: the run-time-format gather for each output type (each
 // instantiates every table format's kernel).
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/embedding.cuh"
 
 namespace tessera::cuda {

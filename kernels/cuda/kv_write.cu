@@ -1,5 +1,5 @@
 // Device build of kv_write.cuh: the launches instantiated for the GPU launcher (bf16, f16 pools).
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/kv_write.cuh"
 
 namespace tessera::cuda {

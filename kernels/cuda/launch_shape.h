@@ -1,5 +1,5 @@
 // How a kernel is launched: the grid, the block and its dynamic shared memory. Plain C++ (CUDA's
-// dim3 from vector_types.h), shared by the CUDA launcher (cuda_launcher.cuh, nvcc) and the
+// dim3 from vector_types.h), shared by the CUDA launcher (cuda_launcher.h, nvcc) and the
 // emulated one (kernels/simt/emulated_launcher.h, g++).
 //
 // Every kernel header (*.cuh) exposes its launches as templates over a Launcher:
@@ -7,7 +7,7 @@
 //   auto LaunchFoo(Launcher& launcher, args...) {
 //     return launcher.Launch(LaunchShape{grid, block, smem}, FooKernel, args...);
 //   }
-// so the grid arithmetic is written once and `<<<>>>` appears only in cuda_launcher.cuh.
+// so the grid arithmetic is written once and `<<<>>>` appears only in cuda_launcher.h.
 // A Launcher returns its own status type (cudaError_t on the GPU, absl::Status emulated).
 #pragma once
 

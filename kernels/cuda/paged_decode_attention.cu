@@ -1,5 +1,5 @@
 // Device build of paged_decode_attention.cuh: bf16 and f16, head dims 64 and 128.
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/paged_decode_attention.cuh"
 
 namespace tessera::cuda {

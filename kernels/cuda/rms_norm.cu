@@ -1,5 +1,5 @@
 // Device build of rms_norm.cuh: the launches instantiated for the GPU launcher.
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/rms_norm.cuh"
 
 namespace tessera::cuda {

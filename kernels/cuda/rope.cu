@@ -1,5 +1,5 @@
 // Device build of rope.cuh: the launch (both pairing styles) for each activation type.
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/rope.cuh"
 
 namespace tessera::cuda {

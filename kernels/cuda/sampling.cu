@@ -1,5 +1,5 @@
 // Device build of sampling.cuh: the launch instantiated for the GPU launcher.
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/sampling.cuh"
 
 namespace tessera::cuda {

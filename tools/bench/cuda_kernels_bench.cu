@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"

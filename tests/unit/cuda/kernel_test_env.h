@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/cuda_launcher.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "tests/unit/cuda/device_buffer.h"
 
 namespace tessera::simt {

@@ -136,34 +136,40 @@ TEST_P(PtxOpsTest, LdMatrixFollowsTheIsaTable) {
   }
 }
 
-TEST_P(PtxOpsTest, CpAsyncLdMatrixMmaTileEqualsPlainMatmul) {
-  std::mt19937 rng(11);
-  const auto a = RandomBf16(256, rng), b = RandomBf16(128, rng);
+// Runs TileMatmul on a and b; returns d [16x8] (empty if the launch failed).
+std::vector<float> RunTileMatmul(const simt::Schedule& schedule,
+                                 const std::vector<__nv_bfloat16>& a,
+                                 const std::vector<__nv_bfloat16>& b, bool with_wait) {
   DeviceBuffer<__nv_bfloat16> d_a{std::span<const __nv_bfloat16>(a)};
   DeviceBuffer<__nv_bfloat16> d_b{std::span<const __nv_bfloat16>(b)};
   DeviceBuffer<float> d_d(128);
-  simt::TestLauncher launcher(GetParam());
-  ASSERT_TRUE(launcher.Launch(LaunchShape{dim3(1), dim3(32)}, TileMatmul,
-                              static_cast<const __nv_bfloat16*>(d_a.get()),
-                              static_cast<const __nv_bfloat16*>(d_b.get()), d_d.get(), true).ok());
+  simt::TestLauncher launcher(schedule);
+  const auto status = launcher.Launch(LaunchShape{dim3(1), dim3(32)}, TileMatmul,
+                                      static_cast<const __nv_bfloat16*>(d_a.get()),
+                                      static_cast<const __nv_bfloat16*>(d_b.get()), d_d.get(),
+                                      with_wait);
+  EXPECT_TRUE(status.ok()) << status;
+  return status.ok() ? d_d.ToHost() : std::vector<float>{};
+}
+
+TEST_P(PtxOpsTest, CpAsyncLdMatrixMmaTileEqualsPlainMatmul) {
+  std::mt19937 rng(11);
+  const auto a = RandomBf16(256, rng), b = RandomBf16(128, rng);
+  const std::vector<float> d = RunTileMatmul(GetParam(), a, b, true);
+  ASSERT_EQ(d.size(), 128u);
   const auto expected = ReferenceMatmul(a, b, {});
-  for (int i = 0; i < 128; ++i) EXPECT_NEAR(d_d[i], expected[i], 1e-5 * (1 + std::fabs(expected[i]))) << i;
+  for (int i = 0; i < 128; ++i) EXPECT_NEAR(d[i], expected[i], 1e-5 * (1 + std::fabs(expected[i]))) << i;
 }
 
 #if !TESSERA_KERNEL_TEST_ON_GPU
 // The emulator poisons cp.async destinations until the wait (a GPU may or may not have finished).
 TEST_P(PtxOpsTest, MissingCpAsyncWaitReadsPoisonNotData) {
   std::mt19937 rng(13);
-  const auto a = RandomBf16(256, rng), b = RandomBf16(128, rng);
-  DeviceBuffer<__nv_bfloat16> d_a{std::span<const __nv_bfloat16>(a)};
-  DeviceBuffer<__nv_bfloat16> d_b{std::span<const __nv_bfloat16>(b)};
-  DeviceBuffer<float> d_d(128);
-  simt::TestLauncher launcher(GetParam());
-  ASSERT_TRUE(launcher.Launch(LaunchShape{dim3(1), dim3(32)}, TileMatmul,
-                              static_cast<const __nv_bfloat16*>(d_a.get()),
-                              static_cast<const __nv_bfloat16*>(d_b.get()), d_d.get(), false).ok());
+  const std::vector<float> d =
+      RunTileMatmul(GetParam(), RandomBf16(256, rng), RandomBf16(128, rng), false);
+  ASSERT_EQ(d.size(), 128u);
   int non_finite = 0;
-  for (int i = 0; i < 128; ++i) non_finite += !std::isfinite(d_d[i]);
+  for (float value : d) non_finite += !std::isfinite(value);
   EXPECT_EQ(non_finite, 128) << "every output must come from poisoned (NaN) shared memory";
 }
 #endif

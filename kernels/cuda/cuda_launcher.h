@@ -1,4 +1,5 @@
-// The Launcher (launch_shape.h) for a real GPU: the one place `<<<>>>` is written. nvcc only.
+// The Launcher (launch_shape.h) for a real GPU: the one place `<<<>>>` is written. nvcc only:
+// included from .cu files (never from a .cuh, which g++ also compiles for the emulator).
 // Returns the launch error (bad configuration, too much shared memory); errors of the kernel's
 // execution surface at the next synchronisation, as in CUDA.
 #pragma once
