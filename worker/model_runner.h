@@ -2,30 +2,46 @@
 //
 // A step carries, per sequence, the tokens to process now (a prefill chunk or one decode token),
 // the position of the first of them and the sequence's block table; the runner writes their K/V
-// into the paged pool and returns logits for the sequences that sample this step (their last
-// token). Backends (`cpu` now, `cuda` later) implement it; the worker's step executor (fed by the
-// router's step plans) and the offline generator both drive it.
+// into the paged pool. The serving path (Step) then samples the next token of every sequence
+// that reached its last known token, on the runner's backend (the cpu backend with
+// worker::Sampler, the cuda backend on the device), and returns only the sampled ids and
+// logprobs. Forward returns the logits of those rows instead, without sampling (tests, oracles,
+// diagnostics and benchmarks).
 //
-// Ownership/threading: a runner owns its weights view, its KV pool and scratch buffers; one
-// thread (the worker's step thread) calls Forward at a time.
+// Per-sequence sampling state (parameters, penalty counts, the RNG) lives in the runner, keyed
+// by the worker's slot id: BeginSequence when a slot is admitted (a re-admitted sequence passes
+// the tokens it generated before its preemption, so its penalties and RNG continue as if it had
+// never stopped), EndSequence when it is dropped.
+//
+// Backends (`cpu`, `cuda` with its `emulated` device) implement it; the worker's step executor
+// (fed by the router's step plans) and the offline generator drive it.
+//
+// Ownership/threading: a runner owns its weights view, its KV pool, its per-slot sampling state
+// and scratch buffers; one thread (the worker's step thread) calls it at a time.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "common/model/model_config.h"
+#include "worker/graph_miss_reason.h"
+#include "worker/sampler/sampler.h"
+#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 
-// One sequence's work in a step. Spans are borrowed for the duration of Forward.
+// One sequence's work in a step. Spans are borrowed for the duration of the call.
 struct SequenceWork {
   std::span<const int32_t> tokens;       // [num_tokens] >= 1 token ids to process now
   int32_t start_pos = 0;                 // position of tokens[0]
   std::span<const int32_t> block_table;  // logical block -> physical block; covers all positions
-  bool needs_logits = false;             // return logits for the last token
+  bool needs_logits = false;             // the last token's logits are sampled (or returned)
+  int32_t slot = -1;  // the slot whose sampling state samples it; required by Step when
+                      // needs_logits, ignored by Forward
 };
 
 // Logits of the sequences that asked for them, in batch order: [num_rows, vocab_size].
@@ -36,6 +52,25 @@ struct StepLogits {
   std::span<const float> Row(size_t r) const {
     return std::span<const float>(values).subspan(r * vocab_size, vocab_size);
   }
+};
+
+// How a step ran on the backend, for the worker's metrics and the router's step trace.
+struct StepRunInfo {
+  bool graph_replayed = false;  // a captured CUDA graph ran the step
+  bool graph_captured = false;  // this step captured the graph it replayed
+  std::optional<GraphMissReason> graph_miss;  // a decode-only step that ran eagerly, and why
+  // Step entry -> last kernel launched (host work: input building, copies, launches).
+  double launch_seconds = 0;
+  // The step's device time from events around its work; < 0 when the backend has no device
+  // (cpu: the compute is host time).
+  double device_seconds = -1;
+};
+
+// The tokens sampled in one Step, in batch order of the sequences that sampled.
+struct StepSamples {
+  std::vector<int32_t> sequence_index;  // row r belongs to batch[sequence_index[r]]
+  std::vector<SampleResult> rows;       // [sequence_index.size()]; top_logprobs as asked
+  StepRunInfo info;
 };
 
 struct KvPoolInfo {
@@ -51,10 +86,28 @@ class ModelRunner {
   virtual const model::ModelConfig& config() const = 0;
   virtual KvPoolInfo kv_pool() const = 0;
   virtual std::string backend_name() const = 0;
+  // Slots are [0, max_num_seqs()).
+  virtual int max_num_seqs() const = 0;
+
+  // Starts `slot`'s sampling state. `generated` holds tokens the sequence generated before a
+  // preemption: they count for its penalties and advance its RNG as sampling them did.
+  // Preconditions (the step executor validated them): slot in range and not started; params
+  // valid for the vocabulary; every token in [0, vocab_size).
+  virtual void BeginSequence(int slot, const SamplingParams& params,
+                             std::span<const int32_t> prompt,
+                             std::span<const int32_t> generated) = 0;
+  // Ends `slot`'s sampling state. Precondition: the slot was started.
+  virtual void EndSequence(int slot) = 0;
 
   // Validates the batch (INVALID_ARGUMENT naming the sequence and field: token ids outside the
   // vocabulary, positions past the context, block tables too short or naming blocks outside
-  // [1, num_blocks)), then runs the step. On error nothing was computed or written.
+  // [1, num_blocks), a sampling row whose slot was not started), runs the step and samples each
+  // row that needs_logits with its slot's state (recording the token there). On error nothing
+  // was computed, written or sampled.
+  virtual absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) = 0;
+
+  // The same validation and forward pass, returning the logits of the rows that need_logits
+  // instead of sampling them (no sampling state is read or changed).
   virtual absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) = 0;
 };
 
