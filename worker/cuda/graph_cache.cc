@@ -47,6 +47,14 @@ std::optional<int> GraphCache::BucketFor(int rows) const {
   return *it;
 }
 
+int GraphCache::RowsToRun(int rows) const {
+  if (mode_ == CudaGraphMode::kOff) return rows;
+  const std::optional<int> bucket = BucketFor(rows);
+  if (!bucket) return rows;
+  if (mode_ == CudaGraphMode::kEager && !graphs_.contains(*bucket)) return rows;
+  return *bucket;
+}
+
 absl::Status GraphCache::Capture(int bucket, EnqueueStep enqueue) {
   if (absl::Status begin = runtime_->BeginCapture(); !begin.ok()) return begin;
   const absl::Status recorded = enqueue(bucket);

@@ -58,6 +58,10 @@ class GraphCache {
   const std::vector<int>& buckets() const { return buckets_; }
   // The bucket a decode step of `rows` pads to; nullopt when rows exceed every bucket.
   std::optional<int> BucketFor(int rows) const;
+  // The rows RunDecode(rows) will run with: the bucket when it replays (capturing first in lazy
+  // mode), else `rows` (graphs off, oversize, or eager mode before the bucket is captured). The
+  // runner lays out that many input rows (padding inert) before calling RunDecode.
+  int RowsToRun(int rows) const;
   int64_t replays() const { return replays_; }
   int64_t captures() const { return captures_; }
   int64_t misses(GraphMissReason reason) const { return misses_[static_cast<size_t>(reason)]; }

@@ -1,0 +1,184 @@
+#include "worker/cuda/cuda_llama_runner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/util/absl_compat.h"
+#include "common/util/check.h"
+#include "common/util/status_macros.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/step_batch_validation.h"
+
+namespace tessera::worker {
+namespace {
+
+std::string_view DtypeName(device::DataType type) {
+  switch (type) {
+    case device::DataType::kBf16: return "bf16";
+    case device::DataType::kF16: return "f16";
+    case device::DataType::kF32: return "f32";
+  }
+  return "?";
+}
+
+}  // namespace
+
+absl::StatusOr<device::DataType> ParseComputeDtype(std::string_view name) {
+  if (name == "bf16") return device::DataType::kBf16;
+  if (name == "f16") return device::DataType::kF16;
+  if (name == "f32") return device::DataType::kF32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", util::ToAbsl(name), "' (expected bf16, f16 or f32)"));
+}
+
+CudaLlamaRunner::CudaLlamaRunner(std::unique_ptr<device::DeviceRuntime> runtime,
+                                 const model::ModelConfig& config,
+                                 const CudaRunnerOptions& options)
+    : runtime_(std::move(runtime)),
+      config_(config),
+      options_(options),
+      sampling_(options.max_num_seqs) {}
+
+CudaLlamaRunner::~CudaLlamaRunner() {
+  if (runtime_) (void)runtime_->Synchronize();
+}
+
+absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
+    std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+    const LlamaWeights& weights, const CudaRunnerOptions& options) {
+  if (!DeviceKernels::SupportsHeadDim(config.head_dim)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the cuda backend has no attention kernel for head_dim ", config.head_dim,
+                     " (built: 64, 128)"));
+  }
+  if (options.block_size < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
+    return absl::InvalidArgumentError(
+        "block_size, max_num_seqs and max_num_batched_tokens must be >= 1");
+  }
+  std::unique_ptr<CudaLlamaRunner> runner(
+      new CudaLlamaRunner(std::move(runtime), config, options));
+  TESSERA_RETURN_IF_ERROR(runner->Initialize(weights));
+  return runner;
+}
+
+absl::Status CudaLlamaRunner::Initialize(const LlamaWeights& weights) {
+  TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
+  const kernels::cpu::RopeTable rope(RopeParamsForModel(config_, weights.rope_freqs),
+                                     config_.context_length);
+  TESSERA_ASSIGN_OR_RETURN(weights_,
+                           UploadLlamaWeights(*runtime_, weights, rope, options_.dtype));
+  const int max_tokens = std::max(options_.max_num_batched_tokens, options_.max_num_seqs);
+  const int table_stride = (config_.context_length + options_.block_size - 1) / options_.block_size;
+  const StepShape capacity{.num_tokens = max_tokens,
+                           .num_decode = options_.max_num_seqs,
+                           .num_prefill = options_.max_num_seqs,
+                           .num_rows = options_.max_num_seqs};
+  const int64_t penalty_capacity =
+      int64_t{options_.max_num_seqs} * std::min(config_.vocab_size, config_.context_length);
+  TESSERA_ASSIGN_OR_RETURN(DeviceStepInputs inputs,
+                           DeviceStepInputs::Create(*runtime_, capacity, table_stride,
+                                                    penalty_capacity));
+  inputs_ = std::make_unique<DeviceStepInputs>(std::move(inputs));
+  TESSERA_RETURN_IF_ERROR(AllocateKvPool());
+  const DeviceOpsOptions ops_options{.batch_invariant = options_.batch_invariant,
+                                     .max_tokens = max_tokens,
+                                     .max_rows = options_.max_num_seqs,
+                                     .num_sms = std::max(runtime_->properties().multiprocessor_count, 1),
+                                     .decode_partition = options_.batch_invariant
+                                                             ? 0
+                                                             : options_.decode_partition};
+  TESSERA_ASSIGN_OR_RETURN(ops_, DeviceLlamaOps::Create(*runtime_, *kernels_, config_, *weights_,
+                                                        kv_, ops_options));
+  TESSERA_ASSIGN_OR_RETURN(step_start_, runtime_->CreateEvent());
+  TESSERA_ASSIGN_OR_RETURN(step_end_, runtime_->CreateEvent());
+  graphs_ = std::make_unique<GraphCache>(runtime_.get(), options_.graphs, options_.max_num_seqs);
+  TESSERA_RETURN_IF_ERROR(CaptureEagerGraphs());
+  return runtime_->Synchronize();
+}
+
+int64_t CudaLlamaRunner::KvBlockBytes() const {
+  return int64_t{2} * config_.num_layers * options_.block_size * config_.num_kv_heads *
+         config_.head_dim * static_cast<int64_t>(device::DataTypeBytes(options_.dtype));
+}
+
+absl::StatusOr<int64_t> CudaLlamaRunner::KvBlocksToAllocate(int64_t block_bytes) {
+  if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
+  if (options_.kv_cache_bytes > 0) return options_.kv_cache_bytes / block_bytes;
+  TESSERA_ASSIGN_OR_RETURN(const uint64_t free_bytes, runtime_->FreeMemoryBytes());
+  const double total = static_cast<double>(runtime_->properties().total_memory_bytes);
+  const double used = total - static_cast<double>(free_bytes);
+  const double budget = total * options_.gpu_memory_utilization - used;
+  const int64_t blocks = budget > 0 ? static_cast<int64_t>(budget) / block_bytes : 0;
+  const int64_t one_sequence =
+      (config_.context_length + options_.block_size - 1) / options_.block_size + 1;
+  if (blocks < one_sequence) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "too little device memory for the KV cache: %.2f GiB of %.2f GiB allowed by "
+        "--gpu-memory-utilization %.2f are left after weights and buffers (%.2f GiB); one "
+        "%d-token sequence needs %.2f GiB",
+        std::max(budget, 0.0) / (1 << 30), total * options_.gpu_memory_utilization / (1 << 30),
+        options_.gpu_memory_utilization, used / (1 << 30), config_.context_length,
+        static_cast<double>(one_sequence * block_bytes) / (1 << 30)));
+  }
+  return blocks;
+}
+
+absl::Status CudaLlamaRunner::AllocateKvPool() {
+  const int64_t block_bytes = KvBlockBytes();
+  TESSERA_ASSIGN_OR_RETURN(const int64_t blocks, KvBlocksToAllocate(block_bytes));
+  if (blocks < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the KV cache holds ", blocks, " blocks of ", block_bytes,
+        " bytes; it needs the null block and at least one more"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      kv_memory_, device::DeviceMemory::Allocate(*runtime_, static_cast<size_t>(blocks * block_bytes)));
+  // Zeroed: padding rows of batch-invariant decode graphs read the null block 0.
+  TESSERA_RETURN_IF_ERROR(runtime_->Fill(kv_memory_.data(), 0, kv_memory_.bytes()));
+  kv_ = {.num_blocks = blocks, .block_size = options_.block_size};
+  const size_t pool_bytes = static_cast<size_t>(block_bytes / (2 * config_.num_layers)) * blocks;
+  for (int l = 0; l < config_.num_layers; ++l) {
+    kv_.k.push_back(kv_memory_.as<uint8_t>() + (2 * l) * pool_bytes);
+    kv_.v.push_back(kv_memory_.as<uint8_t>() + (2 * l + 1) * pool_bytes);
+  }
+  return absl::OkStatus();
+}
+
+KvPoolInfo CudaLlamaRunner::kv_pool() const {
+  return {.block_size = options_.block_size,
+          .num_blocks = kv_.num_blocks,
+          .bytes = kv_.num_blocks * KvBlockBytes()};
+}
+
+int64_t CudaLlamaRunner::activation_bytes() const { return ops_->activation_bytes(); }
+
+std::string CudaLlamaRunner::DeviceDescription() const {
+  const device::DeviceProperties& p = runtime_->properties();
+  return absl::StrFormat("%s %s, %.1f GiB, %s%s, graphs %s", DeviceKindName(runtime_->kind()),
+                         p.name, static_cast<double>(p.total_memory_bytes) / (1 << 30),
+                         DtypeName(options_.dtype),
+                         options_.batch_invariant ? ", batch-invariant" : "",
+                         CudaGraphModeName(options_.graphs));
+}
+
+void CudaLlamaRunner::BeginSequence(int slot, const SamplingParams& params,
+                                    std::span<const int32_t> prompt,
+                                    std::span<const int32_t> generated) {
+  sampling_.Begin(slot, params, prompt, generated);
+}
+
+void CudaLlamaRunner::EndSequence(int slot) { sampling_.End(slot); }
+
+absl::Status CudaLlamaRunner::Validate(std::span<const SequenceWork> batch, bool sampling) const {
+  const BatchLimits limits{.block_size = options_.block_size,
+                           .num_blocks = kv_.num_blocks,
+                           .max_tokens = std::max(options_.max_num_batched_tokens,
+                                                  options_.max_num_seqs),
+                           .max_sequences = options_.max_num_seqs};
+  std::function<bool(int32_t)> started;
+  if (sampling) started = [this](int32_t slot) { return sampling_.started(slot); };
+  return ValidateStepBatch(batch, config_, limits, started);
+}
+
+}  // namespace tessera::worker

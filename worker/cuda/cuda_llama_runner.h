@@ -1,0 +1,133 @@
+// The `cuda` model runner for llama-family models (DESIGN.md §5): the model definition
+// (worker/models/llama_model.h) on the device ops (device_llama_ops.h), over a DeviceRuntime —
+// a real GPU (`--device cuda`) or the SIMT-emulated device (`--device emulated`), the very same
+// runner code either way.
+//
+// At creation: weights dequantized to the compute dtype and uploaded once (bytes and load time
+// reported), activations, persistent step buffers (device_step_inputs.h) and the decode
+// attention workspace allocated for the capacity (max_num_batched_tokens, max_num_seqs), then
+// the paged KV pool from what is left (gpu_memory_utilization of the device's memory, or an
+// explicit size), zeroed; in eager graph mode every decode bucket is captured.
+//
+// A step: validate; lay the batch out (one-token sequences first, then prefill chunks; a
+// decode-only step padded to its graph bucket with inert rows: slot -1, context 0, inactive
+// sampling); ONE host->device copy; replay the bucket's graph or enqueue the forward pass and
+// the device sampler eagerly; ONE device->host copy of the sampled ids and logprobs (the only
+// wait on the hot path). Device time comes from events around the step's work.
+//
+// Ownership: owns the runtime, kernels, device weights, KV pool, step buffers, ops and graph
+// cache; borrows nothing after Create (the host weights may be freed). Threading: one thread
+// (the worker's step thread) calls it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "kernels/device/device_memory.h"
+#include "kernels/device/device_runtime.h"
+#include "worker/cpu/llama_weights.h"
+#include "worker/cuda/device_kernels.h"
+#include "worker/cuda/device_llama_ops.h"
+#include "worker/cuda/device_llama_weights.h"
+#include "worker/cuda/device_slot_sampling.h"
+#include "worker/cuda/device_step_inputs.h"
+#include "worker/cuda/graph_cache.h"
+#include "worker/model_runner.h"
+
+namespace tessera::worker {
+
+struct CudaRunnerOptions {
+  device::DataType dtype = device::DataType::kBf16;  // activations, weights and KV
+  int block_size = 16;
+  // KV pool size, first that is set: an exact block count (including the null block 0), bytes,
+  // else gpu_memory_utilization of the device's memory minus everything else allocated.
+  int64_t num_kv_blocks = 0;
+  int64_t kv_cache_bytes = 0;
+  double gpu_memory_utilization = 0.90;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  CudaGraphMode graphs = CudaGraphMode::kLazy;
+  bool batch_invariant = false;
+  int decode_partition = 0;  // > 0 forces the decode attention's split (tests)
+};
+
+// "bf16" | "f16" | "f32"; INVALID_ARGUMENT naming the accepted values otherwise.
+absl::StatusOr<device::DataType> ParseComputeDtype(std::string_view name);
+
+class CudaLlamaRunner final : public ModelRunner {
+ public:
+  // Errors, one line each: an architecture the kernels do not cover (head_dim), a weight type
+  // that cannot be dequantized, too little device memory (naming what was needed).
+  static absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> Create(
+      std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+      const LlamaWeights& weights, const CudaRunnerOptions& options);
+  ~CudaLlamaRunner() override;
+
+  const model::ModelConfig& config() const override { return config_; }
+  KvPoolInfo kv_pool() const override;
+  std::string backend_name() const override { return "cuda"; }
+  int max_num_seqs() const override { return options_.max_num_seqs; }
+  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
+                     std::span<const int32_t> generated) override;
+  void EndSequence(int slot) override;
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override;
+  absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
+
+  device::DeviceRuntime& runtime() { return *runtime_; }
+  const CudaRunnerOptions& options() const { return options_; }
+  const DeviceLlamaWeights& device_weights() const { return *weights_; }
+  const GraphCache& graphs() const { return *graphs_; }
+  int64_t activation_bytes() const;
+  // "NVIDIA H100 80GB HBM3, 79.1 GiB" / "emulated (SIMT on the CPU), 1.0 GiB", dtype, mode.
+  std::string DeviceDescription() const;
+
+ private:
+  CudaLlamaRunner(std::unique_ptr<device::DeviceRuntime> runtime,
+                  const model::ModelConfig& config, const CudaRunnerOptions& options);
+  absl::Status Initialize(const LlamaWeights& weights);
+  absl::Status AllocateKvPool();
+  absl::StatusOr<int64_t> KvBlocksToAllocate(int64_t block_bytes);
+  int64_t KvBlockBytes() const;
+  absl::Status Validate(std::span<const SequenceWork> batch, bool sampling) const;
+
+  // Lays `batch` out in the step buffers for `rows_to_run` sequences (>= batch size; the rest
+  // inert padding); `sampling` fills the rows' sampler parameters. (cuda_step_layout.cc)
+  void LayOut(std::span<const SequenceWork> batch, int rows_to_run, bool sampling);
+  void LayOutPadding(int first_token, int count, bool sampling);
+  void SetSamplingRow(int row, int slot, int position);
+  // Whether a step of this batch can replay a decode graph: every sequence one token, sampling.
+  static bool Graphable(std::span<const SequenceWork> batch);
+  // The forward pass (+ the sampler when `sample`) for the laid-out step.
+  absl::Status EnqueueStep(bool sample);
+  absl::Status CaptureEagerGraphs();
+  void CollectSamples(std::span<const SequenceWork> batch, StepSamples* samples);
+  // The sampling rows' indices sorted by their batch index (results go out in batch order).
+  const std::vector<int32_t>& RowsInBatchOrder();
+
+  std::unique_ptr<device::DeviceRuntime> runtime_;
+  model::ModelConfig config_;
+  CudaRunnerOptions options_;
+  std::unique_ptr<DeviceKernels> kernels_;
+  std::unique_ptr<DeviceLlamaWeights> weights_;
+  std::unique_ptr<DeviceStepInputs> inputs_;
+  DeviceKvPools kv_;
+  device::DeviceMemory kv_memory_;
+  std::unique_ptr<DeviceLlamaOps> ops_;
+  std::unique_ptr<GraphCache> graphs_;
+  DeviceSlotSampling sampling_;
+  device::EventHandle step_start_ = 0, step_end_ = 0;
+
+  // Per-step host scratch (grow-only).
+  DeviceStepAttention attention_;
+  std::vector<int32_t> order_;           // laid-out position -> batch index (decode first)
+  std::vector<int32_t> row_sequence_;    // sampling row -> batch index
+  std::vector<int32_t> rows_in_batch_order_;
+  std::vector<float> device_logits_;     // Forward: the rows' logits as the device has them
+  std::vector<int32_t> penalty_tokens_, penalty_counts_;
+  std::vector<uint8_t> penalty_in_prompt_;
+};
+
+}  // namespace tessera::worker

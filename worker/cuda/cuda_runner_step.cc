@@ -1,0 +1,130 @@
+// CudaLlamaRunner: running a laid-out step (eagerly or through the graph cache), sampling on the
+// device, and reading the results back.
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "common/util/check.h"
+#include "common/util/status_macros.h"
+#include "worker/cuda/cuda_llama_runner.h"
+
+namespace tessera::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+absl::Status CudaLlamaRunner::EnqueueStep(bool sample) {
+  ops_->BeginStep(*inputs_, attention_);
+  LlamaForward(*ops_, config_);
+  TESSERA_RETURN_IF_ERROR(ops_->status());
+  if (!sample || inputs_->shape().num_rows == 0) return absl::OkStatus();
+  return kernels_->Sampling(ops_->logits(), inputs_->shape().num_rows, config_.vocab_size,
+                            inputs_->device_params(), inputs_->device_penalties(),
+                            inputs_->device_outputs());
+}
+
+// Eager graph mode: every bucket is captured now, each over an all-padding step of its size (a
+// capture records addresses and shapes; the values are whatever a later replay finds).
+absl::Status CudaLlamaRunner::CaptureEagerGraphs() {
+  return graphs_->CaptureAll([this](int bucket) {
+    LayOut({}, bucket, /*sampling=*/true);
+    return EnqueueStep(/*sample=*/true);
+  });
+}
+
+absl::Status CudaLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
+  const Clock::time_point start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/true));
+  const int n = static_cast<int>(batch.size());
+  const bool graphable = Graphable(batch);
+  const int rows_to_run = graphable ? graphs_->RowsToRun(n) : n;
+  LayOut(batch, rows_to_run, /*sampling=*/true);
+  TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+  TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
+  auto enqueue = [this](int rows) {
+    TESSERA_CHECK(rows == inputs_->shape().num_decode + inputs_->shape().num_prefill,
+                  "CudaLlamaRunner: the graph cache ran a different row count than laid out");
+    return EnqueueStep(/*sample=*/true);
+  };
+  absl::StatusOr<GraphStepOutcome> outcome =
+      graphable ? graphs_->RunDecode(n, enqueue) : graphs_->RunEager(n, enqueue);
+  if (!outcome.ok()) return outcome.status();
+  TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_end_));
+  samples->info = {.graph_replayed = outcome->replayed,
+                   .graph_captured = outcome->captured,
+                   .graph_miss = outcome->miss,
+                   .launch_seconds = SecondsSince(start)};
+  bool any_top = false;
+  for (const SequenceWork& s : batch) {
+    any_top |= s.needs_logits && sampling_.params(s.slot).num_logprobs > 0;
+  }
+  TESSERA_RETURN_IF_ERROR(inputs_->Download(any_top));
+  TESSERA_ASSIGN_OR_RETURN(samples->info.device_seconds,
+                           runtime_->ElapsedSeconds(step_start_, step_end_));
+  CollectSamples(batch, samples);
+  return absl::OkStatus();
+}
+
+const std::vector<int32_t>& CudaLlamaRunner::RowsInBatchOrder() {
+  rows_in_batch_order_.resize(row_sequence_.size());
+  std::iota(rows_in_batch_order_.begin(), rows_in_batch_order_.end(), 0);
+  std::sort(rows_in_batch_order_.begin(), rows_in_batch_order_.end(),
+            [&](int32_t a, int32_t b) { return row_sequence_[a] < row_sequence_[b]; });
+  return rows_in_batch_order_;
+}
+
+// Rows back in batch order; each sampled token is recorded in its slot's sampling state.
+void CudaLlamaRunner::CollectSamples(std::span<const SequenceWork> batch, StepSamples* samples) {
+  const size_t rows = row_sequence_.size();
+  const std::vector<int32_t>& by_batch = RowsInBatchOrder();
+  samples->sequence_index.resize(rows);
+  samples->rows.resize(rows);
+  for (size_t i = 0; i < rows; ++i) {
+    const int row = by_batch[i];
+    const int32_t slot = batch[row_sequence_[row]].slot;
+    SampleResult& out = samples->rows[i];
+    samples->sequence_index[i] = row_sequence_[row];
+    out.token = inputs_->sampled_token(row);
+    out.logprob = inputs_->sampled_logprob(row);
+    out.top_logprobs.clear();
+    const int top = sampling_.params(slot).num_logprobs;
+    for (int k = 0; k < top; ++k) {
+      out.top_logprobs.push_back({.token = inputs_->top_ids(row)[k],
+                                  .logprob = inputs_->top_logprobs(row)[k]});
+    }
+    sampling_.Record(slot, out.token);
+  }
+}
+
+absl::Status CudaLlamaRunner::Forward(std::span<const SequenceWork> batch, StepLogits* logits) {
+  TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/false));
+  LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/false);
+  TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+  TESSERA_RETURN_IF_ERROR(EnqueueStep(/*sample=*/false));
+  const size_t rows = row_sequence_.size();
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  device_logits_.resize(rows * vocab);
+  if (rows > 0) {
+    TESSERA_RETURN_IF_ERROR(runtime_->CopyToHost(device_logits_.data(), ops_->logits(),
+                                                 device_logits_.size() * sizeof(float)));
+  }
+  TESSERA_RETURN_IF_ERROR(runtime_->Synchronize());
+  const std::vector<int32_t>& by_batch = RowsInBatchOrder();
+  logits->vocab_size = config_.vocab_size;
+  logits->sequence_index.resize(rows);
+  logits->values.resize(rows * vocab);
+  for (size_t i = 0; i < rows; ++i) {
+    logits->sequence_index[i] = row_sequence_[by_batch[i]];
+    std::copy_n(device_logits_.begin() + static_cast<std::ptrdiff_t>(by_batch[i] * vocab), vocab,
+                logits->values.begin() + static_cast<std::ptrdiff_t>(i * vocab));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::worker

@@ -1,0 +1,133 @@
+// CudaLlamaRunner: laying a batch out in the persistent step buffers (device_step_inputs.h).
+#include <algorithm>
+#include <cstring>
+
+#include "common/util/check.h"
+#include "worker/cuda/cuda_llama_runner.h"
+
+namespace tessera::worker {
+namespace {
+
+// One sequence's block table as a row of the step's table array (zeros past its blocks).
+void CopyTableRow(std::span<const int32_t> table, std::span<int32_t> row) {
+  const size_t n = std::min(table.size(), row.size());
+  std::copy_n(table.begin(), n, row.begin());
+  std::fill(row.begin() + static_cast<std::ptrdiff_t>(n), row.end(), 0);
+}
+
+}  // namespace
+
+bool CudaLlamaRunner::Graphable(std::span<const SequenceWork> batch) {
+  return std::all_of(batch.begin(), batch.end(), [](const SequenceWork& s) {
+    return s.tokens.size() == 1 && s.needs_logits;
+  });
+}
+
+void CudaLlamaRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_run,
+                             bool sampling) {
+  const int n = static_cast<int>(batch.size());
+  const int padding = rows_to_run - n;
+  TESSERA_CHECK(padding >= 0 && (padding == 0 || Graphable(batch)),
+                "CudaLlamaRunner: padding rows in a step that is not decode-only");
+  // Decode sequences (one token) first, unless every sequence takes the prefill kernel.
+  order_.clear();
+  int num_decode = 0;
+  if (!options_.batch_invariant) {
+    for (int i = 0; i < n; ++i) {
+      if (batch[i].tokens.size() == 1) order_.push_back(i);
+    }
+    num_decode = static_cast<int>(order_.size());
+  }
+  for (int i = 0; i < n; ++i) {
+    if (options_.batch_invariant || batch[i].tokens.size() != 1) order_.push_back(i);
+  }
+  StepShape shape{.num_tokens = padding, .num_rows = padding};
+  for (const SequenceWork& s : batch) {
+    shape.num_tokens += static_cast<int>(s.tokens.size());
+    shape.num_rows += s.needs_logits ? 1 : 0;
+  }
+  const bool padding_decodes = !options_.batch_invariant;
+  shape.num_decode = num_decode + (padding_decodes ? padding : 0);
+  shape.num_prefill = n - num_decode + (padding_decodes ? 0 : padding);
+  inputs_->Begin(shape);
+
+  const bool graph_shaped = Graphable(batch);
+  attention_ = {.decode_max_context = graph_shaped ? config_.context_length : 0,
+                .prefill_max_query = 1};
+  row_sequence_.clear();
+  const int stride = inputs_->table_stride();
+  const int bs = options_.block_size;
+  int token = 0;
+  for (int j = 0; j < n; ++j) {
+    const SequenceWork& s = batch[order_[j]];
+    const int len = static_cast<int>(s.tokens.size());
+    for (int t = 0; t < len; ++t, ++token) {
+      const int pos = s.start_pos + t;
+      inputs_->token_ids()[token] = s.tokens[t];
+      inputs_->positions()[token] = pos;
+      inputs_->slot_mapping()[token] = s.block_table[pos / bs] * bs + pos % bs;
+    }
+    const int context = s.start_pos + len;
+    if (j < num_decode) {
+      CopyTableRow(s.block_table, inputs_->decode_tables().subspan(size_t(j) * stride, stride));
+      inputs_->decode_lens()[j] = context;
+      attention_.decode_max_context = std::max(attention_.decode_max_context, context);
+    } else {
+      const int p = j - num_decode;
+      CopyTableRow(s.block_table, inputs_->prefill_tables().subspan(size_t(p) * stride, stride));
+      inputs_->prefill_query_start()[p] = token - len - num_decode;
+      inputs_->prefill_query_start()[p + 1] = token - num_decode;
+      inputs_->prefill_lens()[p] = context;
+      attention_.prefill_max_query = std::max(attention_.prefill_max_query, len);
+    }
+    if (!s.needs_logits) continue;
+    const int row = static_cast<int>(row_sequence_.size());
+    inputs_->last_rows()[row] = token - 1;
+    row_sequence_.push_back(order_[j]);
+    if (sampling) SetSamplingRow(row, s.slot, context);
+  }
+  LayOutPadding(token, rows_to_run - n, sampling);
+}
+
+void CudaLlamaRunner::SetSamplingRow(int row, int slot, int position) {
+  inputs_->params()[row] = sampling_.RowParams(slot, position);
+  if (sampling_.has_penalties(slot)) {
+    sampling_.PenaltyEntries(slot, &penalty_tokens_, &penalty_counts_, &penalty_in_prompt_);
+    inputs_->AddPenaltyRow(penalty_tokens_, penalty_counts_, penalty_in_prompt_);
+  } else {
+    inputs_->AddPenaltyRow({}, {}, {});
+  }
+}
+
+// Inert rows after the real ones (a decode graph's bucket is larger than the batch): token 0 at
+// position 0, no KV write (slot -1), no sampling; as decode rows their context is 0 (the kernel
+// writes zeros), as prefill rows (batch-invariant mode) they attend to position 0 of the null
+// block 0, which is zeroed and never written.
+void CudaLlamaRunner::LayOutPadding(int first_token, int count, bool sampling) {
+  const StepShape& shape = inputs_->shape();
+  const int stride = inputs_->table_stride();
+  int row = shape.num_rows - count;
+  for (int i = 0; i < count; ++i, ++row) {
+    const int token = first_token + i;
+    inputs_->token_ids()[token] = 0;
+    inputs_->positions()[token] = 0;
+    inputs_->slot_mapping()[token] = -1;
+    if (options_.batch_invariant) {
+      const int p = shape.num_prefill - count + i;
+      CopyTableRow({}, inputs_->prefill_tables().subspan(size_t(p) * stride, stride));
+      inputs_->prefill_query_start()[p] = token;
+      inputs_->prefill_query_start()[p + 1] = token + 1;
+      inputs_->prefill_lens()[p] = 1;
+    } else {
+      const int d = shape.num_decode - count + i;
+      CopyTableRow({}, inputs_->decode_tables().subspan(size_t(d) * stride, stride));
+      inputs_->decode_lens()[d] = 0;
+    }
+    inputs_->last_rows()[row] = token;
+    if (!sampling) continue;
+    inputs_->params()[row] = cuda::SamplingRowParams{.active = 0};
+    inputs_->AddPenaltyRow({}, {}, {});
+  }
+}
+
+}  // namespace tessera::worker

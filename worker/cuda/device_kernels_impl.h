@@ -1,0 +1,197 @@
+// DeviceKernelsFor<Launcher>: the DeviceKernels interface (device_kernels.h) over one launcher
+// type, dispatching the run-time data type and head size to the kernel templates. Included by
+// exactly two translation units: device_kernels_emulated.cc (the SIMT emulator's launcher, g++)
+// and device_kernels_cuda.cu (CudaLauncher, nvcc). `ToStatus` turns the launcher's status into
+// an absl::Status (absl::Status itself for the emulator, cudaError_t for CUDA).
+#pragma once
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/batch_invariant_gemm.cuh"
+#include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/paged_decode_attention.cuh"
+#include "kernels/cuda/paged_prefill_attention.cuh"
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/sampling.cuh"
+#include "worker/cuda/device_kernels.h"
+
+namespace tessera::worker {
+
+// Calls fn(T{}) with T the element type of `type`.
+template <typename Fn>
+absl::Status WithElementType(device::DataType type, Fn&& fn) {
+  switch (type) {
+    case device::DataType::kBf16: return fn(__nv_bfloat16{});
+    case device::DataType::kF16: return fn(__half{});
+    case device::DataType::kF32: return fn(float{});
+  }
+  return absl::InvalidArgumentError("unknown device data type");
+}
+
+// Calls fn(std::integral_constant<int, D>{}) for a supported head size D.
+template <typename Fn>
+absl::Status WithHeadDim(int head_dim, Fn&& fn) {
+  switch (head_dim) {
+    case 64: return fn(std::integral_constant<int, 64>{});
+    case 128: return fn(std::integral_constant<int, 128>{});
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("no attention kernel for head_dim ", head_dim, " (built: 64, 128)"));
+}
+
+template <class Launcher, class ToStatus>
+class DeviceKernelsFor final : public DeviceKernels {
+ public:
+  DeviceKernelsFor(Launcher launcher, ToStatus to_status)
+      : launcher_(std::move(launcher)), to_status_(std::move(to_status)) {}
+
+  absl::Status Embedding(DataType type, cuda::GgufFormat format, const int32_t* ids,
+                         const void* table, void* out, int num_tokens, int64_t vocab,
+                         int hidden) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchEmbedding<Launcher, T>(
+          launcher_, format, ids, static_cast<const uint8_t*>(table), static_cast<T*>(out),
+          num_tokens, vocab, hidden));
+    });
+  }
+
+  absl::Status RmsNorm(DataType type, const void* x, const void* weight, void* out, int num_rows,
+                       int hidden, float eps) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchRmsNorm<Launcher, T>(
+          launcher_, static_cast<const T*>(x), nullptr, static_cast<const T*>(weight),
+          static_cast<T*>(out), num_rows, hidden, eps));
+    });
+  }
+
+  absl::Status Rope(DataType type, cuda::RopeStyle style, void* q, void* k,
+                    const int32_t* positions, const float* cos_sin, int max_positions,
+                    int num_tokens, int num_heads, int num_kv_heads, int head_dim,
+                    int rope_dim) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchRope<Launcher, T>(
+          launcher_, style, static_cast<T*>(q), static_cast<T*>(k), positions, cos_sin,
+          max_positions, num_tokens, num_heads, num_kv_heads, head_dim, rope_dim));
+    });
+  }
+
+  absl::Status SwiGlu(DataType type, const void* gate, const void* up, void* out, int num_tokens,
+                      int width) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchSwiGlu<Launcher, T>(
+          launcher_, static_cast<const T*>(gate), static_cast<const T*>(up),
+          static_cast<T*>(out), num_tokens, width));
+    });
+  }
+
+  absl::Status AddInPlace(DataType type, void* inout, const void* delta, int64_t count) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchAddInPlace<Launcher, T>(
+          launcher_, static_cast<T*>(inout), static_cast<const T*>(delta), count));
+    });
+  }
+
+  absl::Status AddBias(DataType type, void* inout, const void* bias, int rows,
+                       int width) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchAddBias<Launcher, T>(
+          launcher_, static_cast<T*>(inout), static_cast<const T*>(bias), rows, width));
+    });
+  }
+
+  absl::Status GatherRows(DataType type, const void* src, const int32_t* row_indices, void* dst,
+                          int num_rows, int width) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchGatherRows<Launcher, T>(
+          launcher_, static_cast<const T*>(src), row_indices, static_cast<T*>(dst), num_rows,
+          width));
+    });
+  }
+
+  absl::Status KvWrite(DataType type, const void* k, const void* v, void* k_pool, void* v_pool,
+                       const int32_t* slot_mapping, int num_tokens, int num_kv_heads,
+                       int head_dim) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchKvWrite<Launcher, T>(
+          launcher_, static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(k_pool),
+          static_cast<T*>(v_pool), slot_mapping, num_tokens, num_kv_heads, head_dim));
+    });
+  }
+
+  absl::Status DecodeAttention(DataType type, int head_dim, const cuda::PagedDecodeParams& params,
+                               const void* q, const void* k_pool, const void* v_pool,
+                               const int32_t* block_tables, const int32_t* context_lens,
+                               void* out, float* workspace) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return WithHeadDim(head_dim, [&](auto d) {
+        return to_status_(cuda::LaunchPagedDecodeAttention<Launcher, T, decltype(d)::value>(
+            launcher_, params, static_cast<const T*>(q), static_cast<const T*>(k_pool),
+            static_cast<const T*>(v_pool), block_tables, context_lens, static_cast<T*>(out),
+            workspace));
+      });
+    });
+  }
+
+  absl::Status PrefillAttention(DataType type, int head_dim,
+                                const cuda::PagedPrefillParams& params, const void* q,
+                                const void* k_pool, const void* v_pool,
+                                const int32_t* block_tables, const int32_t* query_start_loc,
+                                const int32_t* context_lens, void* out) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return WithHeadDim(head_dim, [&](auto d) {
+        return to_status_(cuda::LaunchPagedPrefillAttention<Launcher, T, decltype(d)::value>(
+            launcher_, params, static_cast<const T*>(q), static_cast<const T*>(k_pool),
+            static_cast<const T*>(v_pool), block_tables, query_start_loc, context_lens,
+            static_cast<T*>(out)));
+      });
+    });
+  }
+
+  absl::Status BatchInvariantGemm(DataType type, DataType c_type, const void* a, const void* b,
+                                  void* c, int m, int n, int k) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      if (c_type == DataType::kF32) return Gemm<T, float>(a, b, c, m, n, k);
+      if (c_type != type) {
+        return absl::InvalidArgumentError("batch-invariant GEMM: c must be f32 or a's type");
+      }
+      return Gemm<T, T>(a, b, c, m, n, k);
+    });
+  }
+
+  absl::Status Sampling(const float* logits, int num_rows, int vocab,
+                        const cuda::SamplingRowParams* params,
+                        const cuda::SamplingPenalties& penalties,
+                        const cuda::SamplingOutputs& outputs) override {
+    return to_status_(
+        cuda::LaunchSampling(launcher_, logits, num_rows, vocab, params, penalties, outputs));
+  }
+
+ private:
+  template <typename T, typename TC>
+  absl::Status Gemm(const void* a, const void* b, void* c, int m, int n, int k) {
+    return to_status_(cuda::LaunchBatchInvariantGemm<Launcher, T, T, TC>(
+        launcher_, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<TC*>(c), m, n,
+        k));
+  }
+
+  Launcher launcher_;
+  ToStatus to_status_;
+};
+
+}  // namespace tessera::worker

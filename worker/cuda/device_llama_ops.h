@@ -1,0 +1,129 @@
+// The device backend of the llama model definition (worker/models/llama_model.h): each op
+// enqueues one or two kernels (device_kernels.h) or a GEMM on the device runtime's stream, over
+// activations allocated once for the runner's capacity. Nothing is allocated or synchronised
+// here, so a decode step's ops can be captured into a CUDA graph and replayed.
+//
+// Modes. Default: GEMMs through DeviceRuntime::Gemm (cuBLAS on a GPU), one-token sequences
+// through the split-K decode attention kernel and longer chunks through the prefill kernel.
+// Batch invariant (DESIGN.md §6): GEMMs through the batch-invariant kernel and every sequence
+// through the prefill attention kernel (its per-row reduction order depends only on the row's
+// position), so a sequence's results do not depend on what else is in the step, nor on how its
+// prompt was chunked.
+//
+// A launch error is kept (the first one) and later ops do nothing; the runner reads status()
+// after the forward pass. Ownership: owns its activations; borrows weights, kernels, runtime,
+// KV pools and step inputs from its runner. Threading: the step thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "kernels/device/device_memory.h"
+#include "kernels/device/device_runtime.h"
+#include "worker/cuda/device_kernels.h"
+#include "worker/cuda/device_llama_weights.h"
+#include "worker/cuda/device_step_inputs.h"
+#include "worker/models/llama_model.h"
+
+namespace tessera::worker {
+
+// Every layer's K and V pool: [num_blocks, block_size, num_kv_heads, head_dim] of the dtype.
+struct DeviceKvPools {
+  int64_t num_blocks = 0;
+  int block_size = 0;
+  std::vector<void*> k, v;  // [num_layers]
+};
+
+// What the attention of one step needs beyond the step inputs: host-side maxima that size the
+// kernels' grids (for a graph, the values of its bucket, fixed at capture).
+struct DeviceStepAttention {
+  int decode_max_context = 0;  // >= every decode sequence's context length
+  int prefill_max_query = 0;   // >= every prefill chunk
+};
+
+struct DeviceOpsOptions {
+  bool batch_invariant = false;
+  int max_tokens = 0;  // activation rows
+  int max_rows = 0;    // sampling rows (kFinal, kLogits)
+  int num_sms = 132;   // the decode attention's split heuristic
+  int decode_partition = 0;  // > 0 forces the decode kernel's partition size
+};
+
+class DeviceLlamaOps {
+ public:
+  using Act = LlamaActivation;
+  struct Projection {
+    const DeviceMatrix& weight;
+    Act out;
+  };
+
+  static absl::StatusOr<std::unique_ptr<DeviceLlamaOps>> Create(
+      device::DeviceRuntime& runtime, DeviceKernels& kernels, const model::ModelConfig& config,
+      const DeviceLlamaWeights& weights, const DeviceKvPools& kv, const DeviceOpsOptions& options);
+
+  // Points the ops at the step `inputs` describe (shape and device addresses).
+  void BeginStep(const DeviceStepInputs& inputs, const DeviceStepAttention& attention);
+  const absl::Status& status() const { return status_; }
+  // The logits of the step's rows, [num_rows, vocab] f32 on the device.
+  const float* logits() const;
+  int64_t activation_bytes() const { return activation_bytes_; }
+
+  // The ops of llama_model.h.
+  const DeviceLlamaLayer& layer(int l) const { return weights_.layers[l]; }
+  const void* output_norm() const { return weights_.output_norm; }
+  const DeviceMatrix& output() const { return weights_.output; }
+  static bool HasBias(const void* bias) { return bias != nullptr; }
+  static bool HasNorm(const void* norm) { return norm != nullptr; }
+  void Embed(Act out);
+  void RmsNorm(Act in, const void* weight, Act out, int groups);
+  void Project(Act in, std::initializer_list<Projection> outputs);
+  void AddBias(const void* bias, Act inout);
+  void Rope(Act inout, int num_heads);
+  void Attend(int layer, Act q, Act k, Act v, Act out);
+  void SwiGlu(Act gate, Act up, Act out);
+  void Add(Act inout, Act delta);
+  void GatherLastRows(Act in, Act out);
+
+ private:
+  static constexpr int kNumActs = static_cast<int>(Act::kLogits) + 1;
+
+  DeviceLlamaOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
+                 const model::ModelConfig& config, const DeviceLlamaWeights& weights,
+                 const DeviceKvPools& kv, const DeviceOpsOptions& options);
+  absl::Status AllocateActivations();
+  int Rows(Act act) const;
+  int Width(Act act) const;
+  void* Buffer(Act act) const;
+  size_t ElementBytes(Act act) const;
+  // Keeps the first error.
+  void Check(const absl::Status& status);
+  void Gemm(Act in, const DeviceMatrix& weight, Act out);
+  void DecodeAttention(int layer, const void* q, void* out);
+  void PrefillAttention(int layer, const void* q, void* out);
+
+  device::DeviceRuntime& runtime_;
+  DeviceKernels& kernels_;
+  model::ModelConfig config_;
+  const DeviceLlamaWeights& weights_;
+  const DeviceKvPools& kv_;
+  DeviceOpsOptions options_;
+  device::DataType dtype_;
+  const DeviceStepInputs* inputs_ = nullptr;
+  DeviceStepAttention attention_;
+  absl::Status status_;
+
+  // Activations: buffers_[slot_of_[act]]; an in-place RmsNorm writes the spare buffer and swaps
+  // it in (reset every step, so a captured graph and its replays see the same addresses).
+  std::vector<device::DeviceMemory> buffers_;
+  std::array<int, kNumActs> slot_of_{};
+  int spare_ = 0;
+  device::DeviceMemory decode_workspace_;
+  int64_t activation_bytes_ = 0;
+};
+
+}  // namespace tessera::worker

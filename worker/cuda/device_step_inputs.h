@@ -1,0 +1,171 @@
+// DeviceStepInputs: the device runner's persistent step buffers. Every step's inputs (token ids,
+// positions, KV slot mapping, block tables and context lengths of its decode and prefill
+// sequences, the rows that sample and their sampling parameters) are written into one host
+// staging area laid out exactly as a region of the persistent device input buffer, and go over
+// in ONE host->device copy; the sampler's outputs (ids, logprobs, top-N) come back in one
+// device->host copy. Nothing is allocated on the device after construction.
+//
+// The layout depends only on the step's shape (StepShape), so a CUDA graph captured for a
+// decode bucket reads the same device addresses every replay, whatever the sequences. Block
+// tables are rows of `table_stride` = blocks for the whole context (as vLLM's input batch: the
+// host keeps the tables, the step copies the rows it uses). Penalty state (CSR, sampling_types.h)
+// entries live in their own fixed-capacity buffer so their addresses never move; they are copied
+// only on steps where a row uses penalties (3 more small copies; the row offsets ride in the one
+// input copy, all equal when no row has penalties).
+//
+// Ownership: owns its device buffers and host staging; the runtime must outlive it.
+// Threading: the runner's step thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cuda/sampling_types.h"
+#include "kernels/device/device_memory.h"
+#include "kernels/device/device_runtime.h"
+
+namespace tessera::worker {
+
+// How many of each a step has. Decode sequences (one token) come first in token order, then
+// prefill sequences; rows are the sequences that sample.
+struct StepShape {
+  int num_tokens = 0;
+  int num_decode = 0;
+  int num_prefill = 0;
+  int num_rows = 0;
+};
+
+// Byte offsets of each input array for one shape (16-byte aligned, in this order).
+struct StepInputLayout {
+  size_t token_ids = 0, positions = 0, slot_mapping = 0;
+  size_t decode_tables = 0, decode_lens = 0;
+  size_t prefill_tables = 0, prefill_query_start = 0, prefill_lens = 0;
+  size_t last_rows = 0, params = 0, penalty_offsets = 0;
+  size_t end = 0;
+  static StepInputLayout For(const StepShape& shape, int table_stride);
+};
+
+class DeviceStepInputs {
+ public:
+  // Capacity: the largest shape any step may have; penalty_capacity: CSR entries over all rows.
+  static absl::StatusOr<DeviceStepInputs> Create(device::DeviceRuntime& runtime,
+                                                 const StepShape& capacity, int table_stride,
+                                                 int64_t penalty_capacity);
+
+  int table_stride() const { return table_stride_; }
+  const StepShape& capacity() const { return capacity_; }
+
+  // Starts a step of `shape` (within capacity): the host arrays below are sized for it and the
+  // penalty CSR is empty.
+  void Begin(const StepShape& shape);
+  const StepShape& shape() const { return shape_; }
+
+  // Host staging for the current step ([num_tokens], [num_decode * stride], ...).
+  std::span<int32_t> token_ids() { return Host<int32_t>(layout_.token_ids, shape_.num_tokens); }
+  std::span<int32_t> positions() { return Host<int32_t>(layout_.positions, shape_.num_tokens); }
+  std::span<int32_t> slot_mapping() {
+    return Host<int32_t>(layout_.slot_mapping, shape_.num_tokens);
+  }
+  std::span<int32_t> decode_tables() {
+    return Host<int32_t>(layout_.decode_tables, size_t(shape_.num_decode) * table_stride_);
+  }
+  std::span<int32_t> decode_lens() { return Host<int32_t>(layout_.decode_lens, shape_.num_decode); }
+  std::span<int32_t> prefill_tables() {
+    return Host<int32_t>(layout_.prefill_tables, size_t(shape_.num_prefill) * table_stride_);
+  }
+  std::span<int32_t> prefill_query_start() {
+    return Host<int32_t>(layout_.prefill_query_start, shape_.num_prefill + 1);
+  }
+  std::span<int32_t> prefill_lens() {
+    return Host<int32_t>(layout_.prefill_lens, shape_.num_prefill);
+  }
+  std::span<int32_t> last_rows() { return Host<int32_t>(layout_.last_rows, shape_.num_rows); }
+  std::span<cuda::SamplingRowParams> params() {
+    return Host<cuda::SamplingRowParams>(layout_.params, shape_.num_rows);
+  }
+  // Appends one row's penalty entries (rows in order; call once per row, empty when none).
+  void AddPenaltyRow(std::span<const int32_t> tokens, std::span<const int32_t> counts,
+                     std::span<const uint8_t> in_prompt);
+  int64_t penalty_capacity() const { return penalty_capacity_; }
+
+  // The one host->device copy of the step's inputs (plus the penalty arrays when used).
+  absl::Status Upload();
+
+  // Device addresses of the current layout.
+  const int32_t* device_token_ids() const { return Device<int32_t>(layout_.token_ids); }
+  const int32_t* device_positions() const { return Device<int32_t>(layout_.positions); }
+  const int32_t* device_slot_mapping() const { return Device<int32_t>(layout_.slot_mapping); }
+  const int32_t* device_decode_tables() const { return Device<int32_t>(layout_.decode_tables); }
+  const int32_t* device_decode_lens() const { return Device<int32_t>(layout_.decode_lens); }
+  const int32_t* device_prefill_tables() const { return Device<int32_t>(layout_.prefill_tables); }
+  const int32_t* device_prefill_query_start() const {
+    return Device<int32_t>(layout_.prefill_query_start);
+  }
+  const int32_t* device_prefill_lens() const { return Device<int32_t>(layout_.prefill_lens); }
+  const int32_t* device_last_rows() const { return Device<int32_t>(layout_.last_rows); }
+  const cuda::SamplingRowParams* device_params() const {
+    return Device<cuda::SamplingRowParams>(layout_.params);
+  }
+  // Always non-null (a graph captured without penalties must serve a step with them); the
+  // offsets are all 0 when no row has penalties.
+  cuda::SamplingPenalties device_penalties() const;
+
+  // The sampler's outputs for `num_rows` rows at fixed addresses (rows-major arrays sized by
+  // the capacity, so a graph's addresses never move).
+  cuda::SamplingOutputs device_outputs() const;
+  // One device->host copy of the outputs of the current step's rows (top-N only when asked),
+  // then waits for it.
+  absl::Status Download(bool with_top_logprobs);
+  int32_t sampled_token(int row) const { return HostOutput<int32_t>(kTokens)[row]; }
+  float sampled_logprob(int row) const { return HostOutput<float>(kLogprobs)[row]; }
+  // The row's top-N ids and logprobs (kSamplingMaxLogprobs entries; -1 / -inf past its N).
+  std::span<const int32_t> top_ids(int row) const {
+    return {HostOutput<int32_t>(kTopIds) + size_t(row) * cuda::kSamplingMaxLogprobs,
+            size_t(cuda::kSamplingMaxLogprobs)};
+  }
+  std::span<const float> top_logprobs(int row) const {
+    return {HostOutput<float>(kTopLogprobs) + size_t(row) * cuda::kSamplingMaxLogprobs,
+            size_t(cuda::kSamplingMaxLogprobs)};
+  }
+
+ private:
+  DeviceStepInputs() = default;
+  template <typename T>
+  std::span<T> Host(size_t offset, size_t count) {
+    return {reinterpret_cast<T*>(staging_.data() + offset), count};
+  }
+  template <typename T>
+  const T* Device(size_t offset) const {
+    return reinterpret_cast<const T*>(input_.as<uint8_t>() + offset);
+  }
+  // The output arrays, in order; each holds capacity rows (x kSamplingMaxLogprobs for top-N).
+  enum OutputArray { kTokens, kLogprobs, kTopIds, kTopLogprobs };
+  size_t OutputOffset(OutputArray array) const;
+  template <typename T>
+  const T* HostOutput(OutputArray array) const {
+    return reinterpret_cast<const T*>(host_outputs_.data() + OutputOffset(array));
+  }
+
+  device::DeviceRuntime* runtime_ = nullptr;
+  StepShape capacity_;
+  int table_stride_ = 0;
+  int64_t penalty_capacity_ = 0;
+  StepShape shape_;
+  StepInputLayout layout_;
+  std::vector<uint8_t> staging_;  // sized for the capacity layout
+  device::DeviceMemory input_;
+  // Penalty entries: [tokens | counts | in_prompt], each penalty_capacity_ long.
+  device::DeviceMemory penalties_;
+  std::vector<int32_t> penalty_offsets_, penalty_tokens_, penalty_counts_;
+  std::vector<uint8_t> penalty_in_prompt_;
+  bool penalties_used_ = false;
+  // Outputs: [tokens | logprobs | top_ids | top_logprobs], capacity rows each.
+  device::DeviceMemory outputs_;
+  std::vector<uint8_t> host_outputs_;  // same layout, for the one copy
+};
+
+}  // namespace tessera::worker
