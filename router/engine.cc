@@ -159,7 +159,11 @@ void Engine::HandleConnected(WorkerConnected& event) {
   next_step_ = 1;
   const wv1::DescribeResponse& d = event.description;
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(SchedulerConfig{
-      .max_num_batched_tokens = config_.max_num_batched_tokens,
+      // A device worker sizes its step buffers once: never plan more tokens than it holds.
+      .max_num_batched_tokens = d.max_num_batched_tokens() > 0
+                                    ? std::min(config_.max_num_batched_tokens,
+                                               d.max_num_batched_tokens())
+                                    : config_.max_num_batched_tokens,
       .max_num_seqs = std::min(config_.max_num_seqs, d.max_num_seqs()),
       .block_size = d.block_size(),
       .num_blocks = static_cast<int32_t>(d.num_kv_blocks()),

@@ -1,4 +1,5 @@
-// `tessera-worker`: loads a model, builds the CPU runner and its KV pool, and serves the
+// `tessera-worker`: loads a model, builds its runner (runner_factory.h: cpu, or cuda on a GPU or
+// the emulated device) and KV pool, and serves the
 // `tessera.worker.v1.Worker` step protocol (plus the standard gRPC health service) until SIGINT
 // or SIGTERM.
 //
@@ -39,9 +40,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/absl_compat.h"
 #include "common/util/status_macros.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/thread_pool.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/runner_factory.h"
 #include "worker/loaded_model.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
@@ -65,30 +64,32 @@ void LogGrpc(gpr_log_func_args* args) {
 struct WorkerFlags {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string listen = "127.0.0.1:0";
-  int threads = 0;             // 0 = hardware threads
-  int block_size = 16;
-  int64_t num_kv_blocks = 0;   // including the null block; 0 = from kv_cache_mb
-  // 2 GiB of f32 K/V holds ~46K tokens of the default model (45 KiB per token): its full 8K
-  // context for five sequences at once, or dozens of typical chat requests.
-  int64_t kv_cache_mb = 2048;
-  int max_num_seqs = 256;
+  RunnerFlags runner;          // backend, device, dtype, KV pool, graphs (runner_factory.h)
   bool mmap_weights = false;   // map the GGUF instead of copying it into huge pages
-  std::string activations = "f32";  // matmul activations: f32 (exact) or int8 (lossy)
-  std::string kv_cache_dtype = "f32";  // KV pool elements: f32 (exact) or f16 (lossy)
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;       // -1 = no metrics server; 0 = any free port
   std::string secret;          // router⇄worker shared secret; "" = none
 };
 
 absl::Status CheckFlags(const WorkerFlags& flags) {
-  if (flags.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
-  if (flags.block_size < 1) return absl::InvalidArgumentError("--block-size must be >= 1");
-  if (flags.num_kv_blocks != 0 && flags.num_kv_blocks < 2) {
+  const RunnerFlags& r = flags.runner;
+  if (r.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
+  if (r.block_size < 1) return absl::InvalidArgumentError("--block-size must be >= 1");
+  if (r.num_kv_blocks != 0 && r.num_kv_blocks < 2) {
     return absl::InvalidArgumentError(
         "--num-kv-blocks must be 0 (size from --kv-cache-mb) or >= 2 (block 0 is reserved)");
   }
-  if (flags.kv_cache_mb < 1) return absl::InvalidArgumentError("--kv-cache-mb must be >= 1");
-  if (flags.max_num_seqs < 1) return absl::InvalidArgumentError("--max-num-seqs must be >= 1");
+  if (r.kv_cache_mb < 0) return absl::InvalidArgumentError("--kv-cache-mb must be >= 0");
+  if (r.max_num_seqs < 1) return absl::InvalidArgumentError("--max-num-seqs must be >= 1");
+  if (r.max_num_batched_tokens < 1) {
+    return absl::InvalidArgumentError("--max-num-batched-tokens must be >= 1");
+  }
+  if (!(r.gpu_memory_utilization > 0 && r.gpu_memory_utilization <= 1)) {
+    return absl::InvalidArgumentError("--gpu-memory-utilization must be in (0, 1]");
+  }
+  if (r.emulated_memory_mb < 1) {
+    return absl::InvalidArgumentError("--emulated-memory-mb must be >= 1");
+  }
   if (flags.metrics_port < -1 || flags.metrics_port > 65535) {
     return absl::InvalidArgumentError("--metrics-port must be in [0, 65535]");
   }
@@ -100,33 +101,10 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
   return absl::OkStatus();
 }
 
-// Blocks (including the null block 0) that fit in kv_cache_mb.
-absl::StatusOr<int64_t> KvBlocks(const WorkerFlags& flags, const model::ModelConfig& config) {
-  if (flags.num_kv_blocks > 0) return flags.num_kv_blocks;
-  TESSERA_ASSIGN_OR_RETURN(const kernels::cpu::KvDtype dtype, ParseKvDtype(flags.kv_cache_dtype));
-  const int64_t block_bytes = CpuLlamaRunner::KvBlockBytes(config, flags.block_size, dtype);
-  const int64_t blocks = flags.kv_cache_mb * kMiB / block_bytes;
-  if (blocks < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-cache-mb ", flags.kv_cache_mb, " holds ", blocks, " KV blocks of ", block_bytes,
-        " bytes; at least 2 are needed (block 0 is reserved)"));
-  }
-  return blocks;
-}
-
-std::string DeviceDescription(int threads, MatmulActivations activations,
-                              kernels::cpu::KvDtype kv_dtype) {
-  return absl::StrCat(threads, threads == 1 ? " thread, " : " threads, ",
-                      util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())), ", ",
-                      util::ToAbsl(MatmulActivationsName(activations)), " activations, ",
-                      util::ToAbsl(KvDtypeName(kv_dtype)), " KV");
-}
-
 // Everything the server borrows, in construction order (destroyed in reverse).
 struct Worker {
   std::unique_ptr<LoadedModel> model;
-  std::unique_ptr<kernels::cpu::ThreadPool> pool;
-  std::unique_ptr<CpuLlamaRunner> runner;
+  BuiltRunner runner;  // the runner and its thread pool (cpu)
   std::unique_ptr<WorkerMetrics> metrics;
   std::unique_ptr<WorkerService> service;
   std::unique_ptr<grpc::Server> server;
@@ -135,50 +113,41 @@ struct Worker {
 };
 
 absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
-  TESSERA_ASSIGN_OR_RETURN(const MatmulActivations activations,
-                           ParseMatmulActivations(flags.activations));
-  TESSERA_ASSIGN_OR_RETURN(const kernels::cpu::KvDtype kv_dtype,
-                           ParseKvDtype(flags.kv_cache_dtype));
   TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path,
                                                       flags.mmap_weights
                                                           ? util::FileLoad::kMap
                                                           : util::FileLoad::kHugePageCopy));
-  if (activations == MatmulActivations::kInt8) {
-    if (absl::Status packable = CheckInt8Packable(*worker->model->weights); !packable.ok()) {
-      return packable;
-    }
-  }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                            tokenizer::Tokenizer::FromGguf(*worker->model->file));
   const model::ModelConfig& config = worker->model->config;
-  TESSERA_ASSIGN_OR_RETURN(const int64_t num_blocks, KvBlocks(flags, config));
-  const int threads = flags.threads > 0
-                          ? flags.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  worker->pool = std::make_unique<kernels::cpu::ThreadPool>(threads);
-  worker->runner = std::make_unique<CpuLlamaRunner>(
-      config, worker->model->weights.get(), worker->pool.get(),
-      CpuRunnerOptions{.block_size = flags.block_size,
-                       .num_kv_blocks = num_blocks,
-                       .activations = activations,
-                       .kv_dtype = kv_dtype});
+  TESSERA_ASSIGN_OR_RETURN(worker->runner, BuildRunner(flags.runner, *worker->model));
+  if (!worker->runner.selection.empty()) {
+    std::fprintf(stderr, "tessera-worker: %s\n", worker->runner.selection.c_str());
+  }
+  const BuiltRunner& built = worker->runner;
+  const int max_num_seqs = flags.runner.max_num_seqs;
   worker->metrics = std::make_unique<WorkerMetrics>(
       std::make_shared<prometheus::Registry>(),
-      WorkerMetricsOptions{.max_num_seqs = flags.max_num_seqs,
-                           .kv_pool_bytes = worker->runner->kv_pool().bytes,
-                           .measure_gpu_busy = false});  // the cpu runner
-  WorkerServiceOptions options{.max_num_seqs = flags.max_num_seqs,
+      WorkerMetricsOptions{.max_num_seqs = max_num_seqs,
+                           .kv_pool_bytes = built.runner->kv_pool().bytes,
+                           .measure_gpu_busy = built.has_device});
+  WorkerServiceOptions options{.max_num_seqs = max_num_seqs,
                                .model_name = "",
                                .eos_token_ids = {},
                                .bos_token_id = tok->info().bos_id,
-                               .device = DeviceDescription(threads, activations, kv_dtype),
+                               .device = built.description,
+                               .max_num_batched_tokens = built.max_num_batched_tokens,
+                               .graph_buckets = built.graph_buckets,
+                               .device_memory_bytes = built.device_memory_bytes,
+                               .weights_bytes = built.weights_bytes,
+                               .weights_load_seconds = built.weights_load_seconds,
                                .metrics = worker->metrics.get(),
                                .secret = flags.secret};
   if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
   if (config.name.empty()) {
     options.model_name = std::filesystem::path(flags.model_path).stem().string();
   }
-  worker->service = std::make_unique<WorkerService>(worker->runner.get(), options);
+  worker->service = std::make_unique<WorkerService>(built.runner.get(), options);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -189,7 +158,7 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   // A plan admitting many long prompts carries every token of each (up to 5 bytes a varint),
   // far beyond gRPC's 4 MiB default for received messages.
   const int64_t max_plan_bytes =
-      int64_t{flags.max_num_seqs} * config.context_length * 5 + (int64_t{1} << 20);
+      int64_t{max_num_seqs} * config.context_length * 5 + (int64_t{1} << 20);
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<int64_t>(max_plan_bytes, std::numeric_limits<int>::max())));
   // gRPC logs a bind failure itself (a long nested error); the error we return says it in one
@@ -200,13 +169,13 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   if (worker->server == nullptr || *port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
   }
-  const KvPoolInfo kv = worker->runner->kv_pool();
+  const KvPoolInfo kv = built.runner->kv_pool();
   std::fprintf(stderr, "%s\n",
                absl::StrFormat("tessera-worker: %s (%s), %d KV blocks of %d tokens (%.0f MiB), "
                                "max %d sequences, %s",
                                worker->service->description().model_name(), config.architecture,
                                kv.num_blocks, kv.block_size,
-                               static_cast<double>(kv.bytes) / kMiB, flags.max_num_seqs,
+                               static_cast<double>(kv.bytes) / kMiB, max_num_seqs,
                                options.device)
                    .c_str());
   return absl::OkStatus();
@@ -233,26 +202,56 @@ absl::Status StartMetricsServer(const WorkerFlags& flags, Worker* worker) {
   return absl::OkStatus();
 }
 
+// The backend, device and sizing options (runner_factory.h).
+void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
+  app.add_option("--device", r->device,
+                 "backend: auto (cuda when a CUDA GPU is usable, else cpu), cpu, cuda, or "
+                 "emulated (the cuda backend on the CPU through the SIMT emulator; slow, for tests)")
+      ->capture_default_str();
+  app.add_option("--dtype", r->dtype,
+                 "cuda compute type: bf16 (default), f16 or f32 (exactness checks); cpu: f32");
+  app.add_option("--threads", r->threads, "cpu kernel threads (0 = hardware threads)")
+      ->capture_default_str();
+  app.add_option("--block-size", r->block_size, "tokens per KV block")->capture_default_str();
+  app.add_option("--num-kv-blocks", r->num_kv_blocks,
+                 "KV pool blocks including the null block (0 = from the size flags)")
+      ->capture_default_str();
+  app.add_option("--kv-cache-mb", r->kv_cache_mb,
+                 "KV pool size in MiB (0 = cpu: 2048; cuda: from --gpu-memory-utilization)")
+      ->capture_default_str();
+  app.add_option("--gpu-memory-utilization", r->gpu_memory_utilization,
+                 "cuda: fraction of device memory for weights, buffers and the KV pool")
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", r->kv_cache_dtype,
+                 "cpu KV pool elements: f32 (exact) or f16 (half the memory; lossy, docs/perf/cpu.md)")
+      ->capture_default_str();
+  app.add_option("--max-num-seqs", r->max_num_seqs, "sequence slots")->capture_default_str();
+  app.add_option("--max-num-batched-tokens", r->max_num_batched_tokens,
+                 "cuda: most tokens one step may carry (sizes the step buffers; the router "
+                 "plans within it)")
+      ->capture_default_str();
+  app.add_option("--activations", r->activations,
+                 "cpu matmul activations: f32 (exact) or int8 (lossy, faster batches)")
+      ->capture_default_str();
+  app.add_option("--cuda-graphs", r->cuda_graphs,
+                 "cuda: decode CUDA graphs captured lazily (first use), eagerly (start-up) or off")
+      ->capture_default_str();
+  app.add_flag("--batch-invariant", r->batch_invariant,
+               "cuda: batch-invariant GEMM and attention (a request's results never depend on "
+               "its batch; slower); the cpu backend always is");
+  app.add_option("--cuda-device", r->cuda_device, "cuda: device index")->capture_default_str();
+  app.add_option("--emulated-memory-mb", r->emulated_memory_mb,
+                 "emulated: the emulated device's memory")
+      ->capture_default_str();
+}
+
 int Main(int argc, char** argv) {
   WorkerFlags flags;
   CLI::App app{"tessera-worker: serves the tessera.worker.v1 step protocol on one model"};
   app.add_option("--model", flags.model_path, "GGUF model file")->capture_default_str();
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();
-  app.add_option("--threads", flags.threads, "kernel threads (0 = hardware threads)")
-      ->capture_default_str();
-  app.add_option("--block-size", flags.block_size, "tokens per KV block")->capture_default_str();
-  app.add_option("--num-kv-blocks", flags.num_kv_blocks,
-                 "KV pool blocks including the null block (0 = from --kv-cache-mb)")
-      ->capture_default_str();
-  app.add_option("--kv-cache-mb", flags.kv_cache_mb, "KV pool size in MiB")->capture_default_str();
-  app.add_option("--kv-cache-dtype", flags.kv_cache_dtype,
-                 "KV pool elements: f32 (exact) or f16 (half the memory; lossy, docs/perf/cpu.md)")
-      ->capture_default_str();
-  app.add_option("--max-num-seqs", flags.max_num_seqs, "sequence slots")->capture_default_str();
-  app.add_option("--activations", flags.activations,
-                 "matmul activations: f32 (exact) or int8 (lossy, faster batches)")
-      ->capture_default_str();
+  AddRunnerOptions(app, &flags.runner);
   app.add_flag("--mmap-weights", flags.mmap_weights,
                "map the model file instead of copying it into huge-page memory (slower steps; "
                "shares the page cache)");

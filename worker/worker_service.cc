@@ -89,6 +89,11 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
   d.set_kv_pool_bytes(kv.bytes);
   d.set_backend(runner.backend_name());
   d.set_device(options.device);
+  d.set_max_num_batched_tokens(options.max_num_batched_tokens);
+  for (int32_t bucket : options.graph_buckets) d.add_graph_buckets(bucket);
+  d.set_device_memory_bytes(options.device_memory_bytes);
+  d.set_weights_bytes(options.weights_bytes);
+  d.set_weights_load_seconds(options.weights_load_seconds);
   // What a plan may ask for: logprobs/top-N, penalties, per-request seeds, prompts split over
   // steps, prefix-cache hits (num_cached_tokens), re-admission with generated tokens.
   for (const char* feature : {"logprobs", "penalties", "seed", "chunked_prefill", "preemption"}) {

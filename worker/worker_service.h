@@ -41,7 +41,12 @@ struct WorkerServiceOptions {
   std::string model_name;              // "" = the model's general.name
   std::vector<int32_t> eos_token_ids;  // from the tokenizer
   int32_t bos_token_id = -1;           // -1 when none
-  std::string device;                  // e.g. "2 threads, avx512"
+  std::string device;                  // e.g. "cpu: 2 threads, avx512"
+  int max_num_batched_tokens = 0;      // tokens per step the runner holds; 0 = no limit
+  std::vector<int32_t> graph_buckets;  // device runners' CUDA-graph decode buckets
+  uint64_t device_memory_bytes = 0;
+  int64_t weights_bytes = 0;
+  double weights_load_seconds = 0;
   WorkerMetrics* metrics = nullptr;    // borrowed, observed on the step thread; null = none
   // The router⇄worker shared secret: Describe and Run need `authorization: Bearer <secret>`
   // (UNAUTHENTICATED otherwise). "" = no check.

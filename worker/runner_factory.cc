@@ -1,0 +1,162 @@
+#include "worker/runner_factory.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/absl_compat.h"
+#include "common/util/status_macros.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/device/device_runtime.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/int8_packed_weights.h"
+
+#if TESSERA_WITH_SIMT
+#include "worker/cuda/cuda_llama_runner.h"
+#endif
+
+namespace tessera::worker {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kCpuDefaultKvMb = 2048;
+
+absl::StatusOr<int64_t> CpuKvBlocks(const RunnerFlags& flags, const model::ModelConfig& config,
+                                    kernels::cpu::KvDtype dtype) {
+  if (flags.num_kv_blocks > 0) return flags.num_kv_blocks;
+  const int64_t mb = flags.kv_cache_mb > 0 ? flags.kv_cache_mb : kCpuDefaultKvMb;
+  const int64_t block_bytes = CpuLlamaRunner::KvBlockBytes(config, flags.block_size, dtype);
+  const int64_t blocks = mb * kMiB / block_bytes;
+  if (blocks < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-mb ", mb, " holds ", blocks, " KV blocks of ", block_bytes,
+        " bytes; at least 2 are needed (block 0 is reserved)"));
+  }
+  return blocks;
+}
+
+absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const LoadedModel& model) {
+  if (!flags.dtype.empty() && flags.dtype != "f32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype ", flags.dtype, " is for the cuda backend; the cpu backend computes in f32 "
+        "(see --activations and --kv-cache-dtype)"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const MatmulActivations activations,
+                           ParseMatmulActivations(flags.activations));
+  TESSERA_ASSIGN_OR_RETURN(const kernels::cpu::KvDtype kv_dtype,
+                           ParseKvDtype(flags.kv_cache_dtype));
+  if (activations == MatmulActivations::kInt8) {
+    TESSERA_RETURN_IF_ERROR(CheckInt8Packable(*model.weights));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const int64_t num_blocks, CpuKvBlocks(flags, model.config, kv_dtype));
+  const int threads = flags.threads > 0
+                          ? flags.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  BuiltRunner built;
+  built.pool = std::make_unique<kernels::cpu::ThreadPool>(threads);
+  built.runner = std::make_unique<CpuLlamaRunner>(
+      model.config, model.weights.get(), built.pool.get(),
+      CpuRunnerOptions{.block_size = flags.block_size,
+                       .num_kv_blocks = num_blocks,
+                       .max_num_seqs = flags.max_num_seqs,
+                       .activations = activations,
+                       .kv_dtype = kv_dtype});
+  built.description = absl::StrCat(
+      "cpu: ", threads, threads == 1 ? " thread, " : " threads, ",
+      util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())), ", ",
+      util::ToAbsl(MatmulActivationsName(activations)), " activations, ",
+      util::ToAbsl(KvDtypeName(kv_dtype)), " KV");
+  return built;
+}
+
+#if TESSERA_WITH_SIMT
+absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const LoadedModel& model,
+                                              std::unique_ptr<device::DeviceRuntime> runtime) {
+  TESSERA_ASSIGN_OR_RETURN(const device::DataType dtype,
+                           ParseComputeDtype(flags.dtype.empty() ? "bf16" : flags.dtype));
+  TESSERA_ASSIGN_OR_RETURN(const CudaGraphMode graphs, ParseCudaGraphMode(flags.cuda_graphs));
+  const CudaRunnerOptions options{.dtype = dtype,
+                                  .block_size = flags.block_size,
+                                  .num_kv_blocks = flags.num_kv_blocks,
+                                  .kv_cache_bytes = flags.kv_cache_mb * kMiB,
+                                  .gpu_memory_utilization = flags.gpu_memory_utilization,
+                                  .max_num_seqs = flags.max_num_seqs,
+                                  .max_num_batched_tokens = flags.max_num_batched_tokens,
+                                  .graphs = graphs,
+                                  .batch_invariant = flags.batch_invariant};
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<CudaLlamaRunner> runner,
+      CudaLlamaRunner::Create(std::move(runtime), model.config, *model.weights, options));
+  BuiltRunner built;
+  built.description = absl::StrCat("cuda: ", runner->DeviceDescription());
+  const std::vector<int>& buckets = runner->graphs().buckets();
+  if (graphs != CudaGraphMode::kOff) built.graph_buckets.assign(buckets.begin(), buckets.end());
+  built.has_device = true;
+  built.max_num_batched_tokens = std::max(flags.max_num_batched_tokens, flags.max_num_seqs);
+  built.device_memory_bytes = runner->runtime().properties().total_memory_bytes;
+  built.weights_bytes = runner->device_weights().bytes;
+  built.weights_load_seconds = runner->device_weights().load_seconds;
+  built.runner = std::move(runner);
+  return built;
+}
+#endif
+
+absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerFlags& flags,
+                                                                   device::DeviceKind kind) {
+#if TESSERA_WITH_SIMT
+  device::DeviceOptions options{.kind = kind,
+                                .cuda_device_index = flags.cuda_device,
+                                .emulated_memory_bytes =
+                                    static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB};
+  return device::OpenDevice(options);
+#else
+  (void)flags;
+  (void)kind;
+  return absl::UnavailableError("this build has no device backends (no CUDA headers)");
+#endif
+}
+
+absl::StatusOr<BuiltRunner> BuildOnDevice(const RunnerFlags& flags, const LoadedModel& model,
+                                          device::DeviceKind kind) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<device::DeviceRuntime> runtime,
+                           OpenRuntime(flags, kind));
+#if TESSERA_WITH_SIMT
+  return BuildDeviceRunner(flags, model, std::move(runtime));
+#else
+  (void)model;
+  return absl::UnavailableError("this build has no device backends");
+#endif
+}
+
+}  // namespace
+
+absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model) {
+  if (flags.device == "cpu") return BuildCpuRunner(flags, model);
+  if (flags.device == "cuda") return BuildOnDevice(flags, model, device::DeviceKind::kCuda);
+  if (flags.device == "emulated") {
+    return BuildOnDevice(flags, model, device::DeviceKind::kEmulated);
+  }
+  if (flags.device != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown --device '", flags.device, "' (expected auto, cpu, cuda or emulated)"));
+  }
+  absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> runtime =
+      OpenRuntime(flags, device::DeviceKind::kCuda);
+  if (!runtime.ok()) {
+    TESSERA_ASSIGN_OR_RETURN(BuiltRunner built, BuildCpuRunner(flags, model));
+    built.selection = absl::StrCat("--device auto: no usable CUDA device (",
+                                   runtime.status().message(), "); using cpu");
+    return built;
+  }
+  const std::string name = (*runtime)->properties().name;
+#if TESSERA_WITH_SIMT
+  TESSERA_ASSIGN_OR_RETURN(BuiltRunner built,
+                           BuildDeviceRunner(flags, model, *std::move(runtime)));
+  built.selection = absl::StrCat("--device auto: CUDA device ", name, "; using cuda");
+  return built;
+#else
+  return absl::UnavailableError("unreachable: a CUDA runtime without device backends");
+#endif
+}
+
+}  // namespace tessera::worker

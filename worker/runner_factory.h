@@ -1,0 +1,55 @@
+// Building the model runner a worker serves with, from its flags: `--device auto|cpu|cuda|
+// emulated` picks the backend (auto = cuda when a CUDA device opens, else cpu, saying which and
+// why), `--dtype` the cuda backend's compute type, and the KV pool / graph / batch-invariance
+// options of each. Shared by tessera-worker and `tessera generate --model` so the two select
+// devices the same way. Errors are one line naming the problem (no GPU, too little memory, an
+// architecture or weight type the backend cannot run, a bad value). Caller's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/cpu/thread_pool.h"
+#include "worker/loaded_model.h"
+#include "worker/model_runner.h"
+
+namespace tessera::worker {
+
+struct RunnerFlags {
+  std::string device = "auto";      // auto | cpu | cuda | emulated
+  std::string dtype;                 // cuda/emulated: bf16 (default) | f16 | f32; cpu: f32 only
+  int threads = 0;                   // cpu: kernel threads (0 = hardware threads)
+  int block_size = 16;
+  int64_t num_kv_blocks = 0;         // including the null block; 0 = from the size flags
+  int64_t kv_cache_mb = 0;           // 0 = backend default (cpu 2048 MiB; cuda: utilization)
+  double gpu_memory_utilization = 0.90;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  std::string activations = "f32";   // cpu matmul activations: f32 | int8
+  std::string kv_cache_dtype = "f32";  // cpu KV pool: f32 | f16
+  std::string cuda_graphs = "lazy";  // lazy | eager | off
+  bool batch_invariant = false;      // cuda: batch-invariant kernels (cpu always is)
+  int cuda_device = 0;
+  int64_t emulated_memory_mb = 1024; // the emulated device's memory
+};
+
+struct BuiltRunner {
+  std::unique_ptr<kernels::cpu::ThreadPool> pool;  // cpu backend only
+  std::unique_ptr<ModelRunner> runner;
+  std::string description;  // backend, device, dtype: "cuda: NVIDIA H100 ..., bf16, graphs lazy"
+  std::string selection;    // why this backend ("--device auto: no CUDA GPU (...), using cpu")
+  bool has_device = false;  // a device backend: GPU-busy time is meaningful
+  std::vector<int32_t> graph_buckets;  // device backends' CUDA-graph decode buckets
+  int max_num_batched_tokens = 0;      // tokens per step the runner holds; 0 = no limit
+  uint64_t device_memory_bytes = 0;
+  int64_t weights_bytes = 0;
+  double weights_load_seconds = 0;
+};
+
+// The model must outlive the runner (the cpu runner borrows its weights).
+absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model);
+
+}  // namespace tessera::worker
