@@ -80,6 +80,8 @@ class CudaLlamaRunner final : public ModelRunner {
   const CudaRunnerOptions& options() const { return options_; }
   const DeviceLlamaWeights& device_weights() const { return *weights_; }
   const GraphCache& graphs() const { return *graphs_; }
+  // The KV pool's memory (tests read it back to prove padding rows write nothing).
+  const device::DeviceMemory& kv_memory() const { return kv_memory_; }
   int64_t activation_bytes() const;
   // "NVIDIA H100 80GB HBM3, 79.1 GiB" / "emulated (SIMT on the CPU), 1.0 GiB", dtype, mode.
   std::string DeviceDescription() const;

@@ -1,0 +1,265 @@
+// The cuda runner on the emulated device (the same runner code a GPU runs, kernels through the
+// SIMT emulator) against the cpu backend on a tiny model: f32 serves the cpu backend's greedy
+// tokens, bf16 stays within a measured KL bound, graph replay equals eager for every bucket,
+// padding rows change nothing, batch-invariant mode is bit-exact, device sampling is
+// deterministic across preemption, and bad configurations fail with one clear error.
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "tests/unit/worker/cuda_runner_fixture.h"
+
+namespace tessera::worker::testing {
+namespace {
+
+using device::DataType;
+
+std::vector<SimRequest> MixedRequests() {
+  return {
+      {.prompt = CudaRunnerTest::Prompt(1, 1), .max_tokens = 9},
+      {.prompt = CudaRunnerTest::Prompt(17, 2), .max_tokens = 7, .arrival_step = 2, .chunk = 6},
+      {.prompt = CudaRunnerTest::Prompt(40, 3), .max_tokens = 5, .arrival_step = 3, .chunk = 16},
+  };
+}
+
+TEST_F(CudaRunnerTest, F32ServesTheCpuBackendsGreedyTokens) {
+  auto cpu = MakeCpuRunner();
+  auto cuda = MakeCudaRunner({.dtype = DataType::kF32});
+  ASSERT_NE(cuda, nullptr);
+  const std::vector<SimRequest> expected = Serve(*cpu, MixedRequests(), 4);
+  const std::vector<SimRequest> got = Serve(*cuda, MixedRequests(), 4);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
+    ASSERT_EQ(got[i].logprobs.size(), expected[i].logprobs.size());
+    for (size_t t = 0; t < got[i].logprobs.size(); ++t) {
+      EXPECT_NEAR(got[i].logprobs[t], expected[i].logprobs[t], 1e-4) << i << "/" << t;
+    }
+  }
+  EXPECT_GT(cuda->graphs().replays(), 0);  // steady decode replays graphs
+}
+
+// Next-token logits at every position of one prompt, fed one token per step.
+std::vector<std::vector<float>> PositionLogits(ModelRunner& runner,
+                                               const std::vector<int32_t>& prompt) {
+  std::vector<int32_t> table(kNumBlocks - 1);
+  std::iota(table.begin(), table.end(), 1);
+  std::vector<std::vector<float>> out;
+  StepLogits logits;
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const std::vector<int32_t> token = {prompt[p]};
+    const SequenceWork work = Work(token, static_cast<int>(p), table, true, 0);
+    EXPECT_TRUE(runner.Forward({&work, 1}, &logits).ok());
+    out.emplace_back(logits.values.begin(), logits.values.end());
+  }
+  return out;
+}
+
+double MeanKl(const std::vector<std::vector<float>>& p_logits,
+              const std::vector<std::vector<float>>& q_logits) {
+  double total = 0;
+  for (size_t r = 0; r < p_logits.size(); ++r) {
+    auto log_softmax = [](const std::vector<float>& z) {
+      const double m = *std::max_element(z.begin(), z.end());
+      double sum = 0;
+      for (float v : z) sum += std::exp(v - m);
+      std::vector<double> out(z.size());
+      for (size_t i = 0; i < z.size(); ++i) out[i] = z[i] - m - std::log(sum);
+      return out;
+    };
+    const std::vector<double> lp = log_softmax(p_logits[r]), lq = log_softmax(q_logits[r]);
+    for (size_t i = 0; i < lp.size(); ++i) total += std::exp(lp[i]) * (lp[i] - lq[i]);
+  }
+  return total / static_cast<double>(p_logits.size());
+}
+
+TEST_F(CudaRunnerTest, LogitsAgainstCpuF32ExactishBf16WithinKlBound) {
+  const std::vector<int32_t> prompt = Prompt(48, 9);
+  auto cpu = MakeCpuRunner();
+  const auto reference = PositionLogits(*cpu, prompt);
+  auto f32 = MakeCudaRunner({.dtype = DataType::kF32, .graphs = CudaGraphMode::kOff});
+  auto bf16 = MakeCudaRunner({.dtype = DataType::kBf16, .graphs = CudaGraphMode::kOff});
+  ASSERT_NE(f32, nullptr);
+  ASSERT_NE(bf16, nullptr);
+  const auto f32_logits = PositionLogits(*f32, prompt);
+  float max_f32_diff = 0;
+  for (size_t r = 0; r < reference.size(); ++r) {
+    for (size_t i = 0; i < reference[r].size(); ++i) {
+      max_f32_diff = std::max(max_f32_diff, std::abs(reference[r][i] - f32_logits[r][i]));
+    }
+  }
+  const double kl = MeanKl(reference, PositionLogits(*bf16, prompt));
+  std::printf("f32 max |logit diff| %.3g; bf16 mean KL(cpu f32 || cuda bf16) %.3g nats over %zu "
+              "positions\n", max_f32_diff, kl, reference.size());
+  EXPECT_LT(max_f32_diff, 1e-4f);
+  EXPECT_LT(kl, 2e-3);
+}
+
+TEST_F(CudaRunnerTest, GraphReplayEqualsEagerForEveryBucketAndPaddingIsInert) {
+  constexpr int kMaxSeqs = 12;  // buckets 1, 2, 4, 8, 12
+  auto lazy = MakeCudaRunner({.dtype = DataType::kF32, .max_num_seqs = kMaxSeqs});
+  auto eager = MakeCudaRunner(
+      {.dtype = DataType::kF32, .max_num_seqs = kMaxSeqs, .graphs = CudaGraphMode::kOff});
+  ASSERT_NE(lazy, nullptr);
+  ASSERT_NE(eager, nullptr);
+  for (int rows : {1, 2, 3, 5, 8, 11, 12}) {
+    std::vector<SimRequest> reqs;
+    for (int i = 0; i < rows; ++i) {
+      reqs.push_back({.prompt = Prompt(1 + (i * 5) % 9, 20 + i), .max_tokens = 3});
+    }
+    const auto replayed = Serve(*lazy, reqs, kMaxSeqs);
+    const auto eagerly = Serve(*eager, reqs, kMaxSeqs);
+    for (int i = 0; i < rows; ++i) {
+      EXPECT_EQ(replayed[i].tokens, eagerly[i].tokens) << rows << " rows, request " << i;
+      EXPECT_EQ(replayed[i].logprobs, eagerly[i].logprobs) << rows << " rows, request " << i;
+    }
+    // Padding rows (3 -> 4, 5 -> 8, 11 -> 12) wrote no K/V: both pools hold the same bytes.
+    const size_t bytes = lazy->kv_memory().bytes();
+    std::vector<uint8_t> a(bytes), b(bytes);
+    ASSERT_TRUE(lazy->runtime().CopyToHost(a.data(), lazy->kv_memory().data(), bytes).ok());
+    ASSERT_TRUE(eager->runtime().CopyToHost(b.data(), eager->kv_memory().data(), bytes).ok());
+    EXPECT_TRUE(a == b) << rows << " rows: the KV pools differ";
+  }
+  EXPECT_EQ(lazy->graphs().captures(), 5);
+  EXPECT_GT(lazy->graphs().replays(), 10);
+  EXPECT_EQ(eager->graphs().replays(), 0);
+  EXPECT_GT(eager->graphs().misses(GraphMissReason::kDisabled), 0);
+}
+
+TEST_F(CudaRunnerTest, EagerModeCapturesEveryBucketAtStartupAndServesFromThem) {
+  auto runner = MakeCudaRunner({.dtype = DataType::kBf16, .max_num_seqs = 20,
+                                .graphs = CudaGraphMode::kEager});
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->graphs().captures(), 6);  // 1, 2, 4, 8, 16, 20
+  auto lazy = MakeCudaRunner({.dtype = DataType::kBf16, .max_num_seqs = 20});
+  const auto a = Serve(*runner, MixedRequests(), 20);
+  const auto b = Serve(*lazy, MixedRequests(), 20);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].logprobs, b[i].logprobs) << i;
+  EXPECT_EQ(runner->graphs().captures(), 6);  // nothing captured while serving
+  EXPECT_GT(runner->graphs().replays(), 0);
+}
+
+// Batch-invariant mode: each sequence's logits are bit-identical whether it runs alone or with
+// others, and however its prompt is chunked.
+TEST_F(CudaRunnerTest, BatchInvariantModeIsBitExactAloneTogetherAndChunked) {
+  auto runner = MakeCudaRunner({.dtype = DataType::kBf16, .batch_invariant = true});
+  ASSERT_NE(runner, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(23, 4), Prompt(1, 5), Prompt(9, 6)};
+  // Disjoint block tables, 8 blocks (32 positions) each.
+  std::vector<std::vector<int32_t>> tables(prompts.size());
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    for (int b = 0; b < 8; ++b) tables[s].push_back(1 + static_cast<int>(s) * 8 + b);
+  }
+  auto logits_of = [&](std::span<const SequenceWork> batch) {
+    StepLogits logits;
+    EXPECT_TRUE(runner->Forward(batch, &logits).ok());
+    return logits;
+  };
+  std::vector<std::vector<float>> alone;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const SequenceWork w = Work(prompts[s], 0, tables[s], true, 0);
+    alone.push_back(logits_of({&w, 1}).values);
+  }
+  std::vector<SequenceWork> together;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    together.push_back(Work(prompts[s], 0, tables[s], true, 0));
+  }
+  const StepLogits joint = logits_of(together);
+  const size_t vocab = static_cast<size_t>(config().vocab_size);
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const std::vector<float> row(joint.values.begin() + s * vocab,
+                                 joint.values.begin() + (s + 1) * vocab);
+    EXPECT_EQ(std::memcmp(row.data(), alone[s].data(), vocab * 4), 0) << "sequence " << s;
+  }
+  // The first prompt again, in chunks of 10, 10 and 3 tokens.
+  const std::vector<int32_t>& p = prompts[0];
+  StepLogits last;
+  for (int start = 0; start < 23; start += 10) {
+    const int len = std::min(10, 23 - start);
+    const std::vector<int32_t> chunk(p.begin() + start, p.begin() + start + len);
+    const SequenceWork w = Work(chunk, start, tables[0], start + len == 23, 0);
+    last = logits_of({&w, 1});
+  }
+  EXPECT_EQ(std::memcmp(last.values.data(), alone[0].data(), vocab * 4), 0);
+}
+
+// Seeded stochastic sampling with penalties on the device: the same tokens run after run, and
+// a request preempted and re-admitted continues exactly as one never interrupted (Philox draws
+// are keyed by (seed, position); penalty counts are rebuilt from the generated tokens).
+TEST_F(CudaRunnerTest, DeviceSamplingIsDeterministicAcrossPreemption) {
+  v1::SamplingParams sampling = DefaultSampling();
+  sampling.set_temperature(0.9f);
+  sampling.set_top_k(40);
+  sampling.set_top_p(0.95f);
+  sampling.set_repetition_penalty(1.3f);
+  sampling.set_frequency_penalty(0.5f);
+  sampling.set_seed(1234);
+  sampling.set_top_logprobs(3);
+  const SimRequest request{.prompt = Prompt(13, 7), .sampling = sampling, .max_tokens = 12};
+  auto runner = MakeCudaRunner({.dtype = DataType::kF32});
+  ASSERT_NE(runner, nullptr);
+  const auto first = Serve(*runner, {request}, 4);
+  const auto again = Serve(*runner, {request}, 4);
+  EXPECT_EQ(first[0].tokens, again[0].tokens);
+  ASSERT_EQ(first[0].sampled.size(), 12u);
+  EXPECT_EQ(first[0].sampled[0].top_logprobs_size(), 3);
+
+  StepExecutor executor(runner.get(), {.max_num_seqs = 4});
+  SimRouter router(kBlockSize, kNumBlocks, 4);
+  const int id = router.Add(request);
+  v1::StepResult result;
+  bool preempted = false;
+  for (int step = 0; step < 200 && !router.Done(); ++step) {
+    ASSERT_TRUE(executor.Execute(router.NextPlan(), StepExecutor::Clock::now(), &result).ok());
+    ASSERT_TRUE(router.OnResult(result));
+    if (!preempted && router.request(id).tokens.size() == 5) {
+      router.Preempt(id, /*keep_cached_blocks=*/2);
+      preempted = true;
+    }
+  }
+  EXPECT_TRUE(preempted);
+  EXPECT_EQ(router.request(id).tokens, first[0].tokens);
+}
+
+TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {
+  const std::string path = testing_util::UniqueTempPath("cuda_runner_head16.gguf");
+  ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 1, .hidden = 64, .num_heads = 4,
+                                           .num_kv_heads = 2},
+                                          path).ok());
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated});
+  ASSERT_TRUE(runtime.ok());
+  auto runner = CudaLlamaRunner::Create(*std::move(runtime), (*model)->config,
+                                        *(*model)->weights, {});
+  ASSERT_FALSE(runner.ok());
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(runner.status().message().find("head_dim 16"), std::string::npos)
+      << runner.status();
+}
+
+TEST_F(CudaRunnerTest, TooLittleDeviceMemoryNamesWhatWasNeeded) {
+  auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
+                                     .emulated_memory_bytes = uint64_t{96} << 20});
+  ASSERT_TRUE(runtime.ok());
+  auto runner = CudaLlamaRunner::Create(*std::move(runtime), config(), *model_->weights,
+                                        {.block_size = kBlockSize,
+                                         .gpu_memory_utilization = 0.05});
+  ASSERT_FALSE(runner.ok());
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(runner.status().message().find("too little device memory"), std::string::npos)
+      << runner.status();
+}
+
+TEST_F(CudaRunnerTest, StepRejectsASamplingRowWithoutSamplingState) {
+  auto runner = MakeCudaRunner({.dtype = DataType::kF32});
+  ASSERT_NE(runner, nullptr);
+  const std::vector<int32_t> tokens = Prompt(3, 1), table = {1};
+  const SequenceWork w = Work(tokens, 0, table, true, /*slot=*/2);
+  StepSamples samples;
+  const absl::Status status = runner->Step({&w, 1}, &samples);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("slot 2"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace tessera::worker::testing

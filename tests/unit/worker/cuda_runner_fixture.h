@@ -1,0 +1,120 @@
+// Test fixture for the cuda runner on the emulated device: a tiny generated llama model with
+// head_dim 64 (the smallest head size the attention kernels are built for), written and loaded
+// once per suite, runners of both backends over it, and a driver that serves SimRouter request
+// mixes through a StepExecutor.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/device/device_runtime.h"
+#include "tests/unique_temp_path.h"
+#include "tests/unit/worker/sim_router.h"
+#include "tools/convert/tiny_model.h"
+#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cuda/cuda_llama_runner.h"
+#include "worker/loaded_model.h"
+#include "worker/step_executor.h"
+
+namespace tessera::worker::testing {
+
+inline constexpr int kBlockSize = 4;
+inline constexpr int kNumBlocks = 96;
+
+class CudaRunnerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = testing_util::UniqueTempPath("cuda_runner_tiny.gguf");
+    const absl::Status written = convert::WriteTinyLlamaGguf(
+        {.num_layers = 2, .hidden = 128, .num_heads = 2, .num_kv_heads = 1, .ffn = 256,
+         .context_length = 128, .seed = 11},
+        path);
+    if (!written.ok()) {
+      setup_error_ = "writing the tiny model: " + written.ToString();
+      return;
+    }
+    auto loaded = LoadModel(path);
+    if (!loaded.ok()) {
+      setup_error_ = "loading the tiny model: " + loaded.status().ToString();
+      return;
+    }
+    model_ = loaded->release();
+    pool_ = new kernels::cpu::ThreadPool(2);
+  }
+  static void TearDownTestSuite() {
+    delete pool_;
+    delete model_;
+    pool_ = nullptr;
+    model_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
+
+  static const model::ModelConfig& config() { return model_->config; }
+
+  static std::unique_ptr<CpuLlamaRunner> MakeCpuRunner(int max_num_seqs = 8) {
+    return std::make_unique<CpuLlamaRunner>(
+        model_->config, model_->weights.get(), pool_,
+        CpuRunnerOptions{
+            .block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .max_num_seqs = max_num_seqs});
+  }
+
+  // An emulated-device runner; the options' block size and pool are the fixture's.
+  static std::unique_ptr<CudaLlamaRunner> MakeCudaRunner(CudaRunnerOptions options) {
+    options.block_size = kBlockSize;
+    options.num_kv_blocks = kNumBlocks;
+    auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
+                                       .emulated_memory_bytes = uint64_t{256} << 20});
+    EXPECT_TRUE(runtime.ok()) << runtime.status();
+    auto runner =
+        CudaLlamaRunner::Create(*std::move(runtime), model_->config, *model_->weights, options);
+    EXPECT_TRUE(runner.ok()) << runner.status();
+    return runner.ok() ? *std::move(runner) : nullptr;
+  }
+
+  // Deterministic prompt of ordinary token ids.
+  static std::vector<int32_t> Prompt(int length, int seed) {
+    std::vector<int32_t> ids(length);
+    for (int i = 0; i < length; ++i) {
+      ids[i] = 3 + (seed * 7919 + i * 104729) % (model_->config.vocab_size - 3);
+    }
+    return ids;
+  }
+
+  // Serves the requests through a StepExecutor on `runner` until all finish; returns them with
+  // their results.
+  static std::vector<SimRequest> Serve(ModelRunner& runner, const std::vector<SimRequest>& reqs,
+                                       int max_num_seqs) {
+    StepExecutor executor(&runner, {.max_num_seqs = max_num_seqs});
+    SimRouter router(kBlockSize, kNumBlocks, max_num_seqs);
+    for (const SimRequest& r : reqs) router.Add(r);
+    v1::StepResult result;
+    for (int step = 0; step < 1000 && !router.Done(); ++step) {
+      const v1::StepPlan plan = router.NextPlan();
+      const absl::Status status = executor.Execute(plan, StepExecutor::Clock::now(), &result);
+      EXPECT_TRUE(status.ok()) << status;
+      if (!status.ok()) break;
+      EXPECT_TRUE(router.OnResult(result));
+    }
+    EXPECT_TRUE(router.Done());
+    std::vector<SimRequest> out;
+    for (size_t i = 0; i < reqs.size(); ++i) out.push_back(router.request(static_cast<int>(i)));
+    return out;
+  }
+
+  static inline std::string setup_error_;
+  static inline LoadedModel* model_ = nullptr;
+  static inline kernels::cpu::ThreadPool* pool_ = nullptr;
+};
+
+// A batch entry for direct runner calls: `tokens` at `start` with the given table.
+inline SequenceWork Work(const std::vector<int32_t>& tokens, int start,
+                         const std::vector<int32_t>& table, bool needs_logits, int slot) {
+  return {.tokens = tokens, .start_pos = start, .block_table = table,
+          .needs_logits = needs_logits, .slot = slot};
+}
+
+}  // namespace tessera::worker::testing
