@@ -41,6 +41,8 @@ struct GenerateOptions {
   int threads = 0;             // 0 = one per hardware thread
   std::string activations = "f32";  // matmul activations (offline): f32 or int8
   std::string kv_cache_dtype = "f32";  // KV pool elements (offline): f32 or f16
+  std::string device = "auto";       // offline backend: auto, cpu, cuda or emulated
+  std::string dtype;                 // offline cuda compute type; "": bf16
   bool ignore_eos = false;
   worker::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise
   bool seed_given = false;     // --seed was given (the client sends no seed otherwise)
@@ -52,7 +54,7 @@ struct GenerateOptions {
   int logprobs = -1;                 // >= 0: each token's logprob and the top-N alternatives
   std::string request_id;
 };
-// Offline on the CPU, or (options.addr set) as a client of tessera-router.
+// Offline on the chosen backend (--device), or (options.addr set) as a client of tessera-router.
 absl::Status RunGenerate(const GenerateOptions& options);
 absl::Status RunGenerateClient(const GenerateOptions& options);
 // "1,2,3" -> {1, 2, 3}; INVALID_ARGUMENT naming the first piece that is not an integer.
@@ -94,6 +96,11 @@ struct ServeOptions {
   bool mmap_weights = false;          // worker maps the GGUF instead of copying it
   std::string activations;            // worker matmul activations; "": its default (f32)
   std::string kv_cache_dtype;         // worker KV pool elements; "": its default (f32)
+  std::string device;                 // worker backend (auto|cpu|cuda|emulated); "": auto
+  std::string dtype;                  // worker cuda compute type; "": its default (bf16)
+  double gpu_memory_utilization = 0;  // worker (cuda); 0: its default (0.90)
+  std::string cuda_graphs;            // worker (cuda): lazy|eager|off; "": lazy
+  bool batch_invariant = false;       // worker (cuda): batch-invariant kernels
   bool no_prefix_cache = false;       // router: no KV sharing between requests
   std::string trace_steps_path;       // router: one JSON line per step; "": none
   std::string metrics_host = "127.0.0.1";  // where both metrics servers listen

@@ -1,9 +1,8 @@
 // `tessera generate --model PATH (--prompt TEXT | --chat TEXT | --token-ids 1,2,3)`: offline
-// generation on the CPU runner, streaming text to stdout as tokens arrive; counts and speeds go
+// generation on the runner --device picks (worker/runner_factory.h), streaming text to stdout as tokens arrive; counts and speeds go
 // to stderr. With --addr it is a client of tessera-router instead (generate_client.cc).
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,7 +10,7 @@
 #include "common/tokenizer/streaming_decoder.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tools/cli/commands.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/runner_factory.h"
 #include "worker/loaded_model.h"
 #include "worker/offline_generation.h"
 
@@ -89,26 +88,22 @@ absl::Status RunGenerate(const GenerateOptions& options) {
   if (!options.ignore_eos && (*tok)->info().eos_id >= 0) {
     request.stop_token_ids.push_back((*tok)->info().eos_id);
   }
-  absl::StatusOr<worker::MatmulActivations> activations =
-      worker::ParseMatmulActivations(options.activations);
-  if (!activations.ok()) return activations.status();
-  absl::StatusOr<kernels::cpu::KvDtype> kv_dtype = worker::ParseKvDtype(options.kv_cache_dtype);
-  if (!kv_dtype.ok()) return kv_dtype.status();
-  if (*activations == worker::MatmulActivations::kInt8) {
-    if (absl::Status packable = worker::CheckInt8Packable(*(*model)->weights); !packable.ok()) {
-      return packable;
-    }
-  }
-  const int threads = options.threads > 0 ? options.threads
-                                          : static_cast<int>(std::thread::hardware_concurrency());
-  kernels::cpu::ThreadPool pool(std::max(1, threads));
   const int block_size = 16;
-  worker::CpuLlamaRunner runner(
-      (*model)->config, (*model)->weights.get(), &pool,
-      {.block_size = block_size,
+  const int64_t chunk = request.prefill_chunk;
+  absl::StatusOr<worker::BuiltRunner> built = worker::BuildRunner(
+      {.device = options.device,
+       .dtype = options.dtype,
+       .threads = options.threads,
+       .block_size = block_size,
        .num_kv_blocks = KvBlocksFor(request.prompt.size() + request.max_tokens, block_size),
-       .activations = *activations,
-       .kv_dtype = *kv_dtype});
+       .max_num_seqs = 1,
+       .max_num_batched_tokens = static_cast<int>(chunk),
+       .activations = options.activations,
+       .kv_cache_dtype = options.kv_cache_dtype},
+      **model);
+  if (!built.ok()) return built.status();
+  if (!built->selection.empty()) std::fprintf(stderr, "%s\n", built->selection.c_str());
+  worker::ModelRunner& runner = *built->runner;
 
   tokenizer::StreamingDecoder decoder(**tok);
   auto stream_token = [&](int32_t id) {

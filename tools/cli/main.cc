@@ -27,6 +27,10 @@ constexpr char kActivationsHelp[] =
     "matmul activations: f32 (exact) or int8 (lossy, faster batches; docs/perf/cpu.md)";
 constexpr char kKvCacheDtypeHelp[] =
     "KV pool elements: f32 (exact) or f16 (half the memory; lossy, docs/perf/cpu.md)";
+constexpr char kDeviceHelp[] =
+    "backend: auto (cuda when a CUDA GPU is usable, else cpu), cpu, cuda, or emulated (the cuda "
+    "backend on the CPU through the SIMT emulator; slow, for tests)";
+constexpr char kDtypeHelp[] = "cuda compute type: bf16 (default), f16 or f32";
 
 CLI::App* AddInspect(CLI::App& app, InspectOptions& inspect) {
   CLI::App* cmd = app.add_subcommand("inspect", "print a model's architecture, "
@@ -59,6 +63,8 @@ CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** se
   cmd->add_option("--max-tokens", generate.max_tokens)->capture_default_str();
   cmd->add_option("--threads", generate.threads, "0 = all hardware threads (offline)");
   cmd->add_option("--activations", generate.activations, kActivationsHelp)->capture_default_str();
+  cmd->add_option("--device", generate.device, kDeviceHelp)->capture_default_str();
+  cmd->add_option("--dtype", generate.dtype, kDtypeHelp);
   cmd->add_option("--kv-cache-dtype", generate.kv_cache_dtype, kKvCacheDtypeHelp)
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", generate.ignore_eos);
@@ -125,6 +131,14 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                 "worker: map the model file instead of copying it into huge pages");
   cmd->add_option("--activations", serve.activations, kActivationsHelp);
   cmd->add_option("--kv-cache-dtype", serve.kv_cache_dtype, kKvCacheDtypeHelp);
+  cmd->add_option("--device", serve.device, kDeviceHelp);
+  cmd->add_option("--dtype", serve.dtype, kDtypeHelp);
+  cmd->add_option("--gpu-memory-utilization", serve.gpu_memory_utilization,
+                  "cuda: fraction of GPU memory for weights, buffers and KV (default 0.90)");
+  cmd->add_option("--cuda-graphs", serve.cuda_graphs,
+                  "cuda: decode graphs captured lazily (default), eagerly at start-up, or off");
+  cmd->add_flag("--batch-invariant", serve.batch_invariant,
+                "cuda: batch-invariant kernels (a request's tokens never depend on its batch)");
   cmd->add_flag("--no-prefix-cache", serve.no_prefix_cache,
                 "router: do not share KV blocks between requests with a common prefix");
   cmd->add_option("--trace-steps", serve.trace_steps_path,

@@ -369,6 +369,13 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o) {
   AddIfSet(args, "--block-size", o.block_size, 0);
   AddIfSet(args, "--activations", o.activations);
   AddIfSet(args, "--kv-cache-dtype", o.kv_cache_dtype);
+  AddIfSet(args, "--device", o.device);
+  AddIfSet(args, "--dtype", o.dtype);
+  AddIfSet(args, "--gpu-memory-utilization", o.gpu_memory_utilization, 0.0);
+  AddIfSet(args, "--cuda-graphs", o.cuda_graphs);
+  // The worker sizes its step buffers from it (cuda); the router plans within what it reports.
+  AddIfSet(args, "--max-num-batched-tokens", o.max_num_batched_tokens, 0);
+  if (o.batch_invariant) args.push_back("--batch-invariant");
   if (o.mmap_weights) args.push_back("--mmap-weights");
   if (o.worker_metrics_port >= 0) {
     args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",
