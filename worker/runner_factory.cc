@@ -118,10 +118,14 @@ absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerF
 
 absl::StatusOr<BuiltRunner> BuildOnDevice(const RunnerFlags& flags, const LoadedModel& model,
                                           device::DeviceKind kind) {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<device::DeviceRuntime> runtime,
-                           OpenRuntime(flags, kind));
+  absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> runtime = OpenRuntime(flags, kind);
+  if (!runtime.ok()) {
+    return absl::Status(runtime.status().code(),
+                        absl::StrCat("--device ", util::ToAbsl(DeviceKindName(kind)),
+                                     ": no usable CUDA device (", runtime.status().message(), ")"));
+  }
 #if TESSERA_WITH_SIMT
-  return BuildDeviceRunner(flags, model, std::move(runtime));
+  return BuildDeviceRunner(flags, model, *std::move(runtime));
 #else
   (void)model;
   return absl::UnavailableError("this build has no device backends");

@@ -23,6 +23,8 @@ class ServingProcesses {
  public:
   ~ServingProcesses();  // SIGKILLs what is still running
 
+  // The GGUF both processes load (default: the default model). Call before starting them.
+  void set_model(std::string path) { model_ = std::move(path); }
   // `port` 0 = any free port. Blocks until the process prints its listening line.
   absl::Status StartWorker(const std::vector<std::string>& extra_args = {}, int port = 0);
   absl::Status StartRouter(const std::vector<std::string>& extra_args = {});

@@ -1,0 +1,196 @@
+// The cuda worker end to end: tessera-router + `tessera-worker --device DEVICE --dtype f32` as
+// real processes on loopback, against a router + `--device cpu` pair on the same tiny model
+// (head_dim 64). DEVICE is `emulated` (the cuda runner's kernels through the SIMT emulator; CI)
+// or, in the gpu_ copy of this test, `cuda` (a real GPU; skipped with the reason when there is
+// none). Concurrent greedy requests give the cpu backend's tokens; cancellation frees
+// everything; preemption under a tiny KV pool and a killed worker behave as on cpu; the worker's
+// graph replays rise in steady decode and its step metrics are exported.
+#include <future>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/e2e/serving_harness.h"
+#include "tests/unique_temp_path.h"
+#include "tools/convert/tiny_model.h"
+
+#ifndef TESSERA_E2E_DEVICE
+#error "TESSERA_E2E_DEVICE (emulated or cuda) must be defined"
+#endif
+
+namespace tessera::e2e {
+namespace {
+
+namespace v1 = ::tessera::v1;
+using ::testing::HasSubstr;
+
+constexpr char kDevice[] = TESSERA_E2E_DEVICE;
+
+std::vector<std::string> DeviceWorkerArgs(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--device", kDevice, "--dtype", "f32", "--max-num-seqs", "8",
+                                   "--max-num-batched-tokens", "256", "--metrics-port", "0"};
+  // The harness gives the worker 256 MiB of KV (16K blocks of this model).
+  if (std::string(kDevice) == "emulated") args.insert(args.end(), {"--emulated-memory-mb", "512"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+v1::GenerateRequest GreedyIds(int length, int seed, int max_tokens) {
+  v1::GenerateRequest request;
+  for (int i = 0; i < length; ++i) {
+    request.mutable_token_ids()->add_ids(3 + (seed * 7919 + i * 104729) % 250);
+  }
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.set_max_tokens(max_tokens);
+  request.set_ignore_eos(true);
+  return request;
+}
+
+// Runs the requests concurrently; each stream's tokens.
+std::vector<std::vector<int32_t>> RunAll(const ServingProcesses& serving,
+                                         const std::vector<v1::GenerateRequest>& requests) {
+  std::vector<std::future<StreamResult>> futures;
+  for (const v1::GenerateRequest& r : requests) {
+    futures.push_back(std::async(std::launch::async, [&serving, r] {
+      auto stub = serving.NewStub();
+      return RunGenerate(*stub, r);
+    }));
+  }
+  std::vector<std::vector<int32_t>> tokens;
+  for (auto& f : futures) {
+    StreamResult result = f.get();
+    EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+    tokens.push_back(result.token_ids);
+  }
+  return tokens;
+}
+
+// The value of an unlabeled counter/gauge in a Prometheus exposition (-1 when absent).
+double MetricValue(const std::string& exposition, const std::string& name) {
+  for (std::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (!absl::StartsWith(line, name + " ")) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(name.size() + 1), &value)) return value;
+  }
+  return -1;
+}
+
+std::string ScrapeWorker(const ServingProcesses& serving) {
+  const std::string& address = serving.worker_metrics_address();
+  const size_t colon = address.rfind(':');
+  httplib::Client client(address.substr(0, colon), std::stoi(address.substr(colon + 1)));
+  httplib::Result result = client.Get("/metrics");
+  return result && result->status == 200 ? result->body : "";
+}
+
+class CudaWorkerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_path_ = new std::string(testing_util::UniqueTempPath("cuda_worker_tiny.gguf"));
+    start_status_ = new absl::Status(convert::WriteTinyLlamaGguf(
+        {.num_layers = 2, .hidden = 128, .num_heads = 2, .num_kv_heads = 1, .ffn = 256,
+         .context_length = 256, .seed = 21},
+        *model_path_));
+    if (!start_status_->ok()) return;
+    cpu_ = new ServingProcesses;
+    cpu_->set_model(*model_path_);
+    *start_status_ = cpu_->Start({"--device", "cpu", "--threads", "2", "--max-num-seqs", "8"});
+    if (!start_status_->ok()) return;
+    device_ = new ServingProcesses;
+    device_->set_model(*model_path_);
+    *start_status_ = device_->Start(DeviceWorkerArgs());
+  }
+  static void TearDownTestSuite() {
+    delete device_;
+    delete cpu_;
+    delete start_status_;
+    delete model_path_;
+  }
+  void SetUp() override {
+    ASSERT_NE(start_status_, nullptr);
+    if (std::string(kDevice) == "cuda" &&
+        absl::StrContains(start_status_->message(), "no usable CUDA device")) {
+      GTEST_SKIP() << "no CUDA GPU: " << start_status_->message();
+    }
+    ASSERT_TRUE(start_status_->ok()) << *start_status_;
+  }
+
+  static inline std::string* model_path_ = nullptr;
+  static inline absl::Status* start_status_ = nullptr;
+  static inline ServingProcesses* cpu_ = nullptr;
+  static inline ServingProcesses* device_ = nullptr;
+};
+
+TEST_F(CudaWorkerTest, ConcurrentGreedyRequestsGiveTheCpuBackendsTokens) {
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 0; i < 6; ++i) requests.push_back(GreedyIds(1 + 7 * i, i, 6 + 3 * i));
+  const auto expected = RunAll(*cpu_, requests);
+  const auto got = RunAll(*device_, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i], expected[i]) << "request " << i;
+    EXPECT_EQ(got[i].size(), static_cast<size_t>(6 + 3 * i));
+  }
+  ExpectEverythingReleased(*device_);
+}
+
+TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {
+  const std::string before = ScrapeWorker(*device_);
+  const double replays = MetricValue(before, "tessera_graph_replays_total");
+  ASSERT_GE(replays, 0) << before;
+  RunAll(*device_, {GreedyIds(5, 1, 24), GreedyIds(9, 2, 24)});
+  const std::string after = ScrapeWorker(*device_);
+  EXPECT_GE(MetricValue(after, "tessera_graph_replays_total"), replays + 20);
+  EXPECT_GT(MetricValue(after, "tessera_graph_captures_total"), 0);
+  EXPECT_GT(MetricValue(after, "tessera_hostproc_seconds_count"), 0);
+  EXPECT_GE(MetricValue(after, "tessera_gpu_busy_ratio"), 0);
+}
+
+TEST_F(CudaWorkerTest, CancelMidStreamFreesBlocksAndWorkerSlot) {
+  auto stub = device_->NewStub();
+  StreamResult result = RunGenerate(
+      *stub, GreedyIds(12, 3, 200),
+      [](const v1::GenerateResponse&, grpc::ClientContext& context) { context.TryCancel(); });
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::CANCELLED);
+  ExpectEverythingReleased(*device_);
+}
+
+// 4 requests of 20 + 40 tokens in a 10-block pool (144 token slots): the router preempts and
+// recomputes, and every request still gets the cpu backend's tokens.
+TEST_F(CudaWorkerTest, PreemptionUnderATinyKvPoolKeepsTheTokens) {
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(GreedyIds(20, 10 + i, 40));
+  const auto expected = RunAll(*cpu_, requests);
+  ServingProcesses tight;
+  tight.set_model(*model_path_);
+  ASSERT_TRUE(tight.Start(DeviceWorkerArgs({"--num-kv-blocks", "10"})).ok());
+  const auto got = RunAll(tight, requests);
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
+  EXPECT_GT(tight.Stats().preemptions(), 0);
+  ExpectEverythingReleased(tight);
+}
+
+TEST_F(CudaWorkerTest, ZzWorkerKilledEndsStreamsWithUnavailableAndRecovers) {
+  auto stub = device_->NewStub();
+  StreamResult result = RunGenerate(
+      *stub, GreedyIds(8, 4, 200), [](const v1::GenerateResponse&, grpc::ClientContext&) {
+        static int seen = 0;
+        if (++seen == 3) device_->KillWorker();
+      });
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << result.status.error_message();
+  ASSERT_TRUE(device_->StartWorker(DeviceWorkerArgs(), device_->worker_port()).ok());
+  ASSERT_TRUE(device_->WaitConnected().ok());
+  const auto expected = RunAll(*cpu_, {GreedyIds(6, 5, 8)});
+  EXPECT_EQ(RunAll(*device_, {GreedyIds(6, 5, 8)}), expected);
+  ExpectEverythingReleased(*device_);
+}
+
+}  // namespace
+}  // namespace tessera::e2e
