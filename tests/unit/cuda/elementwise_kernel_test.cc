@@ -1,0 +1,133 @@
+// Elementwise kernels (elementwise.cuh) on the emulator vs their CPU references, bit for bit
+// (both add in f32 and round once to T): bf16, f16 and f32; counts and widths that are not a
+// multiple of the 16-byte vector (tails), and pointers offset by one element (the scalar path);
+// under every test schedule.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/elementwise.cuh"
+#include "tests/unit/cuda/kernel_test_env.h"
+
+namespace tessera::cuda {
+namespace {
+
+using simt::DeviceBuffer;
+
+template <typename T>
+bool SameBits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// A device copy of `values` starting `offset` elements into its allocation (offset 1 breaks
+// 16-byte alignment; the data still ends at the guard page).
+template <typename T>
+struct OffsetBuffer {
+  DeviceBuffer<T> buffer;
+  int offset;
+  OffsetBuffer(const std::vector<T>& values, int offset_in)
+      : buffer(values.size() + offset_in), offset(offset_in) {
+    std::memcpy(buffer.get() + offset, values.data(), values.size() * sizeof(T));
+  }
+  T* get() { return buffer.get() + offset; }
+  T at(size_t i) { return buffer[offset + i]; }
+};
+
+template <typename T>
+void CheckAddInPlace(const simt::Schedule& schedule, int64_t count, int offset,
+                     std::mt19937& rng) {
+  const std::vector<T> a = simt::Convert<T>(simt::RandomFloats(count, rng, -4, 4));
+  const std::vector<T> b = simt::Convert<T>(simt::RandomFloats(count, rng, -4, 4));
+  OffsetBuffer<T> d_a(a, offset), d_b(b, offset);
+  simt::TestLauncher launcher(schedule);
+  ASSERT_TRUE(LaunchAddInPlace(launcher, d_a.get(), static_cast<const T*>(d_b.get()), count).ok());
+  for (int64_t i = 0; i < count; ++i) {
+    const T expected = simt::FloatTo<T>(simt::AsFloat(a[i]) + simt::AsFloat(b[i]));
+    ASSERT_TRUE(SameBits(d_a.at(i), expected)) << "count " << count << " offset " << offset
+                                               << " i " << i;
+  }
+}
+
+template <typename T>
+void CheckAddBias(const simt::Schedule& schedule, int rows, int width, int offset,
+                  std::mt19937& rng) {
+  const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(rows) * width, rng, -4, 4));
+  const std::vector<T> bias = simt::Convert<T>(simt::RandomFloats(width, rng, -4, 4));
+  OffsetBuffer<T> d_x(x, offset), d_bias(bias, offset);
+  simt::TestLauncher launcher(schedule);
+  ASSERT_TRUE(
+      LaunchAddBias(launcher, d_x.get(), static_cast<const T*>(d_bias.get()), rows, width).ok());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const T expected = simt::FloatTo<T>(simt::AsFloat(x[i]) + simt::AsFloat(bias[i % width]));
+    ASSERT_TRUE(SameBits(d_x.at(i), expected))
+        << "rows " << rows << " width " << width << " offset " << offset << " i " << i;
+  }
+}
+
+template <typename T>
+void CheckGatherRows(const simt::Schedule& schedule, int src_rows, int num_rows, int width,
+                     int offset, std::mt19937& rng) {
+  const std::vector<T> src =
+      simt::Convert<T>(simt::RandomFloats(size_t(src_rows) * width, rng, -4, 4));
+  std::uniform_int_distribution<int32_t> pick(0, src_rows - 1);
+  std::vector<int32_t> indices(num_rows);
+  for (int32_t& index : indices) index = pick(rng);
+  if (num_rows > 0) indices.back() = src_rows - 1;  // the last source row (guard page)
+  OffsetBuffer<T> d_src(src, offset), d_dst(std::vector<T>(size_t(num_rows) * width), offset);
+  DeviceBuffer<int32_t> d_indices{std::span<const int32_t>(indices)};
+  simt::TestLauncher launcher(schedule);
+  ASSERT_TRUE(LaunchGatherRows(launcher, static_cast<const T*>(d_src.get()),
+                               static_cast<const int32_t*>(d_indices.get()), d_dst.get(),
+                               num_rows, width)
+                  .ok());
+  for (int r = 0; r < num_rows; ++r) {
+    for (int c = 0; c < width; ++c) {
+      ASSERT_TRUE(SameBits(d_dst.at(size_t(r) * width + c), src[size_t(indices[r]) * width + c]))
+          << "width " << width << " offset " << offset << " row " << r << " col " << c;
+    }
+  }
+}
+
+template <typename T>
+void CheckAll(const simt::Schedule& schedule, std::mt19937& rng) {
+  for (int offset : {0, 1}) {
+    for (int64_t count : {1, 7, 8, 9, 1003}) CheckAddInPlace<T>(schedule, count, offset, rng);
+    for (auto [rows, width] : {std::pair{1, 1}, {3, 8}, {5, 17}, {4, 64}, {2, 130}}) {
+      CheckAddBias<T>(schedule, rows, width, offset, rng);
+    }
+    for (auto [rows, width] : {std::pair{1, 1}, {3, 8}, {5, 17}, {4, 64}, {2, 130}}) {
+      CheckGatherRows<T>(schedule, 7, rows, width, offset, rng);
+    }
+  }
+}
+
+class ElementwiseKernelTest : public simt::KernelTest {};
+
+TEST_P(ElementwiseKernelTest, Bf16MatchesReference) {
+  std::mt19937 rng(71);
+  CheckAll<__nv_bfloat16>(GetParam(), rng);
+}
+TEST_P(ElementwiseKernelTest, F16MatchesReference) {
+  std::mt19937 rng(72);
+  CheckAll<__half>(GetParam(), rng);
+}
+TEST_P(ElementwiseKernelTest, F32MatchesReference) {
+  std::mt19937 rng(73);
+  CheckAll<float>(GetParam(), rng);
+}
+
+// A large count strides: more vectors than kElementwiseMaxBlocks x kElementwiseThreads.
+TEST_P(ElementwiseKernelTest, GridStrideCoversLargeCounts) {
+  std::mt19937 rng(74);
+  CheckAddInPlace<float>(GetParam(), int64_t{4} * kElementwiseMaxBlocks * kElementwiseThreads + 5,
+                         0, rng);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, ElementwiseKernelTest,
+                         ::testing::ValuesIn(simt::TestSchedules()),
+                         [](const auto& info) { return simt::ScheduleTestName(info.param); });
+
+}  // namespace
+}  // namespace tessera::cuda
