@@ -161,7 +161,8 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
       CpuRunnerOptions{.block_size = flags.block_size,
                        .num_kv_blocks = num_blocks,
                        .activations = activations,
-                       .kv_dtype = kv_dtype});
+                       .kv_dtype = kv_dtype,
+                       .max_num_seqs = flags.max_num_seqs});
   worker->metrics = std::make_unique<WorkerMetrics>(
       std::make_shared<prometheus::Registry>(),
       WorkerMetricsOptions{.max_num_seqs = flags.max_num_seqs,
