@@ -58,9 +58,9 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
       model.config, model.weights.get(), built.pool.get(),
       CpuRunnerOptions{.block_size = flags.block_size,
                        .num_kv_blocks = num_blocks,
-                       .max_num_seqs = flags.max_num_seqs,
                        .activations = activations,
-                       .kv_dtype = kv_dtype});
+                       .kv_dtype = kv_dtype,
+                       .max_num_seqs = flags.max_num_seqs});
   built.description = absl::StrCat(
       "cpu: ", threads, threads == 1 ? " thread, " : " threads, ",
       util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())), ", ",

@@ -4,16 +4,14 @@
 
 namespace tessera::worker {
 
-SlotTable::SlotTable(int max_num_seqs, int64_t num_blocks, int block_size, int vocab_size)
+SlotTable::SlotTable(int max_num_seqs, int64_t num_blocks, int block_size)
     : block_size_(block_size),
-      vocab_size_(vocab_size),
       slots_(static_cast<size_t>(max_num_seqs)),
       block_refs_(static_cast<size_t>(num_blocks), 0),
       cached_refs_(static_cast<size_t>(num_blocks), 0) {
   TESSERA_CHECK(max_num_seqs >= 1, "SlotTable: max_num_seqs must be >= 1");
   TESSERA_CHECK(num_blocks >= 2, "SlotTable: need the null block and at least one more");
   TESSERA_CHECK(block_size >= 1, "SlotTable: block_size must be >= 1");
-  TESSERA_CHECK(vocab_size >= 1, "SlotTable: vocab_size must be >= 1");
 }
 
 void SlotTable::Admit(int slot, const SlotAdmission& admission) {
@@ -34,10 +32,6 @@ void SlotTable::Admit(int slot, const SlotAdmission& admission) {
   s.block_table.clear();
   s.return_logprob = admission.return_logprob;
   s.cached_blocks_counted = admission.num_cached_tokens == 0;
-  const std::span<const int32_t> all(s.tokens);
-  s.sampler.emplace(admission.sampling, vocab_size_, all.first(s.num_prompt_tokens));
-  // Tokens generated before a preemption: the sampler continues as if it had drawn them.
-  s.sampler->RestoreGenerated(all.subspan(s.num_prompt_tokens));
   ++num_active_;
 }
 
@@ -78,14 +72,7 @@ void SlotTable::Drop(int slot) {
   s.num_computed = 0;
   s.num_cached_tokens = 0;
   s.cached_blocks_counted = false;
-  s.sampler.reset();
   --num_active_;
-}
-
-void SlotTable::DropAll() {
-  for (int slot = 0; slot < max_num_seqs(); ++slot) {
-    if (slots_[slot].active) Drop(slot);
-  }
 }
 
 }  // namespace tessera::worker

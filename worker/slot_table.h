@@ -1,7 +1,10 @@
 // The worker's per-request execution state: one slot per sequence the router placed here
 // (DESIGN.md §2). A slot holds everything the step protocol lets the router leave out of a plan:
 // the known tokens (prompt, tokens generated before a preemption, every token sampled since), how
-// many of them are computed (their K/V is in the pool), the block table and the sampler.
+// many of them are computed (their K/V is in the pool) and the block table. The sequence's
+// sampling state (parameters, penalty counts, RNG) is not here: the runner owns it, keyed by the
+// same slot id (ModelRunner::BeginSequence / EndSequence, which the step executor calls next to
+// Admit / Drop).
 //
 // It also counts, per physical block, how many live slots list it in their block table and how
 // many in their cached prefix (the blocks a prefix-cache hit shares, which no step may write);
@@ -15,11 +18,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <vector>
-
-#include "worker/sampler/sampler.h"
 
 namespace tessera::worker {
 
@@ -30,7 +30,6 @@ struct Slot {
   int32_t num_computed = 0;           // tokens[0, num_computed) have their K/V in the pool
   int32_t num_cached_tokens = 0;      // prefix shared from the cache; its blocks are read-only
   std::vector<int32_t> block_table;   // logical block -> physical block, append-only
-  std::optional<Sampler> sampler;     // set while active
   bool return_logprob = false;        // the sampled token's logprob (and top-N) go into results
   bool cached_blocks_counted = false; // its cached blocks are in SlotTable::cached_refs
 
@@ -40,17 +39,16 @@ struct Slot {
 
 // What a NewSequence carries, already validated and converted.
 struct SlotAdmission {
-  std::span<const int32_t> tokens;    // prompt, then generated tokens (restored into the sampler)
+  std::span<const int32_t> tokens;    // prompt, then tokens generated before a preemption
   int32_t num_prompt_tokens = 0;      // in [1, tokens.size()]
   int32_t num_cached_tokens = 0;      // multiple of block_size, < tokens.size()
-  SamplingParams sampling;            // valid for the vocab
   bool return_logprob = false;
 };
 
 class SlotTable {
  public:
-  // Preconditions: max_num_seqs >= 1, num_blocks >= 2, block_size >= 1, vocab_size >= 1.
-  SlotTable(int max_num_seqs, int64_t num_blocks, int block_size, int vocab_size);
+  // Preconditions: max_num_seqs >= 1, num_blocks >= 2, block_size >= 1.
+  SlotTable(int max_num_seqs, int64_t num_blocks, int block_size);
 
   int max_num_seqs() const { return static_cast<int>(slots_.size()); }
   int64_t num_blocks() const { return static_cast<int64_t>(cached_refs_.size()); }
@@ -76,12 +74,8 @@ class SlotTable {
   // Ends an active slot's sequence (finished or preempted). Precondition: the slot is active.
   void Drop(int slot);
 
-  // Drops every active slot (a stream ended).
-  void DropAll();
-
  private:
   int block_size_;
-  int vocab_size_;
   int num_active_ = 0;
   std::vector<Slot> slots_;           // [max_num_seqs]
   std::vector<int32_t> block_refs_;   // [num_blocks]

@@ -36,19 +36,23 @@ StepExecutor::StepExecutor(ModelRunner* runner, const StepExecutorOptions& optio
       num_blocks_(runner->kv_pool().num_blocks),
       max_logprobs_(std::min(kMaxLogprobs, runner->config().vocab_size)),
       max_blocks_per_seq_((max_context_ + block_size_ - 1) / block_size_),
-      slots_(options.max_num_seqs, num_blocks_, block_size_, vocab_size_),
+      slots_(options.max_num_seqs, num_blocks_, block_size_),
       slot_marks_(static_cast<size_t>(options.max_num_seqs)),
       block_in_table_(static_cast<size_t>(num_blocks_), 0),
       ref_delta_epoch_(static_cast<size_t>(num_blocks_), 0),
       table_ref_delta_(static_cast<size_t>(num_blocks_), 0),
       cached_ref_delta_(static_cast<size_t>(num_blocks_), 0) {
   TESSERA_CHECK(max_context_ >= 1, "StepExecutor: the model needs a context length");
+  TESSERA_CHECK(options.max_num_seqs <= runner->max_num_seqs(),
+                "StepExecutor: more slots than the runner has sampling slots");
   batch_.reserve(static_cast<size_t>(options.max_num_seqs));
   batch_slots_.reserve(static_cast<size_t>(options.max_num_seqs));
 }
 
 void StepExecutor::Reset() {
-  slots_.DropAll();
+  for (int slot = 0; slot < slots_.max_num_seqs(); ++slot) {
+    if (slots_.at(slot).active) EndSlot(slot);
+  }
   last_step_ = 0;
 }
 
@@ -60,11 +64,13 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
   const Clock::time_point set_inputs_start = Clock::now();
   AppendBlocksAndBuildBatch(plan);
 
-  const Clock::time_point forward_start = Clock::now();
-  stats_.set_inputs_seconds = Seconds(forward_start - set_inputs_start);
-  logits_.sequence_index.clear();
+  const Clock::time_point step_start = Clock::now();
+  stats_.set_inputs_seconds = Seconds(step_start - set_inputs_start);
+  samples_.sequence_index.clear();
+  samples_.rows.clear();
+  samples_.info = StepRunInfo{};
   if (!batch_.empty()) {
-    absl::Status status = runner_->Forward(batch_, &logits_);
+    absl::Status status = runner_->Step(batch_, &samples_);
     if (!status.ok()) {
       // Validation covers everything the runner checks; reaching this is a worker bug.
       return absl::InternalError(absl::StrCat("plan ", plan.step(),
@@ -72,37 +78,61 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
                                               status.message()));
     }
   }
-  const Clock::time_point forward_end = Clock::now();
+  const Clock::time_point step_end = Clock::now();
+  stats_.info = samples_.info;
 
   result->Clear();
   result->set_step(plan.step());
   SampleAndFill(result);
   last_step_ = plan.step();
   result->set_active_slots(slots_.num_active());
-
-  const Clock::time_point done = Clock::now();
-  v1::StepTimings* timings = result->mutable_timings();
-  timings->set_host_seconds(Seconds(forward_start - received));
-  timings->set_device_seconds(Seconds(forward_end - forward_start));
-  timings->set_sample_seconds(Seconds(done - forward_end));
-  timings->set_total_seconds(Seconds(done - received));
-  timings->set_graph_replayed(false);  // no graphs on the cpu runner
+  FillTimings(received, step_start, step_end, result->mutable_timings());
   return absl::OkStatus();
 }
 
-void StepExecutor::ApplyDrops(const v1::StepPlan& plan) {
-  for (int32_t slot : plan.drop_slots()) slots_.Drop(slot);
+// A runner with a device reports its launch and device time; a host runner (device_seconds < 0:
+// cpu) computes and samples inside Step, and its launch time ends with the forward pass.
+void StepExecutor::FillTimings(Clock::time_point received, Clock::time_point step_start,
+                               Clock::time_point step_end, v1::StepTimings* timings) const {
+  const StepRunInfo& info = stats_.info;
+  const bool on_device = info.device_seconds >= 0;
+  const Clock::time_point forward_end =
+      on_device ? step_end
+                : step_start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(info.launch_seconds));
+  const Clock::time_point done = Clock::now();
+  timings->set_host_seconds(Seconds(step_start - received) +
+                            (on_device ? info.launch_seconds : 0.0));
+  timings->set_device_seconds(on_device ? info.device_seconds : info.launch_seconds);
+  timings->set_sample_seconds(Seconds(done - std::min(forward_end, done)));
+  timings->set_total_seconds(Seconds(done - received));
+  timings->set_graph_replayed(info.graph_replayed);
 }
 
+void StepExecutor::EndSlot(int slot) {
+  slots_.Drop(slot);
+  runner_->EndSequence(slot);
+}
+
+void StepExecutor::ApplyDrops(const v1::StepPlan& plan) {
+  for (int32_t slot : plan.drop_slots()) EndSlot(slot);
+}
+
+// The table gets every known token; the runner's sampling state the prompt, and the tokens
+// generated before a preemption to replay.
 void StepExecutor::ApplyNewSequences(const v1::StepPlan& plan) {
   for (const v1::NewSequence& seq : plan.new_sequences()) {
     const v1::SamplingParams& sampling = seq.sampling();
+    const std::span<const int32_t> tokens(seq.tokens().data(),
+                                          static_cast<size_t>(seq.tokens_size()));
     slots_.Admit(seq.slot(),
-                 {.tokens = {seq.tokens().data(), static_cast<size_t>(seq.tokens_size())},
+                 {.tokens = tokens,
                   .num_prompt_tokens = seq.num_prompt_tokens(),
                   .num_cached_tokens = seq.num_cached_tokens(),
-                  .sampling = SamplingParamsFromProto(sampling),
                   .return_logprob = sampling.logprobs() || sampling.top_logprobs() > 0});
+    const size_t num_prompt = static_cast<size_t>(seq.num_prompt_tokens());
+    runner_->BeginSequence(seq.slot(), SamplingParamsFromProto(sampling),
+                           tokens.first(num_prompt), tokens.subspan(num_prompt));
   }
 }
 
@@ -126,7 +156,8 @@ void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
                           s.num_computed, static_cast<size_t>(seq.num_tokens())),
                       .start_pos = s.num_computed,
                       .block_table = s.block_table,
-                      .needs_logits = end == s.num_known()});
+                      .needs_logits = end == s.num_known(),
+                      .slot = seq.slot()});
     batch_slots_.push_back(seq.slot());
   }
   stats_.num_sequences = static_cast<int32_t>(batch_.size());
@@ -134,17 +165,26 @@ void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
                            : (any_prefill ? StepKind::kPrefill : StepKind::kEmpty);
 }
 
-// Advances every scheduled slot's computed count, then samples the rows that asked for logits
-// (batch order = plan order) and appends each sampled token to its slot.
+// Advances every scheduled slot's computed count, then appends each token the runner sampled
+// (batch order = plan order) to its slot and writes it into the result.
 void StepExecutor::SampleAndFill(v1::StepResult* result) {
+  size_t num_sampling = 0;
   for (size_t i = 0; i < batch_.size(); ++i) {
     slots_.at(batch_slots_[i]).num_computed += static_cast<int32_t>(batch_[i].tokens.size());
+    num_sampling += batch_[i].needs_logits ? 1 : 0;
   }
-  for (size_t row = 0; row < logits_.sequence_index.size(); ++row) {
-    const int32_t slot = batch_slots_[logits_.sequence_index[row]];
+  TESSERA_CHECK(samples_.rows.size() == num_sampling &&
+                    samples_.sequence_index.size() == num_sampling,
+                "StepExecutor: the runner did not sample exactly the rows that needs_logits");
+  for (size_t row = 0; row < samples_.sequence_index.size(); ++row) {
+    const int32_t index = samples_.sequence_index[row];
+    TESSERA_CHECK(index >= 0 && static_cast<size_t>(index) < batch_.size() &&
+                      batch_[index].needs_logits,
+                  "StepExecutor: the runner sampled a row that did not ask to");
+    const int32_t slot = batch_slots_[index];
     Slot& s = slots_.at(slot);
     TESSERA_CHECK(s.num_computed == s.num_known(), "StepExecutor: a row sampled mid-prompt");
-    const SampleResult sampled = s.sampler->Sample(logits_.Row(row));
+    const SampleResult& sampled = samples_.rows[row];
     s.tokens.push_back(sampled.token);
     v1::SampledToken* out = result->add_sampled();
     out->set_slot(slot);

@@ -5,16 +5,23 @@
 //   validate   every field of the plan against the table and the runner's limits; on any error
 //              return INVALID_ARGUMENT naming the field ("plan 7: sequences[2].new_blocks[0] =
 //              5000 is outside [1, 4096)") and change nothing;
-//   drops      end the listed slots (finished or preempted requests);
-//   admissions start the new sequences (a re-admitted one restores its generated tokens into
-//              its sampler, RNG included, so a seeded request continues identically);
+//   drops      end the listed slots (finished or preempted requests) in the table and their
+//              sampling state in the runner (ModelRunner::EndSequence);
+//   admissions start the new sequences in the table and the runner (BeginSequence: a re-admitted
+//              one passes its generated tokens, so its penalties and RNG continue identically);
 //   blocks     append each scheduled slot's new blocks to its table;
 //   batch      one SequenceWork per scheduled slot: tokens[computed, computed + num_tokens)
 //              (persistent vectors: nothing is allocated per step once warm);
-//   forward    ModelRunner::Forward;
-//   sample     every slot whose computed count reached its known tokens samples, and the token
-//              is appended (so the next decode step needs no token ids);
-//   result     sampled tokens in plan order (+ logprobs when asked), timings, active slots.
+//   step       ModelRunner::Step: the forward pass, and every slot whose computed count reached
+//              its known tokens samples (on the runner's backend, with its per-slot state);
+//   fill       each sampled token is appended to its slot (so the next decode step needs no token
+//              ids) and goes into the result in plan order (+ logprobs when asked), with the
+//              timings and the active slots.
+//
+// Timings (StepTimings): host = plan received -> Step entry, plus the runner's launch time on a
+// device runner (-> last launch); device = the runner's device time, or on a host runner (cpu)
+// the forward pass's wall time; sample = end of the forward pass (device runners: Step's return)
+// -> result ready; graph_replayed from the runner.
 //
 // What validation checks (each names the field): step numbers consecutive from 1; slot ids in
 // [0, max_num_seqs); dropping a free slot or one twice; admitting into a busy slot (one not
@@ -61,8 +68,9 @@ struct StepStats {
   int32_t num_sequences = 0;  // batch entries
   int32_t num_tokens = 0;     // tokens in the forward pass
   // Blocks appended + batch built: the "set inputs" part of the host time (on the cpu backend the
-  // runner reads the batch directly; a device runner adds its input copies here).
+  // runner reads the batch directly; a device runner's input copies are in info.launch_seconds).
   double set_inputs_seconds = 0;
+  StepRunInfo info{};  // how the runner ran it (graphs, launch and device time); default if empty
 };
 
 struct StepExecutorOptions {
@@ -73,7 +81,8 @@ class StepExecutor {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Preconditions: runner != nullptr and outlives the executor; options.max_num_seqs >= 1.
+  // Preconditions: runner != nullptr and outlives the executor; 1 <= options.max_num_seqs <=
+  // runner->max_num_seqs() (the executor's slots are the runner's sampling slots).
   StepExecutor(ModelRunner* runner, const StepExecutorOptions& options);
 
   StepExecutor(const StepExecutor&) = delete;
@@ -86,7 +95,8 @@ class StepExecutor {
   absl::Status Execute(const tessera::worker::v1::StepPlan& plan, Clock::time_point received,
                        tessera::worker::v1::StepResult* result);
 
-  // Drops every slot and expects step 1 next (a new stream).
+  // Drops every slot (ending its sampling state in the runner) and expects step 1 next (a new
+  // stream).
   void Reset();
 
   const SlotTable& slots() const { return slots_; }
@@ -133,10 +143,13 @@ class StepExecutor {
   int32_t CachedRefsAfterPlan(int32_t block) const;
 
   // Execution phases (step_executor.cc), in order; the plan is valid.
+  void EndSlot(int slot);  // in the table and the runner
   void ApplyDrops(const tessera::worker::v1::StepPlan& plan);
   void ApplyNewSequences(const tessera::worker::v1::StepPlan& plan);
   void AppendBlocksAndBuildBatch(const tessera::worker::v1::StepPlan& plan);
   void SampleAndFill(tessera::worker::v1::StepResult* result);
+  void FillTimings(Clock::time_point received, Clock::time_point step_start,
+                   Clock::time_point step_end, tessera::worker::v1::StepTimings* timings) const;
 
   ModelRunner* runner_;
   const int vocab_size_;
@@ -161,7 +174,7 @@ class StepExecutor {
   // Step buffers, reused every step.
   std::vector<SequenceWork> batch_;
   std::vector<int32_t> batch_slots_;  // slot of each batch entry
-  StepLogits logits_;
+  StepSamples samples_;
   StepStats stats_;
 };
 

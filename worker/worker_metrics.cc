@@ -71,12 +71,13 @@ void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& t
   hostproc_seconds_->Observe(timings.host_seconds());
   set_inputs_seconds_->Observe(stats.set_inputs_seconds);
   batch_size_->Observe(stats.num_sequences);
-  if (timings.graph_replayed()) graph_replays_->Increment();
-  if (measure_gpu_busy_) ObserveBusy(timings.device_seconds(), now);
-}
-
-void WorkerMetrics::ObserveGraphMiss(GraphMissReason reason) {
-  graph_misses_[static_cast<size_t>(reason)]->Increment();
+  const StepRunInfo& info = stats.info;
+  if (info.graph_replayed) graph_replays_->Increment();
+  if (info.graph_captured) graph_captures_->Increment();
+  if (info.graph_miss.has_value()) {
+    graph_misses_[static_cast<size_t>(*info.graph_miss)]->Increment();
+  }
+  if (measure_gpu_busy_) ObserveBusy(std::max(0.0, info.device_seconds), now);
 }
 
 // Tumbling windows fed by steps: the ratio covers the wall time since the previous update,

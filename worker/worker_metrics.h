@@ -11,6 +11,7 @@
 //   graph_misses_total{reason}               counter   decode-only steps run eagerly, by
 //                                                      GraphMissReason
 //   gpu_busy_ratio                           gauge     device time / wall time, ~1 s windows
+// (the graph counters and the device time come from the runner's StepRunInfo in StepStats).
 //   batch_size                               histogram sequences per forward step   CountBuckets
 //   kv_pool_bytes                            gauge     the physical KV pool's size
 //
@@ -57,11 +58,11 @@ class WorkerMetrics {
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
-  // One executed plan (a drop-only plan, kind kEmpty, observes nothing).
+  // One executed plan (a drop-only plan, kind kEmpty, observes nothing): step, hostproc and
+  // set-inputs times, batch size, and from stats.info the graph replay / capture / miss and the
+  // device time (GPU-busy ratio, when measured; a step without device time adds none).
   void ObserveStep(const StepStats& stats, const ::tessera::worker::v1::StepTimings& timings,
                    Clock::time_point now);
-  void ObserveGraphCapture() { graph_captures_->Increment(); }
-  void ObserveGraphMiss(GraphMissReason reason);
 
  private:
   void ObserveBusy(double device_seconds, Clock::time_point now);

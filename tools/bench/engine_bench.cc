@@ -5,6 +5,8 @@
 //   batch N  — N sequences decoding together (one step = N tokens), aggregate tokens/s.
 // Prompt ids are synthetic (id_i = 100 + (seed * 7919 + i * 104729) % 40000), the same formula
 // tools/bench/llama_cpp_bench.py uses, so both engines process identical tokens.
+// It times the forward pass: ModelRunner::Forward with a host argmax (the serving path's Step
+// adds the sampler on top).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

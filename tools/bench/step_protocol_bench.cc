@@ -4,9 +4,9 @@
 // stream drives it the way tessera-router does, with 256 slots decoding: every step each slot
 // computes one token (no token ids sent), ~16 slots append a block, and about one request
 // finishes and is replaced (drop + admission of a 16-token prompt). The model runner is a stub
-// that returns zero logits over a 64-token vocabulary, so what is measured is plan building and
-// serialization, the loopback transport, plan parsing and validation, batch building, sampling
-// 256 rows and the result's way back.
+// that samples zero logits over a 64-token vocabulary on the host (SlotSamplers, as the cpu
+// runner does), so what is measured is plan building and serialization, the loopback transport,
+// plan parsing and validation, batch building, sampling 256 rows and the result's way back.
 //
 //   BM_PipelinedRoundTrip: plan N+1 is sent before result N is read (the router's one step in
 //                          flight); time per iteration = one plan -> result round trip.
@@ -26,6 +26,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "worker/sampler/slot_samplers.h"
 #include "worker/step_executor.h"
 #include "worker/worker_service.h"
 
@@ -50,10 +51,11 @@ constexpr int kPromptTokens = 16;
 constexpr int kLifetime = 256;      // tokens generated per request once staggered
 constexpr int kVocab = 64;
 
-// A ModelRunner that computes nothing: zero logits for the rows that sample.
+// A ModelRunner that computes nothing: zero logits for the rows that sample, sampled on the host
+// with each slot's sampler.
 class StubRunner final : public ModelRunner {
  public:
-  StubRunner() {
+  StubRunner() : samplers_(kSlots, kVocab) {
     config_.architecture = "stub";
     config_.name = "stub";
     config_.vocab_size = kVocab;
@@ -64,6 +66,19 @@ class StubRunner final : public ModelRunner {
     return {.block_size = kBlockSize, .num_blocks = 1 + kSlots * kBlocksPerSlot, .bytes = 0};
   }
   std::string backend_name() const override { return "stub"; }
+  int max_num_seqs() const override { return kSlots; }
+  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
+                     std::span<const int32_t> generated) override {
+    samplers_.Begin(slot, params, prompt, generated);
+  }
+  void EndSequence(int slot) override { samplers_.End(slot); }
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override {
+    if (absl::Status status = samplers_.CheckRows(batch); !status.ok()) return status;
+    (void)Forward(batch, &logits_);
+    samplers_.SampleRows(batch, logits_, samples);
+    samples->info = StepRunInfo{};
+    return absl::OkStatus();
+  }
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override {
     logits->vocab_size = kVocab;
     logits->sequence_index.clear();
@@ -76,6 +91,8 @@ class StubRunner final : public ModelRunner {
 
  private:
   model::ModelConfig config_;
+  SlotSamplers samplers_;
+  StepLogits logits_;  // reused every step
 };
 
 // Builds the plans of 256 decoding slots. Slot s owns blocks [1 + s * kBlocksPerSlot, ...) and

@@ -1,6 +1,7 @@
 #include "worker/cpu/cpu_llama_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +15,7 @@ namespace tessera::worker {
 namespace {
 
 namespace cpu = kernels::cpu;
+using Clock = std::chrono::steady_clock;
 
 absl::Status SequenceError(size_t index, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("batch[", index, "]: ", what));
@@ -89,7 +91,8 @@ CpuLlamaRunner::CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeig
                     .num_kv_heads = config.num_kv_heads,
                     .head_dim = config.head_dim},
           .k = {}, .v = {}, .k_half = {}, .v_half = {}},
-      ops_(config, weights, int8_.get(), &kv_, &rope_, pool, options.isa) {
+      ops_(config, weights, int8_.get(), &kv_, &rope_, pool, options.isa),
+      samplers_(options.max_num_seqs, config.vocab_size) {
   TESSERA_CHECK(cpu::IsaSupported(options.isa), "this CPU cannot run the requested ISA");
   TESSERA_CHECK(options.block_size >= 1, "block_size must be >= 1");
   TESSERA_CHECK(options.num_kv_blocks >= 2, "need the null block and at least one more");
@@ -160,6 +163,29 @@ absl::Status CpuLlamaRunner::Validate(std::span<const SequenceWork> batch) const
       }
     }
   }
+  return absl::OkStatus();
+}
+
+void CpuLlamaRunner::BeginSequence(int slot, const SamplingParams& params,
+                                   std::span<const int32_t> prompt,
+                                   std::span<const int32_t> generated) {
+  samplers_.Begin(slot, params, prompt, generated);
+}
+
+void CpuLlamaRunner::EndSequence(int slot) { samplers_.End(slot); }
+
+absl::Status CpuLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
+  const Clock::time_point start = Clock::now();
+  samples->sequence_index.clear();
+  samples->rows.clear();
+  samples->info = StepRunInfo{};
+  if (absl::Status status = Validate(batch); !status.ok()) return status;
+  if (absl::Status status = samplers_.CheckRows(batch); !status.ok()) return status;
+  PrepareInputs(batch, &step_logits_);
+  LlamaForward(ops_, config_);
+  samples->info.launch_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  samples->info.device_seconds = -1;  // no device: the compute above is host time
+  samplers_.SampleRows(batch, step_logits_, samples);
   return absl::OkStatus();
 }
 

@@ -1,17 +1,20 @@
 // The `cpu` model runner for llama-family models: the reference every GPU kernel is checked
 // against, and the engine CPU users run.
 //
-// Forward validates the batch, builds the step's inputs and runs the llama model definition
+// Step and Forward validate the batch, build the step's inputs and run the llama model definition
 // (worker/models/llama_model.h) on the cpu ops (cpu_llama_ops.h): all tokens of the batch go
 // together through each layer (one matmul per weight with m = total tokens), attention reads the
 // paged KV pool through each sequence's block table. Every kernel is batch invariant
 // (kernels/cpu/*.h), so a sequence's logits are bit-identical whatever else is in the batch and
-// however its prompt was chunked.
+// however its prompt was chunked. Step then samples the rows on the host with each slot's
+// worker::Sampler (SlotSamplers), so its tokens are exactly what Sampler draws from Forward's
+// logits.
 //
 // Ownership: owns its KV pool [num_layers] x {K, V} [num_blocks, block_size, num_kv_heads,
-// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction) and the
-// ops (with their grow-only activations); borrows the weights and the thread pool.
-// Threading: Forward is called from one thread at a time (the thread that drives the pool).
+// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction), the ops
+// (with their grow-only activations), the per-slot samplers and the step's logits buffer;
+// borrows the weights and the thread pool.
+// Threading: called from one thread at a time (the thread that drives the pool).
 #pragma once
 
 #include <memory>
@@ -27,6 +30,7 @@
 #include "worker/cpu/int8_packed_weights.h"
 #include "worker/cpu/llama_weights.h"
 #include "worker/model_runner.h"
+#include "worker/sampler/slot_samplers.h"
 
 namespace tessera::worker {
 
@@ -63,11 +67,14 @@ struct CpuRunnerOptions {
   // The kernel copies every SIMD kernel of the runner uses (kernels/cpu/isa.h); must be supported
   // by the running CPU. Tests force each level to hold all of them to the oracle.
   kernels::cpu::Isa isa = kernels::cpu::BestIsa();
+  // Sampling slots [0, max_num_seqs) (BeginSequence); >= 1.
+  int max_num_seqs = 256;
 };
 
 class CpuLlamaRunner final : public ModelRunner {
  public:
-  // Preconditions: weights match config; options.block_size >= 1, num_kv_blocks >= 2.
+  // Preconditions: weights match config; options.block_size >= 1, num_kv_blocks >= 2,
+  // max_num_seqs >= 1.
   CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
                  kernels::cpu::ThreadPool* pool, const CpuRunnerOptions& options);
 
@@ -77,11 +84,19 @@ class CpuLlamaRunner final : public ModelRunner {
   static int64_t KvBlockBytes(const model::ModelConfig& config, int block_size,
                               kernels::cpu::KvDtype dtype);
   std::string backend_name() const override { return "cpu"; }
+  int max_num_seqs() const override { return samplers_.max_num_seqs(); }
   kernels::cpu::Isa isa() const { return ops_.isa(); }
   // The int8-packed weights (null unless activations are kInt8): every projection is packed.
   const Int8PackedWeights* int8_weights() const { return int8_.get(); }
   // The cos/sin table every layer's RoPE reads (for tests and diagnostics).
   const kernels::cpu::RopeTable& rope_table() const { return rope_; }
+
+  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
+                     std::span<const int32_t> generated) override;
+  void EndSequence(int slot) override;
+  // StepRunInfo: launch_seconds = Step entry -> end of the forward pass (the compute is host
+  // time), device_seconds = -1, no graphs.
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override;
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
  private:
@@ -99,6 +114,8 @@ class CpuLlamaRunner final : public ModelRunner {
   util::HugePageBuffer kv_memory_;  // every pool below, in huge pages
   CpuKvPools kv_;
   CpuLlamaOps ops_;
+  SlotSamplers samplers_;
+  StepLogits step_logits_;  // Step's forward output, reused every step
 
   // Per-step inputs, rebuilt by PrepareInputs.
   std::vector<int32_t> token_ids_;                       // [num_tokens]

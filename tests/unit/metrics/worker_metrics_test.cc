@@ -54,12 +54,12 @@ TEST(WorkerMetricsTest, StepsByKind) {
   WorkerMetrics metrics(registry, {.max_num_seqs = 64});
   const auto now = WorkerMetrics::Clock::now();
   metrics.ObserveStep({.kind = StepKind::kDecode, .num_sequences = 5, .num_tokens = 5,
-                       .set_inputs_seconds = 0.00002},
+                       .set_inputs_seconds = 0.00002,
+                       .info = {.graph_miss = GraphMissReason::kOversize}},
                       Timings(0.0001, 0.01, 0.011), now);
   metrics.ObserveStep({.kind = StepKind::kMixed, .num_sequences = 2, .num_tokens = 40},
                       Timings(0.0001, 0.05, 0.06), now);
   metrics.ObserveStep({.kind = StepKind::kEmpty}, Timings(0.00001, 0, 0.00001), now);
-  metrics.ObserveGraphMiss(GraphMissReason::kOversize);
   const std::map<std::string, double> s = Scrape(*registry);
   EXPECT_EQ(s.at("tessera_step_seconds_count{kind=\"decode\"}"), 1);
   EXPECT_EQ(s.at("tessera_step_seconds_count{kind=\"mixed\"}"), 1);
@@ -69,17 +69,46 @@ TEST(WorkerMetricsTest, StepsByKind) {
   EXPECT_EQ(s.at("tessera_hostproc_seconds_count"), 2);
   EXPECT_DOUBLE_EQ(s.at("tessera_set_inputs_seconds_sum"), 0.00002);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"oversize\"}"), 1);
+  EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"eager\"}"), 0);
+  EXPECT_EQ(s.at("tessera_graph_replays_total"), 0);
   EXPECT_EQ(s.at("tessera_gpu_busy_ratio"), 0) << "not measured on cpu";
+}
+
+TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  WorkerMetrics metrics(registry, {.max_num_seqs = 8});
+  const auto now = WorkerMetrics::Clock::now();
+  const StepStats captured{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
+                           .info = {.graph_replayed = true,
+                                    .graph_captured = true,
+                                    .graph_miss = std::nullopt}};
+  const StepStats replayed{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
+                           .info = {.graph_replayed = true, .graph_miss = std::nullopt}};
+  const StepStats eager{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
+                        .info = {.graph_miss = GraphMissReason::kEager}};
+  for (const StepStats* stats : {&captured, &replayed, &replayed, &eager}) {
+    metrics.ObserveStep(*stats, Timings(0.0001, 0.001, 0.002), now);
+  }
+  // A drop-only plan observes nothing, whatever its info says.
+  const StepStats empty{.kind = StepKind::kEmpty, .info = replayed.info};
+  metrics.ObserveStep(empty, Timings(0, 0, 0), now);
+  const std::map<std::string, double> s = Scrape(*registry);
+  EXPECT_EQ(s.at("tessera_graph_replays_total"), 3);
+  EXPECT_EQ(s.at("tessera_graph_captures_total"), 1);
+  EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"eager\"}"), 1);
+  EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"oversize\"}"), 0);
+  EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"disabled\"}"), 0);
 }
 
 TEST(WorkerMetricsTest, GpuBusyRatioOverAWindow) {
   auto registry = std::make_shared<prometheus::Registry>();
   WorkerMetrics metrics(registry, {.max_num_seqs = 8, .measure_gpu_busy = true});
   const auto start = WorkerMetrics::Clock::now();
-  const StepStats decode{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1};
+  const StepStats decode{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
+                         .info = {.graph_miss = std::nullopt, .device_seconds = 0.5}};
   metrics.ObserveStep(decode, Timings(0, 0.5, 0.5), start);
   metrics.ObserveStep(decode, Timings(0, 0.5, 0.5), start + std::chrono::seconds(2));
-  // 1 s of device time over the 2 s window.
+  // 1 s of device time (the runner's, StepStats::info) over the 2 s window.
   EXPECT_DOUBLE_EQ(Scrape(*registry).at("tessera_gpu_busy_ratio"), 0.5);
 }
 

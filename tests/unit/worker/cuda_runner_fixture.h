@@ -58,8 +58,8 @@ class CudaRunnerTest : public ::testing::Test {
   static std::unique_ptr<CpuLlamaRunner> MakeCpuRunner(int max_num_seqs = 8) {
     return std::make_unique<CpuLlamaRunner>(
         model_->config, model_->weights.get(), pool_,
-        CpuRunnerOptions{
-            .block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .max_num_seqs = max_num_seqs});
+        CpuRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kNumBlocks,
+                         .max_num_seqs = max_num_seqs});
   }
 
   // An emulated-device runner; the options' block size and pool are the fixture's.

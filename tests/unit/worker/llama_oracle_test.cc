@@ -73,7 +73,7 @@ TEST_P(LlamaOracleTest, LogitsAndGreedyTokensMatchTransformers) {
     CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
                           {.block_size = 16, .num_kv_blocks = 16, .isa = isa});
     ASSERT_EQ(runner.isa(), isa);
-    GenerationRequest request{.prompt = prompt, .max_tokens = 16};
+    GenerationRequest request{.prompt = prompt, .max_tokens = 16, .return_first_logits = true};
     request.sampling.temperature = 0.0f;
     auto result = GenerateOffline(runner, request, nullptr);
     ASSERT_TRUE(result.ok()) << result.status();

@@ -30,8 +30,13 @@ class StepExecutorTest : public testing::TinyModelTest {
       absl::Status status = executor.Execute(plan, StepExecutor::Clock::now(), &result);
       ASSERT_TRUE(status.ok()) << status;
       ASSERT_TRUE(router.OnResult(result)) << result.DebugString();
-      EXPECT_EQ(result.timings().graph_replayed(), false);
-      EXPECT_GE(result.timings().total_seconds(), result.timings().device_seconds());
+      if (executor.last_step_stats().info.device_seconds < 0) {  // the cpu runner
+        EXPECT_EQ(result.timings().graph_replayed(), false);
+        EXPECT_GE(result.timings().total_seconds(), result.timings().device_seconds());
+      } else {
+        EXPECT_EQ(result.timings().graph_replayed(),
+                  executor.last_step_stats().info.graph_replayed);
+      }
     }
     ASSERT_TRUE(router.Done());
   }
@@ -111,27 +116,37 @@ TEST_F(StepExecutorTest, DroppedSlotIsReusedByTheNextRequest) {
 
 TEST_F(StepExecutorTest, PreemptedAndReadmittedSeededRequestContinuesIdentically) {
   // keep_cached_blocks 0: recompute everything; 2: the first 8 tokens come back as a
-  // prefix-cache hit (their K/V never left the pool).
-  for (int keep_cached_blocks : {0, 2}) {
-    auto runner = MakeRunner(4, 128);
-    StepExecutor executor(runner.get(), {.max_num_seqs = 4});
-    SimRouter router(4, 128, 4);
-    SimRequest request{.prompt = Prompt(13, 4), .max_tokens = 14, .chunk = 6};
-    request.sampling = Sampling(1.1f, /*seed=*/99);
-    request.sampling.set_presence_penalty(0.5f);
-    request.sampling.set_top_k(40);
-    const int id = router.Add(request);
-    router.Add({.prompt = Prompt(9, 5), .max_tokens = 12, .chunk = 3});  // company in the batch
-    v1::StepResult result;
-    while (router.request(id).tokens.size() < 6) {
-      const v1::StepPlan plan = router.NextPlan();
-      ASSERT_TRUE(executor.Execute(plan, StepExecutor::Clock::now(), &result).ok());
-      ASSERT_TRUE(router.OnResult(result));
+  // prefix-cache hit (their K/V never left the pool). With 2 slots the re-admission reuses the
+  // dropped slot in the same plan (the runner's EndSequence before its BeginSequence); with 4 it
+  // goes to another slot.
+  for (int num_slots : {2, 4}) {
+    for (int keep_cached_blocks : {0, 2}) {
+      const std::string what = absl::StrCat(num_slots, " slots, keep ", keep_cached_blocks,
+                                            " blocks");
+      auto runner = MakeRunner(4, 128);
+      StepExecutor executor(runner.get(), {.max_num_seqs = num_slots});
+      SimRouter router(4, 128, num_slots);
+      SimRequest request{.prompt = Prompt(13, 4), .max_tokens = 14, .chunk = 6};
+      request.sampling = Sampling(1.1f, /*seed=*/99);
+      request.sampling.set_presence_penalty(0.5f);
+      request.sampling.set_frequency_penalty(0.8f);
+      request.sampling.set_repetition_penalty(1.2f);
+      request.sampling.set_top_k(40);
+      const int id = router.Add(request);
+      router.Add({.prompt = Prompt(9, 5), .max_tokens = 12, .chunk = 3});  // company
+      v1::StepResult result;
+      while (router.request(id).tokens.size() < 6) {
+        const v1::StepPlan plan = router.NextPlan();
+        ASSERT_TRUE(executor.Execute(plan, StepExecutor::Clock::now(), &result).ok());
+        ASSERT_TRUE(router.OnResult(result));
+      }
+      ASSERT_EQ(router.slot_of(id), 0);
+      router.Preempt(id, keep_cached_blocks);
+      Drive(executor, router);
+      EXPECT_EQ(router.slot_of(id), num_slots == 2 ? 0 : 2) << what;
+      ExpectSameAsAlone(router.request(id), what);
+      ExpectSameAsAlone(router.request(1), absl::StrCat(what, ": the other request"));
     }
-    router.Preempt(id, keep_cached_blocks);
-    Drive(executor, router);
-    ExpectSameAsAlone(router.request(id), absl::StrCat("keep ", keep_cached_blocks, " blocks"));
-    ExpectSameAsAlone(router.request(1), "the other request");
   }
 }
 
@@ -200,9 +215,63 @@ TEST_F(StepExecutorTest, ResultReportsActiveSlotsAndTimings) {
   EXPECT_GE(t.host_seconds(), 0.0);
   EXPECT_GE(t.sample_seconds(), 0.0);
   EXPECT_GE(t.total_seconds(), t.host_seconds() + t.device_seconds());
+  // The cpu runner: no device time, so device_seconds is the forward pass's wall time.
+  EXPECT_EQ(executor.last_step_stats().info.device_seconds, -1);
+  EXPECT_EQ(t.device_seconds(), executor.last_step_stats().info.launch_seconds);
   executor.Reset();
   EXPECT_EQ(executor.slots().num_active(), 0);
   EXPECT_EQ(executor.last_step(), 0u);
+}
+
+// A device runner as the executor sees one: the cpu runner's tokens with a device's run info.
+class DeviceLikeRunner final : public ModelRunner {
+ public:
+  DeviceLikeRunner(ModelRunner* inner, const StepRunInfo& info) : inner_(inner), info_(info) {}
+  const model::ModelConfig& config() const override { return inner_->config(); }
+  KvPoolInfo kv_pool() const override { return inner_->kv_pool(); }
+  std::string backend_name() const override { return "device-like"; }
+  int max_num_seqs() const override { return inner_->max_num_seqs(); }
+  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
+                     std::span<const int32_t> generated) override {
+    inner_->BeginSequence(slot, params, prompt, generated);
+  }
+  void EndSequence(int slot) override { inner_->EndSequence(slot); }
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override {
+    absl::Status status = inner_->Step(batch, samples);
+    samples->info = info_;
+    return status;
+  }
+  absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override {
+    return inner_->Forward(batch, logits);
+  }
+
+ private:
+  ModelRunner* inner_;
+  StepRunInfo info_;
+};
+
+TEST_F(StepExecutorTest, DeviceRunInfoGoesIntoTimingsAndStats) {
+  auto cpu = MakeRunner(4, 128);
+  DeviceLikeRunner runner(cpu.get(), {.graph_replayed = true,
+                                      .graph_captured = true,
+                                      .graph_miss = std::nullopt,
+                                      .launch_seconds = 0.25,
+                                      .device_seconds = 0.5});
+  StepExecutor executor(&runner, {.max_num_seqs = 2});
+  SimRouter router(4, 128, 2);
+  router.Add({.prompt = Prompt(6, 1), .max_tokens = 3});
+  v1::StepResult result;
+  const auto received = StepExecutor::Clock::now();
+  ASSERT_TRUE(executor.Execute(router.NextPlan(), received, &result).ok());
+  ASSERT_TRUE(router.OnResult(result));
+  const v1::StepTimings& t = result.timings();
+  EXPECT_EQ(t.device_seconds(), 0.5);
+  EXPECT_GE(t.host_seconds(), 0.25) << "received -> Step entry + the runner's launch time";
+  EXPECT_LT(t.host_seconds(), 0.25 + t.total_seconds());
+  EXPECT_TRUE(t.graph_replayed());
+  EXPECT_TRUE(executor.last_step_stats().info.graph_captured);
+  Drive(executor, router);
+  ExpectSameAsAlone(router.request(0), "through the device-like runner");
 }
 
 }  // namespace
