@@ -107,7 +107,8 @@ absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerF
   device::DeviceOptions options{.kind = kind,
                                 .cuda_device_index = flags.cuda_device,
                                 .emulated_memory_bytes =
-                                    static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB};
+                                    static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB,
+                                .emulated_schedule = {}};
   return device::OpenDevice(options);
 #else
   (void)flags;

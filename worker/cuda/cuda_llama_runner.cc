@@ -80,7 +80,6 @@ absl::Status CudaLlamaRunner::Initialize(const LlamaWeights& weights) {
                            DeviceStepInputs::Create(*runtime_, capacity, table_stride,
                                                     penalty_capacity));
   inputs_ = std::make_unique<DeviceStepInputs>(std::move(inputs));
-  TESSERA_RETURN_IF_ERROR(AllocateKvPool());
   const DeviceOpsOptions ops_options{.batch_invariant = options_.batch_invariant,
                                      .max_tokens = max_tokens,
                                      .max_rows = options_.max_num_seqs,
@@ -90,6 +89,8 @@ absl::Status CudaLlamaRunner::Initialize(const LlamaWeights& weights) {
                                                              : options_.decode_partition};
   TESSERA_ASSIGN_OR_RETURN(ops_, DeviceLlamaOps::Create(*runtime_, *kernels_, config_, *weights_,
                                                         kv_, ops_options));
+  // Last: the pool takes what the weights, step buffers and activations left.
+  TESSERA_RETURN_IF_ERROR(AllocateKvPool());
   TESSERA_ASSIGN_OR_RETURN(step_start_, runtime_->CreateEvent());
   TESSERA_ASSIGN_OR_RETURN(step_end_, runtime_->CreateEvent());
   graphs_ = std::make_unique<GraphCache>(runtime_.get(), options_.graphs, options_.max_num_seqs);

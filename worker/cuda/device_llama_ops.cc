@@ -135,7 +135,7 @@ void DeviceLlamaOps::Embed(Act out) {
 }
 
 void DeviceLlamaOps::RmsNorm(Act in, const void* weight, Act out, int groups) {
-  if (!status_.ok()) return;
+  if (!status_.ok() || Rows(in) == 0) return;  // no row samples this step
   const int rows = Rows(in) * groups;
   const int width = Width(in) / groups;
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -150,6 +150,7 @@ void DeviceLlamaOps::RmsNorm(Act in, const void* weight, Act out, int groups) {
 
 void DeviceLlamaOps::Gemm(Act in, const DeviceMatrix& weight, Act out) {
   const int m = Rows(in);
+  if (m == 0) return;  // no row samples this step
   const DataType c_type = out == Act::kLogits ? DataType::kF32 : dtype_;
   if (options_.batch_invariant) {
     Check(kernels_.BatchInvariantGemm(dtype_, c_type, Buffer(in), weight.data, Buffer(out), m,

@@ -138,48 +138,74 @@ TEST_F(CudaRunnerTest, EagerModeCapturesEveryBucketAtStartupAndServesFromThem) {
   EXPECT_GT(runner->graphs().replays(), 0);
 }
 
-// Batch-invariant mode: each sequence's logits are bit-identical whether it runs alone or with
-// others, and however its prompt is chunked.
-TEST_F(CudaRunnerTest, BatchInvariantModeIsBitExactAloneTogetherAndChunked) {
-  auto runner = MakeCudaRunner({.dtype = DataType::kBf16, .batch_invariant = true});
-  ASSERT_NE(runner, nullptr);
-  const std::vector<std::vector<int32_t>> prompts = {Prompt(23, 4), Prompt(1, 5), Prompt(9, 6)};
-  // Disjoint block tables, 8 blocks (32 positions) each.
-  std::vector<std::vector<int32_t>> tables(prompts.size());
+// Logits of three prompts alone, together, and the first one chunked 10 + 12 + 1 (the last
+// chunk a single token, which default mode sends to the split-K decode kernel).
+struct InvarianceLogits {
+  std::vector<std::vector<float>> alone, together;
+  std::vector<float> chunked;
+};
+
+InvarianceLogits RunInvarianceCase(CudaLlamaRunner& runner) {
+  const std::vector<std::vector<int32_t>> prompts = {CudaRunnerTest::Prompt(23, 4),
+                                                     CudaRunnerTest::Prompt(1, 5),
+                                                     CudaRunnerTest::Prompt(9, 6)};
+  std::vector<std::vector<int32_t>> tables(prompts.size());  // disjoint, 8 blocks each
   for (size_t s = 0; s < prompts.size(); ++s) {
     for (int b = 0; b < 8; ++b) tables[s].push_back(1 + static_cast<int>(s) * 8 + b);
   }
   auto logits_of = [&](std::span<const SequenceWork> batch) {
     StepLogits logits;
-    EXPECT_TRUE(runner->Forward(batch, &logits).ok());
+    const absl::Status status = runner.Forward(batch, &logits);
+    EXPECT_TRUE(status.ok()) << status;
     return logits;
   };
-  std::vector<std::vector<float>> alone;
-  for (size_t s = 0; s < prompts.size(); ++s) {
-    const SequenceWork w = Work(prompts[s], 0, tables[s], true, 0);
-    alone.push_back(logits_of({&w, 1}).values);
-  }
+  InvarianceLogits out;
   std::vector<SequenceWork> together;
   for (size_t s = 0; s < prompts.size(); ++s) {
-    together.push_back(Work(prompts[s], 0, tables[s], true, 0));
+    const SequenceWork w = Work(prompts[s], 0, tables[s], true, 0);
+    out.alone.push_back(logits_of({&w, 1}).values);
+    together.push_back(w);
   }
   const StepLogits joint = logits_of(together);
-  const size_t vocab = static_cast<size_t>(config().vocab_size);
+  const size_t vocab = joint.vocab_size;
   for (size_t s = 0; s < prompts.size(); ++s) {
-    const std::vector<float> row(joint.values.begin() + s * vocab,
-                                 joint.values.begin() + (s + 1) * vocab);
-    EXPECT_EQ(std::memcmp(row.data(), alone[s].data(), vocab * 4), 0) << "sequence " << s;
+    out.together.emplace_back(joint.values.begin() + s * vocab,
+                              joint.values.begin() + (s + 1) * vocab);
   }
-  // The first prompt again, in chunks of 10, 10 and 3 tokens.
-  const std::vector<int32_t>& p = prompts[0];
-  StepLogits last;
-  for (int start = 0; start < 23; start += 10) {
-    const int len = std::min(10, 23 - start);
-    const std::vector<int32_t> chunk(p.begin() + start, p.begin() + start + len);
+  int start = 0;
+  for (int len : {10, 12, 1}) {
+    const std::vector<int32_t> chunk(prompts[0].begin() + start,
+                                     prompts[0].begin() + start + len);
     const SequenceWork w = Work(chunk, start, tables[0], start + len == 23, 0);
-    last = logits_of({&w, 1});
+    out.chunked = logits_of({&w, 1}).values;
+    start += len;
   }
-  EXPECT_EQ(std::memcmp(last.values.data(), alone[0].data(), vocab * 4), 0);
+  return out;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// Batch-invariant mode: each sequence's logits are bit-identical whether it runs alone or with
+// others, and however its prompt is chunked. The control: default mode with a small forced
+// decode split gives different bits for the single-token last chunk, so the check can fail.
+TEST_F(CudaRunnerTest, BatchInvariantModeIsBitExactAloneTogetherAndChunked) {
+  auto invariant = MakeCudaRunner({.dtype = DataType::kF32, .batch_invariant = true,
+                                   .decode_partition = 8});
+  ASSERT_NE(invariant, nullptr);
+  const InvarianceLogits got = RunInvarianceCase(*invariant);
+  for (size_t s = 0; s < got.alone.size(); ++s) {
+    EXPECT_TRUE(SameBits(got.alone[s], got.together[s])) << "sequence " << s;
+  }
+  EXPECT_TRUE(SameBits(got.chunked, got.alone[0]));
+
+  auto split = MakeCudaRunner({.dtype = DataType::kF32, .decode_partition = 8});
+  ASSERT_NE(split, nullptr);
+  const InvarianceLogits control = RunInvarianceCase(*split);
+  EXPECT_FALSE(SameBits(control.chunked, control.alone[0]))
+      << "default mode's decode kernel gave the prefill kernel's bits: the invariance check "
+         "above would not catch a non-invariant path";
 }
 
 // Seeded stochastic sampling with penalties on the device: the same tokens run after run, and
@@ -227,7 +253,7 @@ TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {
                                           path).ok());
   auto model = LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated});
+  auto runtime = device::OpenDevice(device::DeviceOptions{});
   ASSERT_TRUE(runtime.ok());
   auto runner = CudaLlamaRunner::Create(*std::move(runtime), (*model)->config,
                                         *(*model)->weights, {});
@@ -239,7 +265,8 @@ TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {
 
 TEST_F(CudaRunnerTest, TooLittleDeviceMemoryNamesWhatWasNeeded) {
   auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                     .emulated_memory_bytes = uint64_t{96} << 20});
+                                     .emulated_memory_bytes = uint64_t{96} << 20,
+                                     .emulated_schedule = {}});
   ASSERT_TRUE(runtime.ok());
   auto runner = CudaLlamaRunner::Create(*std::move(runtime), config(), *model_->weights,
                                         {.block_size = kBlockSize,

@@ -26,7 +26,7 @@ inline constexpr int kBlockSize = 4;
 inline constexpr int kNumBlocks = 96;
 
 class CudaRunnerTest : public ::testing::Test {
- protected:
+ public:
   static void SetUpTestSuite() {
     const std::string path = testing_util::UniqueTempPath("cuda_runner_tiny.gguf");
     const absl::Status written = convert::WriteTinyLlamaGguf(
@@ -67,7 +67,8 @@ class CudaRunnerTest : public ::testing::Test {
     options.block_size = kBlockSize;
     options.num_kv_blocks = kNumBlocks;
     auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                       .emulated_memory_bytes = uint64_t{256} << 20});
+                                       .emulated_memory_bytes = uint64_t{256} << 20,
+                                       .emulated_schedule = {}});
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     auto runner =
         CudaLlamaRunner::Create(*std::move(runtime), model_->config, *model_->weights, options);
