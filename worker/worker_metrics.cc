@@ -17,15 +17,18 @@ using metrics::AddHistogram;
 using metrics::CountBuckets;
 using metrics::StepLatencyBuckets;
 
-// The GPU-busy gauge is recomputed once a window spans this much wall time: long enough to
-// average many steps, short enough to follow load changes between scrapes.
+// The GPU-busy window: long enough to average many steps, short enough to follow load changes
+// between scrapes. The ticker refreshes the gauge this often while no step does.
 constexpr std::chrono::seconds kBusyWindow{1};
+constexpr std::chrono::milliseconds kBusyTick{250};
 
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
                              const WorkerMetricsOptions& options)
-    : registry_(std::move(registry)), measure_gpu_busy_(options.measure_gpu_busy) {
+    : registry_(std::move(registry)),
+      measure_gpu_busy_(options.measure_gpu_busy),
+      busy_window_(kBusyWindow) {
   TESSERA_CHECK(registry_ != nullptr, "WorkerMetrics needs a registry");
   TESSERA_CHECK(options.max_num_seqs >= 1, "WorkerMetrics: max_num_seqs < 1");
   prometheus::Registry& r = *registry_;
@@ -54,11 +57,12 @@ WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
         {{"reason", std::string(GraphMissReasonLabel(static_cast<GraphMissReason>(i)))}});
   }
   gpu_busy_ratio_ = AddGauge(r, "tessera_gpu_busy_ratio",
-                             "Device time over wall time, about 1 s windows (0 on cpu)");
+                             "Device time over wall time in a sliding 1 s window (0 on cpu)");
   batch_size_ = AddHistogram(r, "tessera_batch_size", "Sequences per forward step",
                              CountBuckets(options.max_num_seqs));
   kv_pool_bytes_ = AddGauge(r, "tessera_kv_pool_bytes", "Physical KV pool size");
   kv_pool_bytes_->Set(static_cast<double>(options.kv_pool_bytes));
+  if (measure_gpu_busy_) ticker_ = std::thread([this] { TickBusy(); });
 }
 
 void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& timings,
@@ -80,17 +84,27 @@ void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& t
   if (measure_gpu_busy_) ObserveBusy(std::max(0.0, info.device_seconds), now);
 }
 
-// Tumbling windows fed by steps: the ratio covers the wall time since the previous update,
-// idle gaps included. (With no steps at all the gauge keeps its last value.)
 void WorkerMetrics::ObserveBusy(double device_seconds, Clock::time_point now) {
-  if (window_start_ == Clock::time_point{}) window_start_ = now;
-  window_busy_seconds_ += device_seconds;
-  const Clock::duration elapsed = now - window_start_;
-  if (elapsed < kBusyWindow) return;
-  const double wall = std::chrono::duration<double>(elapsed).count();
-  gpu_busy_ratio_->Set(std::min(1.0, window_busy_seconds_ / wall));
-  window_start_ = now;
-  window_busy_seconds_ = 0;
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  busy_window_.Add(now, device_seconds);
+  gpu_busy_ratio_->Set(busy_window_.Ratio(now));
+}
+
+void WorkerMetrics::TickBusy() {
+  std::unique_lock<std::mutex> lock(ticker_mu_);
+  while (!ticker_cv_.wait_for(lock, kBusyTick, [this] { return stopping_; })) {
+    std::lock_guard<std::mutex> busy(busy_mu_);
+    gpu_busy_ratio_->Set(busy_window_.Ratio(Clock::now()));
+  }
+}
+
+WorkerMetrics::~WorkerMetrics() {
+  {
+    std::lock_guard<std::mutex> lock(ticker_mu_);
+    stopping_ = true;
+  }
+  ticker_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
 }
 
 }  // namespace tessera::worker

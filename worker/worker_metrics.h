@@ -10,7 +10,8 @@
 //   graph_captures_total                     counter   graphs captured
 //   graph_misses_total{reason}               counter   decode-only steps run eagerly, by
 //                                                      GraphMissReason
-//   gpu_busy_ratio                           gauge     device time / wall time, ~1 s windows
+//   gpu_busy_ratio                           gauge     device time / wall time, sliding 1 s
+//                                                      window (0 when idle; BusyWindow)
 // (the graph counters and the device time come from the runner's StepRunInfo in StepStats).
 //   batch_size                               histogram sequences per forward step   CountBuckets
 //   kv_pool_bytes                            gauge     the physical KV pool's size
@@ -24,7 +25,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string_view>
 
 #include "prometheus/counter.h"
@@ -32,6 +36,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "tessera/worker/v1/worker.pb.h"
+#include "worker/busy_window.h"
 #include "worker/graph_miss_reason.h"
 #include "worker/step_executor.h"
 
@@ -53,6 +58,7 @@ class WorkerMetrics {
   WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
                 const WorkerMetricsOptions& options);
 
+  ~WorkerMetrics();  // stops the ticker
   WorkerMetrics(const WorkerMetrics&) = delete;
   WorkerMetrics& operator=(const WorkerMetrics&) = delete;
 
@@ -79,9 +85,15 @@ class WorkerMetrics {
   prometheus::Histogram* batch_size_ = nullptr;
   prometheus::Gauge* kv_pool_bytes_ = nullptr;
 
-  // GPU-busy window (step thread): device seconds since window_start_.
-  Clock::time_point window_start_{};
-  double window_busy_seconds_ = 0;
+  // GPU-busy sliding window: fed by the step thread, read by it and by the ticker thread (which
+  // lets an idle device's gauge decay to 0 with no steps to trigger an update).
+  void TickBusy();
+  std::mutex busy_mu_;
+  BusyWindow busy_window_;
+  std::mutex ticker_mu_;
+  std::condition_variable ticker_cv_;
+  bool stopping_ = false;  // guarded by ticker_mu_
+  std::thread ticker_;     // only when measure_gpu_busy
 };
 
 }  // namespace tessera::worker

@@ -3,6 +3,7 @@
 #include "worker/worker_metrics.h"
 
 #include <map>
+#include <thread>
 #include <memory>
 #include <string>
 
@@ -100,16 +101,22 @@ TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"disabled\"}"), 0);
 }
 
-TEST(WorkerMetricsTest, GpuBusyRatioOverAWindow) {
+// Device time over the last second of wall time; with no steps the ticker lets it decay to 0.
+TEST(WorkerMetricsTest, GpuBusyRatioIsASlidingWindowThatDecaysWhenIdle) {
   auto registry = std::make_shared<prometheus::Registry>();
   WorkerMetrics metrics(registry, {.max_num_seqs = 8, .measure_gpu_busy = true});
-  const auto start = WorkerMetrics::Clock::now();
   const StepStats decode{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
-                         .info = {.graph_miss = std::nullopt, .device_seconds = 0.5}};
-  metrics.ObserveStep(decode, Timings(0, 0.5, 0.5), start);
-  metrics.ObserveStep(decode, Timings(0, 0.5, 0.5), start + std::chrono::seconds(2));
-  // 1 s of device time (the runner's, StepStats::info) over the 2 s window.
-  EXPECT_DOUBLE_EQ(Scrape(*registry).at("tessera_gpu_busy_ratio"), 0.5);
+                         .info = {.graph_miss = std::nullopt, .device_seconds = 0.3}};
+  const auto now = WorkerMetrics::Clock::now();
+  metrics.ObserveStep(decode, Timings(0, 0.3, 0.3), now);
+  metrics.ObserveStep(decode, Timings(0, 0.3, 0.3), now);
+  EXPECT_NEAR(Scrape(*registry).at("tessera_gpu_busy_ratio"), 0.6, 1e-9);
+  double ratio = 1;
+  for (int i = 0; i < 60 && ratio > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ratio = Scrape(*registry).at("tessera_gpu_busy_ratio");
+  }
+  EXPECT_EQ(ratio, 0) << "an idle device's busy ratio must decay to 0";
 }
 
 }  // namespace
