@@ -10,16 +10,13 @@
 #include "common/util/absl_compat.h"
 #include "common/util/check.h"
 #include "worker/models/llama_model.h"
+#include "worker/step_batch_validation.h"
 
 namespace tessera::worker {
 namespace {
 
 namespace cpu = kernels::cpu;
 using Clock = std::chrono::steady_clock;
-
-absl::Status SequenceError(size_t index, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("batch[", index, "]: ", what));
-}
 
 }  // namespace
 
@@ -134,36 +131,9 @@ KvPoolInfo CpuLlamaRunner::kv_pool() const {
 }
 
 absl::Status CpuLlamaRunner::Validate(std::span<const SequenceWork> batch) const {
-  if (batch.empty()) return absl::InvalidArgumentError("batch is empty");
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SequenceWork& s = batch[i];
-    if (s.tokens.empty()) return SequenceError(i, "has no tokens to process");
-    for (int32_t id : s.tokens) {
-      if (id < 0 || id >= config_.vocab_size) {
-        return SequenceError(i, absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
-                                             config_.vocab_size, ")"));
-      }
-    }
-    const int64_t end = int64_t{s.start_pos} + static_cast<int64_t>(s.tokens.size());
-    if (s.start_pos < 0 || end > config_.context_length) {
-      return SequenceError(i, absl::StrCat("positions [", s.start_pos, ", ", end,
-                                           ") exceed the context [0, ", config_.context_length,
-                                           ")"));
-    }
-    const int64_t blocks_needed = (end + kv_.shape.block_size - 1) / kv_.shape.block_size;
-    if (static_cast<int64_t>(s.block_table.size()) < blocks_needed) {
-      return SequenceError(i, absl::StrCat("block_table has ", s.block_table.size(),
-                                           " blocks, positions up to ", end, " need ",
-                                           blocks_needed));
-    }
-    for (int32_t block : s.block_table.first(blocks_needed)) {
-      if (block < 1 || block >= kv_.shape.num_blocks) {
-        return SequenceError(i, absl::StrCat("block id ", block, " is outside [1, ",
-                                             kv_.shape.num_blocks, ") (0 is the null block)"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ValidateStepBatch(
+      batch, config_,
+      {.block_size = kv_.shape.block_size, .num_blocks = kv_.shape.num_blocks}, nullptr);
 }
 
 void CpuLlamaRunner::BeginSequence(int slot, const SamplingParams& params,
