@@ -59,8 +59,12 @@ struct StepRunInfo {
   bool graph_replayed = false;  // a captured CUDA graph ran the step
   bool graph_captured = false;  // this step captured the graph it replayed
   std::optional<GraphMissReason> graph_miss;  // a decode-only step that ran eagerly, and why
-  // Step entry -> last kernel launched (host work: input building, copies, launches).
+  // Step entry -> last kernel launched (host work: input building, copies, launches). On the
+  // emulated device a launch runs the kernel, so this includes the emulated compute.
   double launch_seconds = 0;
+  // Step entry -> the step's inputs laid out and their copy issued (validation, layout, the one
+  // host->device copy): host work on every device, the emulated one included.
+  double input_seconds = 0;
   // The step's device time from events around its work; < 0 when the backend has no device
   // (cpu: the compute is host time).
   double device_seconds = -1;

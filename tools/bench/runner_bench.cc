@@ -1,14 +1,14 @@
 // tessera-runner-bench: one model runner driven directly (no router, no gRPC), any backend:
 // decode steps at each batch size after a prefill of every sequence, timed per step.
-// For each batch size it reports the median step wall time, the host part (`hostproc`: step
-// entry -> last launch), the device time from events (device backends), graph replays, and for
-// batch 1 the bytes a decode step must read (weights + the K/V of the context) divided by the
-// step time, against the device's measured copy bandwidth (device backends).
+// For each batch size it reports medians of the step wall time, `hostproc` (step entry -> last
+// launch), `input` (step entry -> inputs laid out and their one copy issued), the device time
+// from events (device backends), and how many steps replayed a CUDA graph.
 //
 //   tessera-runner-bench --model M.gguf --device cuda --batch 1,8,32,128 --context 512
 //
-// On the emulated device the kernel times are the SIMT emulator's and mean nothing for a GPU;
-// hostproc (input layout, copies, launches or a graph replay) and graph reuse are real.
+// On the emulated device a launch runs the kernel, so step, hostproc and device times are the
+// SIMT emulator's and mean nothing for a GPU; `input` (the host's per-step work before any
+// launch) and the graph replays are real there.
 // One thread (the caller's); prints a table to stdout.
 #include <algorithm>
 #include <chrono>
@@ -39,7 +39,7 @@ struct Options {
 
 struct BatchResult {
   int batch = 0;
-  double step_ms = 0, hostproc_ms = 0, device_ms = -1;
+  double step_ms = 0, hostproc_ms = 0, input_ms = 0, device_ms = -1;
   int replays = 0;
 };
 
@@ -73,7 +73,7 @@ BatchResult RunBatch(worker::ModelRunner& runner, int batch, const Options& o) {
     }
   }
   BatchResult r{.batch = batch};
-  std::vector<double> wall, host, device;
+  std::vector<double> wall, host, input, device;
   std::vector<worker::SequenceWork> work(batch);
   for (int step = 0; step < o.steps; ++step) {
     for (int s = 0; s < batch; ++s) {
@@ -85,6 +85,7 @@ BatchResult RunBatch(worker::ModelRunner& runner, int batch, const Options& o) {
     if (!runner.Step(work, &samples).ok()) std::abort();
     wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     host.push_back(samples.info.launch_seconds * 1e3);
+    input.push_back(samples.info.input_seconds * 1e3);
     device.push_back(samples.info.device_seconds * 1e3);
     r.replays += samples.info.graph_replayed ? 1 : 0;
     for (size_t i = 0; i < samples.rows.size(); ++i) {
@@ -94,6 +95,7 @@ BatchResult RunBatch(worker::ModelRunner& runner, int batch, const Options& o) {
   for (int s = 0; s < batch; ++s) runner.EndSequence(s);
   r.step_ms = Median(wall);
   r.hostproc_ms = Median(host);
+  r.input_ms = Median(input);
   r.device_ms = Median(device);
   return r;
 }
@@ -125,12 +127,12 @@ int Run(const Options& o) {
   }
   std::printf("# %s; context %d, %d decode steps per batch\n", built->description.c_str(),
               o.context, o.steps);
-  std::printf("%6s %10s %12s %11s %8s\n", "batch", "step_ms", "hostproc_ms", "device_ms",
-              "replays");
+  std::printf("%6s %10s %12s %10s %11s %8s\n", "batch", "step_ms", "hostproc_ms", "input_ms",
+              "device_ms", "replays");
   for (int b : batches) {
     const BatchResult r = RunBatch(*built->runner, b, o);
-    std::printf("%6d %10.3f %12.3f %11.3f %8d\n", r.batch, r.step_ms, r.hostproc_ms, r.device_ms,
-                r.replays);
+    std::printf("%6d %10.3f %12.3f %10.3f %11.3f %8d\n", r.batch, r.step_ms, r.hostproc_ms,
+                r.input_ms, r.device_ms, r.replays);
   }
   return 0;
 }

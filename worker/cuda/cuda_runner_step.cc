@@ -46,6 +46,7 @@ absl::Status CudaLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamp
   const int rows_to_run = graphable ? graphs_->RowsToRun(n) : n;
   LayOut(batch, rows_to_run, /*sampling=*/true);
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+  const double input_seconds = SecondsSince(start);
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
   auto enqueue = [this](int rows) {
     TESSERA_CHECK(rows == inputs_->shape().num_decode + inputs_->shape().num_prefill,
@@ -59,7 +60,8 @@ absl::Status CudaLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamp
   samples->info = {.graph_replayed = outcome->replayed,
                    .graph_captured = outcome->captured,
                    .graph_miss = outcome->miss,
-                   .launch_seconds = SecondsSince(start)};
+                   .launch_seconds = SecondsSince(start),
+                   .input_seconds = input_seconds};
   bool any_top = false;
   for (const SequenceWork& s : batch) {
     any_top |= s.needs_logits && sampling_.params(s.slot).num_logprobs > 0;
