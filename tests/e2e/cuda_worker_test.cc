@@ -74,7 +74,7 @@ std::vector<std::vector<int32_t>> RunAll(const ServingProcesses& serving,
 
 // The value of an unlabeled counter/gauge in a Prometheus exposition (-1 when absent).
 double MetricValue(const std::string& exposition, const std::string& name) {
-  for (std::string_view line : absl::StrSplit(exposition, '\n')) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
     if (!absl::StartsWith(line, name + " ")) continue;
     double value = 0;
     if (absl::SimpleAtod(line.substr(name.size() + 1), &value)) return value;

@@ -107,7 +107,7 @@ int Run(const Options& o) {
     return 1;
   }
   std::vector<int> batches;
-  for (std::string_view piece : absl::StrSplit(o.batches, ',')) {
+  for (absl::string_view piece : absl::StrSplit(o.batches, ',')) {
     int b = 0;
     if (!absl::SimpleAtoi(piece, &b) || b < 1) {
       std::fprintf(stderr, "error: bad --batch '%s'\n", o.batches.c_str());
