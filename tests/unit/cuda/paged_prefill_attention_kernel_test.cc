@@ -3,10 +3,11 @@
 // every test schedule. Each launch holds several sequences of different chunk lengths (varlen
 // query_start_loc), chunks that start after cached positions, decode rows (chunk 1) and a
 // sequence with an empty chunk. Combinations (not the full cross product, to stay well under
-// 30 s): each case mixes one dtype (bf16 / f16 / f32), head dim (64 / 128), block size (1 / 16), GQA
-// ratio (1 / 3 / 8, and 40 = a 32-head chunk plus an 8-head chunk), batch (1 / 3 / 17) and
-// lengths from 1, 15, 16, 17, 97. Block tables are shuffled. Tolerance: the decode test's
-// (paged_attention_test_util.h): f32 online softmax, one rounding to T.
+// 30 s): each case mixes one dtype (bf16 / f16 / f32), head dim (64 / 128), block size (1 /
+// 16), GQA ratio (1 / 3 / 8, and 40 = a 32-head chunk plus an 8-head chunk), batch (1 / 3 / 17)
+// and lengths from 1, 15, 16, 17, 97; a padding sequence with no tokens and no context. Block
+// tables are shuffled. Tolerance: the decode test's (paged_attention_test_util.h): f32 online
+// softmax, one rounding to T.
 #include <gtest/gtest.h>
 
 #include <cmath>
