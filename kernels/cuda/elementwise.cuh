@@ -118,7 +118,7 @@ inline LaunchShape ElementwiseShape(int64_t units) {
 
 template <class Launcher, typename T>
 auto LaunchAddInPlace(Launcher& launcher, T* inout, const T* delta, int64_t count) {
-  return launcher.Launch(ElementwiseShape(count / kVec16<T> + kVec16<T>), AddInPlaceKernel<T>,
+  return launcher.Launch(ElementwiseShape(count / kVec16<T> + 1), AddInPlaceKernel<T>,
                          inout, delta, count);
 }
 

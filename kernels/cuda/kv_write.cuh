@@ -1,7 +1,7 @@
 // KV write: the new K and V rows of a step go to their slots of the paged pools.
 //   k_pool[slot / block_size][slot % block_size][h][d] = k[token][h][d]   (and the same for v)
 // k, v: [num_tokens, num_kv_heads, head_dim] of T; k_pool, v_pool: [num_blocks, block_size,
-// num_kv_heads, head_dim] of T (bf16 or f16; separate K and V pools);
+// num_kv_heads, head_dim] of T (bf16, f16 or f32; separate K and V pools);
 // slot_mapping: [num_tokens] int32, slot = block_id * block_size + offset, or -1 for a padding
 // row, which writes nothing. A row is copied bit for bit (no conversion).
 // Preconditions: distinct non-negative slots < num_blocks * block_size; the pools do not overlap

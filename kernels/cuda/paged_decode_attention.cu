@@ -1,4 +1,5 @@
-// Device build of paged_decode_attention.cuh: bf16 and f16, head dims 64 and 128.
+// Device build of paged_decode_attention.cuh: bf16, f16 and f32 (the runner's
+// --dtype f32), head dims 64 and 128.
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/paged_decode_attention.cuh"
 
@@ -13,6 +14,8 @@ TESSERA_INSTANTIATE_PAGED_DECODE(__nv_bfloat16, 64)
 TESSERA_INSTANTIATE_PAGED_DECODE(__nv_bfloat16, 128)
 TESSERA_INSTANTIATE_PAGED_DECODE(__half, 64)
 TESSERA_INSTANTIATE_PAGED_DECODE(__half, 128)
+TESSERA_INSTANTIATE_PAGED_DECODE(float, 64)
+TESSERA_INSTANTIATE_PAGED_DECODE(float, 128)
 
 #undef TESSERA_INSTANTIATE_PAGED_DECODE
 

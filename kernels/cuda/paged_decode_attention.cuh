@@ -2,13 +2,26 @@
 // (flash-decoding), reading K/V through the block table inside the kernel (no gather, no copy).
 //
 // q, out: [num_seqs, num_heads, head_dim] of T; k_pool, v_pool: [num_blocks, block_size,
-// num_kv_heads, head_dim] of T (bf16 or f16); block_tables: [num_seqs, max_blocks_per_seq] int32
-// (logical block -> physical block, any order); context_lens: [num_seqs] int32, the number of
-// cached positions the query attends to (its own K/V included: write them first, kv_write.cuh).
+// num_kv_heads, head_dim] of T (bf16, f16 or f32); block_tables: [num_seqs,
+// max_blocks_per_seq] int32 (logical block -> physical block, any order); context_lens:
+// [num_seqs] int32, the number of cached positions the query attends to (its own K/V
+// included: write them first, kv_write.cuh).
 // out[s][h] = Σ_j softmax_j(scale * q[s][h] · k_j) v_j over j < context_lens[s], with
 // k_j = k_pool[table[s][j / block_size]][j % block_size][h / (num_heads / num_kv_heads)] (the GQA
 // mapping of kernels/cpu/paged_attention.h). f32 accumulation, one rounding to T at the end.
-// A context length of 0 marks a padding row: its output is written as zeros.
+// T: bf16, f16 or f32 (the runner's --dtype f32).
+// A context length of 0 marks a padding row: its output is written as zeros, and neither q nor
+// the pools or its block table are read (the combine reads no workspace for it either).
+//
+// Facts the CUDA runner relies on (tested):
+//   - max_context_len may far exceed every context_lens[s] (a CUDA graph captured at the model's
+//     context length): partitions past a sequence's length exit at once, the combine merges
+//     only the used ones, results equal the reference.
+//   - batch invariance: with params.partition_size forced (e.g. 512, the runner's
+//     batch-invariant mode) a sequence's output bits depend only on its own q, K/V and length,
+//     not on num_seqs, max_context_len, its row in the batch or whether the launch split:
+//     partition boundaries are fixed positions, each partition's reductions have a fixed shape,
+//     the combine merges partitions in order, and a single used partition passes through.
 //
 // Design. A block (kDecodeThreads threads) handles one (sequence, KV head, partition of the
 // context) and all the query heads that share that KV head (up to kDecodeMaxHeads per block;
@@ -124,7 +137,7 @@ struct alignas(16) Vec8 {
   T v[8];
 };
 template <typename T>
-struct alignas(4) Vec2 {
+struct alignas(2 * sizeof(T)) Vec2 {
   T v[2];
 };
 
@@ -303,7 +316,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-// One block per (head, sequence): merges the sequence's used partitions.
+// One block per (head, sequence): merges the sequence's used partitions. A sequence that used
+// one partition gets that partition's o / l unchanged (the bits the unsplit kernel writes), so
+// with a fixed partition size a sequence's output does not depend on whether the launch split.
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeCombineThreads)
     PagedDecodeCombineKernel(const int32_t* __restrict__ context_lens, DecodeWorkspace workspace,
@@ -315,6 +330,13 @@ __global__ void __launch_bounds__(kDecodeCombineThreads)
   const int used = (context + partition_size - 1) / partition_size;
   const size_t row = size_t(seq) * num_heads + head;
   const size_t first = row * num_partitions;
+  if (used <= 1) {  // zeros for a padding row; one partition: its o / l, as unsplit writes it
+    for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
+      const float o = used == 1 ? workspace.out[first * kHeadDim + d] : 0.0f;
+      out[row * kHeadDim + d] = FromFloat<T>(o);
+    }
+    return;
+  }
   float m = -INFINITY;
   for (int i = 0; i < used; ++i) m = fmaxf(m, workspace.max[first + i]);
   for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
@@ -324,7 +346,7 @@ __global__ void __launch_bounds__(kDecodeCombineThreads)
       total += w;
       o += w * workspace.out[(first + i) * kHeadDim + d];
     }
-    out[row * kHeadDim + d] = FromFloat<T>(used > 0 ? o / total : 0.0f);
+    out[row * kHeadDim + d] = FromFloat<T>(o / total);
   }
 }
 

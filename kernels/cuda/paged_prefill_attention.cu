@@ -1,4 +1,5 @@
-// Device build of paged_prefill_attention.cuh: bf16 and f16, head dims 64 and 128.
+// Device build of paged_prefill_attention.cuh: bf16, f16 and f32 (the runner's
+// --dtype f32), head dims 64 and 128.
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 
@@ -13,6 +14,8 @@ TESSERA_INSTANTIATE_PAGED_PREFILL(__nv_bfloat16, 64)
 TESSERA_INSTANTIATE_PAGED_PREFILL(__nv_bfloat16, 128)
 TESSERA_INSTANTIATE_PAGED_PREFILL(__half, 64)
 TESSERA_INSTANTIATE_PAGED_PREFILL(__half, 128)
+TESSERA_INSTANTIATE_PAGED_PREFILL(float, 64)
+TESSERA_INSTANTIATE_PAGED_PREFILL(float, 128)
 
 #undef TESSERA_INSTANTIATE_PAGED_PREFILL
 

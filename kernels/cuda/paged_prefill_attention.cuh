@@ -10,13 +10,16 @@
 // [0, start + i]. k_pool, v_pool: [num_blocks, block_size, num_kv_heads, head_dim] of T;
 // block_tables: [num_seqs, max_blocks_per_seq] int32. GQA: query head h reads KV head
 // h / (num_heads / num_kv_heads) (kernels/cpu/paged_attention.h). f32 accumulation, one rounding
-// to T. A sequence with chunk length 0 writes nothing.
+// to T. A sequence with chunk length 0 (a padding row of a captured batch, context_lens 0 or
+// not) writes nothing and reads nothing: no block of it passes the first-token check.
+// T: bf16, f16 or f32 (the runner's --dtype f32).
 //
 // Design (CUDA cores, no tensor cores). A block (4 warps) takes one sequence, one KV head and
-// kPrefillRows = 32 query rows: the (token, head) pairs of tokens_per_block = 32 / group
-// consecutive chunk tokens and all `group` query heads of the KV head (groups > 32 take several
-// head chunks), so a K/V tile staged in shared memory serves every head of the group. Each warp
-// owns 8 rows and keeps their online-softmax state (max, sum, head_dim / 32 output dims per
+// kPrefillRows = 32 query rows (16 for f32 at head_dim 128, kPrefillRowsFor: shared memory):
+// the (token, head) pairs of tokens_per_block = 32 / group consecutive chunk tokens and all
+// `group` query heads of the KV head (groups > 32 take several head chunks), so a K/V tile
+// staged in shared memory serves every head of the group. Each warp owns 8 (or 4) rows and
+// keeps their online-softmax state (max, sum, head_dim / 32 output dims per
 // lane) in registers. Per KV tile of 32 keys (loaded through the block table with 4-byte
 // coalesced loads, zeros past the end): lane j scores key j against the row's q (broadcast from
 // shared memory, pre-scaled), causal mask, warp max/sum update, then the 32 probabilities go
@@ -45,8 +48,12 @@ namespace tessera::cuda {
 
 inline constexpr int kPrefillThreads = 128;
 inline constexpr int kPrefillRows = 32;  // (token, head) rows per block
-inline constexpr int kPrefillRowsPerWarp = kPrefillRows / (kPrefillThreads / 32);
 inline constexpr int kPrefillKvTile = 32;  // keys per shared-memory tile (one per lane)
+
+// Rows per block for T and kHeadDim: 32, except f32 with head_dim > 64, whose q rows and K/V
+// tiles (16 + 16.3 + 16 KiB) would pass the 48 KiB static shared-memory limit: 16 there.
+template <typename T, int kHeadDim>
+inline constexpr int kPrefillRowsFor = sizeof(T) == 4 && kHeadDim > 64 ? 16 : kPrefillRows;
 
 struct PagedPrefillParams {
   int num_seqs = 0;
@@ -58,13 +65,13 @@ struct PagedPrefillParams {
   float scale = 0;
 };
 
-inline int PrefillHeadsPerBlock(const PagedPrefillParams& p) {
+inline int PrefillHeadsPerBlock(const PagedPrefillParams& p, int rows_per_block) {
   const int group = p.num_heads / p.num_kv_heads;
-  return group < kPrefillRows ? group : kPrefillRows;
+  return group < rows_per_block ? group : rows_per_block;
 }
 
 template <typename T>
-struct alignas(4) PrefillPair {
+struct alignas(2 * sizeof(T)) PrefillPair {
   T v[2];
 };
 
@@ -153,19 +160,21 @@ __global__ void __launch_bounds__(kPrefillThreads)
                                 const int32_t* __restrict__ context_lens, T* __restrict__ out,
                                 PagedPrefillParams params) {
   static_assert(kHeadDim % 32 == 0);
-  TESSERA_SHARED(float, q_shared, kPrefillRows * kHeadDim);
+  constexpr int kRows = kPrefillRowsFor<T, kHeadDim>;
+  constexpr int kRowsPerWarp = kRows / (kPrefillThreads / 32);
+  TESSERA_SHARED(float, q_shared, kRows * kHeadDim);
   TESSERA_SHARED(T, k_tile, kPrefillKvTile * (kHeadDim + 2));
   TESSERA_SHARED(T, v_tile, kPrefillKvTile * kHeadDim);
-  TESSERA_SHARED(float, probs, kPrefillRows / kPrefillRowsPerWarp * 32);
+  TESSERA_SHARED(float, probs, kPrefillThreads);
 
   const int group = params.num_heads / params.num_kv_heads;
-  const int heads_per_block = group < kPrefillRows ? group : kPrefillRows;
-  const int chunks = (group + kPrefillRows - 1) / kPrefillRows;
+  const int heads_per_block = group < kRows ? group : kRows;
+  const int chunks = (group + kRows - 1) / kRows;
   const int kv_head = blockIdx.x / chunks;
-  const int first_head = kv_head * group + (blockIdx.x % chunks) * kPrefillRows;
+  const int first_head = kv_head * group + (blockIdx.x % chunks) * kRows;
   const int heads_left = kv_head * group + group - first_head;
   const int heads = heads_left < heads_per_block ? heads_left : heads_per_block;
-  const int tokens_per_block = kPrefillRows / heads_per_block;
+  const int tokens_per_block = kRows / heads_per_block;
   const int seq = blockIdx.y;
   const int query_begin = __ldg(&query_start_loc[seq]);
   const int query_len = __ldg(&query_start_loc[seq + 1]) - query_begin;
@@ -178,7 +187,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int block_kv_end = start + first_token + tokens;  // last row's position + 1
 
   // q rows of this block: row r = (token r / heads_per_block, head r % heads_per_block).
-  for (int i = threadIdx.x; i < kPrefillRows * kHeadDim; i += blockDim.x) {
+  for (int i = threadIdx.x; i < kRows * kHeadDim; i += blockDim.x) {
     const int r = i / kHeadDim, t = r / heads_per_block, g = r % heads_per_block;
     float value = 0.0f;
     if (t < tokens && g < heads) {
@@ -191,7 +200,7 @@ __global__ void __launch_bounds__(kPrefillThreads)
   const int warp = threadIdx.x / 32;
   float* warp_probs = probs + warp * 32;
   const int32_t* table = block_tables + size_t(seq) * params.max_blocks_per_seq;
-  prefill_detail::RowState<kHeadDim> rows[kPrefillRowsPerWarp];
+  prefill_detail::RowState<kHeadDim> rows[kRowsPerWarp];
   for (int k0 = 0; k0 < block_kv_end; k0 += kPrefillKvTile) {
     __syncthreads();  // q staged / the previous tile no longer read
     prefill_detail::LoadKvTile<kHeadDim>(k_pool, v_pool, table, k0, block_kv_end,
@@ -199,8 +208,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
                                          v_tile);
     __syncthreads();
     TESSERA_UNROLL
-    for (int i = 0; i < kPrefillRowsPerWarp; ++i) {
-      const int r = warp * kPrefillRowsPerWarp + i;
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int r = warp * kRowsPerWarp + i;
       const int t = r / heads_per_block, g = r % heads_per_block;
       const int position = start + first_token + t;
       if (t >= tokens || g >= heads || k0 > position) continue;  // warp-uniform
@@ -210,8 +219,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
   }
   const int lane = threadIdx.x % 32;
   TESSERA_UNROLL
-  for (int i = 0; i < kPrefillRowsPerWarp; ++i) {
-    const int r = warp * kPrefillRowsPerWarp + i;
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int r = warp * kRowsPerWarp + i;
     const int t = r / heads_per_block, g = r % heads_per_block;
     if (t >= tokens || g >= heads) continue;
     const size_t token = size_t(query_begin) + first_token + t;
@@ -225,16 +234,18 @@ __global__ void __launch_bounds__(kPrefillThreads)
 
 // Preconditions: shapes above; num_heads % num_kv_heads == 0; for every s, 0 <= chunk length
 // <= min(context_lens[s], params.max_query_len), context_lens[s] <= max_blocks_per_seq x
-// block_size with table entries for those positions in [0, num_blocks); pools 4-byte aligned;
+// block_size with table entries for those positions in [0, num_blocks); pools aligned to
+// 2 x sizeof(T) bytes;
 // out overlaps nothing.
 template <class Launcher, typename T, int kHeadDim>
 auto LaunchPagedPrefillAttention(Launcher& launcher, const PagedPrefillParams& params, const T* q,
                                  const T* k_pool, const T* v_pool, const int32_t* block_tables,
                                  const int32_t* query_start_loc, const int32_t* context_lens,
                                  T* out) {
-  const int heads_per_block = PrefillHeadsPerBlock(params);
-  const int chunks = int(CeilDiv(params.num_heads / params.num_kv_heads, kPrefillRows));
-  const int tokens_per_block = kPrefillRows / heads_per_block;
+  constexpr int kRows = kPrefillRowsFor<T, kHeadDim>;
+  const int heads_per_block = PrefillHeadsPerBlock(params, kRows);
+  const int chunks = int(CeilDiv(params.num_heads / params.num_kv_heads, kRows));
+  const int tokens_per_block = kRows / heads_per_block;
   const int query_len = params.max_query_len > 1 ? params.max_query_len : 1;
   const LaunchShape shape{dim3(params.num_kv_heads * chunks, params.num_seqs,
                                CeilDiv(query_len, tokens_per_block)),

@@ -1,6 +1,6 @@
 // KV write CUDA kernel on the emulator: rows land bit for bit in the slots the mapping names
 // (shuffled, non-monotonic slots across blocks), padding rows (slot -1) write nothing, and every
-// other slot of both pools keeps its previous bits. bf16 and f16 pools, block sizes 1 and 16,
+// other slot of both pools keeps its previous bits. bf16, f16 and f32 pools, block sizes 1 and 16,
 // head dims 64 and 128, and a row of 3 x 3 elements (not a multiple of 16 bytes: the scalar
 // path). Exact comparison: the kernel copies bits, no arithmetic.
 #include <gtest/gtest.h>
@@ -20,9 +20,10 @@ namespace {
 using simt::DeviceBuffer;
 
 template <typename T>
-uint16_t Bits(T value) {
-  uint16_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
+uint32_t Bits(T value) {
+  static_assert(sizeof(T) <= sizeof(uint32_t));
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
   return bits;
 }
 
@@ -68,8 +69,8 @@ void CheckKvWrite(const simt::Schedule& schedule, const KvWriteCase& c, std::mt1
     const int t = source_of_slot[s];
     for (size_t i = 0; i < row; ++i) {
       const size_t at = s * row + i;
-      const uint16_t want_k = Bits(t >= 0 ? k[t * row + i] : k_before[at]);
-      const uint16_t want_v = Bits(t >= 0 ? v[t * row + i] : v_before[at]);
+      const uint32_t want_k = Bits(t >= 0 ? k[t * row + i] : k_before[at]);
+      const uint32_t want_v = Bits(t >= 0 ? v[t * row + i] : v_before[at]);
       ASSERT_EQ(Bits(d_k_pool[at]), want_k) << "slot " << s << " element " << i << " token " << t;
       ASSERT_EQ(Bits(d_v_pool[at]), want_v) << "slot " << s << " element " << i << " token " << t;
     }
@@ -87,6 +88,7 @@ TEST_P(KvWriteKernelTest, WritesMappedSlotsOnly) {
   for (const KvWriteCase& c : cases) {
     CheckKvWrite<__nv_bfloat16>(GetParam(), c, rng);
     CheckKvWrite<__half>(GetParam(), c, rng);
+    CheckKvWrite<float>(GetParam(), c, rng);
   }
 }
 

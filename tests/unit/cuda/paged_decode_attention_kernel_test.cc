@@ -1,14 +1,21 @@
 // Paged decode attention CUDA kernel on the emulator vs the contiguous-KV f64 CPU reference
 // (reference::Attention, one query at position context - 1), under every test schedule.
 // Combinations (not the full cross product, to stay well under 30 s): each case below mixes
-// one dtype (bf16 / f16), head dim (64 / 128), block size (1 / 16), GQA ratio (1 / 3 / 8, and 16
-// = two head chunks), batch (1 / 3 / 17, ragged lengths from 1, 15, 16, 17, 97 and 0 = padding
-// row) and partitioning: unsplit (heuristic, short contexts), split forced small (16, 32 and 5,
-// a partition that is not a multiple of the block size) and split by the heuristic (context
-// 600). Block tables are shuffled. Tolerance: paged_attention_test_util.h.
+// one dtype (bf16 / f16 / f32), head dim (64 / 128), block size (1 / 16), GQA ratio (1 / 3 / 8,
+// and 16 = two head chunks), batch (1 / 3 / 17, ragged lengths from 1, 15, 16, 17, 97 and 0 =
+// padding row) and partitioning: unsplit (heuristic, short contexts), split forced small (16, 32
+// and 5, a partition that is not a multiple of the block size) and split by the heuristic
+// (context 600); max_context_len far above every context (a graph captured at the model's
+// length). Block tables are shuffled. Tolerance: paged_attention_test_util.h.
+// Also the runner's two structural facts, bit for bit: batch invariance under a forced partition
+// size (a sequence's output whatever the batch, its row, max_context_len, split or not), and
+// inert padding rows (context 0: zeros, no pool/q/table reads, no effect on other rows).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -51,8 +58,11 @@ std::vector<T> RunDecode(const simt::Schedule& schedule, const PagedDecodeParams
   return d_out.ToHost();
 }
 
+// max_context_len: 0 for the longest context, else the launch's (larger) value, as a CUDA graph
+// captured at the model's context length passes it.
 template <typename T, int kHeadDim>
-void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt19937& rng) {
+void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt19937& rng,
+                 int max_context_len = 0) {
   const int num_seqs = int(c.contexts.size());
   const int num_heads = c.num_kv_heads * c.group;
   const simt::PagedKv<T> kv(c.contexts, c.block_size, c.num_kv_heads, kHeadDim, rng);
@@ -64,7 +74,9 @@ void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt199
   params.num_kv_heads = c.num_kv_heads;
   params.block_size = c.block_size;
   params.max_blocks_per_seq = kv.max_blocks_per_seq;
-  params.max_context_len = *std::max_element(c.contexts.begin(), c.contexts.end());
+  params.max_context_len = max_context_len > 0
+                              ? max_context_len
+                              : *std::max_element(c.contexts.begin(), c.contexts.end());
   params.scale = 1.0f / std::sqrt(float(kHeadDim));
   params.partition_size = c.partition_size;
   ASSERT_EQ(PlanPagedDecode(params).num_partitions > 1, c.expect_split);
@@ -75,7 +87,7 @@ void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt199
   const std::vector<T> repacked = RunDecode<T, kHeadDim>(schedule, params, q, kv.Repacked(),
                                                          contexts);
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(simt::Bits16(got[i]), simt::Bits16(repacked[i])) << "element " << i;
+    ASSERT_EQ(simt::Bits(got[i]), simt::Bits(repacked[i])) << "element " << i;
   }
 
   const std::vector<float> q_floats = simt::ToFloats<T>(q);
@@ -107,6 +119,8 @@ TEST_P(PagedDecodeAttentionKernelTest, UnsplitMatchesContiguousReference) {
   CheckDecode<__half, 64>(GetParam(), {16, 2, 8, {16, 0, 15}, 0, false}, rng);
   CheckDecode<__nv_bfloat16, 64>(GetParam(), {1, 1, 3, {17, 1, 97, 16, 15}, 0, false}, rng);
   CheckDecode<__half, 128>(GetParam(), {1, 2, 1, {15, 97, 1}, 0, false}, rng);
+  CheckDecode<float, 64>(GetParam(), {16, 2, 3, {17, 0, 97}, 0, false}, rng);
+  CheckDecode<float, 128>(GetParam(), {1, 1, 8, {33}, 0, false}, rng);
 }
 
 TEST_P(PagedDecodeAttentionKernelTest, SplitMatchesContiguousReference) {
@@ -118,6 +132,19 @@ TEST_P(PagedDecodeAttentionKernelTest, SplitMatchesContiguousReference) {
                            rng);
   CheckDecode<__nv_bfloat16, 128>(GetParam(), {16, 1, 8, {97, 16, 0}, 5, true}, rng);
   CheckDecode<__half, 64>(GetParam(), {16, 1, 16, {97}, 17, true}, rng);  // two head chunks
+  CheckDecode<float, 128>(GetParam(), {16, 2, 3, {97, 0, 40}, 32, true}, rng);
+  CheckDecode<float, 64>(GetParam(), {1, 1, 16, {50, 17}, 16, true}, rng);
+}
+
+// A CUDA graph captured at the model's context length launches with max_context_len far above
+// every context: the grid has partitions no sequence reaches (they exit), the combine merges
+// only the used ones.
+TEST_P(PagedDecodeAttentionKernelTest, MaxContextLenFarAboveEveryContext) {
+  std::mt19937 rng(7);
+  CheckDecode<__nv_bfloat16, 64>(GetParam(), {16, 2, 4, {5, 0, 300, 37}, 0, true}, rng, 4096);
+  CheckDecode<float, 128>(GetParam(), {16, 1, 8, {45, 1}, 0, true}, rng, 8192);
+  // The runner's batch-invariant mode: a forced partition size, still far below the maximum.
+  CheckDecode<__nv_bfloat16, 128>(GetParam(), {16, 1, 2, {700, 0, 3}, 512, true}, rng, 4096);
 }
 
 TEST_P(PagedDecodeAttentionKernelTest, HeuristicSplitMatchesContiguousReference) {
@@ -157,6 +184,121 @@ TEST(PagedDecodePlanTest, PartitionHeuristic) {
   EXPECT_EQ(PlanPagedDecode(params).partition_size, kDecodeMaxPartition);
   EXPECT_EQ(PlanPagedDecode(params).num_partitions, 3);
   EXPECT_EQ(PagedDecodeSharedBytes(params), sizeof(float) * 4 * kDecodeMaxPartition);
+}
+
+// Runs the sequences `seqs` of `kv` (rows of its tables and of q, in that order) in one launch.
+template <typename T, int kHeadDim>
+std::vector<T> RunSubset(const simt::Schedule& schedule, const simt::PagedKv<T>& kv,
+                         const std::vector<T>& q, int num_heads, const std::vector<int>& seqs,
+                         int max_context_len, int partition_size) {
+  simt::PagedKv<T> sub = kv;  // the same pools
+  sub.block_tables.clear();
+  sub.lengths.clear();
+  std::vector<T> sub_q;
+  const size_t row = size_t(num_heads) * kHeadDim;
+  for (int s : seqs) {
+    const auto table = kv.block_tables.begin() + size_t(s) * kv.max_blocks_per_seq;
+    sub.block_tables.insert(sub.block_tables.end(), table, table + kv.max_blocks_per_seq);
+    sub.lengths.push_back(kv.lengths[s]);
+    sub_q.insert(sub_q.end(), q.begin() + s * row, q.begin() + (s + 1) * row);
+  }
+  PagedDecodeParams params;
+  params.num_seqs = int(seqs.size());
+  params.num_heads = num_heads;
+  params.num_kv_heads = kv.num_kv_heads;
+  params.block_size = kv.block_size;
+  params.max_blocks_per_seq = kv.max_blocks_per_seq;
+  params.max_context_len = max_context_len;
+  params.scale = 1.0f / std::sqrt(float(kHeadDim));
+  params.partition_size = partition_size;
+  const std::vector<int32_t> contexts(sub.lengths.begin(), sub.lengths.end());
+  return RunDecode<T, kHeadDim>(schedule, params, sub_q, sub, contexts);
+}
+
+// Sequence `s`'s output rows in `got` (a run of `seqs`) equal its rows in `reference` (a run of
+// 0 .. n-1), bit for bit.
+template <typename T>
+void ExpectSameRows(const std::vector<T>& got, const std::vector<int>& seqs,
+                    const std::vector<T>& reference, size_t row, const char* what) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (size_t e = 0; e < row; ++e) {
+      ASSERT_EQ(simt::Bits(got[i * row + e]), simt::Bits(reference[seqs[i] * row + e]))
+          << what << ": seq " << seqs[i] << " (row " << i << ") element " << e;
+    }
+  }
+}
+
+// Batch-invariant mode: partition size forced to 512. Contexts straddle it (1 partition, exactly
+// 512, 513 = a 1-key second partition, 2 partitions); every sequence's bits must not change with
+// the batch's composition and order, max_context_len (split or unsplit launch) or its row.
+template <typename T, int kHeadDim>
+void CheckBatchInvariance(const simt::Schedule& schedule, const std::vector<int>& contexts,
+                          std::mt19937& rng) {
+  constexpr int kPartition = 512, kKvHeads = 1, kGroup = 4, kHeads = kKvHeads * kGroup;
+  const simt::PagedKv<T> kv(contexts, 16, kKvHeads, kHeadDim, rng);
+  const std::vector<T> q =
+      simt::Convert<T>(simt::RandomFloats(contexts.size() * kHeads * kHeadDim, rng, -2, 2));
+  const size_t row = size_t(kHeads) * kHeadDim;
+  std::vector<int> all(contexts.size());
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<T> batched = RunSubset<T, kHeadDim>(schedule, kv, q, kHeads, all, 4096,
+                                                        kPartition);
+  const std::vector<int> reversed(all.rbegin(), all.rend());
+  const int longest = *std::max_element(contexts.begin(), contexts.end());
+  ExpectSameRows(RunSubset<T, kHeadDim>(schedule, kv, q, kHeads, reversed, longest, kPartition),
+                 reversed, batched, row, "reversed batch, max = longest");
+  for (int s : all) {  // alone, max_context_len = its own context (unsplit when it fits)
+    if (contexts[s] == 0) continue;
+    ExpectSameRows(RunSubset<T, kHeadDim>(schedule, kv, q, kHeads, {s}, contexts[s], kPartition),
+                   {s}, batched, row, "alone");
+  }
+}
+
+TEST_P(PagedDecodeAttentionKernelTest, ForcedPartitionIsBatchInvariant) {
+  std::mt19937 rng(11);
+  CheckBatchInvariance<__nv_bfloat16, 128>(GetParam(), {700, 300, 1, 513, 512, 0}, rng);
+  CheckBatchInvariance<float, 64>(GetParam(), {600, 0, 100}, rng);
+}
+
+// Padding rows (context 0) among real ones: their q is NaN and their block tables point far
+// outside the pools, so a read of either would show (NaN output or a fault). They must write
+// +0.0 and leave the other rows bit-identical to a batch without them; split and unsplit.
+template <typename T, int kHeadDim>
+void CheckPaddingRows(const simt::Schedule& schedule, int max_context_len, int partition_size,
+                      std::mt19937& rng) {
+  constexpr int kKvHeads = 2, kGroup = 2, kHeads = kKvHeads * kGroup;
+  const std::vector<int> contexts = {0, 45, 0, 20, 0};
+  simt::PagedKv<T> kv(contexts, 16, kKvHeads, kHeadDim, rng);
+  const size_t row = size_t(kHeads) * kHeadDim;
+  std::vector<T> q =
+      simt::Convert<T>(simt::RandomFloats(contexts.size() * row, rng, -2, 2));
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    if (contexts[s] != 0) continue;
+    std::fill_n(q.begin() + s * row, row, simt::FloatTo<T>(NAN));
+    std::fill_n(kv.block_tables.begin() + s * kv.max_blocks_per_seq, kv.max_blocks_per_seq,
+                std::numeric_limits<int32_t>::max());
+  }
+  const std::vector<T> got =
+      RunSubset<T, kHeadDim>(schedule, kv, q, kHeads, {0, 1, 2, 3, 4}, max_context_len,
+                             partition_size);
+  for (int s : {0, 2, 4}) {
+    for (size_t e = 0; e < row; ++e) {
+      ASSERT_EQ(simt::Bits(got[s * row + e]), 0u) << "padding seq " << s << " element " << e;
+    }
+  }
+  const std::vector<T> without =
+      RunSubset<T, kHeadDim>(schedule, kv, q, kHeads, {1, 3}, max_context_len, partition_size);
+  for (size_t e = 0; e < 2 * row; ++e) {
+    const size_t at = (e < row ? 1 : 3) * row + e % row;
+    ASSERT_EQ(simt::Bits(got[at]), simt::Bits(without[e])) << "element " << e;
+  }
+}
+
+TEST_P(PagedDecodeAttentionKernelTest, PaddingRowsAreInert) {
+  std::mt19937 rng(12);
+  CheckPaddingRows<__nv_bfloat16, 64>(GetParam(), 45, 0, rng);      // unsplit
+  CheckPaddingRows<__nv_bfloat16, 64>(GetParam(), 4096, 0, rng);    // split, heuristic
+  CheckPaddingRows<float, 128>(GetParam(), 45, 16, rng);            // split, forced
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedDecodeAttentionKernelTest,

@@ -3,10 +3,11 @@
 // every test schedule. Each launch holds several sequences of different chunk lengths (varlen
 // query_start_loc), chunks that start after cached positions, decode rows (chunk 1) and a
 // sequence with an empty chunk. Combinations (not the full cross product, to stay well under
-// 30 s): each case mixes one dtype (bf16 / f16), head dim (64 / 128), block size (1 / 16), GQA
-// ratio (1 / 3 / 8, and 40 = a 32-head chunk plus an 8-head chunk), batch (1 / 3 / 17) and
-// lengths from 1, 15, 16, 17, 97. Block tables are shuffled. Tolerance: the decode test's
-// (paged_attention_test_util.h): f32 online softmax, one rounding to T.
+// 30 s): each case mixes one dtype (bf16 / f16 / f32), head dim (64 / 128), block size (1 /
+// 16), GQA ratio (1 / 3 / 8, and 40 = a 32-head chunk plus an 8-head chunk), batch (1 / 3 / 17)
+// and lengths from 1, 15, 16, 17, 97; a padding sequence with no tokens and no context. Block
+// tables are shuffled. Tolerance: the decode test's (paged_attention_test_util.h): f32 online
+// softmax, one rounding to T.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,7 +86,7 @@ void CheckPrefill(const simt::Schedule& schedule, const PrefillCase& c, std::mt1
   const std::vector<T> repacked =
       RunPrefill<T, kHeadDim>(schedule, params, q, kv.Repacked(), query_start_loc);
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(simt::Bits16(got[i]), simt::Bits16(repacked[i])) << "element " << i;
+    ASSERT_EQ(simt::Bits(got[i]), simt::Bits(repacked[i])) << "element " << i;
   }
 
   const std::vector<float> q_floats = simt::ToFloats<T>(q);
@@ -129,6 +130,15 @@ TEST_P(PagedPrefillAttentionKernelTest, RaggedBatchOf17MatchesContiguousReferenc
                                       {15, 0}, {1, 1},   {31, 16}, {2, 15},  {96, 1}, {0, 16},
                                       {64, 1}, {16, 17}, {3, 1},   {47, 15}, {0, 2}}};
   CheckPrefill<__nv_bfloat16, 64>(GetParam(), ragged, rng);
+}
+
+// f32 (the runner's --dtype f32; head_dim 128 runs 16 rows per block, kPrefillRowsFor), with a
+// padding sequence of the captured batch: no cached positions and no query tokens ({0, 0}).
+TEST_P(PagedPrefillAttentionKernelTest, F32MatchesContiguousReference) {
+  std::mt19937 rng(34);
+  CheckPrefill<float, 64>(GetParam(), {16, 2, 3, {{0, 15}, {0, 0}, {16, 17}, {96, 1}}}, rng);
+  CheckPrefill<float, 128>(GetParam(), {1, 1, 40, {{3, 5}, {0, 0}, {0, 1}}}, rng);
+  CheckPrefill<float, 128>(GetParam(), {16, 2, 1, {{0, 33}, {5, 2}}}, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedPrefillAttentionKernelTest,
