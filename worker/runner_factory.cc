@@ -122,8 +122,8 @@ absl::StatusOr<BuiltRunner> BuildOnDevice(const RunnerFlags& flags, const Loaded
   absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> runtime = OpenRuntime(flags, kind);
   if (!runtime.ok()) {
     return absl::Status(runtime.status().code(),
-                        absl::StrCat("--device ", util::ToAbsl(DeviceKindName(kind)),
-                                     ": no usable CUDA device (", runtime.status().message(), ")"));
+                        absl::StrCat("--device ", util::ToAbsl(DeviceKindName(kind)), ": ",
+                                     runtime.status().message()));
   }
 #if TESSERA_WITH_SIMT
   return BuildDeviceRunner(flags, model, *std::move(runtime));
@@ -149,8 +149,8 @@ absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedMo
       OpenRuntime(flags, device::DeviceKind::kCuda);
   if (!runtime.ok()) {
     TESSERA_ASSIGN_OR_RETURN(BuiltRunner built, BuildCpuRunner(flags, model));
-    built.selection = absl::StrCat("--device auto: no usable CUDA device (",
-                                   runtime.status().message(), "); using cpu");
+    built.selection =
+        absl::StrCat("--device auto: ", runtime.status().message(), "; using cpu");
     return built;
   }
   const std::string name = (*runtime)->properties().name;

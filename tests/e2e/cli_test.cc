@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "kernels/cuda/device_query.h"
 #include "tests/unique_temp_path.h"
 
 namespace {
@@ -41,11 +42,13 @@ std::string ShellQuote(const std::string& s) {
   return quoted + "'";
 }
 
-// Runs build/bin/<binary> with `args` (already shell-quoted), capturing stdout and stderr.
-CommandResult RunBinary(const std::string& binary, const std::string& args) {
+// Runs build/bin/<binary> with `args` (already shell-quoted), capturing stdout and stderr;
+// `prefix` goes before the binary (e.g. "timeout 5").
+CommandResult RunBinary(const std::string& binary, const std::string& args,
+                        const std::string& prefix = "") {
   std::filesystem::path dir = tessera::testing_util::UniqueTempPath("cli_test");
   std::filesystem::create_directories(dir);
-  std::string command = absl::StrCat(TESSERA_BIN_DIR, "/", binary, " ", args, " >",
+  std::string command = absl::StrCat(prefix, " ", TESSERA_BIN_DIR, "/", binary, " ", args, " >",
                                      (dir / "out").string(), " 2>", (dir / "err").string());
   int status = std::system(command.c_str());
   CommandResult result;
@@ -165,6 +168,74 @@ TEST(TesseraTokenize, BadModelPathIsOneLineError) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("/nonexistent.gguf"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Backend selection on tessera-worker (worker/runner_factory.h): every failure is one line on
+// stderr naming the problem, and exit status 1; --device auto says what it picked and why.
+class WorkerDeviceFlags : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::filesystem::create_directories(Dir());
+    MakeTiny("--hidden 128 --heads 2 --kv-heads 1 --ffn 256", Head64());
+    MakeTiny("--hidden 64 --heads 4 --kv-heads 2 --ffn 128", Head16());
+  }
+  static std::filesystem::path Dir() {
+    static const std::filesystem::path dir = tessera::testing_util::UniqueTempPath("device_flags");
+    return dir;
+  }
+  static std::string Head64() { return (Dir() / "head64.gguf").string(); }
+  static std::string Head16() { return (Dir() / "head16.gguf").string(); }
+  static void MakeTiny(const std::string& shape, const std::string& out) {
+    const CommandResult made =
+        RunBinary("tessera-make-tiny-model", absl::StrCat("--layers 1 ", shape, " --out ", out));
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+  }
+  // tessera-worker with `args`; one that starts serving is stopped (SIGTERM) after 8 s.
+  static CommandResult Worker(const std::string& model, const std::string& args) {
+    return RunBinary("tessera-worker",
+                     absl::StrCat("--model ", model, " --listen 127.0.0.1:0 ", args),
+                     "timeout 8");
+  }
+  static bool HasCudaGpu() {
+    auto devices = tessera::cuda::QueryCudaDevices();
+    return devices.ok() && !devices->empty();
+  }
+  static void ExpectOneLineError(const CommandResult& r, const std::string& what) {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(what));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+};
+
+TEST_F(WorkerDeviceFlags, CudaWithoutAGpuIsOneLineErrorAndAutoFallsBackToCpuSayingWhy) {
+  if (HasCudaGpu()) {
+    // With a GPU, --device cuda starts; auto picks it.
+    const CommandResult r = Worker(Head64(), "--device auto --kv-cache-mb 64");
+    EXPECT_THAT(r.err, HasSubstr("--device auto: CUDA device"));
+    return;
+  }
+  // "no usable CUDA device: <driver error>" (or, in a build without CUDA, that the build has none).
+  ExpectOneLineError(Worker(Head64(), "--device cuda"), "--device cuda: ");
+  const CommandResult r = Worker(Head64(), "--device auto --kv-cache-mb 64");
+  EXPECT_THAT(r.err, HasSubstr("--device auto: "));
+  EXPECT_THAT(r.err, HasSubstr("using cpu"));
+  EXPECT_THAT(r.out, HasSubstr("tessera-worker listening on"));
+}
+
+TEST_F(WorkerDeviceFlags, BadValuesUnsupportedShapesAndTooLittleMemoryAreOneLineErrors) {
+  ExpectOneLineError(Worker(Head64(), "--device tpu"),
+                     "unknown --device 'tpu' (expected auto, cpu, cuda or emulated)");
+  ExpectOneLineError(Worker(Head64(), "--device emulated --dtype f8"),
+                     "unknown dtype 'f8' (expected bf16, f16 or f32)");
+  ExpectOneLineError(Worker(Head64(), "--device cpu --dtype bf16"),
+                     "--dtype bf16 is for the cuda backend");
+  ExpectOneLineError(Worker(Head64(), "--device emulated --cuda-graphs sometimes"),
+                     "sometimes");
+  ExpectOneLineError(Worker(Head16(), "--device emulated"),
+                     "no attention kernel for head_dim 16");
+  ExpectOneLineError(
+      Worker(Head64(), "--device emulated --emulated-memory-mb 64 --gpu-memory-utilization 0.1"),
+      "too little device memory for the KV cache");
 }
 
 }  // namespace

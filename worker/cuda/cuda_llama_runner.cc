@@ -114,13 +114,14 @@ absl::StatusOr<int64_t> CudaLlamaRunner::KvBlocksToAllocate(int64_t block_bytes)
   const int64_t one_sequence =
       (config_.context_length + options_.block_size - 1) / options_.block_size + 1;
   if (blocks < one_sequence) {
+    constexpr double kMiB = 1 << 20;
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "too little device memory for the KV cache: %.2f GiB of %.2f GiB allowed by "
-        "--gpu-memory-utilization %.2f are left after weights and buffers (%.2f GiB); one "
-        "%d-token sequence needs %.2f GiB",
-        std::max(budget, 0.0) / (1 << 30), total * options_.gpu_memory_utilization / (1 << 30),
-        options_.gpu_memory_utilization, used / (1 << 30), config_.context_length,
-        static_cast<double>(one_sequence * block_bytes) / (1 << 30)));
+        "too little device memory for the KV cache: %.1f MiB of the %.1f MiB that "
+        "--gpu-memory-utilization %.2f allows are left after weights and buffers (%.1f MiB); "
+        "one %d-token sequence needs %.1f MiB",
+        std::max(budget, 0.0) / kMiB, total * options_.gpu_memory_utilization / kMiB,
+        options_.gpu_memory_utilization, used / kMiB, config_.context_length,
+        static_cast<double>(one_sequence * block_bytes) / kMiB));
   }
   return blocks;
 }
