@@ -101,6 +101,9 @@ grpc::ServerUnaryReactor* TesseraService::ModelInfo(grpc::CallbackServerContext*
   response->set_block_size(worker->block_size());
   response->set_num_kv_blocks(worker->num_kv_blocks());
   response->set_max_num_seqs(worker->max_num_seqs());
+  *response->mutable_graph_buckets() = worker->graph_buckets();
+  response->set_device_memory_bytes(worker->device_memory_bytes());
+  response->set_weights_bytes(worker->weights_bytes());
   return Answer(context, absl::OkStatus());
 }
 

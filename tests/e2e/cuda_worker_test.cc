@@ -140,6 +140,22 @@ TEST_F(CudaWorkerTest, ConcurrentGreedyRequestsGiveTheCpuBackendsTokens) {
   ExpectEverythingReleased(*device_);
 }
 
+// What the worker's Describe said, as the router's ModelInfo passes it on.
+TEST_F(CudaWorkerTest, ModelInfoReportsTheCudaBackendDeviceAndGraphBuckets) {
+  auto stub = device_->NewStub();
+  grpc::ClientContext context;
+  v1::ModelInfoResponse info;
+  ASSERT_TRUE(stub->ModelInfo(&context, v1::ModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.backend(), "cuda");
+  EXPECT_THAT(info.device(), HasSubstr(kDevice));
+  EXPECT_THAT(info.device(), HasSubstr("f32"));
+  EXPECT_EQ(std::vector<int32_t>(info.graph_buckets().begin(), info.graph_buckets().end()),
+            (std::vector<int32_t>{1, 2, 4, 8}));  // --max-num-seqs 8
+  EXPECT_GT(info.device_memory_bytes(), 0u);
+  EXPECT_GT(info.weights_bytes(), 0);
+  EXPECT_GT(info.num_kv_blocks(), 1);
+}
+
 TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {
   const std::string before = ScrapeWorker(*device_);
   const double replays = MetricValue(before, "tessera_graph_replays_total");
