@@ -73,8 +73,9 @@ TEST_P(LlamaOracleTest, LogitsAndGreedyTokensMatchTransformers) {
     CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
                           {.block_size = 16, .num_kv_blocks = 16, .isa = isa});
     ASSERT_EQ(runner.isa(), isa);
-    GenerationRequest request{.prompt = prompt, .max_tokens = 16, .return_first_logits = true};
+    GenerationRequest request{.prompt = prompt, .max_tokens = 16};
     request.sampling.temperature = 0.0f;
+    request.return_first_logits = true;
     auto result = GenerateOffline(runner, request, nullptr);
     ASSERT_TRUE(result.ok()) << result.status();
 
