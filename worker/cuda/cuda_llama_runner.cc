@@ -70,14 +70,20 @@ absl::Status CudaLlamaRunner::Initialize(const LlamaWeights& weights) {
                            UploadLlamaWeights(*runtime_, weights, rope, options_.dtype));
   const int max_tokens = std::max(options_.max_num_batched_tokens, options_.max_num_seqs);
   const int table_stride = (config_.context_length + options_.block_size - 1) / options_.block_size;
+  TESSERA_ASSIGN_OR_RETURN(DeviceBlockTables tables,
+                           DeviceBlockTables::Create(*runtime_, options_.max_num_seqs,
+                                                     table_stride, options_.max_num_seqs));
+  tables_ = std::make_unique<DeviceBlockTables>(std::move(tables));
   const StepShape capacity{.num_tokens = max_tokens,
                            .num_decode = options_.max_num_seqs,
                            .num_prefill = options_.max_num_seqs,
                            .num_rows = options_.max_num_seqs};
   const int64_t penalty_capacity =
       int64_t{options_.max_num_seqs} * std::min(config_.vocab_size, config_.context_length);
+  // A step may (re)send every table entry of each of its sequences.
+  const int64_t delta_capacity = int64_t{options_.max_num_seqs} * table_stride;
   TESSERA_ASSIGN_OR_RETURN(DeviceStepInputs inputs,
-                           DeviceStepInputs::Create(*runtime_, capacity, table_stride,
+                           DeviceStepInputs::Create(*runtime_, capacity, delta_capacity,
                                                     penalty_capacity));
   inputs_ = std::make_unique<DeviceStepInputs>(std::move(inputs));
   const DeviceOpsOptions ops_options{.batch_invariant = options_.batch_invariant,
@@ -168,11 +174,12 @@ void CudaLlamaRunner::BeginSequence(int slot, const SamplingParams& params,
                                     std::span<const int32_t> prompt,
                                     std::span<const int32_t> generated) {
   sampling_.Begin(slot, params, prompt, generated);
+  tables_->Reset(slot);  // a new sequence: its whole table goes over with its first step
 }
 
 void CudaLlamaRunner::EndSequence(int slot) { sampling_.End(slot); }
 
-absl::Status CudaLlamaRunner::Validate(std::span<const SequenceWork> batch, bool sampling) const {
+absl::Status CudaLlamaRunner::Validate(std::span<const SequenceWork> batch, bool sampling) {
   const BatchLimits limits{.block_size = options_.block_size,
                            .num_blocks = kv_.num_blocks,
                            .max_tokens = std::max(options_.max_num_batched_tokens,
@@ -180,7 +187,21 @@ absl::Status CudaLlamaRunner::Validate(std::span<const SequenceWork> batch, bool
                            .max_sequences = options_.max_num_seqs};
   std::function<bool(int32_t)> started;
   if (sampling) started = [this](int32_t slot) { return sampling_.started(slot); };
-  return ValidateStepBatch(batch, config_, limits, started);
+  TESSERA_RETURN_IF_ERROR(ValidateStepBatch(batch, config_, limits, started));
+  // Block tables live on the device per slot: every sequence needs its own.
+  std::vector<bool>& seen = slot_seen_;
+  seen.assign(options_.max_num_seqs, false);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int32_t slot = batch[i].slot;
+    const bool in_range = slot >= 0 && slot < options_.max_num_seqs;
+    if (!in_range || seen[slot]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch[", i, "]: slot ", slot, in_range ? " is used twice" : " is out of range",
+          " (every sequence needs its own slot in [0, ", options_.max_num_seqs, "))"));
+    }
+    seen[slot] = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::worker

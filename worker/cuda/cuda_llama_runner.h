@@ -29,6 +29,7 @@
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
 #include "worker/cpu/llama_weights.h"
+#include "worker/cuda/device_block_tables.h"
 #include "worker/cuda/device_kernels.h"
 #include "worker/cuda/device_llama_ops.h"
 #include "worker/cuda/device_llama_weights.h"
@@ -93,11 +94,13 @@ class CudaLlamaRunner final : public ModelRunner {
   absl::Status AllocateKvPool();
   absl::StatusOr<int64_t> KvBlocksToAllocate(int64_t block_bytes);
   int64_t KvBlockBytes() const;
-  absl::Status Validate(std::span<const SequenceWork> batch, bool sampling) const;
+  absl::Status Validate(std::span<const SequenceWork> batch, bool sampling);
 
   // Lays `batch` out in the step buffers for `rows_to_run` sequences (>= batch size; the rest
-  // inert padding); `sampling` fills the rows' sampler parameters. (cuda_step_layout.cc)
+  // inert padding); `sampling` (Step) fills the rows' sampler parameters and syncs block tables
+  // by appended entries, else (Forward) by comparing whole tables. (cuda_step_layout.cc)
   void LayOut(std::span<const SequenceWork> batch, int rows_to_run, bool sampling);
+  void LaySequence(const SequenceWork& s, int j, int num_decode, int* token, bool sampling);
   void LayOutPadding(int first_token, int count, bool sampling);
   void SetSamplingRow(int row, int slot, int position);
   // Whether a step of this batch can replay a decode graph: every sequence one token, sampling.
@@ -115,6 +118,7 @@ class CudaLlamaRunner final : public ModelRunner {
   std::unique_ptr<DeviceKernels> kernels_;
   std::unique_ptr<DeviceLlamaWeights> weights_;
   std::unique_ptr<DeviceStepInputs> inputs_;
+  std::unique_ptr<DeviceBlockTables> tables_;
   DeviceKvPools kv_;
   device::DeviceMemory kv_memory_;
   std::unique_ptr<DeviceLlamaOps> ops_;
@@ -128,6 +132,7 @@ class CudaLlamaRunner final : public ModelRunner {
   std::vector<int32_t> row_sequence_;    // sampling row -> batch index
   std::vector<int32_t> rows_in_batch_order_;
   std::vector<float> device_logits_;     // Forward: the rows' logits as the device has them
+  std::vector<bool> slot_seen_;          // Validate: slots used by the batch
   std::vector<int32_t> penalty_tokens_, penalty_counts_;
   std::vector<uint8_t> penalty_in_prompt_;
 };

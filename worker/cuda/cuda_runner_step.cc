@@ -20,6 +20,7 @@ double SecondsSince(Clock::time_point start) {
 }  // namespace
 
 absl::Status CudaLlamaRunner::EnqueueStep(bool sample) {
+  TESSERA_RETURN_IF_ERROR(tables_->Enqueue(*kernels_, *inputs_));
   ops_->BeginStep(*inputs_, attention_);
   LlamaForward(*ops_, config_);
   TESSERA_RETURN_IF_ERROR(ops_->status());

@@ -1,21 +1,10 @@
 // CudaLlamaRunner: laying a batch out in the persistent step buffers (device_step_inputs.h).
 #include <algorithm>
-#include <cstring>
 
 #include "common/util/check.h"
 #include "worker/cuda/cuda_llama_runner.h"
 
 namespace tessera::worker {
-namespace {
-
-// One sequence's block table as a row of the step's table array (zeros past its blocks).
-void CopyTableRow(std::span<const int32_t> table, std::span<int32_t> row) {
-  const size_t n = std::min(table.size(), row.size());
-  std::copy_n(table.begin(), n, row.begin());
-  std::fill(row.begin() + static_cast<std::ptrdiff_t>(n), row.end(), 0);
-}
-
-}  // namespace
 
 bool CudaLlamaRunner::Graphable(std::span<const SequenceWork> batch) {
   return std::all_of(batch.begin(), batch.end(), [](const SequenceWork& s) {
@@ -53,40 +42,52 @@ void CudaLlamaRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_ru
 
   const bool graph_shaped = Graphable(batch);
   attention_ = {.decode_max_context = graph_shaped ? config_.context_length : 0,
-                .prefill_max_query = 1};
+                .prefill_max_query = 1,
+                .table_stride = tables_->stride(),
+                .decode_tables = tables_->decode_tables(),
+                .prefill_tables = tables_->prefill_tables()};
   row_sequence_.clear();
-  const int stride = inputs_->table_stride();
-  const int bs = options_.block_size;
   int token = 0;
-  for (int j = 0; j < n; ++j) {
-    const SequenceWork& s = batch[order_[j]];
-    const int len = static_cast<int>(s.tokens.size());
-    for (int t = 0; t < len; ++t, ++token) {
-      const int pos = s.start_pos + t;
-      inputs_->token_ids()[token] = s.tokens[t];
-      inputs_->positions()[token] = pos;
-      inputs_->slot_mapping()[token] = s.block_table[pos / bs] * bs + pos % bs;
-    }
-    const int context = s.start_pos + len;
-    if (j < num_decode) {
-      CopyTableRow(s.block_table, inputs_->decode_tables().subspan(size_t(j) * stride, stride));
-      inputs_->decode_lens()[j] = context;
-      attention_.decode_max_context = std::max(attention_.decode_max_context, context);
-    } else {
-      const int p = j - num_decode;
-      CopyTableRow(s.block_table, inputs_->prefill_tables().subspan(size_t(p) * stride, stride));
-      inputs_->prefill_query_start()[p] = token - len - num_decode;
-      inputs_->prefill_query_start()[p + 1] = token - num_decode;
-      inputs_->prefill_lens()[p] = context;
-      attention_.prefill_max_query = std::max(attention_.prefill_max_query, len);
-    }
-    if (!s.needs_logits) continue;
-    const int row = static_cast<int>(row_sequence_.size());
-    inputs_->last_rows()[row] = token - 1;
-    row_sequence_.push_back(order_[j]);
-    if (sampling) SetSamplingRow(row, s.slot, context);
-  }
+  for (int j = 0; j < n; ++j) LaySequence(batch[order_[j]], j, num_decode, &token, sampling);
   LayOutPadding(token, rows_to_run - n, sampling);
+}
+
+// Sequence `s`, the j-th laid out: its tokens from *token on, its block table (deltas), its
+// attention entry and, when it samples, its row.
+void CudaLlamaRunner::LaySequence(const SequenceWork& s, int j, int num_decode, int* token,
+                                  bool sampling) {
+  const int bs = options_.block_size;
+  const int len = static_cast<int>(s.tokens.size());
+  for (int t = 0; t < len; ++t, ++*token) {
+    const int pos = s.start_pos + t;
+    inputs_->token_ids()[*token] = s.tokens[t];
+    inputs_->positions()[*token] = pos;
+    inputs_->slot_mapping()[*token] = s.block_table[pos / bs] * bs + pos % bs;
+  }
+  const int context = s.start_pos + len;
+  const int needed = (context + bs - 1) / bs;
+  if (sampling) {
+    tables_->Sync(s.slot, s.block_table, needed, *inputs_);
+  } else {
+    tables_->SyncFull(s.slot, s.block_table, needed, *inputs_);
+  }
+  if (j < num_decode) {
+    inputs_->decode_slots()[j] = s.slot;
+    inputs_->decode_lens()[j] = context;
+    attention_.decode_max_context = std::max(attention_.decode_max_context, context);
+  } else {
+    const int p = j - num_decode;
+    inputs_->prefill_slots()[p] = s.slot;
+    inputs_->prefill_query_start()[p] = *token - len - num_decode;
+    inputs_->prefill_query_start()[p + 1] = *token - num_decode;
+    inputs_->prefill_lens()[p] = context;
+    attention_.prefill_max_query = std::max(attention_.prefill_max_query, len);
+  }
+  if (!s.needs_logits) return;
+  const int row = static_cast<int>(row_sequence_.size());
+  inputs_->last_rows()[row] = *token - 1;
+  row_sequence_.push_back(order_[j]);
+  if (sampling) SetSamplingRow(row, s.slot, context);
 }
 
 void CudaLlamaRunner::SetSamplingRow(int row, int slot, int position) {
@@ -105,7 +106,6 @@ void CudaLlamaRunner::SetSamplingRow(int row, int slot, int position) {
 // block 0, which is zeroed and never written.
 void CudaLlamaRunner::LayOutPadding(int first_token, int count, bool sampling) {
   const StepShape& shape = inputs_->shape();
-  const int stride = inputs_->table_stride();
   int row = shape.num_rows - count;
   for (int i = 0; i < count; ++i, ++row) {
     const int token = first_token + i;
@@ -114,13 +114,13 @@ void CudaLlamaRunner::LayOutPadding(int first_token, int count, bool sampling) {
     inputs_->slot_mapping()[token] = -1;
     if (options_.batch_invariant) {
       const int p = shape.num_prefill - count + i;
-      CopyTableRow({}, inputs_->prefill_tables().subspan(size_t(p) * stride, stride));
+      inputs_->prefill_slots()[p] = tables_->padding_slot();
       inputs_->prefill_query_start()[p] = token;
       inputs_->prefill_query_start()[p + 1] = token + 1;
       inputs_->prefill_lens()[p] = 1;
     } else {
       const int d = shape.num_decode - count + i;
-      CopyTableRow({}, inputs_->decode_tables().subspan(size_t(d) * stride, stride));
+      inputs_->decode_slots()[d] = tables_->padding_slot();
       inputs_->decode_lens()[d] = 0;
     }
     inputs_->last_rows()[row] = token;

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cuda/block_tables.cuh"
 #include "kernels/cuda/gguf_blocks.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
@@ -71,6 +72,12 @@ class DeviceKernels {
   // a and b of `type`, c of c_type.
   virtual absl::Status BatchInvariantGemm(DataType type, DataType c_type, const void* a,
                                           const void* b, void* c, int m, int n, int k) = 0;
+  // Block tables (block_tables.cuh): deltas into the persistent per-slot tables, then the
+  // step's rows gathered from them.
+  virtual absl::Status ScatterTableDeltas(const cuda::TableDelta* deltas, const int32_t* count,
+                                          int32_t* tables, int64_t table_entries) = 0;
+  virtual absl::Status GatherTableRows(const int32_t* tables, const int32_t* row_slots,
+                                       int32_t* out, int num_rows, int stride) = 0;
   virtual absl::Status Sampling(const float* logits, int num_rows, int vocab,
                                 const cuda::SamplingRowParams* params,
                                 const cuda::SamplingPenalties& penalties,

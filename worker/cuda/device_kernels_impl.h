@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/batch_invariant_gemm.cuh"
+#include "kernels/cuda/block_tables.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/kv_write.cuh"
@@ -172,6 +173,18 @@ class DeviceKernelsFor final : public DeviceKernels {
       }
       return Gemm<T, T>(a, b, c, m, n, k);
     });
+  }
+
+  absl::Status ScatterTableDeltas(const cuda::TableDelta* deltas, const int32_t* count,
+                                  int32_t* tables, int64_t table_entries) override {
+    return to_status_(
+        cuda::LaunchScatterTableDeltas(launcher_, deltas, count, tables, table_entries));
+  }
+
+  absl::Status GatherTableRows(const int32_t* tables, const int32_t* row_slots, int32_t* out,
+                               int num_rows, int stride) override {
+    return to_status_(cuda::LaunchGatherRows<Launcher, int32_t>(launcher_, tables, row_slots, out,
+                                                                num_rows, stride));
   }
 
   absl::Status Sampling(const float* logits, int num_rows, int vocab,

@@ -211,13 +211,13 @@ void DeviceLlamaOps::DecodeAttention(int layer, const void* q, void* out) {
       .num_heads = config_.num_heads,
       .num_kv_heads = config_.num_kv_heads,
       .block_size = kv_.block_size,
-      .max_blocks_per_seq = inputs_->table_stride(),
+      .max_blocks_per_seq = attention_.table_stride,
       .max_context_len = std::max(attention_.decode_max_context, 1),
       .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),
       .num_sms = options_.num_sms,
       .partition_size = options_.decode_partition};
   Check(kernels_.DecodeAttention(dtype_, config_.head_dim, params, q, kv_.k[layer], kv_.v[layer],
-                                 inputs_->device_decode_tables(), inputs_->device_decode_lens(),
+                                 attention_.decode_tables, inputs_->device_decode_lens(),
                                  out, decode_workspace_.as<float>()));
 }
 
@@ -228,11 +228,11 @@ void DeviceLlamaOps::PrefillAttention(int layer, const void* q, void* out) {
       .num_heads = config_.num_heads,
       .num_kv_heads = config_.num_kv_heads,
       .block_size = kv_.block_size,
-      .max_blocks_per_seq = inputs_->table_stride(),
+      .max_blocks_per_seq = attention_.table_stride,
       .max_query_len = std::max(attention_.prefill_max_query, 1),
       .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
   Check(kernels_.PrefillAttention(dtype_, config_.head_dim, params, q, kv_.k[layer],
-                                  kv_.v[layer], inputs_->device_prefill_tables(),
+                                  kv_.v[layer], attention_.prefill_tables,
                                   inputs_->device_prefill_query_start(),
                                   inputs_->device_prefill_lens(), out));
 }

@@ -44,6 +44,9 @@ struct DeviceKvPools {
 struct DeviceStepAttention {
   int decode_max_context = 0;  // >= every decode sequence's context length
   int prefill_max_query = 0;   // >= every prefill chunk
+  int table_stride = 0;        // entries per block-table row
+  const int32_t* decode_tables = nullptr;   // [num_decode, table_stride] on the device
+  const int32_t* prefill_tables = nullptr;  // [num_prefill, table_stride] on the device
 };
 
 struct DeviceOpsOptions {

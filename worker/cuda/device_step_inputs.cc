@@ -24,34 +24,35 @@ size_t Place(size_t* cursor, size_t count) {
 
 }  // namespace
 
-StepInputLayout StepInputLayout::For(const StepShape& shape, int table_stride) {
+StepInputLayout StepInputLayout::For(const StepShape& shape) {
   StepInputLayout l;
   size_t at = 0;
   l.token_ids = Place<int32_t>(&at, shape.num_tokens);
   l.positions = Place<int32_t>(&at, shape.num_tokens);
   l.slot_mapping = Place<int32_t>(&at, shape.num_tokens);
-  l.decode_tables = Place<int32_t>(&at, size_t(shape.num_decode) * table_stride);
+  l.decode_slots = Place<int32_t>(&at, shape.num_decode);
   l.decode_lens = Place<int32_t>(&at, shape.num_decode);
-  l.prefill_tables = Place<int32_t>(&at, size_t(shape.num_prefill) * table_stride);
+  l.prefill_slots = Place<int32_t>(&at, shape.num_prefill);
   l.prefill_query_start = Place<int32_t>(&at, shape.num_prefill + 1);
   l.prefill_lens = Place<int32_t>(&at, shape.num_prefill);
   l.last_rows = Place<int32_t>(&at, shape.num_rows);
   l.params = Place<cuda::SamplingRowParams>(&at, shape.num_rows);
   l.penalty_offsets = Place<int32_t>(&at, shape.num_rows + 1);
-  l.end = at;
+  l.delta_count = Place<int32_t>(&at, 1);
+  l.deltas = at;
   return l;
 }
 
 absl::StatusOr<DeviceStepInputs> DeviceStepInputs::Create(device::DeviceRuntime& runtime,
                                                          const StepShape& capacity,
-                                                         int table_stride,
+                                                         int64_t delta_capacity,
                                                          int64_t penalty_capacity) {
   DeviceStepInputs in;
   in.runtime_ = &runtime;
   in.capacity_ = capacity;
-  in.table_stride_ = table_stride;
+  in.delta_capacity_ = delta_capacity;
   in.penalty_capacity_ = std::max<int64_t>(penalty_capacity, 1);
-  const size_t input_bytes = StepInputLayout::For(capacity, table_stride).end;
+  const size_t input_bytes = StepInputLayout::For(capacity).deltas_end(delta_capacity);
   in.staging_.assign(input_bytes, 0);
   TESSERA_ASSIGN_OR_RETURN(in.input_, device::DeviceMemory::Allocate(runtime, input_bytes));
   const size_t rows = static_cast<size_t>(capacity.num_rows);
@@ -84,7 +85,8 @@ void DeviceStepInputs::Begin(const StepShape& shape) {
                     shape.num_rows <= capacity_.num_rows,
                 "DeviceStepInputs: step shape beyond capacity");
   shape_ = shape;
-  layout_ = StepInputLayout::For(shape, table_stride_);
+  layout_ = StepInputLayout::For(shape);
+  num_deltas_ = 0;
   penalty_offsets_.assign(1, 0);
   penalty_tokens_.clear();
   penalty_counts_.clear();
@@ -104,6 +106,11 @@ void DeviceStepInputs::AddPenaltyRow(std::span<const int32_t> tokens,
   penalty_in_prompt_.insert(penalty_in_prompt_.end(), in_prompt.begin(), in_prompt.end());
   penalty_offsets_.push_back(static_cast<int32_t>(penalty_tokens_.size()));
   penalties_used_ |= !tokens.empty();
+}
+
+void DeviceStepInputs::AddDelta(const cuda::TableDelta& delta) {
+  TESSERA_CHECK(num_deltas_ < delta_capacity_, "DeviceStepInputs: block-table deltas beyond capacity");
+  Host<cuda::TableDelta>(layout_.deltas, size_t(delta_capacity_))[num_deltas_++] = delta;
 }
 
 cuda::SamplingPenalties DeviceStepInputs::device_penalties() const {
@@ -131,7 +138,9 @@ absl::Status DeviceStepInputs::Upload() {
   }
   std::memcpy(staging_.data() + layout_.penalty_offsets, penalty_offsets_.data(),
               penalty_offsets_.size() * sizeof(int32_t));
-  TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(input_.data(), staging_.data(), layout_.end));
+  Host<int32_t>(layout_.delta_count, 1)[0] = static_cast<int32_t>(num_deltas_);
+  TESSERA_RETURN_IF_ERROR(
+      runtime_->CopyToDevice(input_.data(), staging_.data(), layout_.deltas_end(num_deltas_)));
   if (!penalties_used_) return absl::OkStatus();
   const cuda::SamplingPenalties p = device_penalties();
   const size_t n = penalty_tokens_.size();

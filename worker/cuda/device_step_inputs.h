@@ -7,8 +7,9 @@
 //
 // The layout depends only on the step's shape (StepShape), so a CUDA graph captured for a
 // decode bucket reads the same device addresses every replay, whatever the sequences. Block
-// tables are rows of `table_stride` = blocks for the whole context (as vLLM's input batch: the
-// host keeps the tables, the step copies the rows it uses). Penalty state (CSR, sampling_types.h)
+// tables stay on the device per slot (device_block_tables.h): the step carries each sequence's
+// slot and the table entries that changed (deltas, last in the layout so the copy ends with the
+// last one used). Penalty state (CSR, sampling_types.h)
 // entries live in their own fixed-capacity buffer so their addresses never move; they are copied
 // only on steps where a row uses penalties (3 more small copies; the row offsets ride in the one
 // input copy, all equal when no row has penalties).
@@ -24,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cuda/block_tables.cuh"
 #include "kernels/cuda/sampling_types.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
@@ -39,24 +41,27 @@ struct StepShape {
   int num_rows = 0;
 };
 
-// Byte offsets of each input array for one shape (16-byte aligned, in this order).
+// Byte offsets of each input array for one shape (16-byte aligned, in this order). The block-
+// table deltas come last: `deltas_end(n)` bytes hold a step with n of them.
 struct StepInputLayout {
   size_t token_ids = 0, positions = 0, slot_mapping = 0;
-  size_t decode_tables = 0, decode_lens = 0;
-  size_t prefill_tables = 0, prefill_query_start = 0, prefill_lens = 0;
+  size_t decode_slots = 0, decode_lens = 0;
+  size_t prefill_slots = 0, prefill_query_start = 0, prefill_lens = 0;
   size_t last_rows = 0, params = 0, penalty_offsets = 0;
-  size_t end = 0;
-  static StepInputLayout For(const StepShape& shape, int table_stride);
+  size_t delta_count = 0, deltas = 0;
+  size_t deltas_end(int64_t n) const { return deltas + size_t(n) * sizeof(cuda::TableDelta); }
+  static StepInputLayout For(const StepShape& shape);
 };
 
 class DeviceStepInputs {
  public:
-  // Capacity: the largest shape any step may have; penalty_capacity: CSR entries over all rows.
+  // Capacity: the largest shape any step may have; delta_capacity: block-table deltas per step;
+  // penalty_capacity: CSR entries over all rows.
   static absl::StatusOr<DeviceStepInputs> Create(device::DeviceRuntime& runtime,
-                                                 const StepShape& capacity, int table_stride,
+                                                 const StepShape& capacity,
+                                                 int64_t delta_capacity,
                                                  int64_t penalty_capacity);
 
-  int table_stride() const { return table_stride_; }
   const StepShape& capacity() const { return capacity_; }
 
   // Starts a step of `shape` (within capacity): the host arrays below are sized for it and the
@@ -70,12 +75,11 @@ class DeviceStepInputs {
   std::span<int32_t> slot_mapping() {
     return Host<int32_t>(layout_.slot_mapping, shape_.num_tokens);
   }
-  std::span<int32_t> decode_tables() {
-    return Host<int32_t>(layout_.decode_tables, size_t(shape_.num_decode) * table_stride_);
-  }
+  // The slot (block-table row) of each decode / prefill sequence.
+  std::span<int32_t> decode_slots() { return Host<int32_t>(layout_.decode_slots, shape_.num_decode); }
   std::span<int32_t> decode_lens() { return Host<int32_t>(layout_.decode_lens, shape_.num_decode); }
-  std::span<int32_t> prefill_tables() {
-    return Host<int32_t>(layout_.prefill_tables, size_t(shape_.num_prefill) * table_stride_);
+  std::span<int32_t> prefill_slots() {
+    return Host<int32_t>(layout_.prefill_slots, shape_.num_prefill);
   }
   std::span<int32_t> prefill_query_start() {
     return Host<int32_t>(layout_.prefill_query_start, shape_.num_prefill + 1);
@@ -91,6 +95,9 @@ class DeviceStepInputs {
   void AddPenaltyRow(std::span<const int32_t> tokens, std::span<const int32_t> counts,
                      std::span<const uint8_t> in_prompt);
   int64_t penalty_capacity() const { return penalty_capacity_; }
+  // Appends a block-table delta (precondition: fewer than delta_capacity this step).
+  void AddDelta(const cuda::TableDelta& delta);
+  int64_t num_deltas() const { return num_deltas_; }
 
   // The one host->device copy of the step's inputs (plus the penalty arrays when used).
   absl::Status Upload();
@@ -99,14 +106,18 @@ class DeviceStepInputs {
   const int32_t* device_token_ids() const { return Device<int32_t>(layout_.token_ids); }
   const int32_t* device_positions() const { return Device<int32_t>(layout_.positions); }
   const int32_t* device_slot_mapping() const { return Device<int32_t>(layout_.slot_mapping); }
-  const int32_t* device_decode_tables() const { return Device<int32_t>(layout_.decode_tables); }
+  const int32_t* device_decode_slots() const { return Device<int32_t>(layout_.decode_slots); }
   const int32_t* device_decode_lens() const { return Device<int32_t>(layout_.decode_lens); }
-  const int32_t* device_prefill_tables() const { return Device<int32_t>(layout_.prefill_tables); }
+  const int32_t* device_prefill_slots() const { return Device<int32_t>(layout_.prefill_slots); }
   const int32_t* device_prefill_query_start() const {
     return Device<int32_t>(layout_.prefill_query_start);
   }
   const int32_t* device_prefill_lens() const { return Device<int32_t>(layout_.prefill_lens); }
   const int32_t* device_last_rows() const { return Device<int32_t>(layout_.last_rows); }
+  const int32_t* device_delta_count() const { return Device<int32_t>(layout_.delta_count); }
+  const cuda::TableDelta* device_deltas() const {
+    return Device<cuda::TableDelta>(layout_.deltas);
+  }
   const cuda::SamplingRowParams* device_params() const {
     return Device<cuda::SamplingRowParams>(layout_.params);
   }
@@ -152,7 +163,8 @@ class DeviceStepInputs {
 
   device::DeviceRuntime* runtime_ = nullptr;
   StepShape capacity_;
-  int table_stride_ = 0;
+  int64_t delta_capacity_ = 0;
+  int64_t num_deltas_ = 0;
   int64_t penalty_capacity_ = 0;
   StepShape shape_;
   StepInputLayout layout_;

@@ -22,10 +22,7 @@ namespace {
 
 using simt::DeviceBuffer;
 
-template <typename T>
-bool SameBits(T a, T b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
+using simt::SameBits;
 
 template <typename TA, typename TB, typename TC>
 std::vector<TC> RunGemm(const simt::Schedule& schedule, const std::vector<TA>& a,

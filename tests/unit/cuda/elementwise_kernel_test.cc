@@ -16,10 +16,7 @@ namespace {
 
 using simt::DeviceBuffer;
 
-template <typename T>
-bool SameBits(T a, T b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
+using simt::SameBits;
 
 // A device copy of `values` starting `offset` elements into its allocation (offset 1 breaks
 // 16-byte alignment; the data still ends at the guard page).

@@ -5,11 +5,18 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstring>
 #include <random>
 #include <span>
 #include <vector>
 
 namespace tessera::simt {
+
+// Bit-for-bit equality (for results that must not differ in a single bit; NaN-safe).
+template <typename T>
+bool SameBits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
 
 inline std::vector<float> RandomFloats(size_t count, std::mt19937& rng, float low = -1.0f,
                                        float high = 1.0f) {

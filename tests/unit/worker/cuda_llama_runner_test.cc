@@ -162,7 +162,7 @@ InvarianceLogits RunInvarianceCase(CudaLlamaRunner& runner) {
   InvarianceLogits out;
   std::vector<SequenceWork> together;
   for (size_t s = 0; s < prompts.size(); ++s) {
-    const SequenceWork w = Work(prompts[s], 0, tables[s], true, 0);
+    const SequenceWork w = Work(prompts[s], 0, tables[s], true, static_cast<int>(s));
     out.alone.push_back(logits_of({&w, 1}).values);
     together.push_back(w);
   }
@@ -275,6 +275,18 @@ TEST_F(CudaRunnerTest, TooLittleDeviceMemoryNamesWhatWasNeeded) {
   EXPECT_EQ(runner.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(runner.status().message().find("too little device memory"), std::string::npos)
       << runner.status();
+}
+
+// Block tables live on the device per slot: two sequences of one step cannot share a slot.
+TEST_F(CudaRunnerTest, ABatchNamingASlotTwiceIsInvalid) {
+  auto runner = MakeCudaRunner({.dtype = DataType::kF32});
+  ASSERT_NE(runner, nullptr);
+  const std::vector<int32_t> tokens = Prompt(3, 1), a = {1}, b = {2};
+  const SequenceWork batch[] = {Work(tokens, 0, a, true, 1), Work(tokens, 0, b, true, 1)};
+  StepLogits logits;
+  const absl::Status status = runner->Forward(batch, &logits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("batch[1]: slot 1 is used twice"), std::string::npos) << status;
 }
 
 TEST_F(CudaRunnerTest, StepRejectsASamplingRowWithoutSamplingState) {

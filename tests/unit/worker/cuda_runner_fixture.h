@@ -14,6 +14,7 @@
 #include "kernels/device/device_runtime.h"
 #include "tests/unique_temp_path.h"
 #include "tests/unit/worker/sim_router.h"
+#include "tests/unit/worker/tiny_model_fixture.h"
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_llama_runner.h"
 #include "worker/cuda/cuda_llama_runner.h"
@@ -28,22 +29,11 @@ inline constexpr int kNumBlocks = 96;
 class CudaRunnerTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    const std::string path = testing_util::UniqueTempPath("cuda_runner_tiny.gguf");
-    const absl::Status written = convert::WriteTinyLlamaGguf(
-        {.num_layers = 2, .hidden = 128, .num_heads = 2, .num_kv_heads = 1, .ffn = 256,
-         .context_length = 128, .seed = 11},
-        path);
-    if (!written.ok()) {
-      setup_error_ = "writing the tiny model: " + written.ToString();
-      return;
-    }
-    auto loaded = LoadModel(path);
-    if (!loaded.ok()) {
-      setup_error_ = "loading the tiny model: " + loaded.status().ToString();
-      return;
-    }
-    model_ = loaded->release();
-    pool_ = new kernels::cpu::ThreadPool(2);
+    setup_error_ = WriteAndLoadTinyModel({.num_layers = 2, .hidden = 128, .num_heads = 2,
+                                          .num_kv_heads = 1, .ffn = 256, .context_length = 128,
+                                          .seed = 11},
+                                         "cuda_runner_tiny.gguf", &model_);
+    if (setup_error_.empty()) pool_ = new kernels::cpu::ThreadPool(2);
   }
   static void TearDownTestSuite() {
     delete pool_;

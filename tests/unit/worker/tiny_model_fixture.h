@@ -17,24 +17,26 @@
 
 namespace tessera::worker::testing {
 
+// Writes the tiny model with `options` to a fresh temporary file and loads it into *model
+// (owned by the caller); returns "" or what went wrong.
+inline std::string WriteAndLoadTinyModel(const convert::TinyModelOptions& options,
+                                         const std::string& file_name, LoadedModel** model) {
+  const std::string path = testing_util::UniqueTempPath(file_name);
+  const absl::Status written = convert::WriteTinyLlamaGguf(options, path);
+  if (!written.ok()) return "writing the tiny model: " + written.ToString();
+  auto loaded = LoadModel(path);
+  if (!loaded.ok()) return "loading the tiny model: " + loaded.status().ToString();
+  *model = loaded->release();
+  return "";
+}
+
 class TinyModelTest : public ::testing::Test {
  protected:
   // Setup errors are recorded, not asserted: every test fails on them in SetUp (tests/README.md).
   static void SetUpTestSuite() {
-    const std::string path =
-        testing_util::UniqueTempPath("worker_tiny_model.gguf");
-    const absl::Status written = convert::WriteTinyLlamaGguf({.num_layers = 2, .seed = 5}, path);
-    if (!written.ok()) {
-      setup_error_ = "writing the tiny model: " + written.ToString();
-      return;
-    }
-    auto loaded = LoadModel(path);
-    if (!loaded.ok()) {
-      setup_error_ = "loading the tiny model: " + loaded.status().ToString();
-      return;
-    }
-    model_ = loaded->release();
-    pool_ = new kernels::cpu::ThreadPool(2);
+    setup_error_ = WriteAndLoadTinyModel({.num_layers = 2, .seed = 5}, "worker_tiny_model.gguf",
+                                         &model_);
+    if (setup_error_.empty()) pool_ = new kernels::cpu::ThreadPool(2);
   }
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
   static void TearDownTestSuite() {
