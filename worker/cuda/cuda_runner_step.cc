@@ -30,11 +30,14 @@ absl::Status CudaLlamaRunner::EnqueueStep(bool sample) {
                             inputs_->device_outputs());
 }
 
-// Eager graph mode: every bucket is captured now, each over an all-padding step of its size (a
-// capture records addresses and shapes; the values are whatever a later replay finds).
+// Eager graph mode: every bucket is captured now, each over an all-padding step of its size,
+// uploaded, since the capture's warm-up runs it (padding writes no K/V and samples nothing); a
+// capture records addresses and shapes, the values are whatever a later replay finds.
 absl::Status CudaLlamaRunner::CaptureEagerGraphs() {
   return graphs_->CaptureAll([this](int bucket) {
     LayOut({}, bucket, /*sampling=*/true);
+    // Uploaded for the warm-up run only: a copy enqueued while capturing would join the graph.
+    if (!runtime_->capturing()) TESSERA_RETURN_IF_ERROR(inputs_->Upload());
     return EnqueueStep(/*sample=*/true);
   });
 }

@@ -56,6 +56,9 @@ int GraphCache::RowsToRun(int rows) const {
 }
 
 absl::Status GraphCache::Capture(int bucket, EnqueueStep enqueue) {
+  // Warm-up: the step runs once eagerly first, so libraries and lazily loaded kernels initialise
+  // (and may allocate) outside the capture, where that is allowed; vLLM warms up the same way.
+  if (absl::Status warm = enqueue(bucket); !warm.ok()) return warm;
   if (absl::Status begin = runtime_->BeginCapture(); !begin.ok()) return begin;
   const absl::Status recorded = enqueue(bucket);
   absl::StatusOr<device::GraphHandle> graph = runtime_->EndCapture();

@@ -5,7 +5,9 @@
 //
 // The runner supplies `EnqueueStep(rows)`: it enqueues one step's device work for `rows` rows
 // reading only the runner's persistent input buffers (so a replay computes whatever those
-// buffers hold at that moment), with padding rows marked inert by the runner (slot −1).
+// buffers hold at that moment), with padding rows marked inert by the runner (slot −1). It must
+// be idempotent: a capture runs it once eagerly (warm-up) before recording it, and the replay
+// that follows runs the same step again.
 //
 // Owned by its runner; called from the runner's (step) thread only.
 #pragma once

@@ -80,6 +80,7 @@ TEST_F(GraphCacheTest, LazyCapturesOnceThenReplaysPaddedToTheBucket) {
   absl::StatusOr<GraphStepOutcome> first = cache.RunDecode(3, enqueue);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->replayed && first->captured);
+  EXPECT_EQ(enqueued_, 2) << "one eager warm-up run, then the capture";
   EXPECT_EQ(first->rows, 4);
   EXPECT_EQ(RowsWritten(), 4) << "the step ran padded to its bucket";
   EXPECT_EQ(out_[3], 103);
