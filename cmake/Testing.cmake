@@ -15,11 +15,18 @@ function(tessera_add_test name)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
+  # Processes the tests start run on the cpu backend ($TESSERA_DEVICE, worker/runner_factory.h),
+  # so results do not depend on whether the machine has a GPU; tests of another backend say so
+  # with --device, and the gpu-labelled ones keep `auto`.
+  set(device cpu)
+  if("gpu" IN_LIST labels)
+    set(device auto)
+  endif()
   # A list would be split into separate property arguments; escape it into one LABELS value.
   string(REPLACE ";" "\\;" labels "${labels}")
   gtest_discover_tests(${name}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
     TEST_PREFIX "${ARG_TEST_PREFIX}"
-    PROPERTIES LABELS "${labels}"
+    PROPERTIES LABELS "${labels}" ENVIRONMENT "TESSERA_DEVICE=${device}"
     DISCOVERY_TIMEOUT 60)
 endfunction()

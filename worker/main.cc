@@ -206,7 +206,8 @@ absl::Status StartMetricsServer(const WorkerFlags& flags, Worker* worker) {
 void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
   app.add_option("--device", r->device,
                  "backend: auto (cuda when a CUDA GPU is usable, else cpu), cpu, cuda, or "
-                 "emulated (the cuda backend on the CPU through the SIMT emulator; slow, for tests)")
+                 "emulated (the cuda backend on the CPU through the SIMT emulator; slow, for "
+                 "tests); default $TESSERA_DEVICE, else auto")
       ->capture_default_str();
   app.add_option("--dtype", r->dtype,
                  "cuda compute type: bf16 (default), f16 or f32 (exactness checks); cpu: f32");

@@ -18,8 +18,11 @@
 
 namespace tessera::worker {
 
+// $TESSERA_DEVICE when set (e.g. the test suites pin `cpu`), else "auto": the --device default.
+std::string DefaultDevice();
+
 struct RunnerFlags {
-  std::string device = "auto";      // auto | cpu | cuda | emulated
+  std::string device = DefaultDevice();  // auto | cpu | cuda | emulated
   std::string dtype;                 // cuda/emulated: bf16 (default) | f16 | f32; cpu: f32 only
   int threads = 0;                   // cpu: kernel threads (0 = hardware threads)
   int block_size = 16;
