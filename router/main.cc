@@ -196,6 +196,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--kv-reserve-horizon", flags.engine.reserve_horizon_tokens,
+                 "tokens of KV growth admission reserves for the new request and every running "
+                 "one (0 = admit on the first chunk's blocks, strictly FCFS)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   bool no_prefix_cache = false;
   app.add_flag("--no-prefix-cache", no_prefix_cache,
                "do not share KV blocks between requests with a common prefix");
