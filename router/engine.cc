@@ -445,13 +445,15 @@ void Engine::LogRejected(const absl::Status& status) {
 }
 
 void Engine::CheckPreemptionStorm(int64_t total_preemptions, Clock::time_point now) {
-  if (now - storm_window_start_ < std::chrono::seconds(10)) return;
+  if (now - storm_window_start_ < config_.preemption_storm_window) return;
   const int64_t in_window = total_preemptions - storm_window_base_;
   if (in_window >= config_.preemption_storm_threshold) {
     const SchedulerStats s = scheduler_->stats();
-    log_->warn("event=preemption_storm preemptions={} window_s=10 running={} waiting={} "
+    log_->warn("event=preemption_storm preemptions={} window_s={} running={} waiting={} "
                "kv_blocks_used={} kv_blocks_total={}",
-               in_window, s.num_running, s.num_waiting, s.num_blocks_used, s.num_blocks_total);
+               in_window,
+               std::chrono::duration<double>(config_.preemption_storm_window).count(),
+               s.num_running, s.num_waiting, s.num_blocks_used, s.num_blocks_total);
   }
   storm_window_start_ = now;
   storm_window_base_ = total_preemptions;

@@ -60,8 +60,10 @@ struct EngineConfig {
   std::chrono::milliseconds max_queue_time{0};
   // Operational log (router_log.h); null = none.
   std::shared_ptr<spdlog::logger> log;
-  // A preemption_storm warning when at least this many preemptions happen within 10 s.
+  // A preemption_storm warning when at least this many preemptions happen within one window
+  // (--preemption-storm-threshold, --preemption-storm-window-s).
   int preemption_storm_threshold = 50;
+  std::chrono::milliseconds preemption_storm_window{10000};
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };

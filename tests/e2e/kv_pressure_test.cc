@@ -65,10 +65,12 @@ TEST(KvPressureTest, PreemptedRequestsFinishWithUnchangedOutput) {
     EXPECT_EQ(roomy.Stats().preemptions(), 0u);
   }
 
+  // The growth reservation would admit only two at a time here and nobody would be preempted:
+  // off, so this pins that preempted-and-recomputed requests keep their exact output.
   ServingProcesses tight;
   ASSERT_TRUE(tight
                   .Start({"--threads", "2", "--num-kv-blocks", std::to_string(kNumKvBlocks)},
-                         {"--max-num-seqs", "64"})
+                         {"--max-num-seqs", "64", "--kv-reserve-horizon", "0"})
                   .ok());
   ASSERT_EQ(tight.Stats().kv_blocks_total(), kNumKvBlocks - 1);
   std::vector<std::future<StreamResult>> futures;
@@ -188,7 +190,8 @@ TEST(KvPressureTest, ShortRequestsGetTheirFirstTokenWithinABoundWhileLongOnesRun
   ServingProcesses serving;
   ASSERT_TRUE(serving
                   .Start({"--threads", "2", "--num-kv-blocks", std::to_string(kFairBlocks)},
-                         {"--max-num-seqs", "64"})
+                         {"--max-num-seqs", "64", "--preemption-storm-threshold", "1",
+                          "--preemption-storm-window-s", "1"})
                   .ok());
   auto stub = serving.NewStub();
   std::vector<std::unique_ptr<LongStream>> longs;
@@ -238,6 +241,11 @@ TEST(KvPressureTest, ShortRequestsGetTheirFirstTokenWithinABoundWhileLongOnesRun
   for (auto& s : longs) s->Cancel();
   for (auto& s : longs) EXPECT_EQ(s->status().error_code(), grpc::StatusCode::CANCELLED);
   ExpectEverythingReleased(serving);
+  // The operational log (router_log.h) saw the preemptions: with a threshold of 1 a second, a
+  // preemption_storm warning carrying the pool's numbers.
+  EXPECT_THAT(serving.RouterStderrTail(),
+              HasSubstr("level=warning component=tessera-router event=preemption_storm "
+                        "preemptions="));
 }
 
 }  // namespace
