@@ -114,7 +114,8 @@ void Scheduler::AdmitWaiting(Budget& budget, ScheduledStep* step) {
         break;
       case Admission::kNoRoom:
         if (blocked == nullptr) blocked = &r;
-        if (config_.reserve_horizon_tokens == 0 || blocked->num_overtaken >= config_.max_overtakes) {
+        if (config_.reserve_horizon_tokens == 0 ||
+            blocked->num_overtaken >= config_.max_overtakes) {
           return;  // FCFS: nobody overtakes the head
         }
         ++i;

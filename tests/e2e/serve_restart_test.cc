@@ -58,7 +58,9 @@ int ListeningPort(int pid) {
            std::filesystem::path("/proc") / std::to_string(pid) / "fd")) {
     std::error_code error;
     const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
-    if (!error && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+    if (!error && target.rfind("socket:[", 0) == 0) {
+      inodes.insert(target.substr(8, target.size() - 9));
+    }
   }
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream in(table);

@@ -79,7 +79,9 @@ absl::Status ServeTarget::Start(const std::string& tessera_path,
                                                  line.status().message(), "): ",
                                                  serve_->StderrTail()));
     }
-    if (absl::StartsWith(*line, kRouterMetrics)) metrics_address_ = line->substr(sizeof(kRouterMetrics) - 1);
+    if (absl::StartsWith(*line, kRouterMetrics)) {
+      metrics_address_ = line->substr(sizeof(kRouterMetrics) - 1);
+    }
     if (absl::StartsWith(*line, kListening)) address_ = line->substr(sizeof(kListening) - 1);
   }
   stub_ = v1::Tessera::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));

@@ -100,8 +100,9 @@ SoakOutcome RunSoakRequest(const SoakRequest& plan, const SoakOptions& options,
     return outcome;
   }
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(static_cast<int64_t>(options.request_timeout_s * 1000)));
+  context.set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(options.request_timeout_s * 1000)));
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub.Generate(&context, plan.request);
   v1::GenerateResponse response;
