@@ -60,9 +60,10 @@ void Engine::Stop() {
   thread_.join();
 }
 
-uint64_t Engine::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink) {
+uint64_t Engine::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
+                        std::optional<Clock::time_point> deadline) {
   const uint64_t id = next_id_.fetch_add(1);
-  events_.Push(NewRequest{id, std::move(request), std::move(sink), Clock::now()});
+  events_.Push(NewRequest{id, std::move(request), std::move(sink), Clock::now(), deadline});
   return id;
 }
 
@@ -96,6 +97,7 @@ void Engine::Loop() {
     CheckDrain(Clock::now());
     CheckStalls(Clock::now());
     CheckQueueTimes(Clock::now());
+    CheckDeadlines(Clock::now());
     PublishStats();
   }
   FailAll(absl::CancelledError("the router is shutting down"));
@@ -140,6 +142,7 @@ void Engine::HandleNew(NewRequest& event) {
     event.sink->Close({}, admitted);
     return;
   }
+  if (event.deadline.has_value()) deadlines_.emplace(*event.deadline, event.id);
   requests_[event.id] = std::make_unique<RequestOutput>(
       std::move(event.request), std::move(event.sink), event.arrival, *model_->tokenizer,
       eos_token_ids_, metrics_);
@@ -171,6 +174,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
       .max_waiting = config_.max_waiting,
       // A hybrid model's worker does not advertise prefix sharing (DESIGN.md §4).
       .enable_prefix_cache = config_.enable_prefix_cache && WorkerSharesPrefixes(d),
+      .reserve_horizon_tokens = config_.reserve_horizon_tokens,
   });
   if (!scheduler.ok()) {
     // A worker whose capacity we cannot use: stay NOT_SERVING and say why.
@@ -268,6 +272,29 @@ void Engine::CheckQueueTimes(Clock::time_point now) {
                      " s without being scheduled (--max-queue-time); the server is busy, "
                      "retry later")));
     requests_.erase(it++);
+  }
+}
+
+void Engine::CheckDeadlines(Clock::time_point now) {
+  // Entries of requests that ended early wait for their deadline: rebuild when they dominate, so
+  // the heap stays O(live requests).
+  if (deadlines_.size() > 2 * requests_.size() + 64) {
+    std::vector<Deadline> live;
+    for (; !deadlines_.empty(); deadlines_.pop()) {
+      if (requests_.contains(deadlines_.top().second)) live.push_back(deadlines_.top());
+    }
+    deadlines_ = decltype(deadlines_)(std::greater<Deadline>(), std::move(live));
+  }
+  while (!deadlines_.empty() && deadlines_.top().first <= now) {
+    const uint64_t id = deadlines_.top().second;
+    deadlines_.pop();
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // ended before its deadline
+    if (scheduler_ != nullptr) (void)scheduler_->Finish(id, FinishReason::kCancelled);
+    it->second->Close(v1::FINISH_REASON_CANCELLED,
+                      absl::DeadlineExceededError(
+                          "the client's deadline passed before the request finished"));
+    requests_.erase(it);
   }
 }
 
@@ -422,13 +449,15 @@ void Engine::LogRejected(const absl::Status& status) {
 }
 
 void Engine::CheckPreemptionStorm(int64_t total_preemptions, Clock::time_point now) {
-  if (now - storm_window_start_ < std::chrono::seconds(10)) return;
+  if (now - storm_window_start_ < config_.preemption_storm_window) return;
   const int64_t in_window = total_preemptions - storm_window_base_;
   if (in_window >= config_.preemption_storm_threshold) {
     const SchedulerStats s = scheduler_->stats();
-    log_->warn("event=preemption_storm preemptions={} window_s=10 running={} waiting={} "
+    log_->warn("event=preemption_storm preemptions={} window_s={} running={} waiting={} "
                "kv_blocks_used={} kv_blocks_total={}",
-               in_window, s.num_running, s.num_waiting, s.num_blocks_used, s.num_blocks_total);
+               in_window,
+               std::chrono::duration<double>(config_.preemption_storm_window).count(),
+               s.num_running, s.num_waiting, s.num_blocks_used, s.num_blocks_total);
   }
   storm_window_start_ = now;
   storm_window_base_ = total_preemptions;

@@ -20,8 +20,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <queue>
 #include <thread>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "router/event_queue.h"
@@ -43,6 +46,9 @@ struct EngineConfig {
   int max_num_batched_tokens = 2048;
   int max_num_seqs = 256;              // capped by the worker's slots
   int max_waiting = 1024;              // waiting-queue capacity (RESOURCE_EXHAUSTED beyond)
+  // KV growth reserved at admission (SchedulerConfig::reserve_horizon_tokens;
+  // --kv-reserve-horizon).
+  int reserve_horizon_tokens = 64;
   bool enable_prefix_cache = true;     // --no-prefix-cache turns it off
   // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
   StepTraceWriter* step_trace = nullptr;
@@ -54,8 +60,10 @@ struct EngineConfig {
   std::chrono::milliseconds max_queue_time{0};
   // Operational log (router_log.h); null = none.
   std::shared_ptr<spdlog::logger> log;
-  // A preemption_storm warning when at least this many preemptions happen within 10 s.
+  // A preemption_storm warning when at least this many preemptions happen within one window
+  // (--preemption-storm-threshold, --preemption-storm-window-s).
   int preemption_storm_threshold = 50;
+  std::chrono::milliseconds preemption_storm_window{10000};
   std::chrono::milliseconds reconnect_backoff{100};
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
@@ -85,8 +93,11 @@ class Engine {
   void Stop();
 
   // Queues a validated request; every outcome (tokens, errors such as a full queue) reaches the
-  // sink. Returns the engine's id for Cancel.
-  uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink);
+  // sink. Returns the engine's id for Cancel. At `deadline` (the client's gRPC deadline) a
+  // request not finished yet is cancelled with DEADLINE_EXCEEDED and its KV freed, whether it
+  // waits or runs (checked every loop turn, at least every 100 ms).
+  uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
+                  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   void Cancel(uint64_t id);
   // Stop admitting (new requests get UNAVAILABLE); requests in flight continue. After
   // `deadline` the remaining ones are cancelled.
@@ -105,6 +116,7 @@ class Engine {
     ValidatedRequest request;
     std::shared_ptr<ResponseSink> sink;
     std::chrono::steady_clock::time_point arrival;
+    std::optional<std::chrono::steady_clock::time_point> deadline;
   };
   struct CancelRequest { uint64_t id; };
   struct ResumeRequest { uint64_t id; };  // its client read the backlog down
@@ -134,6 +146,8 @@ class Engine {
   void CheckStalls(std::chrono::steady_clock::time_point now);
   // Fails requests waiting longer than max_queue_time (checked at most every 100 ms).
   void CheckQueueTimes(std::chrono::steady_clock::time_point now);
+  // Cancels requests whose client deadline passed (DEADLINE_EXCEEDED).
+  void CheckDeadlines(std::chrono::steady_clock::time_point now);
   void HandleConnected(WorkerConnected& event);
   void HandleResult(WorkerResult& event);
   void HandleLost(const WorkerLost& event);
@@ -167,6 +181,9 @@ class Engine {
   // Paused requests (backpressure) and when each was paused; entries of ended requests are
   // dropped by CheckStalls.
   absl::flat_hash_map<uint64_t, std::chrono::steady_clock::time_point> paused_;
+  // Client deadlines, earliest first (entries of ended requests are skipped when they come up).
+  using Deadline = std::pair<std::chrono::steady_clock::time_point, uint64_t>;
+  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<Deadline>> deadlines_;
   std::deque<InFlightStep> in_flight_;
   ScheduledStep step_;                 // reused by every Schedule() call
   uint64_t epoch_ = 0;

@@ -113,13 +113,14 @@ class GenerateStream::Sink final : public ResponseSink {
   grpc::Status final_status_;
 };
 
-GenerateStream::GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request)
+GenerateStream::GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request,
+                               std::optional<std::chrono::steady_clock::time_point> deadline)
     : engine_(engine), sink_(std::make_shared<Sink>(this)) {
   if (!request.ok()) {
     sink_->Close({}, request.status());
     return;
   }
-  id_ = engine_->Submit(std::move(*request), sink_);
+  id_ = engine_->Submit(std::move(*request), sink_, deadline);
 }
 
 void GenerateStream::OnWriteDone(bool ok) { sink_->OnWriteDone(ok); }

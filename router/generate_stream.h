@@ -8,7 +8,9 @@
 // may outlive it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -23,8 +25,10 @@ namespace tessera::router {
 
 class GenerateStream final : public grpc::ServerWriteReactor<::tessera::v1::GenerateResponse> {
  public:
-  // Finishes at once with `rejection` when it is not OK; otherwise submits `request`.
-  GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request);
+  // Finishes at once with `rejection` when it is not OK; otherwise submits `request` with the
+  // client's deadline (Engine::Submit).
+  GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request,
+                 std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

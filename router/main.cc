@@ -52,6 +52,7 @@ struct RouterFlags {
   double drain_timeout_s = 30;
   double stream_stall_timeout_s = 60;
   double max_queue_time_s = 0;
+  double preemption_storm_window_s = 10;
   std::string log_level = "info";
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
@@ -196,6 +197,16 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-waiting", flags.engine.max_waiting, "waiting-queue capacity")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--preemption-storm-threshold", flags.engine.preemption_storm_threshold,
+                 "log a preemption_storm warning at this many preemptions in one window")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--preemption-storm-window-s", flags.preemption_storm_window_s,
+                 "the preemption_storm window in seconds")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--kv-reserve-horizon", flags.engine.reserve_horizon_tokens,
+                 "tokens of KV growth admission reserves for the new request and every running "
+                 "one (0 = admit on the first chunk's blocks, strictly FCFS)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   bool no_prefix_cache = false;
   app.add_flag("--no-prefix-cache", no_prefix_cache,
                "do not share KV blocks between requests with a common prefix");
@@ -253,6 +264,8 @@ int main(int argc, char** argv) {
       tessera::router::ParseLogLevel(flags.log_level);
   if (!log_level.ok()) return Fail(std::string(log_level.status().message()));
   flags.engine.log = tessera::router::MakeStderrLogger(*log_level);
+  flags.engine.preemption_storm_window = std::chrono::milliseconds(
+      static_cast<int64_t>(flags.preemption_storm_window_s * 1000));
   flags.engine.max_queue_time =
       std::chrono::milliseconds(static_cast<int64_t>(flags.max_queue_time_s * 1000));
   flags.engine.stream_stall_timeout = std::chrono::milliseconds(

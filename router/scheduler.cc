@@ -155,21 +155,28 @@ void Scheduler::RunPass(StepKinds kinds, Budget& budget, ScheduledStep* step) {
 }
 
 void Scheduler::ScheduleRunning(StepKinds kinds, Budget& budget, ScheduledStep* step) {
-  // Preemption removes running_.back(), always at or after index i, so indices stay valid.
-  for (size_t i = 0; i < running_.size() && budget.tokens > 0; ++i) {
-    Request& r = *running_[i];
-    if (r.awaiting_last_token() || r.paused) continue;
-    const bool prefill = r.prefilling();
-    if (prefill ? !kinds.prefill : !kinds.decode) continue;
-    const int32_t remaining = r.num_known() - r.num_computed;
-    TESSERA_CHECK(remaining >= 1, "a running request has nothing to compute but is not done");
-    int32_t n = std::min(remaining, budget.tokens);
-    if (prefill) n = std::min(n, budget.prefill_tokens);
-    if (n <= 0) continue;  // prefill cap used up; decodes may still fit
-    const auto blocks_begin = static_cast<int32_t>(step->new_block_ids.size());
-    if (!ReserveBlocks(r, r.num_computed + n, step)) continue;  // r preempted itself
-    EmitChunk(r, n, /*is_new=*/false, blocks_begin, budget, step);
+  // A preemption removes r or a newer request (never one scheduled earlier in this step), so the
+  // indices before i stay valid; when r itself goes, running_[i] is already the next one.
+  size_t i = 0;
+  while (i < running_.size() && budget.tokens > 0) {
+    if (ScheduleOneRunning(*running_[i], kinds, budget, step)) ++i;
   }
+}
+
+bool Scheduler::ScheduleOneRunning(Request& r, StepKinds kinds, Budget& budget,
+                                   ScheduledStep* step) {
+  if (r.awaiting_last_token() || r.paused) return true;
+  const bool prefill = r.prefilling();
+  if (prefill ? !kinds.prefill : !kinds.decode) return true;
+  const int32_t remaining = r.num_known() - r.num_computed;
+  TESSERA_CHECK(remaining >= 1, "a running request has nothing to compute but is not done");
+  int32_t n = std::min(remaining, budget.tokens);
+  if (prefill) n = std::min(n, budget.prefill_tokens);
+  if (n <= 0) return true;  // prefill cap used up; decodes may still fit
+  const auto blocks_begin = static_cast<int32_t>(step->new_block_ids.size());
+  if (!ReserveBlocks(r, r.num_computed + n, step)) return false;  // r preempted itself
+  EmitChunk(r, n, /*is_new=*/false, blocks_begin, budget, step);
+  return true;
 }
 
 bool Scheduler::ReserveBlocks(Request& r, int32_t num_positions, ScheduledStep* step) {
@@ -180,9 +187,9 @@ bool Scheduler::ReserveBlocks(Request& r, int32_t num_positions, ScheduledStep* 
     // finds room after the newer ones are gone.
     TESSERA_CHECK(running_.size() > 1 || running_.back() != &r,
                   "a request alone in the KV pool does not fit (admission check broken)");
-    const bool self = running_.back() == &r;
-    PreemptNewest(step);
-    if (self) return false;
+    Request& victim = ChooseVictim(r);
+    Preempt(victim, step);
+    if (&victim == &r) return false;
   }
   AppendBlocks(r, needed, step);
   return true;
@@ -193,69 +200,6 @@ void Scheduler::AppendBlocks(Request& r, int32_t num_blocks, ScheduledStep* step
     const BlockId id = blocks_.Allocate();
     r.block_table.push_back(id);
     step->new_block_ids.push_back(id);
-  }
-}
-
-void Scheduler::PreemptNewest(ScheduledStep* step) {
-  Request& victim = *running_.back();
-  running_.pop_back();
-  // Its full blocks stay findable (until evicted): the recompute after re-admission is cheap.
-  RegisterFullBlocks(victim);
-  blocks_.FreeTable(victim.block_table);
-  victim.block_table.clear();
-  ReleaseSlot(victim);
-  victim.running = false;
-  victim.num_computed = 0;  // recompute: prompt + generated so far are re-prefilled
-  victim.num_given = 0;
-  ++victim.num_preemptions;
-  waiting_.push_front(&victim);
-  step->preempted.push_back(victim.id);
-  ++num_preemptions_;
-}
-
-void Scheduler::AdmitWaiting(Budget& budget, ScheduledStep* step) {
-  // `head`: the first waiting request that is not paused (a paused one keeps its place).
-  size_t head = 0;
-  while (head < waiting_.size() && !free_slots_.empty() && budget.tokens > 0 &&
-         budget.prefill_tokens > 0) {
-    Request& r = *waiting_[head];
-    if (r.paused) {
-      ++head;
-      continue;
-    }
-    // Only reachable after Reconfigure shrank the pool or the context: fail, don't loop.
-    if (absl::Status s = CheckFitsAlone(r.num_prompt_tokens, r.max_tokens); !s.ok()) {
-      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(head));
-      step->failed.push_back(FailedRequest{r.id, std::move(s)});
-      ++num_failed_;
-      Forget(r);
-      continue;
-    }
-    TESSERA_CHECK(r.num_pending == 0,
-                  "re-admitting a preempted request with a token in flight: the engine must "
-                  "deliver result N before calling Schedule() for step N+2");
-    const auto known = static_cast<int32_t>(r.tokens.size());
-    const PrefixHit hit = LookupPrefix(r);
-    const int32_t cached = hit.num_blocks * config_.block_size;
-    const int32_t n = std::min({known - cached, budget.tokens, budget.prefill_tokens});
-    const int32_t needed = BlockManager::BlocksFor(cached + n, config_.block_size) - hit.num_blocks;
-    // Revived cached blocks leave the free pool too.
-    if (!blocks_.CanAllocate(needed + hit.num_revived)) break;  // FCFS: nobody overtakes the head
-    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(head));
-    // Room for everything the request may reach, so decode steps never grow these (no-op on
-    // re-admission).
-    r.tokens.reserve(static_cast<size_t>(r.num_prompt_tokens + r.max_tokens));
-    r.block_table.reserve(static_cast<size_t>(
-        BlockManager::BlocksFor(r.num_prompt_tokens + r.max_tokens - 1, config_.block_size)));
-    r.running = true;
-    r.slot = AcquireSlot();
-    r.num_computed = 0;
-    r.num_given = known;
-    running_.push_back(&r);
-    const auto blocks_begin = static_cast<int32_t>(step->new_block_ids.size());
-    AttachPrefix(r, hit, step);  // sets num_computed to the cached tokens
-    AppendBlocks(r, needed, step);
-    EmitChunk(r, n, /*is_new=*/true, blocks_begin, budget, step);
   }
 }
 
@@ -435,6 +379,7 @@ SchedulerStats Scheduler::stats() const {
   s.prefix_cache_query_tokens = prefix_query_tokens_;
   s.prefix_cache_hit_tokens = prefix_hit_tokens_;
   s.num_preemptions = num_preemptions_;
+  s.num_preemptions_without_progress = num_preemptions_without_progress_;
   s.num_steps = num_steps_;
   s.num_failed = num_failed_;
   s.num_finished = num_finished_;

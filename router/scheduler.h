@@ -17,6 +17,9 @@
 // Lifecycle of a request:
 //   AddRequest -> waiting -> (admitted: slot + blocks) running -> ... -> finished
 //                   ^------------- preempted (blocks and slot freed) ------'
+// Who is admitted and who is preempted when blocks are short (issue 15: a growth reservation at
+// admission, backfill of short requests past a blocked head, no second preemption before
+// progress) is in scheduler_admission.cc, with its justification.
 // A request finishes when the engine calls Finish() (stop token/string, cancel, error) or when
 // its max_tokens-th token arrives (OnTokenSampled returns kFinishedLength). Once generated +
 // pending == max_tokens it is no longer scheduled ("awaiting its last token", visible in
@@ -95,6 +98,9 @@ struct SchedulerStats {
   int64_t prefix_cache_query_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
   int64_t num_preemptions = 0;   // total since creation
+  // Of them, victims that had not made progress since their admission (no request that could
+  // be preempted had; see scheduler_admission.cc).
+  int64_t num_preemptions_without_progress = 0;
   int64_t num_steps = 0;         // non-empty steps planned
   int64_t num_failed = 0;        // requests the scheduler failed (FailedRequest)
   // Finished requests by FinishReason (Finish() calls, and kLength from OnTokenSampled).
@@ -120,8 +126,9 @@ class Scheduler {
                           std::string_view cache_salt = {});
 
   // Plans the next step into *step (cleared first; its vectors are reused). Phases: running
-  // requests oldest first (preempting the newest when blocks run out), then admission FCFS if
-  // nothing was preempted. Send the plan only when step->ShouldSend(); its failed/preempted
+  // requests oldest first (preempting the newest that made progress when blocks run out), then,
+  // if nothing was preempted, admission FCFS under the growth reservation, with short requests
+  // backfilling past a head that does not fit (scheduler_admission.cc). Send the plan only when step->ShouldSend(); its failed/preempted
   // lists need handling either way.
   void Schedule(ScheduledStep* step);
 
@@ -176,14 +183,32 @@ class Scheduler {
   StepKinds ChooseStepKinds() const;
   void RunPass(StepKinds kinds, Budget& budget, ScheduledStep* step);
   void ScheduleRunning(StepKinds kinds, Budget& budget, ScheduledStep* step);
-  void AdmitWaiting(Budget& budget, ScheduledStep* step);
+  // False when `r` was preempted (it left running_).
+  bool ScheduleOneRunning(Request& r, StepKinds kinds, Budget& budget, ScheduledStep* step);
   void FinishStep(ScheduledStep* step);
 
-  // Appends blocks so `r`'s table covers `num_positions`, preempting the newest running
-  // requests while none is free. False when `r` itself was the newest and got preempted.
+  // Admission and preemption under KV pressure (scheduler_admission.cc; the policy is there).
+  enum class Admission { kAdmitted, kNoRoom, kFailed };
+  void AdmitWaiting(Budget& budget, ScheduledStep* step);
+  // Admits waiting_[index] if the reservation allows (kAdmitted / kFailed remove it).
+  Admission TryAdmit(Request& r, size_t index, Budget& budget, ScheduledStep* step);
+  // Free blocks `r`'s admission requires: its own blocks over its horizon (or only this chunk's
+  // `chunk_blocks` with the reservation off) plus every running request's growth.
+  int32_t AdmissionNeed(const Request& r, int32_t num_hit_blocks, int32_t chunk_blocks) const;
+  // Blocks the running requests need to grow by `num_tokens` tokens each (capped per request).
+  int32_t RunningGrowth(int32_t num_tokens) const;
+  // Raises every running request's reserved_to to its growth over `r`'s horizon; sets r's.
+  void PromiseGrowth(Request& r);
+  // Whether `r` may be admitted before the blocked queue head `head` (backfill).
+  bool MayOvertake(const Request& r, const Request& head) const;
+  // The newest request among `r` and newer ones that has made progress (else the newest).
+  Request& ChooseVictim(const Request& r);
+  void Preempt(Request& victim, ScheduledStep* step);
+
+  // Appends blocks so `r`'s table covers `num_positions`, preempting (ChooseVictim) while none
+  // is free. False when `r` itself was preempted.
   bool ReserveBlocks(Request& r, int32_t num_positions, ScheduledStep* step);
   void AppendBlocks(Request& r, int32_t num_blocks, ScheduledStep* step);
-  void PreemptNewest(ScheduledStep* step);
   void EmitChunk(Request& r, int32_t num_tokens, bool is_new, int32_t new_blocks_begin,
                  Budget& budget, ScheduledStep* step);
 
@@ -218,6 +243,7 @@ class Scheduler {
   std::vector<BlockId> hit_ids_;        // LookupPrefix's result
   StepKind last_step_kind_ = StepKind::kNone;
   int64_t num_preemptions_ = 0;
+  int64_t num_preemptions_without_progress_ = 0;
   int64_t num_steps_ = 0;
   int64_t num_failed_ = 0;
   int64_t prefix_query_tokens_ = 0;

@@ -25,6 +25,8 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
            AtLeast("max_waiting", c.max_waiting, 0),
            AtLeast("max_prefill_tokens_per_step", c.max_prefill_tokens_per_step, 0),
            AtLeast("prefix_cache_hash_bits", c.prefix_cache_hash_bits, 1),
+           AtLeast("reserve_horizon_tokens", c.reserve_horizon_tokens, 0),
+           AtLeast("max_overtakes", c.max_overtakes, 0),
        }) {
     if (!s.ok()) return s;
   }

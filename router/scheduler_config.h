@@ -32,6 +32,18 @@ struct SchedulerConfig {
   // hits are confirmed by content, so a narrow hash costs hit rate, never correctness).
   int32_t prefix_cache_hash_bits = 64;
 
+  // Fair progress under KV pressure (issue 15; policy and its justification in
+  // scheduler_admission.cc). A request is admitted only if the free blocks cover its known tokens
+  // plus `reserve_horizon_tokens` more of its own, and every running request's growth over the
+  // same horizon (a short request's horizon is what it has left); so a newcomer is not evicted
+  // again within its horizon. 0 = off: admission checks only the blocks of the chunk it
+  // schedules now, and the queue is strictly FCFS (the policy before issue 15).
+  int32_t reserve_horizon_tokens = 64;
+  // Backfill: when the head of the waiting queue does not fit, a later request whose whole
+  // remaining output fits in the horizon (it will give its blocks back soon) may be admitted
+  // before it, at most this many times per head; then the head blocks the queue until admitted.
+  int32_t max_overtakes = 64;
+
   // Optional policies, off by default.
   //
   // decode_stable: a step never mixes prefill chunks with decodes, so decode steps keep a

@@ -33,6 +33,15 @@ struct Scheduler::Request {
   // blocks) and not admitted until unpaused.
   bool paused = false;
   int32_t num_preemptions = 0;
+  // Progress (scheduler_admission.cc): generated + pending tokens at the latest admission. The
+  // request has made progress once a token beyond them is sampled or in flight; until then it
+  // is not chosen as a preemption victim while another candidate has progressed.
+  int32_t progress_mark = 0;
+  // Times a later request was admitted before it while it was the blocked head of the queue.
+  int32_t num_overtaken = 0;
+  // Growth reservation: KV positions this running request was promised room for by the
+  // admissions since its own (each promised every running request its horizon's growth).
+  int32_t reserved_to = 0;
   std::vector<BlockId> block_table;
 
   // Prefix cache. The salt's text is kept so Reconfigure can intern it in a new pool's cache.
@@ -53,6 +62,11 @@ struct Scheduler::Request {
   // Everything it may ever sample is sampled or in flight: nothing left to schedule.
   bool awaiting_last_token() const { return num_generated() + num_pending == max_tokens; }
   bool prefilling() const { return num_computed < num_given; }
+  bool progressed() const { return num_generated() + num_pending > progress_mark; }
+  // Output tokens it may still sample (>= 1 while it is scheduled or waiting).
+  int32_t remaining() const { return max_tokens - num_generated(); }
+  // KV positions it can ever occupy: the last sampled token is never fed back.
+  int32_t max_positions() const { return num_prompt_tokens + max_tokens - 1; }
 };
 
 // What is left of this step's limits.

@@ -1,5 +1,7 @@
 #include "router/tessera_service.h"
 
+#include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +28,16 @@ absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
                      .max_logprobs = worker->max_logprobs()};
 }
 
+// The client's gRPC deadline on the engine's clock; none when the call has no deadline (gRPC
+// reports an infinite one as a time point centuries away).
+std::optional<std::chrono::steady_clock::time_point> SteadyDeadline(
+    std::chrono::system_clock::time_point deadline) {
+  const auto left = deadline - std::chrono::system_clock::now();
+  if (left > std::chrono::hours(24 * 365)) return std::nullopt;
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
 }  // namespace
 
 TesseraService::TesseraService(Engine* engine, const ModelFrontend* model, std::string api_key)
@@ -47,7 +59,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TesseraService::Generate(
   if (absl::Status key = CheckKey(*context); !key.ok()) return new GenerateStream(engine_, key);
   absl::StatusOr<ModelLimits> limits = LimitsOf(*engine_);
   if (!limits.ok()) return new GenerateStream(engine_, limits.status());
-  return new GenerateStream(engine_, BuildRequest(*request, *model_, *limits, NextSeed()));
+  return new GenerateStream(engine_, BuildRequest(*request, *model_, *limits, NextSeed()),
+                            SteadyDeadline(context->deadline()));
 }
 
 grpc::ServerUnaryReactor* TesseraService::Tokenize(grpc::CallbackServerContext* context,

@@ -89,7 +89,7 @@ absl::Status ServingProcesses::Start(const std::vector<std::string>& worker_args
 }
 
 std::string ServingProcesses::RouterStderrTail() const {
-  return router_ == nullptr ? "" : router_->StderrTail();
+  return router_ == nullptr ? stopped_router_stderr_tail_ : router_->StderrTail();
 }
 
 void ServingProcesses::KillWorker() {
@@ -103,6 +103,7 @@ int ServingProcesses::StopRouter(double timeout_s) {
   if (router_ == nullptr) return -1;
   (void)router_->Signal(SIGTERM);
   std::optional<cli::ChildExit> exit = router_->Wait(absl::Seconds(timeout_s));
+  stopped_router_stderr_tail_ = router_->StderrTail();
   router_.reset();
   return exit.has_value() ? exit->exit_code : -1;
 }

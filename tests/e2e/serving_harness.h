@@ -44,7 +44,8 @@ class ServingProcesses {
   int worker_port() const { return worker_port_; }
   std::unique_ptr<::tessera::v1::Tessera::Stub> NewStub() const;
   ::tessera::v1::ServerStatsResponse Stats() const;
-  // The last bytes the router wrote to stderr ("" before StartRouter).
+  // The last bytes the router wrote to stderr ("" before StartRouter; after StopRouter, what it
+  // wrote up to its exit).
   std::string RouterStderrTail() const;
 
  private:
@@ -56,6 +57,7 @@ class ServingProcesses {
   std::string router_address_;
   std::string worker_metrics_address_;
   std::string router_metrics_address_;
+  std::string stopped_router_stderr_tail_;
 };
 
 // A test suite whose tests share one worker + router pair (default model, 2 worker threads),

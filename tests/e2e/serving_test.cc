@@ -278,6 +278,13 @@ TEST(ServingAdmissionTest, FullQueueIsResourceExhaustedAndSigtermExitsCleanly) {
   EXPECT_GE(exhausted, 1);
   EXPECT_EQ(ok + exhausted, 6);
   EXPECT_EQ(serving.StopRouter(), 0);
+  // The operational log (router_log.h): the refusals (rate-limited, so at least one line) and
+  // the drain that SIGTERM started and finished.
+  const std::string log = serving.RouterStderrTail();
+  EXPECT_THAT(log, HasSubstr("level=warning component=tessera-router event=request_rejected "
+                             "code=RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(log, HasSubstr("level=info component=tessera-router event=drain_begin "));
+  EXPECT_THAT(log, HasSubstr("level=info component=tessera-router event=drain_end"));
 }
 
 }  // namespace

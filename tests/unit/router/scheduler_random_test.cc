@@ -37,6 +37,9 @@ struct RandomCase {
   bool decode_stable;
   int32_t prefill_cap;
   bool expect_preemption;
+  // Growth reservation (scheduler_admission.cc). 8 < kMaxTokens: long requests still outgrow
+  // it and get preempted, short ones backfill. 0 = the policy before issue 15.
+  int32_t reserve_horizon = 8;
 };
 
 void PrintTo(const RandomCase& c, std::ostream* os) { *os << c.name; }
@@ -122,6 +125,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   c.decode_stable = p.decode_stable;
   c.max_prefill_tokens_per_step = p.prefill_cap;
   c.enable_prefix_cache = prefix_cache;
+  c.reserve_horizon_tokens = p.reserve_horizon;
   if (mode == CacheMode::kTinyHash) c.prefix_cache_hash_bits = 3;
   absl::StatusOr<std::unique_ptr<Scheduler>> made = Scheduler::Create(c);
   ASSERT_TRUE(made.ok()) << made.status();
@@ -179,9 +183,13 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   EXPECT_EQ(st.num_running, 0);
   EXPECT_EQ(st.num_waiting, 0);
   EXPECT_EQ(st.num_preemptions, d.num_preempted());
+  // A victim without progress is the fallback only, and the scheduler counts each one.
+  EXPECT_EQ(st.num_preemptions_without_progress, d.num_preempted_without_progress());
   EXPECT_GT(finished_naturally, 200);  // the load really ran (every case finishes 240+)
   if (p.expect_preemption) {
     EXPECT_GT(d.num_preempted(), 0);
+  } else if (p.reserve_horizon >= kMaxTokens) {
+    EXPECT_EQ(d.num_preempted(), 0);
   }
   if (p.decode_stable) {
     EXPECT_EQ(d.num_mixed_steps(), 0);
@@ -203,6 +211,10 @@ const RandomCase kCases[] = {
     {"prefill_cap", 128, 8, 4, 80, false, 24, true},
     {"both_policies", 96, 8, 4, 64, true, 16, true},
     {"roomy", 2048, 32, 16, 1000, false, 0, false},
+    {"tight_pool_no_reservation", 64, 8, 4, 64, false, 0, true, 0},
+    // The default horizon (64) covers every request's whole output here: nobody is preempted.
+    {"tight_pool_full_reservation", 64, 8, 4, 64, false, 0, false, 64},
+    {"tight_pool_block16_no_reservation", 256, 16, 16, 12, false, 0, true, 0},
 };
 
 INSTANTIATE_TEST_SUITE_P(

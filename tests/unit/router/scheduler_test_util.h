@@ -19,7 +19,9 @@ namespace tessera::router::testing {
 
 // A config for the exact-number tests of the base policy. The prefix cache is off:
 // prefix_cache_scheduler_test.cc pins what the cache changes (hits, allocation order), and the
-// random test runs both ways.
+// random test runs both ways. So is the growth reservation (admission checks only the chunk's
+// blocks, strictly FCFS): scheduler_fairness_test.cc pins what it changes, the random test runs
+// both ways.
 inline SchedulerConfig BasePolicyConfig(int budget, int seqs, int block_size, int num_blocks) {
   SchedulerConfig c;
   c.max_num_batched_tokens = budget;
@@ -29,6 +31,7 @@ inline SchedulerConfig BasePolicyConfig(int budget, int seqs, int block_size, in
   c.max_context = 1 << 20;
   c.enable_prefix_cache = false;
   c.max_waiting = 64;
+  c.reserve_horizon_tokens = 0;
   return c;
 }
 
@@ -235,6 +238,9 @@ struct Scripted {
   FinishReason reason = FinishReason::kError;
   int32_t wasted = 0;  // scheduled decodes whose result arrived after the finish
   int64_t cached_tokens = 0;  // start positions of its admissions (prefix-cache hits)
+  int32_t num_preemptions = 0;
+  int64_t admitted_at_step = -1;  // driver step of its first admission
+  int64_t first_sample_step = -1;  // driver step of the first plan that sampled it
 };
 
 // Plays the engine: at most two plans unanswered, results delivered in order.
@@ -299,6 +305,8 @@ class EngineDriver {
   std::map<RequestId, Scripted>& scripts() { return scripts_; }
   const std::vector<std::vector<RequestId>>& admissions() const { return admissions_; }
   int64_t num_preempted() const { return num_preempted_; }
+  // Victims that had sampled nothing since their latest admission.
+  int64_t num_preempted_without_progress() const { return num_preempted_without_progress_; }
   int64_t num_mixed_steps() const { return num_mixed_steps_; }
   int64_t num_steps() const { return num_steps_; }
   const FakeWorker& worker() const { return worker_; }
@@ -307,6 +315,11 @@ class EngineDriver {
  private:
   void Record(const ScheduledStep& step) {
     num_preempted_ += static_cast<int64_t>(step.preempted.size());
+    for (RequestId id : step.preempted) {
+      Scripted& sc = scripts_.at(id);
+      if (sc.num_samples_this_admission == 0) ++num_preempted_without_progress_;
+      ++sc.num_preemptions;
+    }
     if (step.empty()) return;
     ++num_steps_;
     if (step.num_prefill_tokens > 0 && step.num_prefill_tokens < step.num_batched_tokens) {
@@ -316,7 +329,9 @@ class EngineDriver {
     for (const ScheduledRequest& r : step.requests) {
       Scripted& sc = scripts_.at(r.request_id);
       EXPECT_FALSE(sc.finished) << "finished request " << r.request_id << " scheduled";
+      if (r.samples && sc.first_sample_step < 0) sc.first_sample_step = num_steps_;
       if (r.is_new) {
+        if (sc.admitted_at_step < 0) sc.admitted_at_step = num_steps_;
         admitted.push_back(r.request_id);
         sc.tokens_this_admission = r.start_position;  // served from the prefix cache
         sc.cached_tokens += r.start_position;
@@ -373,6 +388,7 @@ class EngineDriver {
   std::map<RequestId, Scripted> scripts_;
   std::vector<std::vector<RequestId>> admissions_;  // per step with admissions, in order
   int64_t num_preempted_ = 0;
+  int64_t num_preempted_without_progress_ = 0;
   int64_t num_mixed_steps_ = 0;
   int64_t num_steps_ = 0;
 };
