@@ -107,7 +107,11 @@ TEST(ServeCliTest, PassesRouterAndWorkerFlagsOn) {
   std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(
       {"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "64", "--threads", "1",
        "--block-size", "32", "--max-waiting", "8", "--no-prefix-cache", "--trace-steps",
-       trace_path, "--metrics-port", "0", "--router-arg=--drain-timeout-s", "--router-arg=5"});
+       trace_path, "--metrics-port", "0", "--router-arg=--drain-timeout-s", "--router-arg=5",
+       // Each reaches its child (a flag the child does not know would fail the start).
+       "--device", "cpu", "--kv-reserve-horizon", "32", "--max-queue-time", "30",
+       "--stream-stall-timeout", "20", "--preemption-storm-threshold", "50",
+       "--preemption-storm-window-s", "5", "--log-level", "warn"});
   ASSERT_NE(serve, nullptr);
   const ServeAddresses addresses = AwaitServe(*serve);
   ASSERT_FALSE(addresses.grpc.empty());

@@ -114,6 +114,13 @@ struct ServeOptions {
   std::vector<std::string> worker_args;  // passed verbatim to tessera-worker (--worker-arg)
   std::vector<std::string> router_args;  // passed verbatim to tessera-router (--router-arg)
   double drain_timeout_s = -1;        // < 0: the router's default
+  // Router policies; unset (< 0 / ""): the router's defaults.
+  double max_queue_time_s = -1;
+  double stream_stall_timeout_s = -1;
+  int kv_reserve_horizon = -1;
+  int preemption_storm_threshold = -1;
+  double preemption_storm_window_s = -1;
+  std::string log_level;
   bool no_restart = false;            // exit when the worker dies instead of restarting it
   double startup_timeout_s = 120;     // per child, until it prints its listening line
   std::string bin_dir;                // where the two binaries are; "": next to this executable

@@ -168,6 +168,18 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                   "one more argument for tessera-router, verbatim (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--drain-timeout-s", serve.drain_timeout_s);
+  cmd->add_option("--max-queue-time", serve.max_queue_time_s,
+                  "router: seconds a request may wait for admission (default: the router's)");
+  cmd->add_option("--stream-stall-timeout", serve.stream_stall_timeout_s,
+                  "router: cancel a stream whose client reads nothing this long (seconds)");
+  cmd->add_option("--kv-reserve-horizon", serve.kv_reserve_horizon,
+                  "router: tokens of growth admission reserves for each running request "
+                  "(0: no reservation)");
+  cmd->add_option("--preemption-storm-threshold", serve.preemption_storm_threshold,
+                  "router: preemptions within the window that log a preemption_storm event");
+  cmd->add_option("--preemption-storm-window-s", serve.preemption_storm_window_s,
+                  "router: the preemption-storm window in seconds");
+  cmd->add_option("--log-level", serve.log_level, "router log level: debug, info, warn, error, off");
   cmd->add_flag("--no-restart", serve.no_restart,
                 "exit when the worker dies (default: restart it on the same port with backoff; "
                 "the router answers UNAVAILABLE meanwhile)");

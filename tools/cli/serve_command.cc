@@ -398,6 +398,12 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
     args.insert(args.end(), {"--drain-timeout-s", absl::StrCat(o.drain_timeout_s)});
   }
   if (o.no_prefix_cache) args.push_back("--no-prefix-cache");
+  AddIfSet(args, "--max-queue-time", o.max_queue_time_s, -1.0);
+  AddIfSet(args, "--stream-stall-timeout", o.stream_stall_timeout_s, -1.0);
+  AddIfSet(args, "--kv-reserve-horizon", o.kv_reserve_horizon, -1);
+  AddIfSet(args, "--preemption-storm-threshold", o.preemption_storm_threshold, -1);
+  AddIfSet(args, "--preemption-storm-window-s", o.preemption_storm_window_s, -1.0);
+  AddIfSet(args, "--log-level", o.log_level);
   args.insert(args.end(), {"--http-port", absl::StrCat(o.http_port)});
   AddIfSet(args, "--trace-steps", o.trace_steps_path);
   if (o.metrics_port >= 0) {
