@@ -148,7 +148,8 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
            .threads = flags.http_threads,
            .api_key = flags.api_key,
            .tls_cert = flags.tls_cert,
-           .tls_key = flags.tls_key},
+           .tls_key = flags.tls_key,
+           .write_timeout_s = flags.stream_stall_timeout_s},
           engine, model);
   if (server.ok()) {
     const bool bracket = host.find(':') != std::string::npos;

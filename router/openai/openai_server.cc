@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "router/openai/openai_handlers.h"
 #include "router/openai/openai_response.h"
@@ -30,6 +32,9 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
   httplib::Server& http = *server->server_;
   const int threads = options.threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const auto write_timeout = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(options.write_timeout_s));
+  http.set_write_timeout(write_timeout.count() / 1000000, write_timeout.count() % 1000000);
   // Owned by the route lambdas (which live as long as the httplib::Server).
   auto handlers = std::make_shared<OpenAiHandlers>(engine, model, options.api_key);
   http.Post("/v1/completions", [handlers](const httplib::Request& req, httplib::Response& res) {

@@ -36,6 +36,10 @@ struct OpenAiServerOptions {
   std::string api_key;   // "" = none; else every route but /health needs `Bearer <key>`
   std::string tls_cert;  // PEM files; both set = HTTPS
   std::string tls_key;
+  // A streaming response whose client accepts no bytes for this long is dropped (the request is
+  // cancelled): the router's --stream-stall-timeout, as on gRPC streams (httplib's own default
+  // would be 5 s).
+  double write_timeout_s = 60;
 };
 
 class OpenAiServer {
