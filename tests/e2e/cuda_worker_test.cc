@@ -177,15 +177,17 @@ TEST_F(CudaWorkerTest, CancelMidStreamFreesBlocksAndWorkerSlot) {
   ExpectEverythingReleased(*device_);
 }
 
-// 4 requests of 20 + 40 tokens in a 10-block pool (144 token slots): the router preempts and
-// recomputes, and every request still gets the cpu backend's tokens.
+// 4 requests of 20 + 40 tokens in a 10-block pool (144 token slots): with no growth reserved at
+// admission (--kv-reserve-horizon 0) the router admits all four, then preempts and recomputes,
+// and every request still gets the cpu backend's tokens.
 TEST_F(CudaWorkerTest, PreemptionUnderATinyKvPoolKeepsTheTokens) {
   std::vector<v1::GenerateRequest> requests;
   for (int i = 0; i < 4; ++i) requests.push_back(GreedyIds(20, 10 + i, 40));
   const auto expected = RunAll(*cpu_, requests);
   ServingProcesses tight;
   tight.set_model(*model_path_);
-  ASSERT_TRUE(tight.Start(DeviceWorkerArgs({"--num-kv-blocks", "10"})).ok());
+  ASSERT_TRUE(
+      tight.Start(DeviceWorkerArgs({"--num-kv-blocks", "10"}), {"--kv-reserve-horizon", "0"}).ok());
   const auto got = RunAll(tight, requests);
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
   EXPECT_GT(tight.Stats().preemptions(), 0);
