@@ -31,25 +31,6 @@ namespace v1 = ::tessera::v1;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// The pid of `parent`'s child named `name` (from /proc), or -1.
-int ChildPid(int parent, const std::string& name) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const size_t open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    const std::string comm = line.substr(open + 1, close - open - 1);
-    int ppid = -1;
-    char state = 0;
-    std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid);
-    if (ppid == parent && name.rfind(comm, 0) == 0) return std::stoi(pid);
-  }
-  return -1;
-}
-
 // The TCP port `pid` listens on (its listening socket's inode matched in /proc/net/tcp{,6}),
 // or -1.
 int ListeningPort(int pid) {
@@ -115,7 +96,7 @@ TEST(ServeRestartTest, ADeadWorkerIsRestarted) {
       grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials()));
   ASSERT_TRUE(RunGenerate(*stub, Short()).status.ok());
 
-  const int worker = ChildPid(serve.pid(), "tessera-worker");
+  const int worker = cli::LiveChildPid(serve.pid(), "tessera-worker");
   ASSERT_GT(worker, 0);
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   // Right after the kill: UNAVAILABLE (not a hang, not a crash).
@@ -131,7 +112,7 @@ TEST(ServeRestartTest, ADeadWorkerIsRestarted) {
   }
   EXPECT_TRUE(after.ok()) << after.error_message() << "\n" << serve.StderrTail();
   EXPECT_THAT(serve.StderrTail(), HasSubstr("tessera serve: restarted tessera-worker"));
-  EXPECT_GT(ChildPid(serve.pid(), "tessera-worker"), 0);
+  EXPECT_GT(cli::LiveChildPid(serve.pid(), "tessera-worker"), 0);
   // The router counts the restore.
   const std::string& metrics = serve.router_metrics_address();
   httplib::Client client(metrics.substr(0, metrics.rfind(':')),
@@ -150,7 +131,7 @@ TEST(ServeRestartTest, AFailedRestartIsRetriedWithBackoff) {
   ASSERT_TRUE(serve.Start({"--threads", "1", "--kv-cache-mb", "64"}).ok());
   auto stub = v1::Tessera::NewStub(
       grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials()));
-  const int worker = ChildPid(serve.pid(), "tessera-worker");
+  const int worker = cli::LiveChildPid(serve.pid(), "tessera-worker");
   ASSERT_GT(worker, 0);
   const int port = ListeningPort(worker);
   ASSERT_GT(port, 0);
@@ -172,14 +153,14 @@ TEST(ServeRestartTest, AFailedRestartIsRetriedWithBackoff) {
   }
   EXPECT_TRUE(after.ok()) << after.error_message() << "\n" << serve.StderrTail();
   EXPECT_THAT(serve.StderrTail(), HasSubstr("tessera serve: restarted tessera-worker on"));
-  EXPECT_EQ(ListeningPort(ChildPid(serve.pid(), "tessera-worker")), port);
+  EXPECT_EQ(ListeningPort(cli::LiveChildPid(serve.pid(), "tessera-worker")), port);
   EXPECT_EQ(serve.Stop(), 0);
 }
 
 TEST(ServeRestartTest, NoRestartFailsTheCommand) {
   ServeProcess serve;
   ASSERT_TRUE(serve.Start({"--threads", "1", "--kv-cache-mb", "64", "--no-restart"}).ok());
-  const int worker = ChildPid(serve.pid(), "tessera-worker");
+  const int worker = cli::LiveChildPid(serve.pid(), "tessera-worker");
   ASSERT_GT(worker, 0);
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   std::this_thread::sleep_for(std::chrono::seconds(2));  // the supervisor polls every 200 ms

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -305,6 +308,26 @@ void ChildProcess::PumpStderr(int fd) {
   std::lock_guard<std::mutex> lock(mu_);
   stderr_closed_ = true;
   line_ready_.notify_all();
+}
+
+pid_t LiveChildPid(pid_t parent, const std::string& name) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    const std::string comm = line.substr(open + 1, close - open - 1);
+    char state = 0;
+    int ppid = -1;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+    // A zombie is a dead child not reaped yet: not "the live child".
+    if (ppid == parent && state != 'Z' && name.rfind(comm, 0) == 0) return std::stoi(pid);
+  }
+  return -1;
 }
 
 }  // namespace tessera::cli

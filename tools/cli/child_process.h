@@ -113,4 +113,8 @@ class ChildProcess {
   std::thread stderr_pump_;
 };
 
+// The pid of a live (not zombie) child of `parent` whose command name starts `name` (from
+// /proc; the kernel keeps 15 characters of it), or -1.
+pid_t LiveChildPid(pid_t parent, const std::string& name);
+
 }  // namespace tessera::cli

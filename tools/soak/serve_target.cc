@@ -28,26 +28,6 @@ constexpr char kRouterMetrics[] = "tessera serve: router metrics on ";
 
 }  // namespace
 
-pid_t ChildPid(pid_t parent, const std::string& name) {
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const size_t open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    const std::string comm = line.substr(open + 1, close - open - 1);
-    char state = 0;
-    int ppid = -1;
-    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-    // A zombie is a dead worker not reaped yet: not "the live child".
-    if (ppid == parent && state != 'Z' && name.rfind(comm, 0) == 0) return std::stoi(pid);
-  }
-  return -1;
-}
-
 double RssMiB(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
@@ -104,11 +84,11 @@ std::string ServeTarget::Stop() {
 bool ServeTarget::Alive() { return serve_ != nullptr && !serve_->Poll().has_value(); }
 
 pid_t ServeTarget::RouterPid() const {
-  return serve_ == nullptr ? -1 : ChildPid(serve_->pid(), "tessera-router");
+  return serve_ == nullptr ? -1 : cli::LiveChildPid(serve_->pid(), "tessera-router");
 }
 
 pid_t ServeTarget::WorkerPid() const {
-  return serve_ == nullptr ? -1 : ChildPid(serve_->pid(), "tessera-worker");
+  return serve_ == nullptr ? -1 : cli::LiveChildPid(serve_->pid(), "tessera-worker");
 }
 
 absl::StatusOr<pid_t> ServeTarget::KillWorker() const {
