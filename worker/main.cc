@@ -271,6 +271,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-worker: error: %s\n", e.what());
     return 1;
   }
+  if (const char* device = std::getenv(kDeviceEnvironment);
+      app.get_option("--device")->count() == 0 && device != nullptr && *device != '\0') {
+    flags.runner.device = device;
+  }
   if (const char* secret = std::getenv("TESSERA_WORKER_SECRET");
       flags.secret.empty() && secret != nullptr) {
     flags.secret = secret;  // the environment keeps it off the command line (ps)

@@ -1,7 +1,6 @@
 #include "worker/runner_factory.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -135,11 +134,6 @@ absl::StatusOr<BuiltRunner> BuildOnDevice(const RunnerFlags& flags, const Loaded
 }
 
 }  // namespace
-
-std::string DefaultDevice() {
-  const char* device = std::getenv("TESSERA_DEVICE");
-  return device != nullptr && *device != '\0' ? device : "auto";
-}
 
 absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model) {
   if (flags.device == "cpu") return BuildCpuRunner(flags, model);

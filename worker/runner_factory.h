@@ -18,11 +18,12 @@
 
 namespace tessera::worker {
 
-// $TESSERA_DEVICE when set (e.g. the test suites pin `cpu`), else "auto": the --device default.
-std::string DefaultDevice();
+// The --device default the binaries apply when the flag is absent: $TESSERA_DEVICE (the test
+// suites pin `cpu`), else RunnerFlags's "auto". Read by main(), passed in here.
+inline constexpr char kDeviceEnvironment[] = "TESSERA_DEVICE";
 
 struct RunnerFlags {
-  std::string device = DefaultDevice();  // auto | cpu | cuda | emulated
+  std::string device = "auto";       // auto | cpu | cuda | emulated
   std::string dtype;                 // cuda/emulated: bf16 (default) | f16 | f32; cpu: f32 only
   int threads = 0;                   // cpu: kernel threads (0 = hardware threads)
   int block_size = 16;

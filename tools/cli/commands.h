@@ -9,7 +9,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/runner_factory.h"
 #include "worker/sampler/sampling_params.h"
 
 namespace tessera::cli {
@@ -42,7 +41,7 @@ struct GenerateOptions {
   int threads = 0;             // 0 = one per hardware thread
   std::string activations = "f32";  // matmul activations (offline): f32 or int8
   std::string kv_cache_dtype = "f32";  // KV pool elements (offline): f32 or f16
-  std::string device = worker::DefaultDevice();  // offline backend: auto, cpu, cuda, emulated
+  std::string device = "auto";       // offline backend: auto, cpu, cuda or emulated
   std::string dtype;                 // offline cuda compute type; "": bf16
   bool ignore_eos = false;
   worker::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise

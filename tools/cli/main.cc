@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "tools/cli/commands.h"
+#include "worker/runner_factory.h"
 
 namespace {
 
@@ -215,6 +216,10 @@ int main(int argc, char** argv) {
   if (tokenize_cmd->parsed()) return ReportAndExit(tessera::cli::RunTokenize(tokenize));
   if (generate_cmd->parsed()) {
     generate.seed_given = seed->count() > 0;
+    if (const char* device = std::getenv(tessera::worker::kDeviceEnvironment);
+        generate_cmd->get_option("--device")->count() == 0 && device != nullptr && *device) {
+      generate.device = device;
+    }
     return ReportAndExit(tessera::cli::RunGenerate(generate));
   }
   if (bench_cmd->parsed()) return ReportAndExit(tessera::cli::RunBench(bench));

@@ -87,5 +87,8 @@ class DeviceKernels {
 // The kernels for `runtime` (emulated or cuda); UNAVAILABLE when this build cannot launch on it.
 // The runtime must outlive the result.
 absl::StatusOr<std::unique_ptr<DeviceKernels>> MakeDeviceKernels(device::DeviceRuntime& runtime);
+// The `cuda` half of MakeDeviceKernels: device_kernels_cuda.cu (nvcc), or
+// device_kernels_no_cuda.cc (UNAVAILABLE) in builds without CUDA.
+absl::StatusOr<std::unique_ptr<DeviceKernels>> MakeCudaKernels(device::DeviceRuntime& runtime);
 
 }  // namespace tessera::worker

@@ -7,9 +7,6 @@
 
 namespace tessera::worker {
 
-// Defined in device_kernels_cuda.cu (or device_kernels_no_cuda.cc).
-absl::StatusOr<std::unique_ptr<DeviceKernels>> MakeCudaKernels(device::DeviceRuntime& runtime);
-
 absl::StatusOr<std::unique_ptr<DeviceKernels>> MakeDeviceKernels(device::DeviceRuntime& runtime) {
   if (runtime.kind() == device::DeviceKind::kCuda) return MakeCudaKernels(runtime);
   auto& emulated = static_cast<device::EmulatedDeviceRuntime&>(runtime);
