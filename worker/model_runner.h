@@ -58,7 +58,7 @@ struct StepLogits {
 struct StepRunInfo {
   bool graph_replayed = false;  // a captured CUDA graph ran the step
   bool graph_captured = false;  // this step captured the graph it replayed
-  std::optional<GraphMissReason> graph_miss;  // a decode-only step that ran eagerly, and why
+  std::optional<GraphMissReason> graph_miss = std::nullopt;  // decode-only step run eagerly: why
   // Step entry -> last kernel launched (host work: input building, copies, launches). On the
   // emulated device a launch runs the kernel, so this includes the emulated compute.
   double launch_seconds = 0;

@@ -47,13 +47,16 @@ std::optional<int> GraphCache::BucketFor(int rows) const {
   return *it;
 }
 
-int GraphCache::RowsToRun(int rows) const {
-  if (mode_ == CudaGraphMode::kOff) return rows;
+GraphCache::DecodePlan GraphCache::PlanDecode(int rows) const {
+  if (mode_ == CudaGraphMode::kOff) return {.rows = rows, .miss = GraphMissReason::kDisabled};
   const std::optional<int> bucket = BucketFor(rows);
-  if (!bucket) return rows;
-  if (mode_ == CudaGraphMode::kEager && !graphs_.contains(*bucket)) return rows;
-  return *bucket;
+  if (!bucket) return {.rows = rows, .miss = GraphMissReason::kOversize};
+  if (graphs_.contains(*bucket)) return {.rows = *bucket};
+  if (mode_ == CudaGraphMode::kEager) return {.rows = rows, .miss = GraphMissReason::kEager};
+  return {.rows = *bucket, .capture = true};
 }
+
+int GraphCache::RowsToRun(int rows) const { return PlanDecode(rows).rows; }
 
 absl::Status GraphCache::Capture(int bucket, EnqueueStep enqueue) {
   // Warm-up: the step runs once eagerly first, so libraries and lazily loaded kernels initialise
@@ -78,16 +81,13 @@ absl::StatusOr<GraphStepOutcome> GraphCache::Miss(int rows, GraphMissReason reas
 
 absl::StatusOr<GraphStepOutcome> GraphCache::RunDecode(int rows, EnqueueStep enqueue) {
   TESSERA_CHECK(rows >= 1, "GraphCache::RunDecode: rows < 1");
-  if (mode_ == CudaGraphMode::kOff) return Miss(rows, GraphMissReason::kDisabled, enqueue);
-  const std::optional<int> bucket = BucketFor(rows);
-  if (!bucket) return Miss(rows, GraphMissReason::kOversize, enqueue);
-  GraphStepOutcome outcome{.rows = *bucket, .replayed = true};
-  if (!graphs_.contains(*bucket)) {
-    if (mode_ == CudaGraphMode::kEager) return Miss(rows, GraphMissReason::kEager, enqueue);
-    if (absl::Status captured = Capture(*bucket, enqueue); !captured.ok()) return captured;
-    outcome.captured = true;
+  const DecodePlan plan = PlanDecode(rows);
+  if (plan.miss) return Miss(rows, *plan.miss, enqueue);
+  GraphStepOutcome outcome{.rows = plan.rows, .replayed = true, .captured = plan.capture};
+  if (plan.capture) {
+    if (absl::Status captured = Capture(plan.rows, enqueue); !captured.ok()) return captured;
   }
-  if (absl::Status replayed = runtime_->Replay(graphs_.at(*bucket)); !replayed.ok()) {
+  if (absl::Status replayed = runtime_->Replay(graphs_.at(plan.rows)); !replayed.ok()) {
     return replayed;
   }
   ++replays_;

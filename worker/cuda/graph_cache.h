@@ -38,7 +38,7 @@ struct GraphStepOutcome {
   int rows = 0;           // rows the step ran with: the bucket when replayed, else the batch
   bool replayed = false;
   bool captured = false;  // this step captured the graph it replayed
-  std::optional<GraphMissReason> miss;  // a decode-only step that ran eagerly, and why
+  std::optional<GraphMissReason> miss = std::nullopt;  // a decode-only step run eagerly, and why
 };
 
 class GraphCache {
@@ -69,6 +69,13 @@ class GraphCache {
   int64_t misses(GraphMissReason reason) const { return misses_[static_cast<size_t>(reason)]; }
 
  private:
+  // What RunDecode(rows) will do; RowsToRun reads the same decision.
+  struct DecodePlan {
+    int rows = 0;                         // the bucket, or `rows` on a miss
+    std::optional<GraphMissReason> miss = std::nullopt;  // set: run eagerly, under this reason
+    bool capture = false;                 // lazy mode, bucket not captured yet
+  };
+  DecodePlan PlanDecode(int rows) const;
   absl::Status Capture(int bucket, EnqueueStep enqueue);
   absl::StatusOr<GraphStepOutcome> Miss(int rows, GraphMissReason reason, EnqueueStep enqueue);
 
