@@ -24,8 +24,9 @@
 // read V, V/8, V/64, ... ids until <= 256 are left, which one warp walks with warp scans and
 // ballots (tie ranks by ballot prefix counts). Nothing is sorted and nothing is written to global
 // scratch; the penalty list becomes a bitmap of the vocab in dynamic shared memory
-// (ceil(vocab / 32) * 4 bytes: 19 KB at vocab 152k; vocab <= 393k) and penalized ids are found
-// by binary search in the row's sorted list.
+// (ceil(vocab / 32) * 4 bytes: 19 KB at vocab 152k; above ~380k the kernel must opt in beyond
+// CUDA's default 48 KiB, AllowSamplingSharedMemory) and penalized ids are found by binary search
+// in the row's sorted list.
 //
 // Passes over the row's logits (each reads vocab * 4 bytes): stats (online max/sum-exp for the
 // raw log-softmax + penalized arg-max) 1; greedy stops there. Stochastic: top-k +4, top-p +4
@@ -89,16 +90,28 @@ __global__ void __launch_bounds__(kSamplingThreads, 4)
   }
 }
 
+// Dynamic shared memory of a launch with penalties: the vocab's penalty bitmap.
+inline size_t SamplingPenaltyBitmapBytes(int vocab) {
+  return static_cast<size_t>((vocab + 31) / 32) * sizeof(uint32_t);
+}
+
+// Lets launches at `vocab` use the bitmap's shared memory (CUDA gives 48 KiB in all unless a
+// kernel opts in). Once per launcher, before the first launch (and before any graph capture);
+// fails when the device cannot hold the bitmap (vocab above ~1.8M on Hopper's 227 KiB).
+template <class Launcher>
+auto AllowSamplingSharedMemory(Launcher& launcher, int vocab) {
+  return launcher.AllowDynamicShared(SamplingKernel<float>, SamplingPenaltyBitmapBytes(vocab));
+}
+
 // logits [num_rows, vocab] f32 (finite or -inf); params [num_rows]; penalties and outputs as in
-// sampling_types.h. Preconditions: num_rows >= 1; 1 <= vocab <= 393216 (the penalty bitmap fits
-// the default 48 KB of dynamic shared memory); params validated (worker::ValidateSamplingParams);
+// sampling_types.h. Preconditions: num_rows >= 1; vocab >= 1, and AllowSamplingSharedMemory for
+// it succeeded on this launcher; params validated (worker::ValidateSamplingParams);
 // out.top_ids / top_logprobs non-null if any row has num_logprobs > 0.
 template <class Launcher>
 auto LaunchSampling(Launcher& launcher, const float* logits, int num_rows, int vocab,
                     const SamplingRowParams* params, const SamplingPenalties& penalties,
                     const SamplingOutputs& outputs) {
-  const size_t bitmap_bytes =
-      penalties.offsets ? static_cast<size_t>((vocab + 31) / 32) * sizeof(uint32_t) : 0;
+  const size_t bitmap_bytes = penalties.offsets ? SamplingPenaltyBitmapBytes(vocab) : 0;
   const LaunchShape shape{dim3(num_rows), dim3(kSamplingThreads), bitmap_bytes};
   return launcher.Launch(shape, SamplingKernel<float>, logits, vocab, params, penalties, outputs);
 }

@@ -16,6 +16,7 @@
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/device/device_runtime.h"
 #include "kernels/simt/emulator.h"
+#include "kernels/simt/shared_memory_opt_ins.h"
 
 namespace tessera::device {
 
@@ -29,9 +30,15 @@ class EmulatedStreamLauncher {
 
   template <typename... Params, typename... Args>
   absl::Status Launch(const cuda::LaunchShape& shape, void (*kernel)(Params...), Args&&... args);
+  // As CudaLauncher's: lets `kernel` use more than 48 KiB of shared memory.
+  template <typename... Params>
+  absl::Status AllowDynamicShared(void (*kernel)(Params...), size_t bytes) {
+    return opt_ins_.Allow(reinterpret_cast<const void*>(kernel), bytes);
+  }
 
  private:
   EmulatedDeviceRuntime& runtime_;
+  simt::SharedMemoryOptIns opt_ins_;
 };
 
 class EmulatedDeviceRuntime final : public DeviceRuntime {
@@ -45,6 +52,8 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
 
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* device_pointer) override;
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override;
+  void FreeHost(void* host_pointer) override;
   absl::Status CopyToDevice(void* device_destination, const void* host_source,
                             size_t bytes) override;
   absl::Status CopyToHost(void* host_destination, const void* device_source,
@@ -74,6 +83,7 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
 
  private:
   using Clock = std::chrono::steady_clock;
+  static constexpr size_t kHostAlignment = 64;
 
   DeviceProperties properties_;
   uint64_t memory_bytes_;
@@ -93,6 +103,7 @@ absl::Status EmulatedStreamLauncher::Launch(const cuda::LaunchShape& shape,
   config.grid = shape.grid;
   config.block = shape.block;
   config.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+  config.shared_bytes_limit = opt_ins_.LimitFor(reinterpret_cast<const void*>(kernel));
   config.schedule = runtime_.schedule();
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
   return runtime_.Enqueue([config, kernel, params]() {

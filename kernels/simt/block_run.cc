@@ -50,7 +50,7 @@ BlockRun::BlockRun(const LaunchConfig& config, const std::function<void()>& body
     : config_(config),
       body_(body),
       num_threads_(static_cast<int>(config.block.x * config.block.y * config.block.z)),
-      arena_(config.dynamic_shared_bytes),
+      arena_(config.dynamic_shared_bytes, config.shared_bytes_limit),
       threads_(num_threads_),
       warp_groups_((num_threads_ + 31) / 32),
       rng_(config.schedule.seed) {

@@ -31,10 +31,16 @@ absl::Status ValidateConfig(const LaunchConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("simt: invalid grid (", g.x, ",", g.y, ",", g.z, ")"));
   }
-  if (config.dynamic_shared_bytes > kMaxSharedBytesPerBlock) {
-    return absl::InvalidArgumentError(absl::StrCat("simt: ", config.dynamic_shared_bytes,
-                                                   " bytes of dynamic shared memory exceed ",
+  if (config.shared_bytes_limit > kMaxSharedBytesPerBlock) {
+    return absl::InvalidArgumentError(absl::StrCat("simt: a shared memory limit of ",
+                                                   config.shared_bytes_limit, " bytes exceeds ",
                                                    kMaxSharedBytesPerBlock));
+  }
+  if (config.dynamic_shared_bytes > config.shared_bytes_limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simt: ", config.dynamic_shared_bytes, " bytes of dynamic shared memory exceed the "
+        "kernel's limit of ", config.shared_bytes_limit, " (above ", kDefaultSharedBytesPerBlock,
+        " a kernel must opt in, as cudaFuncAttributeMaxDynamicSharedMemorySize)"));
   }
   return absl::OkStatus();
 }

@@ -23,16 +23,23 @@
 
 namespace tessera::simt {
 
+// Shared memory a block may use (static + dynamic) without opting in, as on every CUDA GPU.
+inline constexpr size_t kDefaultSharedBytesPerBlock = 48 * 1024;
+// Largest shared memory one block may use (static + dynamic) after opting in: H100's maximum.
+inline constexpr size_t kMaxSharedBytesPerBlock = 227 * 1024;
+
 struct LaunchConfig {
   dim3 grid;
   dim3 block;
   size_t dynamic_shared_bytes = 0;
+  // The block's static + dynamic shared memory limit, as CUDA applies it: 48 KiB unless the
+  // kernel opted in to more (cudaFuncAttributeMaxDynamicSharedMemorySize; the emulated
+  // launcher's AllowDynamicShared), never above kMaxSharedBytesPerBlock.
+  size_t shared_bytes_limit = kDefaultSharedBytesPerBlock;
   Schedule schedule;
   size_t stack_bytes = 64 * 1024;  // per emulated thread; a guard page below catches overflow
 };
 
-// Largest shared memory one block may use (static + dynamic), H100's opt-in maximum.
-inline constexpr size_t kMaxSharedBytesPerBlock = 227 * 1024;
 inline constexpr int kMaxThreadsPerBlock = 1024;
 
 // Runs `body` once per thread of every block. Prefer Launch() below.

@@ -19,7 +19,8 @@ size_t RoundUp(size_t value, size_t multiple) { return (value + multiple - 1) / 
 
 }  // namespace
 
-SharedArena::SharedArena(size_t dynamic_bytes) : dynamic_bytes_(dynamic_bytes) {
+SharedArena::SharedArena(size_t dynamic_bytes, size_t limit)
+    : dynamic_bytes_(dynamic_bytes), limit_(limit) {
   const size_t page = PageSize();
   const size_t usable = RoundUp(kMaxSharedBytesPerBlock + 16, page);
   mapping_bytes_ = usable + page;
@@ -51,11 +52,13 @@ absl::StatusOr<void*> SharedArena::Static(const void* site, size_t bytes, size_t
   const uintptr_t top = reinterpret_cast<uintptr_t>(static_low_);
   const uintptr_t placed = (top - bytes) & ~(static_cast<uintptr_t>(alignment) - 1);
   const size_t total = reinterpret_cast<uintptr_t>(dynamic_) + dynamic_bytes_ - placed;
-  if (bytes > top || placed < reinterpret_cast<uintptr_t>(mapping_) ||
-      total > kMaxSharedBytesPerBlock) {
+  const size_t static_total = total - dynamic_bytes_;
+  if (bytes > top || placed < reinterpret_cast<uintptr_t>(mapping_) || total > limit_ ||
+      static_total > kDefaultSharedBytesPerBlock) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "shared memory of one block would exceed ", kMaxSharedBytesPerBlock, " bytes (",
-        dynamic_bytes_, " dynamic + static, asking for ", bytes, " more)"));
+        "shared memory of one block would exceed its limit of ", limit_, " bytes (",
+        dynamic_bytes_, " dynamic + static, asking for ", bytes, " more; static alone at most ",
+        kDefaultSharedBytesPerBlock, ")"));
   }
   static_low_ = reinterpret_cast<char*>(placed);
   std::memset(static_low_, 0xFF, static_cast<size_t>(top - placed));

@@ -15,7 +15,8 @@ namespace tessera::simt::detail {
 
 class SharedArena {
  public:
-  explicit SharedArena(size_t dynamic_bytes);
+  // `limit`: the block's static + dynamic bytes (<= kMaxSharedBytesPerBlock).
+  SharedArena(size_t dynamic_bytes, size_t limit);
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
@@ -23,7 +24,7 @@ class SharedArena {
   // Fills every byte handed out so far (and the dynamic region) with 0xFF.
   void PoisonForBlock();
   // The same address for the same `site` within a launch; an error when the block's total
-  // would exceed kMaxSharedBytesPerBlock.
+  // would exceed the limit, or its static part kDefaultSharedBytesPerBlock (as nvcc's).
   absl::StatusOr<void*> Static(const void* site, size_t bytes, size_t alignment);
   void* Dynamic() const { return dynamic_; }
   size_t dynamic_bytes() const { return dynamic_bytes_; }
@@ -33,6 +34,7 @@ class SharedArena {
   size_t mapping_bytes_ = 0;
   char* dynamic_ = nullptr;  // ends at the guard page
   size_t dynamic_bytes_ = 0;
+  size_t limit_ = 0;
   char* static_low_ = nullptr;  // static allocations grow down from dynamic_
   std::unordered_map<const void*, void*> sites_;
 };

@@ -78,6 +78,10 @@ class DeviceKernels {
                                           int32_t* tables, int64_t table_entries) = 0;
   virtual absl::Status GatherTableRows(const int32_t* tables, const int32_t* row_slots,
                                        int32_t* out, int num_rows, int stride) = 0;
+  // Lets Sampling serve `vocab` (its penalty bitmap in shared memory may need more than CUDA's
+  // default 48 KiB). Once, before any step or capture; FAILED_PRECONDITION naming the sizes
+  // when the device cannot give one block that much.
+  virtual absl::Status PrepareSampling(int vocab) = 0;
   virtual absl::Status Sampling(const float* logits, int num_rows, int vocab,
                                 const cuda::SamplingRowParams* params,
                                 const cuda::SamplingPenalties& penalties,

@@ -187,6 +187,15 @@ class DeviceKernelsFor final : public DeviceKernels {
                                                                 num_rows, stride));
   }
 
+  absl::Status PrepareSampling(int vocab) override {
+    const absl::Status status = to_status_(cuda::AllowSamplingSharedMemory(launcher_, vocab));
+    if (status.ok()) return status;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a vocabulary of ", vocab, " tokens needs ", cuda::SamplingPenaltyBitmapBytes(vocab),
+        " bytes of shared memory per block for the device sampler's penalty bitmap, more than "
+        "this device allows (", status.message(), ")"));
+  }
+
   absl::Status Sampling(const float* logits, int num_rows, int vocab,
                         const cuda::SamplingRowParams* params,
                         const cuda::SamplingPenalties& penalties,

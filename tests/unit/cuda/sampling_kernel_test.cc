@@ -92,6 +92,8 @@ DeviceRows RunSampler(const simt::Schedule& schedule, const std::vector<float>& 
   const SamplingOutputs out{d_out_tokens.get(), d_out_logprobs.get(), d_top_ids.get(),
                             d_top_logprobs.get(), d_probs.get()};
   simt::TestLauncher launcher(schedule);
+  const auto allowed = AllowSamplingSharedMemory(launcher, vocab);
+  EXPECT_TRUE(allowed.ok()) << allowed;
   const auto status =
       LaunchSampling(launcher, static_cast<const float*>(d_logits.get()), rows, vocab,
                      static_cast<const SamplingRowParams*>(d_params.get()), p, out);
@@ -379,6 +381,41 @@ TEST_F(SamplingKernelLargeVocabTest, MatchesReference) {
   int near = CheckFilters(schedule, 2, 49152, rng, 0.8f, 0, 0.95f, 0.001f, false, "top_p");
   near += CheckFilters(schedule, 1, 49152, rng, 1.0f, 1000, 0.9f, 0.0f, true, "top_k + top_p");
   EXPECT_EQ(near, 0);
+}
+
+// A vocabulary whose penalty bitmap (52 KB) is beyond CUDA's default 48 KiB of shared memory:
+// the launch fails unless the kernel opted in (the emulator models the limit as a GPU applies
+// it), and after opting in it matches the reference. Greedy rows keep the emulator time short.
+TEST_F(SamplingKernelLargeVocabTest, PenaltyBitmapAboveDefaultSharedMemoryNeedsTheOptIn) {
+  constexpr int kVocab = 416003;
+  ASSERT_GT(SamplingPenaltyBitmapBytes(kVocab), size_t{48} * 1024);
+  std::mt19937 rng(43);
+  const std::vector<float> logits = RandomLogits(1, kVocab, rng, false);
+  SamplingRowParams p = RandomParams(rng, 0.0f, 0, 1.0f, 0.0f, 2);
+  p.repetition_penalty = 1.3f;
+  const std::vector<std::vector<PenaltyEntry>> penalties = {
+      {{.token = 17, .generated_count = 1, .in_prompt = true},
+       {.token = kVocab - 2, .generated_count = 2, .in_prompt = false}}};
+  DeviceBuffer<float> d_logits{std::span<const float>(logits)};
+  DeviceBuffer<SamplingRowParams> d_params{std::span<const SamplingRowParams>(&p, 1)};
+  const std::vector<int32_t> offsets = {0, 2}, tokens = {17, kVocab - 2}, counts = {1, 2};
+  const std::vector<uint8_t> in_prompt = {1, 0};
+  DeviceBuffer<int32_t> d_offsets{std::span<const int32_t>(offsets)};
+  DeviceBuffer<int32_t> d_tokens{std::span<const int32_t>(tokens)};
+  DeviceBuffer<int32_t> d_counts{std::span<const int32_t>(counts)};
+  DeviceBuffer<uint8_t> d_prompt{std::span<const uint8_t>(in_prompt)};
+  DeviceBuffer<int32_t> d_token(1), d_top_ids(kSamplingMaxLogprobs);
+  DeviceBuffer<float> d_logprob(1), d_top_logprobs(kSamplingMaxLogprobs);
+  const SamplingPenalties pen{d_offsets.get(), d_tokens.get(), d_counts.get(), d_prompt.get()};
+  const SamplingOutputs out{d_token.get(), d_logprob.get(), d_top_ids.get(),
+                            d_top_logprobs.get(), nullptr};
+  simt::TestLauncher launcher(simt::TestSchedules().front());
+  const auto without = LaunchSampling(launcher, static_cast<const float*>(d_logits.get()), 1,
+                                      kVocab, static_cast<const SamplingRowParams*>(d_params.get()),
+                                      pen, out);
+  EXPECT_FALSE(without.ok()) << "52 KB of dynamic shared memory launched without opting in";
+  DeviceRows got = RunSampler(simt::TestSchedules().front(), logits, kVocab, {p}, penalties);
+  CheckRow(got, Reference(logits, kVocab, 0, p, penalties.front()), kVocab, 0, "large vocab");
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, SamplingKernelTest, ::testing::ValuesIn(simt::TestSchedules()),
