@@ -241,6 +241,10 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                "cuda: batch-invariant GEMM and attention (a request's results never depend on "
                "its batch; slower); the cpu backend always is");
   app.add_option("--cuda-device", r->cuda_device, "cuda: device index")->capture_default_str();
+  app.add_flag("--cuda-sync-each-launch", r->cuda_sync_each_launch,
+               "cuda bring-up: wait after every kernel launch and GEMM (outside graph capture) "
+               "so a device fault is reported by the launch that caused it, naming the kernel; "
+               "slow");
   app.add_option("--emulated-memory-mb", r->emulated_memory_mb,
                  "emulated: the emulated device's memory")
       ->capture_default_str();

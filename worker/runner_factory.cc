@@ -106,6 +106,7 @@ absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerF
 #if TESSERA_WITH_SIMT
   device::DeviceOptions options{.kind = kind,
                                 .cuda_device_index = flags.cuda_device,
+                                .cuda_sync_each_launch = flags.cuda_sync_each_launch,
                                 .emulated_memory_bytes =
                                     static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB,
                                 .emulated_schedule = {}};

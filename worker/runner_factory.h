@@ -37,6 +37,7 @@ struct RunnerFlags {
   std::string cuda_graphs = "lazy";  // lazy | eager | off
   bool batch_invariant = false;      // cuda: batch-invariant kernels (cpu always is)
   int cuda_device = 0;
+  bool cuda_sync_each_launch = false;  // cuda: sync after every launch, naming a failed kernel
   int64_t emulated_memory_mb = 1024; // the emulated device's memory
 };
 

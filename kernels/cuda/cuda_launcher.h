@@ -1,30 +1,103 @@
 // The Launcher (launch_shape.h) for a real GPU: the one place `<<<>>>` is written. nvcc only:
 // included from .cu files (never from a .cuh, which g++ also compiles for the emulator).
-// Returns the launch error (bad configuration, too much shared memory); errors of the kernel's
-// execution surface at the next synchronisation, as in CUDA.
+//
+// A launch returns a CudaLaunchResult: the launch error (bad configuration, too much shared
+// memory) and the kernel it concerns, so every failure can name its kernel (DescribeLaunch).
+// Errors of the kernel's execution surface at the next synchronisation, as in CUDA, unless the
+// launcher syncs after each launch (`--cuda-sync-each-launch`, for bring-up): then a fault is
+// reported by the launch that caused it. Launches first make the launcher's device current on
+// the calling thread (cuda_current_device.h). Thread-compatible.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <string>
 #include <utility>
 
+#include "kernels/cuda/cuda_current_device.h"
 #include "kernels/cuda/launch_shape.h"
 
 namespace tessera::cuda {
 
+struct CudaLaunchOptions {
+  int device = -1;                // made current before each launch; -1: the thread's current
+  bool sync_each_launch = false;  // wait for each kernel outside graph capture (bring-up)
+};
+
+struct CudaLaunchResult {
+  cudaError_t error = cudaSuccess;
+  const void* kernel = nullptr;
+  bool ok() const { return error == cudaSuccess; }
+};
+
+// The kernel's demangled name ("void tessera::cuda::RmsNormKernel<float>(...)"), or "kernel
+// <address>" when CUDA cannot name it.
+inline std::string KernelName(const void* kernel) {
+  const char* mangled = nullptr;
+  if (kernel == nullptr || cudaFuncGetName(&mangled, kernel) != cudaSuccess || !mangled) {
+    cudaGetLastError();
+    return "kernel at " + std::to_string(reinterpret_cast<uintptr_t>(kernel));
+  }
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  return name;
+}
+
+// "<kernel name>: cudaErrorX (description)" for a failed launch.
+inline std::string DescribeLaunch(const CudaLaunchResult& result) {
+  return KernelName(result.kernel) + ": " + cudaGetErrorName(result.error) + " (" +
+         cudaGetErrorString(result.error) + ")";
+}
+
 class CudaLauncher {
  public:
-  explicit CudaLauncher(cudaStream_t stream) : stream_(stream) {}
+  explicit CudaLauncher(cudaStream_t stream, CudaLaunchOptions options = {})
+      : stream_(stream), options_(options) {}
 
   template <typename... Params, typename... Args>
-  cudaError_t Launch(const LaunchShape& shape, void (*kernel)(Params...), Args&&... args) {
+  CudaLaunchResult Launch(const LaunchShape& shape, void (*kernel)(Params...), Args&&... args) {
+    const CudaLaunchResult failed_device{UseDeviceOnThisThread(options_.device),
+                                         reinterpret_cast<const void*>(kernel)};
+    if (!failed_device.ok()) return failed_device;
     kernel<<<shape.grid, shape.block, shape.dynamic_shared_bytes, stream_>>>(
         static_cast<Params>(std::forward<Args>(args))...);
-    return cudaGetLastError();
+    CudaLaunchResult result{cudaGetLastError(), reinterpret_cast<const void*>(kernel)};
+    if (result.ok() && options_.sync_each_launch && !Capturing()) {
+      result.error = cudaStreamSynchronize(stream_);
+    }
+    return result;
   }
 
+  // cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes): launches
+  // may then pass up to `bytes` of dynamic shared memory (CUDA allows 48 KiB in all without).
+  template <typename... Params>
+  CudaLaunchResult AllowDynamicShared(void (*kernel)(Params...), size_t bytes) {
+    CudaLaunchResult result{UseDeviceOnThisThread(options_.device),
+                            reinterpret_cast<const void*>(kernel)};
+    if (result.ok()) {
+      result.error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes));
+    }
+    if (!result.ok()) cudaGetLastError();
+    return result;
+  }
+
+  cudaStream_t stream() const { return stream_; }
+
  private:
+  bool Capturing() const {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(stream_, &status) != cudaSuccess ||
+           status != cudaStreamCaptureStatusNone;
+  }
+
   cudaStream_t stream_;
+  CudaLaunchOptions options_;
 };
 
 }  // namespace tessera::cuda

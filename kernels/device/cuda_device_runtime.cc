@@ -1,10 +1,13 @@
 #include "kernels/device/cuda_device_runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/util/status_macros.h"
+#include "kernels/cuda/cuda_current_device.h"
 #include "kernels/device/gemm_reference.h"
 
 namespace tessera::device {
@@ -39,7 +42,8 @@ bool BuiltFor(int major, int minor) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> CudaDeviceRuntime::Open(int device_index) {
+absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> CudaDeviceRuntime::Open(int device_index,
+                                                                       bool sync_each_launch) {
   int count = 0;
   if (cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
     cudaGetLastError();
@@ -56,11 +60,8 @@ absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> CudaDeviceRuntime::Open(int d
         absl::StrCat("CUDA device ", device_index, " does not exist (", count, " visible)"));
   }
   cudaDeviceProp prop{};
-  if (absl::Status s = CudaStatus("cudaGetDeviceProperties",
-                                  cudaGetDeviceProperties(&prop, device_index));
-      !s.ok()) {
-    return s;
-  }
+  TESSERA_RETURN_IF_ERROR(
+      CudaStatus("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, device_index)));
   if (!BuiltFor(prop.major, prop.minor)) {
     return absl::FailedPreconditionError(absl::StrCat(
         prop.name, " is compute capability ", prop.major, ".", prop.minor,
@@ -69,30 +70,54 @@ absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> CudaDeviceRuntime::Open(int d
   }
   std::unique_ptr<CudaDeviceRuntime> runtime(new CudaDeviceRuntime);
   runtime->device_index_ = device_index;
-  runtime->properties_ = {prop.name, prop.totalGlobalMem, prop.multiProcessorCount, prop.major,
-                          prop.minor};
-  if (absl::Status s = CudaStatus("cudaSetDevice", cudaSetDevice(device_index)); !s.ok()) return s;
-  if (absl::Status s = CudaStatus("cudaStreamCreate",
-                                  cudaStreamCreateWithFlags(&runtime->stream_,
-                                                            cudaStreamNonBlocking));
-      !s.ok()) {
-    return s;
-  }
-  if (cublasCreate(&runtime->cublas_) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetStream(runtime->cublas_, runtime->stream_) != CUBLAS_STATUS_SUCCESS) {
-    return absl::InternalError("cuBLAS could not be initialised on the device");
-  }
+  runtime->sync_each_launch_ = sync_each_launch;
+  runtime->properties_ = {prop.name,  prop.totalGlobalMem, prop.multiProcessorCount,
+                          prop.major, prop.minor,          prop.sharedMemPerBlockOptin};
+  TESSERA_RETURN_IF_ERROR(runtime->Initialize());
   return runtime;
 }
 
+absl::Status CudaDeviceRuntime::Initialize() {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
+  TESSERA_RETURN_IF_ERROR(CudaStatus(
+      "cudaStreamCreate", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
+  if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError("cuBLAS could not be initialised on the device");
+  }
+  TESSERA_RETURN_IF_ERROR(CudaStatus("cudaMalloc of the cuBLAS workspace",
+                                     cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes)));
+  if (cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return absl::InternalError("cublasSetWorkspace failed");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDeviceRuntime::UseDevice() const {
+  return CudaStatus("cudaSetDevice", cuda::UseDeviceOnThisThread(device_index_));
+}
+
+absl::Status CudaDeviceRuntime::SyncIfDebugging(const char* what) {
+  if (!sync_each_launch_ || capturing_) return absl::OkStatus();
+  const cudaError_t error = cudaStreamSynchronize(stream_);
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, " failed on the device (--cuda-sync-each-launch): ",
+                                          cudaGetErrorName(error), " (",
+                                          cudaGetErrorString(error), ")"));
+}
+
 CudaDeviceRuntime::~CudaDeviceRuntime() {
+  (void)UseDevice();
   for (cudaGraphExec_t graph : graphs_) cudaGraphExecDestroy(graph);
   for (cudaEvent_t event : events_) cudaEventDestroy(event);
   if (cublas_) cublasDestroy(cublas_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 absl::StatusOr<uint64_t> CudaDeviceRuntime::FreeMemoryBytes() {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   size_t free_bytes = 0, total_bytes = 0;
   if (absl::Status s = CudaStatus("cudaMemGetInfo", cudaMemGetInfo(&free_bytes, &total_bytes));
       !s.ok()) {
@@ -102,6 +127,7 @@ absl::StatusOr<uint64_t> CudaDeviceRuntime::FreeMemoryBytes() {
 }
 
 absl::StatusOr<void*> CudaDeviceRuntime::Allocate(size_t bytes) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   if (capturing_) {
     return absl::FailedPreconditionError("device memory cannot be allocated during graph capture");
   }
@@ -115,40 +141,68 @@ absl::StatusOr<void*> CudaDeviceRuntime::Allocate(size_t bytes) {
 }
 
 void CudaDeviceRuntime::Free(void* device_pointer) {
-  if (cudaFree(device_pointer) != cudaSuccess) {
+  if (!UseDevice().ok() || cudaFree(device_pointer) != cudaSuccess) {
     std::fprintf(stderr, "cudaFree(%p) failed\n", device_pointer);
+    std::abort();
+  }
+}
+
+absl::StatusOr<void*> CudaDeviceRuntime::AllocateHost(size_t bytes) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
+  if (capturing_) {
+    return absl::FailedPreconditionError("host memory cannot be allocated during graph capture");
+  }
+  void* pointer = nullptr;
+  if (cudaError_t error = cudaHostAlloc(&pointer, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+      error != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes, " bytes: ",
+                                                     cudaGetErrorString(error)));
+  }
+  return pointer;
+}
+
+void CudaDeviceRuntime::FreeHost(void* host_pointer) {
+  if (host_pointer != nullptr && cudaFreeHost(host_pointer) != cudaSuccess) {
+    std::fprintf(stderr, "cudaFreeHost(%p) failed\n", host_pointer);
     std::abort();
   }
 }
 
 absl::Status CudaDeviceRuntime::CopyToDevice(void* device_destination, const void* host_source,
                                              size_t bytes) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   return CudaStatus("cudaMemcpyAsync H2D", cudaMemcpyAsync(device_destination, host_source, bytes,
                                                            cudaMemcpyHostToDevice, stream_));
 }
 
 absl::Status CudaDeviceRuntime::CopyToHost(void* host_destination, const void* device_source,
                                            size_t bytes) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   return CudaStatus("cudaMemcpyAsync D2H", cudaMemcpyAsync(host_destination, device_source, bytes,
                                                            cudaMemcpyDeviceToHost, stream_));
 }
 
 absl::Status CudaDeviceRuntime::CopyOnDevice(void* device_destination, const void* device_source,
                                              size_t bytes) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   return CudaStatus("cudaMemcpyAsync D2D", cudaMemcpyAsync(device_destination, device_source,
                                                            bytes, cudaMemcpyDeviceToDevice,
                                                            stream_));
 }
 
 absl::Status CudaDeviceRuntime::Fill(void* device_destination, uint8_t byte, size_t bytes) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   return CudaStatus("cudaMemsetAsync", cudaMemsetAsync(device_destination, byte, bytes, stream_));
 }
 
 absl::Status CudaDeviceRuntime::Synchronize() {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   return CudaStatus("cudaStreamSynchronize", cudaStreamSynchronize(stream_));
 }
 
 absl::StatusOr<EventHandle> CudaDeviceRuntime::CreateEvent() {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   cudaEvent_t event = nullptr;
   if (absl::Status s = CudaStatus("cudaEventCreate", cudaEventCreate(&event)); !s.ok()) return s;
   events_.push_back(event);
@@ -156,6 +210,7 @@ absl::StatusOr<EventHandle> CudaDeviceRuntime::CreateEvent() {
 }
 
 absl::Status CudaDeviceRuntime::RecordEvent(EventHandle event) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   if (event < 0 || static_cast<size_t>(event) >= events_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown event ", event));
   }
@@ -163,6 +218,7 @@ absl::Status CudaDeviceRuntime::RecordEvent(EventHandle event) {
 }
 
 absl::StatusOr<double> CudaDeviceRuntime::ElapsedSeconds(EventHandle start, EventHandle end) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   for (EventHandle event : {start, end}) {
     if (event < 0 || static_cast<size_t>(event) >= events_.size()) {
       return absl::InvalidArgumentError(absl::StrCat("unknown event ", event));
@@ -182,6 +238,7 @@ absl::StatusOr<double> CudaDeviceRuntime::ElapsedSeconds(EventHandle start, Even
 }
 
 absl::Status CudaDeviceRuntime::BeginCapture() {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   if (capturing_) return absl::FailedPreconditionError("a graph capture is already under way");
   if (absl::Status s = CudaStatus("cudaStreamBeginCapture",
                                   cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
@@ -193,6 +250,7 @@ absl::Status CudaDeviceRuntime::BeginCapture() {
 }
 
 absl::StatusOr<GraphHandle> CudaDeviceRuntime::EndCapture() {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   if (!capturing_) return absl::FailedPreconditionError("EndCapture without BeginCapture");
   capturing_ = false;
   cudaGraph_t graph = nullptr;
@@ -209,6 +267,7 @@ absl::StatusOr<GraphHandle> CudaDeviceRuntime::EndCapture() {
 }
 
 absl::Status CudaDeviceRuntime::Replay(GraphHandle graph) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   if (graph < 0 || static_cast<size_t>(graph) >= graphs_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown graph ", graph));
   }
@@ -217,6 +276,7 @@ absl::Status CudaDeviceRuntime::Replay(GraphHandle graph) {
 
 // Row-major c[m,n] = a[m,k]·b[n,k]ᵀ is column-major cᵀ[n,m] = op_T(b)·op_N(a).
 absl::Status CudaDeviceRuntime::Gemm(const GemmArgs& args) {
+  TESSERA_RETURN_IF_ERROR(UseDevice());
   if (absl::Status valid = ValidateGemm(args); !valid.ok()) return valid;
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t status = cublasGemmEx(
@@ -227,7 +287,7 @@ absl::Status CudaDeviceRuntime::Gemm(const GemmArgs& args) {
   if (status != CUBLAS_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("cublasGemmEx failed with status ", int(status)));
   }
-  return absl::OkStatus();
+  return SyncIfDebugging("cublasGemmEx");
 }
 
 }  // namespace tessera::device

@@ -1,4 +1,5 @@
-// DeviceMemory: one allocation on a DeviceRuntime, freed when the owner goes away (move-only).
+// DeviceMemory and HostMemory: one allocation on a DeviceRuntime (device memory, or host memory
+// the device copies to and from: pinned on cuda), freed when the owner goes away (move-only).
 // Owned by whoever holds it; the runtime must outlive it. Step/loader thread only, as the runtime.
 #pragma once
 
@@ -9,27 +10,30 @@
 #include "kernels/device/device_runtime.h"
 
 namespace tessera::device {
+namespace detail {
 
-class DeviceMemory {
+// Side: a struct with static Allocate(runtime, bytes) -> StatusOr<void*> and Free(runtime, p).
+template <class Side>
+class RuntimeAllocation {
  public:
-  DeviceMemory() = default;
-  DeviceMemory(DeviceMemory&& other) noexcept { *this = std::move(other); }
-  DeviceMemory& operator=(DeviceMemory&& other) noexcept {
+  RuntimeAllocation() = default;
+  RuntimeAllocation(RuntimeAllocation&& other) noexcept { *this = std::move(other); }
+  RuntimeAllocation& operator=(RuntimeAllocation&& other) noexcept {
     Reset();
     runtime_ = std::exchange(other.runtime_, nullptr);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     return *this;
   }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  ~DeviceMemory() { Reset(); }
+  RuntimeAllocation(const RuntimeAllocation&) = delete;
+  RuntimeAllocation& operator=(const RuntimeAllocation&) = delete;
+  ~RuntimeAllocation() { Reset(); }
 
-  // RESOURCE_EXHAUSTED (or the runtime's error) naming the size when the device has too little.
-  static absl::StatusOr<DeviceMemory> Allocate(DeviceRuntime& runtime, size_t bytes) {
-    absl::StatusOr<void*> data = runtime.Allocate(bytes);
+  // RESOURCE_EXHAUSTED (or the runtime's error) naming the size when there is too little.
+  static absl::StatusOr<RuntimeAllocation> Allocate(DeviceRuntime& runtime, size_t bytes) {
+    absl::StatusOr<void*> data = Side::Allocate(runtime, bytes);
     if (!data.ok()) return data.status();
-    DeviceMemory memory;
+    RuntimeAllocation memory;
     memory.runtime_ = &runtime;
     memory.data_ = *data;
     memory.bytes_ = bytes;
@@ -43,7 +47,7 @@ class DeviceMemory {
 
  private:
   void Reset() {
-    if (data_ != nullptr) runtime_->Free(data_);
+    if (data_ != nullptr) Side::Free(*runtime_, data_);
     data_ = nullptr;
   }
 
@@ -51,5 +55,21 @@ class DeviceMemory {
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
+
+struct DeviceSide {
+  static absl::StatusOr<void*> Allocate(DeviceRuntime& r, size_t bytes) { return r.Allocate(bytes); }
+  static void Free(DeviceRuntime& r, void* pointer) { r.Free(pointer); }
+};
+struct HostSide {
+  static absl::StatusOr<void*> Allocate(DeviceRuntime& r, size_t bytes) {
+    return r.AllocateHost(bytes);
+  }
+  static void Free(DeviceRuntime& r, void* pointer) { r.FreeHost(pointer); }
+};
+
+}  // namespace detail
+
+using DeviceMemory = detail::RuntimeAllocation<detail::DeviceSide>;
+using HostMemory = detail::RuntimeAllocation<detail::HostSide>;
 
 }  // namespace tessera::device

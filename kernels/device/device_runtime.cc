@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<DeviceRuntime>> OpenDevice(const DeviceOptions& o
   }
 #if TESSERA_WITH_CUDA
   absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> runtime =
-      CudaDeviceRuntime::Open(options.cuda_device_index);
+      CudaDeviceRuntime::Open(options.cuda_device_index, options.cuda_sync_each_launch);
   if (!runtime.ok()) return runtime.status();
   return std::unique_ptr<DeviceRuntime>(std::move(*runtime));
 #else

@@ -32,6 +32,7 @@ struct DeviceProperties {
   int multiprocessor_count = 0;
   int compute_major = 0;  // 0 on the emulated device
   int compute_minor = 0;
+  uint64_t max_shared_bytes_per_block = 0;  // static + dynamic, after a kernel opts in
 };
 
 enum class DataType { kF32, kBf16, kF16 };
@@ -65,6 +66,11 @@ class DeviceRuntime {
   // Not allowed while capturing (as cudaMalloc).
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* device_pointer) = 0;
+  // Host memory for copies to and from the device: page-locked on cuda (cudaHostAlloc), so a
+  // copy is truly asynchronous and the host buffer must not change until it has executed;
+  // ordinary memory on the emulated device. Not allowed while capturing.
+  virtual absl::StatusOr<void*> AllocateHost(size_t bytes) = 0;
+  virtual void FreeHost(void* host_pointer) = 0;
 
   // Ordered on the stream. The host buffer must stay valid and unchanged until the stream has
   // executed the copy (Synchronize). Inside a capture the copy is recorded with its pointers:
@@ -97,6 +103,9 @@ class DeviceRuntime {
 struct DeviceOptions {
   DeviceKind kind = DeviceKind::kEmulated;
   int cuda_device_index = 0;
+  // Bring-up: wait after every kernel launch and cuBLAS call outside graph capture, so a fault
+  // is reported by the launch that caused it, naming the kernel (slow; off in production).
+  bool cuda_sync_each_launch = false;
   // The emulated device's memory size and thread schedule.
   uint64_t emulated_memory_bytes = uint64_t{4} << 30;
   simt::Schedule emulated_schedule;

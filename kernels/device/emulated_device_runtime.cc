@@ -1,6 +1,7 @@
 #include "kernels/device/emulated_device_runtime.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@ EmulatedDeviceRuntime::EmulatedDeviceRuntime(uint64_t memory_bytes, simt::Schedu
   properties_.name = absl::StrCat("SIMT emulator on the CPU (schedule ", schedule.ToString(), ")");
   properties_.total_memory_bytes = memory_bytes;
   properties_.multiprocessor_count = 1;
+  properties_.max_shared_bytes_per_block = simt::kMaxSharedBytesPerBlock;
 }
 
 EmulatedDeviceRuntime::~EmulatedDeviceRuntime() {
@@ -53,6 +55,21 @@ void EmulatedDeviceRuntime::Free(void* device_pointer) {
   allocations_.erase(it);
   simt::FreeDevice(device_pointer);
 }
+
+absl::StatusOr<void*> EmulatedDeviceRuntime::AllocateHost(size_t bytes) {
+  if (capturing()) {
+    return absl::FailedPreconditionError("host memory cannot be allocated during graph capture");
+  }
+  void* pointer = std::aligned_alloc(kHostAlignment, (std::max<size_t>(bytes, 1) +
+                                                      kHostAlignment - 1) / kHostAlignment *
+                                                         kHostAlignment);
+  if (pointer == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes"));
+  }
+  return pointer;
+}
+
+void EmulatedDeviceRuntime::FreeHost(void* host_pointer) { std::free(host_pointer); }
 
 absl::Status EmulatedDeviceRuntime::Enqueue(Operation operation) {
   if (capture_) {

@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
 
 absl::Status CudaLlamaRunner::Initialize(const LlamaWeights& weights) {
   TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
+  TESSERA_RETURN_IF_ERROR(kernels_->PrepareSampling(config_.vocab_size));
   const kernels::cpu::RopeTable rope(RopeParamsForModel(config_, weights.rope_freqs),
                                      config_.context_length);
   TESSERA_ASSIGN_OR_RETURN(weights_,

@@ -53,19 +53,33 @@ absl::StatusOr<DeviceStepInputs> DeviceStepInputs::Create(device::DeviceRuntime&
   in.delta_capacity_ = delta_capacity;
   in.penalty_capacity_ = std::max<int64_t>(penalty_capacity, 1);
   const size_t input_bytes = StepInputLayout::For(capacity).deltas_end(delta_capacity);
-  in.staging_.assign(input_bytes, 0);
+  TESSERA_ASSIGN_OR_RETURN(in.staging_, device::HostMemory::Allocate(runtime, input_bytes));
+  std::memset(in.staging_.data(), 0, input_bytes);
   TESSERA_ASSIGN_OR_RETURN(in.input_, device::DeviceMemory::Allocate(runtime, input_bytes));
-  const size_t rows = static_cast<size_t>(capacity.num_rows);
   const size_t entries = static_cast<size_t>(in.penalty_capacity_);
-  TESSERA_ASSIGN_OR_RETURN(in.penalties_, device::DeviceMemory::Allocate(
-                                              runtime, AlignUp(entries * 4) * 2 + entries));
-  in.host_outputs_.assign(in.OutputOffset(kTopLogprobs) +
-                              rows * cuda::kSamplingMaxLogprobs * sizeof(float),
-                          0);
-  TESSERA_ASSIGN_OR_RETURN(in.outputs_,
-                           device::DeviceMemory::Allocate(runtime, in.host_outputs_.size()));
+  const size_t penalty_bytes = AlignUp(entries * 4) * 2 + entries;
+  TESSERA_ASSIGN_OR_RETURN(in.penalties_, device::DeviceMemory::Allocate(runtime, penalty_bytes));
+  TESSERA_ASSIGN_OR_RETURN(in.host_penalties_,
+                           device::HostMemory::Allocate(runtime, penalty_bytes));
+  TESSERA_ASSIGN_OR_RETURN(in.host_outputs_,
+                           device::HostMemory::Allocate(runtime, in.OutputBytes()));
+  std::memset(in.host_outputs_.data(), 0, in.OutputBytes());
+  TESSERA_ASSIGN_OR_RETURN(in.outputs_, device::DeviceMemory::Allocate(runtime, in.OutputBytes()));
   TESSERA_RETURN_IF_ERROR(runtime.Synchronize());
   return in;
+}
+
+size_t DeviceStepInputs::OutputBytes() const {
+  return OutputOffset(kTopLogprobs) +
+         static_cast<size_t>(capacity_.num_rows) * cuda::kSamplingMaxLogprobs * sizeof(float);
+}
+
+DeviceStepInputs::PenaltyArrays DeviceStepInputs::PenaltyArraysIn(void* base) const {
+  const size_t entries = static_cast<size_t>(penalty_capacity_);
+  auto* bytes = static_cast<uint8_t*>(base);
+  return {.tokens = reinterpret_cast<int32_t*>(bytes),
+          .counts = reinterpret_cast<int32_t*>(bytes + AlignUp(entries * 4)),
+          .in_prompt = bytes + 2 * AlignUp(entries * 4)};
 }
 
 size_t DeviceStepInputs::OutputOffset(OutputArray array) const {
@@ -88,9 +102,7 @@ void DeviceStepInputs::Begin(const StepShape& shape) {
   layout_ = StepInputLayout::For(shape);
   num_deltas_ = 0;
   penalty_offsets_.assign(1, 0);
-  penalty_tokens_.clear();
-  penalty_counts_.clear();
-  penalty_in_prompt_.clear();
+  num_penalty_entries_ = 0;
   penalties_used_ = false;
 }
 
@@ -99,12 +111,14 @@ void DeviceStepInputs::AddPenaltyRow(std::span<const int32_t> tokens,
                                      std::span<const uint8_t> in_prompt) {
   TESSERA_CHECK(tokens.size() == counts.size() && tokens.size() == in_prompt.size(),
                 "DeviceStepInputs: penalty arrays disagree in length");
-  TESSERA_CHECK(static_cast<int64_t>(penalty_tokens_.size() + tokens.size()) <= penalty_capacity_,
+  TESSERA_CHECK(num_penalty_entries_ + static_cast<int64_t>(tokens.size()) <= penalty_capacity_,
                 "DeviceStepInputs: penalty entries beyond capacity");
-  penalty_tokens_.insert(penalty_tokens_.end(), tokens.begin(), tokens.end());
-  penalty_counts_.insert(penalty_counts_.end(), counts.begin(), counts.end());
-  penalty_in_prompt_.insert(penalty_in_prompt_.end(), in_prompt.begin(), in_prompt.end());
-  penalty_offsets_.push_back(static_cast<int32_t>(penalty_tokens_.size()));
+  const PenaltyArrays host = PenaltyArraysIn(host_penalties_.data());
+  std::copy(tokens.begin(), tokens.end(), host.tokens + num_penalty_entries_);
+  std::copy(counts.begin(), counts.end(), host.counts + num_penalty_entries_);
+  std::copy(in_prompt.begin(), in_prompt.end(), host.in_prompt + num_penalty_entries_);
+  num_penalty_entries_ += static_cast<int64_t>(tokens.size());
+  penalty_offsets_.push_back(static_cast<int32_t>(num_penalty_entries_));
   penalties_used_ |= !tokens.empty();
 }
 
@@ -114,12 +128,11 @@ void DeviceStepInputs::AddDelta(const cuda::TableDelta& delta) {
 }
 
 cuda::SamplingPenalties DeviceStepInputs::device_penalties() const {
-  const size_t entries = static_cast<size_t>(penalty_capacity_);
-  const uint8_t* base = penalties_.as<uint8_t>();
+  const PenaltyArrays device = PenaltyArraysIn(penalties_.data());
   return {.offsets = Device<int32_t>(layout_.penalty_offsets),
-          .tokens = reinterpret_cast<const int32_t*>(base),
-          .generated_counts = reinterpret_cast<const int32_t*>(base + AlignUp(entries * 4)),
-          .in_prompt = base + 2 * AlignUp(entries * 4)};
+          .tokens = device.tokens,
+          .generated_counts = device.counts,
+          .in_prompt = device.in_prompt};
 }
 
 cuda::SamplingOutputs DeviceStepInputs::device_outputs() const {
@@ -134,21 +147,20 @@ cuda::SamplingOutputs DeviceStepInputs::device_outputs() const {
 absl::Status DeviceStepInputs::Upload() {
   // Rows without penalty entries still need their (empty) CSR range.
   while (penalty_offsets_.size() < static_cast<size_t>(shape_.num_rows) + 1) {
-    penalty_offsets_.push_back(static_cast<int32_t>(penalty_tokens_.size()));
+    penalty_offsets_.push_back(static_cast<int32_t>(num_penalty_entries_));
   }
-  std::memcpy(staging_.data() + layout_.penalty_offsets, penalty_offsets_.data(),
+  std::memcpy(staging_.as<uint8_t>() + layout_.penalty_offsets, penalty_offsets_.data(),
               penalty_offsets_.size() * sizeof(int32_t));
   Host<int32_t>(layout_.delta_count, 1)[0] = static_cast<int32_t>(num_deltas_);
   TESSERA_RETURN_IF_ERROR(
       runtime_->CopyToDevice(input_.data(), staging_.data(), layout_.deltas_end(num_deltas_)));
   if (!penalties_used_) return absl::OkStatus();
-  const cuda::SamplingPenalties p = device_penalties();
-  const size_t n = penalty_tokens_.size();
-  TESSERA_RETURN_IF_ERROR(
-      runtime_->CopyToDevice(const_cast<int32_t*>(p.tokens), penalty_tokens_.data(), n * 4));
-  TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(const_cast<int32_t*>(p.generated_counts),
-                                                 penalty_counts_.data(), n * 4));
-  return runtime_->CopyToDevice(const_cast<uint8_t*>(p.in_prompt), penalty_in_prompt_.data(), n);
+  const PenaltyArrays device = PenaltyArraysIn(penalties_.data());
+  const PenaltyArrays host = PenaltyArraysIn(host_penalties_.data());
+  const size_t n = static_cast<size_t>(num_penalty_entries_);
+  TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(device.tokens, host.tokens, n * 4));
+  TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(device.counts, host.counts, n * 4));
+  return runtime_->CopyToDevice(device.in_prompt, host.in_prompt, n);
 }
 
 absl::Status DeviceStepInputs::Download(bool with_top_logprobs) {

@@ -14,6 +14,10 @@
 // only on steps where a row uses penalties (3 more small copies; the row offsets ride in the one
 // input copy, all equal when no row has penalties).
 //
+// Host staging, the penalty entries' host mirror and the output buffer are pinned host memory
+// (DeviceRuntime::AllocateHost), so the copies are truly asynchronous; each is rewritten only
+// after the previous step's Download waited for the stream.
+//
 // Ownership: owns its device buffers and host staging; the runtime must outlive it.
 // Threading: the runner's step thread only.
 #pragma once
@@ -147,7 +151,7 @@ class DeviceStepInputs {
   DeviceStepInputs() = default;
   template <typename T>
   std::span<T> Host(size_t offset, size_t count) {
-    return {reinterpret_cast<T*>(staging_.data() + offset), count};
+    return {reinterpret_cast<T*>(staging_.as<uint8_t>() + offset), count};
   }
   template <typename T>
   const T* Device(size_t offset) const {
@@ -156,9 +160,17 @@ class DeviceStepInputs {
   // The output arrays, in order; each holds capacity rows (x kSamplingMaxLogprobs for top-N).
   enum OutputArray { kTokens, kLogprobs, kTopIds, kTopLogprobs };
   size_t OutputOffset(OutputArray array) const;
+  size_t OutputBytes() const;
+  // The penalty arrays within a buffer of the penalties' layout (device or host mirror).
+  struct PenaltyArrays {
+    int32_t* tokens;
+    int32_t* counts;
+    uint8_t* in_prompt;
+  };
+  PenaltyArrays PenaltyArraysIn(void* base) const;
   template <typename T>
   const T* HostOutput(OutputArray array) const {
-    return reinterpret_cast<const T*>(host_outputs_.data() + OutputOffset(array));
+    return reinterpret_cast<const T*>(host_outputs_.as<uint8_t>() + OutputOffset(array));
   }
 
   device::DeviceRuntime* runtime_ = nullptr;
@@ -168,16 +180,18 @@ class DeviceStepInputs {
   int64_t penalty_capacity_ = 0;
   StepShape shape_;
   StepInputLayout layout_;
-  std::vector<uint8_t> staging_;  // sized for the capacity layout
+  device::HostMemory staging_;  // pinned, sized for the capacity layout
   device::DeviceMemory input_;
-  // Penalty entries: [tokens | counts | in_prompt], each penalty_capacity_ long.
+  // Penalty entries: [tokens | counts | in_prompt], each penalty_capacity_ long, on the device
+  // and mirrored in pinned host memory (the same layout); num_penalty_entries_ used this step.
   device::DeviceMemory penalties_;
-  std::vector<int32_t> penalty_offsets_, penalty_tokens_, penalty_counts_;
-  std::vector<uint8_t> penalty_in_prompt_;
+  device::HostMemory host_penalties_;
+  std::vector<int32_t> penalty_offsets_;
+  int64_t num_penalty_entries_ = 0;
   bool penalties_used_ = false;
   // Outputs: [tokens | logprobs | top_ids | top_logprobs], capacity rows each.
   device::DeviceMemory outputs_;
-  std::vector<uint8_t> host_outputs_;  // same layout, for the one copy
+  device::HostMemory host_outputs_;  // pinned, same layout, for the one copy
 };
 
 }  // namespace tessera::worker

@@ -37,10 +37,10 @@ inline std::string ScheduleTestName(const Schedule&) { return "gpu"; }
 inline void PrintTo(const Schedule&, std::ostream* out) { *out << "gpu"; }
 
 struct GpuLaunchResult {
-  cudaError_t error;
-  bool ok() const { return error == cudaSuccess; }
+  cuda::CudaLaunchResult result;
+  bool ok() const { return result.ok(); }
   friend std::ostream& operator<<(std::ostream& out, const GpuLaunchResult& r) {
-    return out << cudaGetErrorName(r.error) << ": " << cudaGetErrorString(r.error);
+    return out << cuda::DescribeLaunch(r.result);
   }
 };
 
@@ -50,9 +50,13 @@ class TestLauncher {
   template <typename... Params, typename... Args>
   GpuLaunchResult Launch(const cuda::LaunchShape& shape, void (*kernel)(Params...),
                          Args&&... args) {
-    cudaError_t error = launcher_.Launch(shape, kernel, std::forward<Args>(args)...);
-    if (error == cudaSuccess) error = cudaDeviceSynchronize();
-    return {error};
+    cuda::CudaLaunchResult result = launcher_.Launch(shape, kernel, std::forward<Args>(args)...);
+    if (result.ok()) result.error = cudaDeviceSynchronize();
+    return {result};
+  }
+  template <typename... Params>
+  GpuLaunchResult AllowDynamicShared(void (*kernel)(Params...), size_t bytes) {
+    return {launcher_.AllowDynamicShared(kernel, bytes)};
   }
 
  private:
