@@ -1,23 +1,29 @@
 // GPU kernel benchmark (Google Benchmark), for a user with an NVIDIA GPU:
-//   build/bin/tessera-cuda-kernels-bench [--benchmark_filter=...]
+//   build/bin/tessera-cuda-kernels-bench [--benchmark_filter=...] [--benchmark_format=json]
 // Each kernel reports the bytes it must move (bytes_per_second) and that rate as a fraction of
 // the device's measured copy bandwidth (of_copy_bw): a memory-bound kernel near 1.0 is at its
-// bound. Times come from CUDA events around each launch. Without a usable GPU it prints the
-// reason and exits 0 having run nothing; it never claims a number it did not measure.
+// bound. Before every timed iteration the L2 cache is flushed (a write of twice its size), so
+// the numbers are HBM's, not the cache's. The two ceilings everything is compared with are
+// measured here too: BM_CopyBandwidth (device-to-device copy, read + write counted) and
+// BM_GemmBf16 (cuBLAS bf16 GEMM, f32 accumulation, as the runner calls it; TFLOP/s). Times come
+// from CUDA events around each launch. Without a usable GPU it prints the reason and exits 0
+// having run nothing; it never claims a number it did not measure.
 #include <benchmark/benchmark.h>
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/sampling.cuh"
 
 namespace tessera::cuda {
 namespace {
@@ -25,6 +31,13 @@ namespace {
 void Check(cudaError_t error, const char* what) {
   if (error != cudaSuccess) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
+    std::exit(1);
+  }
+}
+
+void Check(const CudaLaunchResult& result, const char* what) {
+  if (!result.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, DescribeLaunch(result).c_str());
     std::exit(1);
   }
 }
@@ -49,7 +62,22 @@ class DeviceArena {
 
 double copy_bandwidth_bytes_per_second = 0;
 
-// Times `launch` with events; reports bytes moved and the fraction of copy bandwidth.
+// Evicts the L2 cache: a write of twice its size (allocated once).
+void FlushL2() {
+  static void* buffer = nullptr;
+  static size_t bytes = 0;
+  if (buffer == nullptr) {
+    int device = 0, l2 = 0;
+    Check(cudaGetDevice(&device), "cudaGetDevice");
+    Check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size");
+    bytes = std::max<size_t>(size_t(l2) * 2, size_t{1} << 20);
+    Check(cudaMalloc(&buffer, bytes), "cudaMalloc (L2 flush)");
+  }
+  Check(cudaMemsetAsync(buffer, 0, bytes), "L2 flush");
+}
+
+// Times `launch` with events (L2 flushed before each); reports bytes moved and the fraction of
+// copy bandwidth.
 template <typename Launch>
 void TimeKernel(benchmark::State& state, double bytes_per_launch, Launch launch) {
   cudaEvent_t start, stop;
@@ -58,6 +86,7 @@ void TimeKernel(benchmark::State& state, double bytes_per_launch, Launch launch)
   launch();  // warm-up
   Check(cudaDeviceSynchronize(), "warm-up");
   for (auto _ : state) {
+    FlushL2();
     Check(cudaEventRecord(start), "cudaEventRecord");
     launch();
     Check(cudaEventRecord(stop), "cudaEventRecord");
@@ -181,6 +210,85 @@ void BM_SwiGlu(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_SwiGlu)->Arg(1)->Arg(512)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// cuBLAS bf16 GEMM with f32 accumulation (the runner's Project at prefill sizes): the tensor-
+// core ceiling. m = tokens, n = k = 8192; 2 m n k FLOP per launch.
+void BM_GemmBf16(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0)), n = 8192, k = 8192;
+  DeviceArena arena;
+  void* a = arena.Get(size_t(m) * k * 2);
+  void* b = arena.Get(size_t(n) * k * 2);
+  void* c = arena.Get(size_t(m) * n * 2);
+  cublasHandle_t handle = nullptr;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    state.SkipWithError("cublasCreate failed");
+    return;
+  }
+  void* workspace = arena.Get(size_t{32} << 20);
+  cublasSetWorkspace(handle, workspace, size_t{32} << 20);
+  const float alpha = 1.0f, beta = 0.0f;
+  cudaEvent_t start, stop;
+  Check(cudaEventCreate(&start), "cudaEventCreate");
+  Check(cudaEventCreate(&stop), "cudaEventCreate");
+  auto gemm = [&] {
+    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a,
+                        CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT);
+  };
+  if (gemm() != CUBLAS_STATUS_SUCCESS) state.SkipWithError("cublasGemmEx failed");
+  Check(cudaDeviceSynchronize(), "warm-up");
+  for (auto _ : state) {
+    FlushL2();
+    Check(cudaEventRecord(start), "cudaEventRecord");
+    gemm();
+    Check(cudaEventRecord(stop), "cudaEventRecord");
+    Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float milliseconds = 0;
+    Check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
+    state.SetIterationTime(milliseconds / 1000.0);
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e12,
+                                                 benchmark::Counter::kIsRate);
+  cublasDestroy(handle);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The device sampler over f32 logits [rows, vocab 151936] (Qwen2.5's vocab): greedy (one pass)
+// and temperature + top-p with logprobs; bytes = one read of the logits (the first pass's floor;
+// sampling.cuh gives the pass counts).
+void BM_Sampling(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), vocab = 151936;
+  const bool greedy = state.range(1) == 0;
+  DeviceArena arena;
+  auto* logits = static_cast<float*>(arena.Get(size_t(rows) * vocab * 4));
+  std::vector<SamplingRowParams> params(rows);
+  for (int r = 0; r < rows; ++r) {
+    params[r].temperature = greedy ? 0.0f : 0.8f;
+    params[r].top_p = greedy ? 1.0f : 0.95f;
+    params[r].num_logprobs = greedy ? 0 : 5;
+    params[r].seed = 1234 + r;
+    params[r].position = r;
+  }
+  auto* d_params = static_cast<SamplingRowParams*>(arena.Get(rows * sizeof(SamplingRowParams)));
+  Check(cudaMemcpy(d_params, params.data(), rows * sizeof(SamplingRowParams),
+                   cudaMemcpyHostToDevice), "copy");
+  auto* tokens = static_cast<int32_t*>(arena.Get(rows * 4));
+  auto* logprobs = static_cast<float*>(arena.Get(rows * 4));
+  auto* top_ids = static_cast<int32_t*>(arena.Get(size_t(rows) * kSamplingMaxLogprobs * 4));
+  auto* top_lp = static_cast<float*>(arena.Get(size_t(rows) * kSamplingMaxLogprobs * 4));
+  const SamplingOutputs out{tokens, logprobs, top_ids, top_lp, nullptr};
+  CudaLauncher launcher(nullptr);
+  Check(AllowSamplingSharedMemory(launcher, vocab), "AllowSamplingSharedMemory");
+  TimeKernel(state, double(rows) * vocab * 4, [&] {
+    Check(LaunchSampling(launcher, logits, rows, vocab, d_params, SamplingPenalties{}, out),
+          "Sampling");
+  });
+}
+BENCHMARK(BM_Sampling)
+    ->Args({1, 0})->Args({64, 0})->Args({64, 1})->Args({256, 1})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Measures copy bandwidth once before the kernels are compared with it.
 bool MeasureCopyBandwidth() {
