@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "kernels/cuda/device_query.h"
+#include "tests/testing/bin_dir.h"
 #include "tests/unique_temp_path.h"
 
 namespace {
@@ -48,8 +49,9 @@ CommandResult RunBinary(const std::string& binary, const std::string& args,
                         const std::string& prefix = "") {
   std::filesystem::path dir = tessera::testing_util::UniqueTempPath("cli_test");
   std::filesystem::create_directories(dir);
-  std::string command = absl::StrCat(prefix, " ", TESSERA_BIN_DIR, "/", binary, " ", args, " >",
-                                     (dir / "out").string(), " 2>", (dir / "err").string());
+  std::string command =
+      absl::StrCat(prefix, " ", tessera::testing_util::TesseraBinDir(), "/", binary, " ", args,
+                   " >", (dir / "out").string(), " 2>", (dir / "err").string());
   int status = std::system(command.c_str());
   CommandResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

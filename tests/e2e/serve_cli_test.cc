@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/bin_dir.h"
 #include "tests/unique_temp_path.h"
 #include "tools/cli/child_process.h"
 
@@ -25,7 +26,7 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> args) {
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
-      {.path = absl::StrCat(TESSERA_BIN_DIR, "/tessera"), .args = std::move(args),
+      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = std::move(args),
        .echo_stderr_fd = 2});
   EXPECT_TRUE(child.ok()) << child.status();
   return child.ok() ? std::move(*child) : nullptr;

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "tests/testing/bin_dir.h"
 
 namespace tessera::e2e {
 
@@ -17,7 +18,8 @@ absl::Status ServeProcess::Start(const std::vector<std::string>& args, double ti
   std::vector<std::string> argv = {"serve", "--port", "0", "--http-port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
-      {.path = absl::StrCat(TESSERA_BIN_DIR, "/tessera"), .args = argv, .echo_stderr_fd = 2});
+      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = argv,
+       .echo_stderr_fd = 2});
   if (!spawned.ok()) return spawned.status();
   child_ = std::move(*spawned);
   const std::regex line_format(

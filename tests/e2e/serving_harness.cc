@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "tests/testing/bin_dir.h"
 
 namespace tessera::e2e {
 namespace {
@@ -20,7 +21,7 @@ absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
                                               std::unique_ptr<cli::ChildProcess>* child,
                                               std::string* metrics_address) {
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
-      {.path = absl::StrCat(TESSERA_BIN_DIR, "/", binary),
+      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/", binary),
        .args = std::move(args),
        .echo_stderr_fd = 2});
   if (!spawned.ok()) return spawned.status();

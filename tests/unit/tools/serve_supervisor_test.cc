@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/testing/bin_dir.h"
 
 namespace {
 
@@ -55,8 +56,9 @@ class ServeSupervisorTest : public ::testing::Test {
 
   Result Serve(const std::string& extra_args) {
     const std::string command =
-        absl::StrCat(TESSERA_BIN_DIR, "/tessera serve --port 0 --bin-dir ", dir_.string(), " ",
-                     extra_args, " >", (dir_ / "out").string(), " 2>", (dir_ / "err").string());
+        absl::StrCat(tessera::testing_util::TesseraBinDir(), "/tessera serve --port 0 --bin-dir ",
+                     dir_.string(), " ", extra_args, " >", (dir_ / "out").string(), " 2>",
+                     (dir_ / "err").string());
     const auto start = std::chrono::steady_clock::now();
     const int status = std::system(command.c_str());
     Result r;
