@@ -80,7 +80,7 @@ std::vector<int32_t> Prompt(int s, int length, int vocab) {
 }
 
 // Runs sequence `s`'s prompt in chunks (one sequence per step); appends the sampled token.
-// Returns the device seconds of its steps.
+// Returns the device seconds of its steps (< 0 without a device).
 double Prefill(const Bench& b, int s, std::vector<int32_t>& tokens,
                const std::vector<int32_t>& table, int* chunks) {
   worker::StepSamples samples;
@@ -95,7 +95,9 @@ double Prefill(const Bench& b, int s, std::vector<int32_t>& tokens,
       std::fprintf(stderr, "error: prefill step: %s\n", std::string(st.message()).c_str());
       std::exit(1);
     }
-    device_seconds += samples.info.device_seconds;
+    // A backend without a device (cpu) reports < 0 for every step.
+    device_seconds = samples.info.device_seconds < 0 ? -1 : device_seconds +
+                                                                samples.info.device_seconds;
     ++*chunks;
   }
   tokens.push_back(samples.rows[0].token);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include "kernels/cpu/weight_format.h"
 #include "nlohmann/json.hpp"
@@ -14,6 +15,16 @@ constexpr double kGB = 1e9;
 
 int64_t ViewBytes(const kernels::cpu::WeightView& view) {
   return static_cast<int64_t>(kernels::cpu::RowBytes(view.format, view.cols)) * view.rows;
+}
+
+// The device time as JSON: null without one.
+nlohmann::json DeviceMs(double ms) { return ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(ms); }
+
+// "%.3f", or "-" without a device time.
+std::string DeviceMsText(double ms) {
+  char text[32] = "-";
+  if (ms >= 0) std::snprintf(text, sizeof(text), "%.3f", ms);
+  return text;
 }
 
 // Achieved GB/s of a decode row (0 when it did not run).
@@ -30,7 +41,7 @@ nlohmann::json DecodeJson(const BenchSetup& setup, const DecodeRow& r) {
   }
   row.update({{"steps", setup.decode_steps},
               {"step_ms", r.step_ms},
-              {"device_ms", r.device_ms},
+              {"device_ms", DeviceMs(r.device_ms)},
               {"hostproc_ms", r.hostproc_ms},
               {"input_ms", r.input_ms},
               {"graph_replays", r.replays},
@@ -51,7 +62,7 @@ nlohmann::json PrefillJson(const BenchSetup& setup, const PrefillRow& r) {
   row.update({{"chunk", setup.prefill_chunk},
               {"chunks", r.chunks},
               {"ms", r.ms},
-              {"device_ms", r.device_ms},
+              {"device_ms", DeviceMs(r.device_ms)},
               {"tokens_per_s", r.tokens / (r.ms * 1e-3)}});
   return row;
 }
@@ -106,8 +117,8 @@ void PrintDecodeRow(const BenchSetup& setup, const DecodeRow& r) {
     if (setup.copy_bandwidth_gbs > 0) {
       std::snprintf(fraction, sizeof(fraction), "%.2f", Gbs(r) / setup.copy_bandwidth_gbs);
     }
-    std::printf("%6d %8d %10.3f %10.3f %12.3f %9.3f %8d %10.2f %8.1f %8s\n", r.batch, r.context,
-                r.step_ms, r.device_ms, r.hostproc_ms, r.input_ms, r.replays,
+    std::printf("%6d %8d %10.3f %10s %12.3f %9.3f %8d %10.2f %8.1f %8s\n", r.batch, r.context,
+                r.step_ms, DeviceMsText(r.device_ms).c_str(), r.hostproc_ms, r.input_ms, r.replays,
                 static_cast<double>(r.weight_bytes + r.kv_bytes) / kMB, Gbs(r), fraction);
   }
   std::fflush(stdout);
@@ -121,8 +132,8 @@ void PrintPrefillRow(const PrefillRow& r) {
   if (!r.skipped.empty()) {
     std::printf("%8d   skipped: %s\n", r.tokens, r.skipped.c_str());
   } else {
-    std::printf("%8d %7d %10.3f %10.3f %10.1f\n", r.tokens, r.chunks, r.ms, r.device_ms,
-                r.tokens / (r.ms * 1e-3));
+    std::printf("%8d %7d %10.3f %10s %10.1f\n", r.tokens, r.chunks, r.ms,
+                DeviceMsText(r.device_ms).c_str(), r.tokens / (r.ms * 1e-3));
   }
   std::fflush(stdout);
 }

@@ -34,7 +34,8 @@ struct DecodeRow {
   int batch = 0;
   int context = 0;       // prompt tokens per sequence before the timed steps
   std::string skipped;   // why the row did not run; "" when it ran
-  double step_ms = 0, hostproc_ms = 0, input_ms = 0, device_ms = 0;  // medians
+  // Medians; device_ms < 0 when the backend has no device time (cpu).
+  double step_ms = 0, hostproc_ms = 0, input_ms = 0, device_ms = 0;
   int replays = 0;       // timed steps that replayed a CUDA graph
   int64_t weight_bytes = 0;  // read per step
   int64_t kv_bytes = 0;      // read per step
@@ -44,7 +45,7 @@ struct PrefillRow {
   int tokens = 0;        // one sequence's prompt
   std::string skipped;
   int chunks = 0;        // steps the prompt took
-  double ms = 0, device_ms = 0;  // median over the timed runs
+  double ms = 0, device_ms = 0;  // medians over the timed runs; device_ms as DecodeRow's
 };
 
 // Bytes of the matrices one decode step reads: a device backend's, each element `element_bytes`.
