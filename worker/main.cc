@@ -1,5 +1,6 @@
-// `tessera-worker`: loads a model, builds its runner (runner_factory.h: cpu, or cuda on a GPU or
-// the emulated device) and KV pool, and serves the
+// `tessera-worker`: loads a model (or, with --load-format dummy, makes random weights of a named
+// shape on the device), builds its runner (runner_factory.h: cpu, or cuda on a GPU or the
+// emulated device) and KV pool, and serves the
 // `tessera.worker.v1.Worker` step protocol (plus the standard gRPC health service) until SIGINT
 // or SIGTERM.
 //
@@ -87,6 +88,10 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
   if (!(r.gpu_memory_utilization > 0 && r.gpu_memory_utilization <= 1)) {
     return absl::InvalidArgumentError("--gpu-memory-utilization must be in (0, 1]");
   }
+  if (absl::StatusOr<bool> dummy = IsDummyLoadFormat(r.load_format); !dummy.ok()) {
+    return dummy.status();
+  }
+  if (r.dummy_vocab < 0) return absl::InvalidArgumentError("--dummy-vocab must be >= 0");
   if (r.emulated_memory_mb < 1) {
     return absl::InvalidArgumentError("--emulated-memory-mb must be >= 1");
   }
@@ -103,7 +108,7 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
 
 // Everything the server borrows, in construction order (destroyed in reverse).
 struct Worker {
-  std::unique_ptr<LoadedModel> model;
+  std::unique_ptr<LoadedModel> model;  // null with --load-format dummy
   BuiltRunner runner;  // the runner and its thread pool (cpu)
   std::unique_ptr<WorkerMetrics> metrics;
   std::unique_ptr<WorkerService> service;
@@ -112,15 +117,37 @@ struct Worker {
   std::atomic<bool> shutting_down{false};                  // /readyz turns 503
 };
 
-absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
+// The tokens Describe reports: a model file's come from its tokenizer, a dummy shape's from the
+// shape (common/model/synthetic_shapes.h).
+struct SpecialTokens {
+  int32_t bos_id = -1;
+  std::vector<int32_t> eos_ids;
+};
+
+// Loads the model file (none with --load-format dummy) and builds the runner.
+absl::StatusOr<SpecialTokens> BuildWorkerRunner(const WorkerFlags& flags, Worker* worker) {
+  TESSERA_ASSIGN_OR_RETURN(const bool dummy, IsDummyLoadFormat(flags.runner.load_format));
+  SpecialTokens tokens;
+  if (dummy) {
+    TESSERA_ASSIGN_OR_RETURN(worker->runner, BuildDummyRunner(flags.runner));
+    tokens.bos_id = worker->runner.synthetic->bos_token_id;
+    tokens.eos_ids.push_back(worker->runner.synthetic->eos_token_id);
+    return tokens;
+  }
   TESSERA_ASSIGN_OR_RETURN(worker->model, LoadModel(flags.model_path,
                                                       flags.mmap_weights
                                                           ? util::FileLoad::kMap
                                                           : util::FileLoad::kHugePageCopy));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                            tokenizer::Tokenizer::FromGguf(*worker->model->file));
-  const model::ModelConfig& config = worker->model->config;
   TESSERA_ASSIGN_OR_RETURN(worker->runner, BuildRunner(flags.runner, *worker->model));
+  tokens.bos_id = tok->info().bos_id;
+  if (tok->info().eos_id >= 0) tokens.eos_ids.push_back(tok->info().eos_id);
+  return tokens;
+}
+
+absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
+  TESSERA_ASSIGN_OR_RETURN(const SpecialTokens tokens, BuildWorkerRunner(flags, worker));
   if (!worker->runner.selection.empty()) {
     std::fprintf(stderr, "tessera-worker: %s\n", worker->runner.selection.c_str());
   }
@@ -131,10 +158,11 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
       WorkerMetricsOptions{.max_num_seqs = max_num_seqs,
                            .kv_pool_bytes = built.runner->kv_pool().bytes,
                            .measure_gpu_busy = built.has_device});
+  const model::ModelConfig& config = built.runner->config();
   WorkerServiceOptions options{.max_num_seqs = max_num_seqs,
                                .model_name = "",
-                               .eos_token_ids = {},
-                               .bos_token_id = tok->info().bos_id,
+                               .eos_token_ids = tokens.eos_ids,
+                               .bos_token_id = tokens.bos_id,
                                .device = built.description,
                                .max_num_batched_tokens = built.max_num_batched_tokens,
                                .graph_buckets = built.graph_buckets,
@@ -143,7 +171,6 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                .weights_load_seconds = built.weights_load_seconds,
                                .metrics = worker->metrics.get(),
                                .secret = flags.secret};
-  if (tok->info().eos_id >= 0) options.eos_token_ids.push_back(tok->info().eos_id);
   if (config.name.empty()) {
     options.model_name = std::filesystem::path(flags.model_path).stem().string();
   }
@@ -247,6 +274,18 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                "slow");
   app.add_option("--emulated-memory-mb", r->emulated_memory_mb,
                  "emulated: the emulated device's memory")
+      ->capture_default_str();
+  app.add_option("--load-format", r->load_format,
+                 "auto: weights from --model; dummy: random weights of --dummy-shape generated "
+                 "on the device (cuda, emulated), --model not read (benchmarks)")
+      ->capture_default_str();
+  app.add_option("--dummy-shape", r->dummy_shape,
+                 absl::StrCat("dummy: the model shape (", model::SyntheticShapeNames(), ")"));
+  app.add_option("--dummy-vocab", r->dummy_vocab,
+                 "dummy: vocabulary size replacing the shape's, e.g. the router tokenizer's, so "
+                 "every sampled id decodes (0 = the shape's)")
+      ->capture_default_str();
+  app.add_option("--dummy-seed", r->dummy_seed, "dummy: the random weights' seed")
       ->capture_default_str();
 }
 

@@ -1,6 +1,7 @@
 #include "worker/runner_factory.h"
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 
 #if TESSERA_WITH_SIMT
 #include "worker/cuda/cuda_llama_runner.h"
+#include "worker/cuda/dummy_llama_weights.h"
 #endif
 
 namespace tessera::worker {
@@ -70,27 +72,29 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
 }
 
 #if TESSERA_WITH_SIMT
-absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const LoadedModel& model,
-                                              std::unique_ptr<device::DeviceRuntime> runtime) {
+absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) {
   TESSERA_ASSIGN_OR_RETURN(const device::DataType dtype,
                            ParseComputeDtype(flags.dtype.empty() ? "bf16" : flags.dtype));
   TESSERA_ASSIGN_OR_RETURN(const CudaGraphMode graphs, ParseCudaGraphMode(flags.cuda_graphs));
-  const CudaRunnerOptions options{.dtype = dtype,
-                                  .block_size = flags.block_size,
-                                  .num_kv_blocks = flags.num_kv_blocks,
-                                  .kv_cache_bytes = flags.kv_cache_mb * kMiB,
-                                  .gpu_memory_utilization = flags.gpu_memory_utilization,
-                                  .max_num_seqs = flags.max_num_seqs,
-                                  .max_num_batched_tokens = flags.max_num_batched_tokens,
-                                  .graphs = graphs,
-                                  .batch_invariant = flags.batch_invariant};
-  TESSERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<CudaLlamaRunner> runner,
-      CudaLlamaRunner::Create(std::move(runtime), model.config, *model.weights, options));
+  return CudaRunnerOptions{.dtype = dtype,
+                           .block_size = flags.block_size,
+                           .num_kv_blocks = flags.num_kv_blocks,
+                           .kv_cache_bytes = flags.kv_cache_mb * kMiB,
+                           .gpu_memory_utilization = flags.gpu_memory_utilization,
+                           .max_num_seqs = flags.max_num_seqs,
+                           .max_num_batched_tokens = flags.max_num_batched_tokens,
+                           .graphs = graphs,
+                           .batch_invariant = flags.batch_invariant};
+}
+
+BuiltRunner DescribeDeviceRunner(const RunnerFlags& flags,
+                                 std::unique_ptr<CudaLlamaRunner> runner) {
   BuiltRunner built;
   built.description = absl::StrCat("cuda: ", runner->DeviceDescription());
   const std::vector<int>& buckets = runner->graphs().buckets();
-  if (graphs != CudaGraphMode::kOff) built.graph_buckets.assign(buckets.begin(), buckets.end());
+  if (runner->options().graphs != CudaGraphMode::kOff) {
+    built.graph_buckets.assign(buckets.begin(), buckets.end());
+  }
   built.has_device = true;
   built.max_num_batched_tokens = std::max(flags.max_num_batched_tokens, flags.max_num_seqs);
   built.device_memory_bytes = runner->runtime().properties().total_memory_bytes;
@@ -99,7 +103,40 @@ absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const Lo
   built.runner = std::move(runner);
   return built;
 }
+
+// The model file's weights, uploaded.
+absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const LoadedModel& model,
+                                              std::unique_ptr<device::DeviceRuntime> runtime) {
+  TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<CudaLlamaRunner> runner,
+      CudaLlamaRunner::Create(std::move(runtime), model.config, *model.weights, options));
+  return DescribeDeviceRunner(flags, std::move(runner));
+}
+
+// Random weights of the shape, made on the device.
+absl::StatusOr<BuiltRunner> BuildDummyDeviceRunner(const RunnerFlags& flags,
+                                                   const model::SyntheticModel& model,
+                                                   std::unique_ptr<device::DeviceRuntime> runtime) {
+  TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
+  TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<DeviceKernels> kernels,
+                           MakeDeviceKernels(*runtime));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<DeviceLlamaWeights> weights,
+      MakeDummyLlamaWeights(*runtime, *kernels, model, options.dtype, flags.dummy_seed));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<CudaLlamaRunner> runner,
+      CudaLlamaRunner::Create(std::move(runtime), model.config, std::move(weights), options));
+  BuiltRunner built = DescribeDeviceRunner(flags, std::move(runner));
+  built.synthetic = model;
+  return built;
+}
 #endif
+
+// Builds on an opened device runtime (cuda or emulated); a build without device backends has
+// none to open.
+using DeviceBuild =
+    std::function<absl::StatusOr<BuiltRunner>(std::unique_ptr<device::DeviceRuntime>)>;
 
 absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerFlags& flags,
                                                                    device::DeviceKind kind) {
@@ -118,29 +155,25 @@ absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerF
 #endif
 }
 
-absl::StatusOr<BuiltRunner> BuildOnDevice(const RunnerFlags& flags, const LoadedModel& model,
-                                          device::DeviceKind kind) {
+absl::StatusOr<BuiltRunner> BuildOnDevice(const RunnerFlags& flags, device::DeviceKind kind,
+                                          const DeviceBuild& build) {
   absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> runtime = OpenRuntime(flags, kind);
   if (!runtime.ok()) {
     return absl::Status(runtime.status().code(),
                         absl::StrCat("--device ", util::ToAbsl(DeviceKindName(kind)), ": ",
                                      runtime.status().message()));
   }
-#if TESSERA_WITH_SIMT
-  return BuildDeviceRunner(flags, model, *std::move(runtime));
-#else
-  (void)model;
-  return absl::UnavailableError("this build has no device backends");
-#endif
+  return build(*std::move(runtime));
 }
 
-}  // namespace
-
-absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model) {
-  if (flags.device == "cpu") return BuildCpuRunner(flags, model);
-  if (flags.device == "cuda") return BuildOnDevice(flags, model, device::DeviceKind::kCuda);
+// --device cuda, emulated or auto on `build`; `without_cuda` answers auto when no CUDA device
+// opens (the runtime's error).
+absl::StatusOr<BuiltRunner> BuildOnSelectedDevice(
+    const RunnerFlags& flags, const DeviceBuild& build,
+    const std::function<absl::StatusOr<BuiltRunner>(const absl::Status&)>& without_cuda) {
+  if (flags.device == "cuda") return BuildOnDevice(flags, device::DeviceKind::kCuda, build);
   if (flags.device == "emulated") {
-    return BuildOnDevice(flags, model, device::DeviceKind::kEmulated);
+    return BuildOnDevice(flags, device::DeviceKind::kEmulated, build);
   }
   if (flags.device != "auto") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -148,21 +181,77 @@ absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedMo
   }
   absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> runtime =
       OpenRuntime(flags, device::DeviceKind::kCuda);
-  if (!runtime.ok()) {
-    TESSERA_ASSIGN_OR_RETURN(BuiltRunner built, BuildCpuRunner(flags, model));
-    built.selection =
-        absl::StrCat("--device auto: ", runtime.status().message(), "; using cpu");
-    return built;
-  }
+  if (!runtime.ok()) return without_cuda(runtime.status());
   const std::string name = (*runtime)->properties().name;
-#if TESSERA_WITH_SIMT
-  TESSERA_ASSIGN_OR_RETURN(BuiltRunner built,
-                           BuildDeviceRunner(flags, model, *std::move(runtime)));
+  TESSERA_ASSIGN_OR_RETURN(BuiltRunner built, build(*std::move(runtime)));
   built.selection = absl::StrCat("--device auto: CUDA device ", name, "; using cuda");
   return built;
+}
+
+// The device builds of both load formats (a build without device backends never opens a
+// runtime to call them with).
+DeviceBuild FileBuild(const RunnerFlags& flags, const LoadedModel& model) {
+  return [&flags, &model](std::unique_ptr<device::DeviceRuntime> runtime)
+             -> absl::StatusOr<BuiltRunner> {
+#if TESSERA_WITH_SIMT
+    return BuildDeviceRunner(flags, model, std::move(runtime));
 #else
-  return absl::UnavailableError("unreachable: a CUDA runtime without device backends");
+    return absl::UnavailableError("this build has no device backends");
 #endif
+  };
+}
+
+DeviceBuild DummyBuild(const RunnerFlags& flags, const model::SyntheticModel& model) {
+  return [&flags, &model](std::unique_ptr<device::DeviceRuntime> runtime)
+             -> absl::StatusOr<BuiltRunner> {
+#if TESSERA_WITH_SIMT
+    return BuildDummyDeviceRunner(flags, model, std::move(runtime));
+#else
+    return absl::UnavailableError("this build has no device backends");
+#endif
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<bool> IsDummyLoadFormat(const std::string& load_format) {
+  if (load_format == "auto") return false;
+  if (load_format == "dummy") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --load-format '", load_format, "' (expected auto or dummy)"));
+}
+
+absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model) {
+  if (flags.device == "cpu") return BuildCpuRunner(flags, model);
+  return BuildOnSelectedDevice(
+      flags, FileBuild(flags, model),
+      [&](const absl::Status& no_cuda) -> absl::StatusOr<BuiltRunner> {
+        TESSERA_ASSIGN_OR_RETURN(BuiltRunner built, BuildCpuRunner(flags, model));
+        built.selection = absl::StrCat("--device auto: ", no_cuda.message(), "; using cpu");
+        return built;
+      });
+}
+
+absl::StatusOr<BuiltRunner> BuildDummyRunner(const RunnerFlags& flags) {
+  absl::StatusOr<model::SyntheticModel> model =
+      model::MakeSyntheticModel(flags.dummy_shape, flags.dummy_vocab);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load-format dummy: ", model.status().message()));
+  }
+  if (flags.device == "cpu") {
+    return absl::InvalidArgumentError(
+        "--load-format dummy needs a device backend (--device cuda or emulated): its weights "
+        "are generated on the device, and the cpu backend has none");
+  }
+  return BuildOnSelectedDevice(
+      flags, DummyBuild(flags, *model),
+      [](const absl::Status& no_cuda) -> absl::StatusOr<BuiltRunner> {
+        return absl::Status(
+            no_cuda.code(),
+            absl::StrCat("--load-format dummy needs a device backend, and --device auto found "
+                         "none (", no_cuda.message(), "); use --device emulated without a GPU"));
+      });
 }
 
 }  // namespace tessera::worker

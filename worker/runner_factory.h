@@ -1,17 +1,21 @@
 // Building the model runner a worker serves with, from its flags: `--device auto|cpu|cuda|
 // emulated` picks the backend (auto = cuda when a CUDA device opens, else cpu, saying which and
 // why), `--dtype` the cuda backend's compute type, and the KV pool / graph / batch-invariance
-// options of each. Shared by tessera-worker and `tessera generate --model` so the two select
-// devices the same way. Errors are one line naming the problem (no GPU, too little memory, an
-// architecture or weight type the backend cannot run, a bad value). Caller's thread.
+// options of each. `--load-format dummy` builds the runner on random weights of a named shape
+// (common/model/synthetic_shapes.h) generated on the device, reading no model file. Shared by
+// tessera-worker and `tessera generate --model` so the two select devices the same way. Errors
+// are one line naming the problem (no GPU, too little memory, an architecture or weight type the
+// backend cannot run, a bad value). Caller's thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model/synthetic_shapes.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/loaded_model.h"
 #include "worker/model_runner.h"
@@ -39,7 +43,14 @@ struct RunnerFlags {
   int cuda_device = 0;
   bool cuda_sync_each_launch = false;  // cuda: sync after every launch, naming a failed kernel
   int64_t emulated_memory_mb = 1024; // the emulated device's memory
+  std::string load_format = "auto";  // auto: weights from the model file; dummy: BuildDummyRunner
+  std::string dummy_shape = "";      // dummy: a SyntheticShapeNames() entry
+  int dummy_vocab = 0;               // dummy: vocabulary override (0 = the shape's)
+  uint64_t dummy_seed = 0;           // dummy: the weights' seed
 };
+
+// "auto" -> false, "dummy" -> true; INVALID_ARGUMENT naming both otherwise.
+absl::StatusOr<bool> IsDummyLoadFormat(const std::string& load_format);
 
 struct BuiltRunner {
   std::unique_ptr<kernels::cpu::ThreadPool> pool;  // cpu backend only
@@ -52,9 +63,17 @@ struct BuiltRunner {
   uint64_t device_memory_bytes = 0;
   int64_t weights_bytes = 0;
   double weights_load_seconds = 0;
+  // --load-format dummy: the shape, whose BOS/EOS ids stand in for a tokenizer's.
+  std::optional<model::SyntheticModel> synthetic;
 };
 
-// The model must outlive the runner (the cpu runner borrows its weights).
+// --load-format auto. The model must outlive the runner (the cpu runner borrows its weights).
 absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model);
+
+// --load-format dummy: flags.dummy_shape (with flags.dummy_vocab) on a device backend, its
+// weights made there (worker/cuda/dummy_llama_weights.h) from flags.dummy_seed. Errors, one
+// line: an unknown shape (listing the known ones), the cpu backend (it has no device to make
+// them on), --device auto without a CUDA device, and BuildRunner's device errors.
+absl::StatusOr<BuiltRunner> BuildDummyRunner(const RunnerFlags& flags);
 
 }  // namespace tessera::worker

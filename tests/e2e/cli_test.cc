@@ -240,4 +240,22 @@ TEST_F(WorkerDeviceFlags, BadValuesUnsupportedShapesAndTooLittleMemoryAreOneLine
       "too little device memory for the KV cache");
 }
 
+// --load-format dummy (worker/runner_factory.h): the model file is not read, the shape's random
+// weights are made on the device; the cpu backend and unknown shapes are one-line errors.
+TEST_F(WorkerDeviceFlags, DummyLoadFormatReadsNoModelFileAndNeedsADevice) {
+  const CommandResult served = Worker("/nonexistent.gguf",
+                                      "--load-format dummy --dummy-shape tiny --device emulated "
+                                      "--emulated-memory-mb 256 --max-num-seqs 4");
+  EXPECT_THAT(served.out, HasSubstr("tessera-worker listening on")) << served.err;
+  EXPECT_THAT(served.err, HasSubstr("tiny-dummy (llama)"));
+  ExpectOneLineError(Worker(Head64(), "--load-format dummy --dummy-shape tiny --device cpu"),
+                     "--load-format dummy needs a device backend (--device cuda or emulated)");
+  ExpectOneLineError(Worker(Head64(), "--load-format dummy --dummy-shape llama-9 --device "
+                                      "emulated"),
+                     "unknown synthetic model shape 'llama-9' (known: llama-3.1-8b, "
+                     "qwen2.5-1.5b, tiny)");
+  ExpectOneLineError(Worker(Head64(), "--load-format gguf"),
+                     "unknown --load-format 'gguf' (expected auto or dummy)");
+}
+
 }  // namespace

@@ -44,9 +44,8 @@ CudaLlamaRunner::~CudaLlamaRunner() {
   if (runtime_) (void)runtime_->Synchronize();
 }
 
-absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
-    std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-    const LlamaWeights& weights, const CudaRunnerOptions& options) {
+absl::Status CudaLlamaRunner::CheckRunnable(const model::ModelConfig& config,
+                                            const CudaRunnerOptions& options) {
   if (!DeviceKernels::SupportsHeadDim(config.head_dim)) {
     return absl::FailedPreconditionError(
         absl::StrCat("the cuda backend has no attention kernel for head_dim ", config.head_dim,
@@ -56,19 +55,37 @@ absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
     return absl::InvalidArgumentError(
         "block_size, max_num_seqs and max_num_batched_tokens must be >= 1");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
+    std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+    const LlamaWeights& weights, const CudaRunnerOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckRunnable(config, options));
+  const kernels::cpu::RopeTable rope(RopeParamsForModel(config, weights.rope_freqs),
+                                     config.context_length);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceLlamaWeights> device_weights,
+                           UploadLlamaWeights(*runtime, weights, rope, options.dtype));
+  return Create(std::move(runtime), config, std::move(device_weights), options);
+}
+
+absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
+    std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+    std::unique_ptr<DeviceLlamaWeights> weights, const CudaRunnerOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckRunnable(config, options));
+  TESSERA_CHECK(weights != nullptr && weights->dtype == options.dtype &&
+                    static_cast<int>(weights->layers.size()) == config.num_layers,
+                "CudaLlamaRunner::Create: device weights of another dtype or layer count");
   std::unique_ptr<CudaLlamaRunner> runner(
       new CudaLlamaRunner(std::move(runtime), config, options));
-  TESSERA_RETURN_IF_ERROR(runner->Initialize(weights));
+  TESSERA_RETURN_IF_ERROR(runner->Initialize(std::move(weights)));
   return runner;
 }
 
-absl::Status CudaLlamaRunner::Initialize(const LlamaWeights& weights) {
+absl::Status CudaLlamaRunner::Initialize(std::unique_ptr<DeviceLlamaWeights> weights) {
   TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
   TESSERA_RETURN_IF_ERROR(kernels_->PrepareSampling(config_.vocab_size));
-  const kernels::cpu::RopeTable rope(RopeParamsForModel(config_, weights.rope_freqs),
-                                     config_.context_length);
-  TESSERA_ASSIGN_OR_RETURN(weights_,
-                           UploadLlamaWeights(*runtime_, weights, rope, options_.dtype));
+  weights_ = std::move(weights);
   const int max_tokens = std::max(options_.max_num_batched_tokens, options_.max_num_seqs);
   const int table_stride = (config_.context_length + options_.block_size - 1) / options_.block_size;
   TESSERA_ASSIGN_OR_RETURN(DeviceBlockTables tables,

@@ -3,8 +3,9 @@
 // a real GPU (`--device cuda`) or the SIMT-emulated device (`--device emulated`), the very same
 // runner code either way.
 //
-// At creation: weights dequantized to the compute dtype and uploaded once (bytes and load time
-// reported), activations, persistent step buffers (device_step_inputs.h) and the decode
+// At creation: weights dequantized to the compute dtype and uploaded once, or taken over already
+// on the device (synthetic ones, dummy_llama_weights.h) (bytes and load time reported),
+// activations, persistent step buffers (device_step_inputs.h) and the decode
 // attention workspace allocated for the capacity (max_num_batched_tokens, max_num_seqs), then
 // the paged KV pool from what is left (gpu_memory_utilization of the device's memory, or an
 // explicit size), zeroed; in eager graph mode every decode bucket is captured.
@@ -65,6 +66,12 @@ class CudaLlamaRunner final : public ModelRunner {
   static absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> Create(
       std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
       const LlamaWeights& weights, const CudaRunnerOptions& options);
+  // Weights already on `runtime` (e.g. MakeDummyLlamaWeights), in options.dtype and shaped by
+  // `config`, RoPE table included; the runner takes them over. The path above uploads host
+  // weights and then continues here.
+  static absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> Create(
+      std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+      std::unique_ptr<DeviceLlamaWeights> weights, const CudaRunnerOptions& options);
   ~CudaLlamaRunner() override;
 
   const model::ModelConfig& config() const override { return config_; }
@@ -90,7 +97,10 @@ class CudaLlamaRunner final : public ModelRunner {
  private:
   CudaLlamaRunner(std::unique_ptr<device::DeviceRuntime> runtime,
                   const model::ModelConfig& config, const CudaRunnerOptions& options);
-  absl::Status Initialize(const LlamaWeights& weights);
+  // What both Create paths check before any device work.
+  static absl::Status CheckRunnable(const model::ModelConfig& config,
+                                    const CudaRunnerOptions& options);
+  absl::Status Initialize(std::unique_ptr<DeviceLlamaWeights> weights);
   absl::Status AllocateKvPool();
   absl::StatusOr<int64_t> KvBlocksToAllocate(int64_t block_bytes);
   int64_t KvBlockBytes() const;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/gguf_blocks.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
+#include "kernels/cuda/random_uniform.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sampling_types.h"
 #include "kernels/device/device_runtime.h"
@@ -86,6 +87,10 @@ class DeviceKernels {
                                 const cuda::SamplingRowParams* params,
                                 const cuda::SamplingPenalties& penalties,
                                 const cuda::SamplingOutputs& outputs) = 0;
+  // out[i] = center + scale * u(seed, stream, i), u in (-1, 1), stored as `type`
+  // (random_uniform.cuh): synthetic weights made on the device.
+  virtual absl::Status RandomUniform(DataType type, void* out, int64_t count,
+                                     const cuda::RandomUniformParams& params) = 0;
 };
 
 // The kernels for `runtime` (emulated or cuda); UNAVAILABLE when this build cannot launch on it.

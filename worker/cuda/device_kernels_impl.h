@@ -16,6 +16,7 @@
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
+#include "kernels/cuda/random_uniform.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sampling.cuh"
@@ -202,6 +203,15 @@ class DeviceKernelsFor final : public DeviceKernels {
                         const cuda::SamplingOutputs& outputs) override {
     return to_status_(
         cuda::LaunchSampling(launcher_, logits, num_rows, vocab, params, penalties, outputs));
+  }
+
+  absl::Status RandomUniform(DataType type, void* out, int64_t count,
+                             const cuda::RandomUniformParams& params) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(
+          cuda::LaunchRandomUniform<Launcher, T>(launcher_, static_cast<T*>(out), count, params));
+    });
   }
 
  private:

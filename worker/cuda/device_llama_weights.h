@@ -2,6 +2,7 @@
 // GGUF tensor is dequantized on the host (common/gguf, bit-exact with ggml) and rounded once to
 // the compute type at load, then uploaded; the token embedding table doubles as the output head
 // when the model ties them. Also uploads the RoPE cos/sin table the rope kernel reads.
+// (DeviceLlamaWeights of a synthetic shape, random and made on the device: dummy_llama_weights.h.)
 //
 // Ownership: owns every device allocation (freed with it); the runtime must outlive it.
 // Immutable after upload; the loader thread builds it, the step thread reads it.

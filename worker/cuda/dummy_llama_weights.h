@@ -1,0 +1,35 @@
+// Synthetic llama-family weights made on the device (`--load-format dummy`, DESIGN.md §5): every
+// tensor of a SyntheticModel allocated and filled in place by the random-fill kernel
+// (kernels/cuda/random_uniform.cuh), so a GPU benchmark at a real model's size reads no file and
+// copies no weight from the host. Only the RoPE cos/sin table (small) is computed on the host
+// and uploaded, as UploadLlamaWeights does.
+//
+// Values (uniform, one Philox stream per tensor in a fixed order, so a seed gives the same
+// weights on every device and run): matrices, the embedding table and the output head in
+// ±1/sqrt(cols) (an input row of RMS 1 keeps an output RMS of about 1/sqrt(3) through every
+// projection, so activations stay finite through many layers); norm weights exactly 1; q/k/v
+// biases in ±kDummyBiasScale.
+//
+// Ownership: the result owns its device memory; the runtime must outlive it. Loader thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/model/synthetic_shapes.h"
+#include "kernels/device/device_runtime.h"
+#include "worker/cuda/device_kernels.h"
+#include "worker/cuda/device_llama_weights.h"
+
+namespace tessera::worker {
+
+inline constexpr float kDummyBiasScale = 0.02f;
+
+// Errors: the runtime's (too little memory names the size) or a failed launch. load_seconds
+// covers allocation, the fills (waited for) and the RoPE upload.
+absl::StatusOr<std::unique_ptr<DeviceLlamaWeights>> MakeDummyLlamaWeights(
+    device::DeviceRuntime& runtime, DeviceKernels& kernels, const model::SyntheticModel& model,
+    device::DataType dtype, uint64_t seed);
+
+}  // namespace tessera::worker
