@@ -1,8 +1,8 @@
 // The cuda worker end to end: tessera-router + `tessera-worker --device DEVICE --dtype f32` as
 // real processes on loopback, against a router + `--device cpu` pair on the same tiny model
 // (head_dim 64). DEVICE is `emulated` (the cuda runner's kernels through the SIMT emulator; CI)
-// or, in the gpu_ copy of this test, `cuda` (a real GPU; skipped with the reason when there is
-// none). Concurrent greedy requests give the cpu backend's tokens; cancellation frees
+// or, in the gpu_ copy of this test, `cuda` (a real GPU; skipped with the reason where there is
+// none and none is expected, tests/testing/gpu_expectation.h). Concurrent greedy requests give the cpu backend's tokens; cancellation frees
 // everything; preemption under a tiny KV pool and a killed worker behave as on cpu; the worker's
 // graph replays rise in steady decode and its step metrics are exported.
 #include <future>
@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/e2e/serving_harness.h"
+#include "tests/testing/gpu_expectation.h"
 #include "tests/unique_temp_path.h"
 #include "tools/convert/tiny_model.h"
 
@@ -117,7 +118,8 @@ class CudaWorkerTest : public ::testing::Test {
     ASSERT_NE(start_status_, nullptr);
     if (std::string(kDevice) == "cuda" &&
         absl::StrContains(start_status_->message(), "no usable CUDA device")) {
-      GTEST_SKIP() << "no CUDA GPU: " << start_status_->message();
+      testing_util::SkipOrFailWithoutGpu(std::string(start_status_->message()));
+      return;
     }
     ASSERT_TRUE(start_status_->ok()) << *start_status_;
   }

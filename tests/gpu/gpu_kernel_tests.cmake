@@ -1,7 +1,8 @@
 # The kernel tests of tests/unit/cuda (*_kernel_test.cc) compiled by nvcc for the real GPU
 # (TESSERA_KERNEL_TEST_ON_GPU=1, kernel_test_env.h), label gpu, when
 # TESSERA_BUILD_GPU_KERNEL_TESTS (cmake/Cuda.cmake). Each binary skips with the reason when it
-# finds no GPU at run time.
+# finds no GPU at run time and none is expected, and fails when one is
+# (tests/testing/gpu_expectation.h).
 if(TESSERA_BUILD_GPU_KERNEL_TESTS)
   file(GLOB kernel_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/cuda/*_kernel_test.cc)
   foreach(test_source ${kernel_tests})
@@ -10,7 +11,7 @@ if(TESSERA_BUILD_GPU_KERNEL_TESTS)
     file(WRITE ${wrapper} "#include \"${test_source}\"\n")
     tessera_add_test(gpu_${test_name}
       SOURCES ${wrapper}
-      LIBS tessera_cpu_kernels tessera_cuda_reference CUDA::cudart
+      LIBS tessera_cpu_kernels tessera_cuda_reference tessera_gpu_expectation CUDA::cudart
       LABELS gpu
       TEST_PREFIX gpu_)
     target_compile_definitions(gpu_${test_name} PRIVATE TESSERA_KERNEL_TEST_ON_GPU=1)
