@@ -16,4 +16,13 @@ if(TESSERA_BUILD_GPU_KERNEL_TESTS)
       TEST_PREFIX gpu_)
     target_compile_definitions(gpu_${test_name} PRIVATE TESSERA_KERNEL_TEST_ON_GPU=1)
   endforeach()
+  # The managed-memory caps of device_buffer.h (GPU only; needs no GPU to run).
+  set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/gpu_device_buffer_cap_test.cu)
+  file(WRITE ${wrapper} "#include \"${CMAKE_SOURCE_DIR}/tests/unit/cuda/device_buffer_cap_test.cc\"\n")
+  tessera_add_test(gpu_device_buffer_cap_test
+    SOURCES ${wrapper}
+    LIBS tessera_gpu_expectation CUDA::cudart
+    LABELS gpu
+    TEST_PREFIX gpu_)
+  target_compile_definitions(gpu_device_buffer_cap_test PRIVATE TESSERA_KERNEL_TEST_ON_GPU=1)
 endif()
