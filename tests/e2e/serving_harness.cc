@@ -173,6 +173,8 @@ StreamResult RunGenerate(
     result.text += response.text();
     result.token_ids.insert(result.token_ids.end(), response.token_ids().begin(),
                             response.token_ids().end());
+    result.logprobs.insert(result.logprobs.end(), response.logprobs().begin(),
+                           response.logprobs().end());
     if (on_response) on_response(response, context);
     result.last = response;
   }

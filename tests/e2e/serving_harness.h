@@ -78,6 +78,7 @@ void ExpectEverythingReleased(const ServingProcesses& serving);
 struct StreamResult {
   grpc::Status status;
   std::vector<int32_t> token_ids;
+  std::vector<::tessera::v1::TokenLogprob> logprobs;  // one per token, when the request asked
   std::string text;
   int num_responses = 0;
   ::tessera::v1::GenerateResponse last;

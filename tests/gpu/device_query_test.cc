@@ -1,11 +1,14 @@
-// The CUDA device query. A test skips only when the machine has no GPU to test: a build without
-// CUDA, or the runtime reporting no device / no driver (UNAVAILABLE, whose message names the CUDA
-// error). Any other error fails: it is a broken driver or runtime, not a missing GPU. The skip
-// messages are the ones tests/skip_allowlist.txt accepts.
+// The CUDA device query. A test skips only when the machine has no GPU to test and none is
+// expected (tests/testing/gpu_expectation.h): a build without CUDA, or the runtime reporting no
+// device / no driver (UNAVAILABLE, whose message names the CUDA error). Where a GPU is expected
+// those fail; any other error always fails: it is a broken driver or runtime, not a missing GPU.
+// The skip messages are the ones tests/skip_allowlist.txt accepts.
 #include "kernels/cuda/device_query.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "tests/testing/gpu_expectation.h"
 
 namespace tessera::cuda {
 namespace {
@@ -18,7 +21,9 @@ TEST(CudaVersions, ReportsRuntimeWhenBuiltWithCuda) {
   if (!BuiltWithCuda()) {
     // ASSERT (not EXPECT) before the skip: a failure followed by a skip would read as a skip.
     ASSERT_EQ(versions.status().code(), absl::StatusCode::kUnavailable) << versions.status();
-    GTEST_SKIP() << "built without CUDA: " << versions.status().message();
+    testing_util::SkipOrFailWithoutGpu("built without CUDA: " +
+                                       std::string(versions.status().message()));
+    return;
   }
   ASSERT_TRUE(versions.ok()) << versions.status();
   EXPECT_GE(versions->runtime_version, 12000);  // the toolkit we build with is 12.x or newer
@@ -35,7 +40,8 @@ TEST(CudaDevices, EveryVisibleDeviceHasSaneProperties) {
                         HasSubstr("cudaErrorStubLibrary"), HasSubstr("no CUDA device is visible")))
           << "UNAVAILABLE for a reason that is not a missing GPU or driver";
     }
-    GTEST_SKIP() << "no CUDA GPU: " << devices.status().message();
+    testing_util::SkipOrFailWithoutGpu(std::string(devices.status().message()));
+    return;
   }
   ASSERT_FALSE(devices->empty());
   for (const CudaDeviceInfo& device : *devices) {

@@ -1,10 +1,12 @@
 // The device runtime contract (kernels/device/device_runtime.h), one source for both devices:
 // built with TESSERA_TEST_CUDA_DEVICE=0 it runs on the emulated device (label cuda-emulated),
-// with 1 on the real GPU (tests/gpu, label gpu), skipping only when no GPU or driver is there.
+// with 1 on the real GPU (tests/gpu, label gpu), skipping only when no GPU or driver is there and
+// none is expected (tests/testing/gpu_expectation.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "kernels/device/device_runtime.h"
+#include "kernels/device/gemm_reference.h"
+#include "tests/testing/gpu_expectation.h"
 #if !TESSERA_TEST_CUDA_DEVICE
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/device/emulated_device_runtime.h"
@@ -32,7 +36,8 @@ class DeviceRuntimeTest : public ::testing::Test {
     options.emulated_memory_bytes = 64 << 20;
     absl::StatusOr<std::unique_ptr<DeviceRuntime>> runtime = OpenDevice(options);
     if (TESSERA_TEST_CUDA_DEVICE && runtime.status().code() == absl::StatusCode::kUnavailable) {
-      GTEST_SKIP() << "no CUDA GPU: " << runtime.status().message();
+      testing_util::SkipOrFailWithoutGpu(std::string(runtime.status().message()));
+      return;
     }
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = std::move(*runtime);
@@ -53,8 +58,8 @@ class DeviceRuntimeTest : public ::testing::Test {
   std::vector<void*> allocations_;
 };
 
-std::vector<double> ReferenceGemm(const std::vector<float>& a, const std::vector<float>& b,
-                                  int m, int n, int k) {
+std::vector<double> F64ReferenceGemm(const std::vector<float>& a, const std::vector<float>& b,
+                                     int m, int n, int k) {
   std::vector<double> c(size_t(m) * n);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j)
@@ -87,29 +92,112 @@ TEST_F(DeviceRuntimeTest, AllocationReducesFreeMemory) {
   EXPECT_FALSE(runtime_->properties().name.empty());
 }
 
-// c = a·bᵀ for m = 1, 3, 17 against an f64 reference; bf16 inputs, f32 and bf16 outputs.
-TEST_F(DeviceRuntimeTest, GemmMatchesReference) {
-  std::mt19937 rng(3);
+// A matrix of `count` values uniform in [-1, 1], stored as `type` (so the reference reads the
+// very values the device does).
+std::vector<uint8_t> RandomMatrix(DataType type, size_t count, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1, 1);
-  const int n = 33, k = 70;
-  for (int m : {1, 3, 17}) {
-    std::vector<float> a(size_t(m) * k), b(size_t(n) * k);
-    std::vector<__nv_bfloat16> a16(a.size()), b16(b.size());
-    for (size_t i = 0; i < a.size(); ++i) a16[i] = __float2bfloat16_rn(dist(rng)), a[i] = __bfloat162float(a16[i]);
-    for (size_t i = 0; i < b.size(); ++i) b16[i] = __float2bfloat16_rn(dist(rng)), b[i] = __bfloat162float(b16[i]);
-    void* d_a = Allocate(a16.size() * 2);
-    void* d_b = Allocate(b16.size() * 2);
-    void* d_c = Allocate(size_t(m) * n * 4);
-    ASSERT_TRUE(runtime_->CopyToDevice(d_a, a16.data(), a16.size() * 2).ok());
-    ASSERT_TRUE(runtime_->CopyToDevice(d_b, b16.data(), b16.size() * 2).ok());
-    GemmArgs args{DataType::kBf16, DataType::kBf16, DataType::kF32, d_a, d_b, d_c, m, n, k};
-    ASSERT_TRUE(runtime_->Gemm(args).ok());
-    std::vector<float> c(size_t(m) * n);
-    ASSERT_TRUE(runtime_->CopyToHost(c.data(), d_c, c.size() * 4).ok());
-    ASSERT_TRUE(runtime_->Synchronize().ok());
-    const std::vector<double> expected = ReferenceGemm(a, b, m, n, k);
-    // f32 accumulation of 70 products of magnitude <= 1: |error| <= 70 * 2^-24 * sum|terms|.
-    for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], expected[i], 1e-4) << "m=" << m << " i=" << i;
+  std::vector<uint8_t> bytes(count * DataTypeBytes(type));
+  for (size_t i = 0; i < count; ++i) {
+    const float value = dist(rng);
+    if (type == DataType::kF32) {
+      std::memcpy(bytes.data() + 4 * i, &value, 4);
+    } else if (type == DataType::kBf16) {
+      const __nv_bfloat16 stored = __float2bfloat16_rn(value);
+      std::memcpy(bytes.data() + 2 * i, &stored, 2);
+    } else {
+      const __half stored = __float2half_rn(value);
+      std::memcpy(bytes.data() + 2 * i, &stored, 2);
+    }
+  }
+  return bytes;
+}
+
+float ValueAt(DataType type, const std::vector<uint8_t>& bytes, size_t i) {
+  if (type == DataType::kF32) {
+    float value;
+    std::memcpy(&value, bytes.data() + 4 * i, 4);
+    return value;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes.data() + 2 * i, 2);
+  if (type == DataType::kBf16) return __bfloat162float(__nv_bfloat16_raw{bits});
+  return __half2float(__half_raw{bits});
+}
+
+// The largest |device - reference| allowed for c[i, j], the reference being gemm_reference.h
+// (f32 sum in increasing k, rounded once to c's type). Both f32 sums lie within k·u·Σ|a·b| of
+// the exact dot product whatever their order (Higham, Accuracy and Stability, §3.1), so they
+// differ by at most 2·k·u·Σ|a·b|; u = 2^-23 rather than 2^-24 because tensor-core accumulation
+// may truncate instead of rounding to nearest. Rounding the two sums to c's type then adds at most
+// one unit in the last place at that magnitude: 2^-7 relative for bf16 (8 significant bits),
+// 2^-10 for f16 (11 bits) plus its subnormal step 2^-24, nothing for f32.
+double GemmTolerance(DataType c_type, int64_t k, double abs_dot, double reference) {
+  const double sums = 2.0 * static_cast<double>(k) * std::ldexp(1.0, -23) * abs_dot;
+  const double magnitude = std::abs(reference) + sums;
+  switch (c_type) {
+    case DataType::kF32: return sums;
+    case DataType::kBf16: return sums + std::ldexp(magnitude, -7);
+    case DataType::kF16: return sums + std::ldexp(magnitude, -10) + std::ldexp(1.0, -24);
+  }
+  return 0;
+}
+
+const char* TypeName(DataType type) {
+  return type == DataType::kF32 ? "f32" : type == DataType::kBf16 ? "bf16" : "f16";
+}
+
+struct GemmTypes {
+  DataType inputs;  // a and b (cuBLAS's GemmEx takes both in one type)
+  DataType output;
+};
+
+// c = a·bᵀ for every input/output type pair the runner may use, on awkward shapes: m = 1, 3, 17
+// rows, n and k not multiples of 8 (ValidateGemm asks only for positive sizes and set pointers;
+// cuBLAS takes any leading dimension for these types), against gemm_reference.h within
+// GemmTolerance.
+TEST_F(DeviceRuntimeTest, GemmMatchesTheReferenceForEveryOutputType) {
+  std::mt19937 rng(3);
+  const GemmTypes types[] = {{DataType::kF32, DataType::kF32},
+                             {DataType::kBf16, DataType::kF32},
+                             {DataType::kBf16, DataType::kBf16},
+                             {DataType::kF16, DataType::kF32},
+                             {DataType::kF16, DataType::kF16}};
+  const std::pair<int, int> nks[] = {{33, 70}, {7, 13}, {64, 129}};
+  for (const GemmTypes& t : types) {
+    for (int m : {1, 3, 17}) {
+      for (auto [n, k] : nks) {
+        SCOPED_TRACE(::testing::Message() << TypeName(t.inputs) << " -> " << TypeName(t.output)
+                                          << ", m=" << m << " n=" << n << " k=" << k);
+        const std::vector<uint8_t> a = RandomMatrix(t.inputs, size_t(m) * k, rng);
+        const std::vector<uint8_t> b = RandomMatrix(t.inputs, size_t(n) * k, rng);
+        const size_t c_bytes = size_t(m) * n * DataTypeBytes(t.output);
+        void* d_a = Allocate(a.size());
+        void* d_b = Allocate(b.size());
+        void* d_c = Allocate(c_bytes);
+        ASSERT_TRUE(runtime_->CopyToDevice(d_a, a.data(), a.size()).ok());
+        ASSERT_TRUE(runtime_->CopyToDevice(d_b, b.data(), b.size()).ok());
+        ASSERT_TRUE(runtime_->Gemm({t.inputs, t.inputs, t.output, d_a, d_b, d_c, m, n, k}).ok());
+        std::vector<uint8_t> c(c_bytes), expected(c_bytes);
+        ASSERT_TRUE(runtime_->CopyToHost(c.data(), d_c, c.size()).ok());
+        ASSERT_TRUE(runtime_->Synchronize().ok());
+        ReferenceGemm({t.inputs, t.inputs, t.output, a.data(), b.data(),
+                               expected.data(), m, n, k});
+        for (int i = 0; i < m; ++i) {
+          for (int j = 0; j < n; ++j) {
+            double abs_dot = 0;
+            for (int p = 0; p < k; ++p) {
+              abs_dot += std::abs(double(ValueAt(t.inputs, a, size_t(i) * k + p)) *
+                                  ValueAt(t.inputs, b, size_t(j) * k + p));
+            }
+            const size_t at = size_t(i) * n + j;
+            const double want = ValueAt(t.output, expected, at);
+            ASSERT_NEAR(ValueAt(t.output, c, at), want,
+                        GemmTolerance(t.output, k, abs_dot, want))
+                << "c[" << i << ", " << j << "]";
+          }
+        }
+      }
+    }
   }
 }
 
@@ -137,7 +225,7 @@ TEST_F(DeviceRuntimeTest, GraphReplayEqualsEagerExecution) {
     for (int i = 0; i < m * k; ++i) host_a[i] = 0.125f * round * ((i % 5) - 2);
     ASSERT_TRUE(runtime_->Replay(*graph).ok());
     ASSERT_TRUE(runtime_->Synchronize().ok());
-    const std::vector<double> expected = ReferenceGemm(host_a, host_b, m, n, k);
+    const std::vector<double> expected = F64ReferenceGemm(host_a, host_b, m, n, k);
     for (int i = 0; i < m * n; ++i) EXPECT_NEAR(host_c[i], expected[i], 1e-5) << "round " << round;
   }
 }
@@ -210,11 +298,20 @@ TEST(EmulatedDevice, CapturedKernelLaunchesRunOnReplay) {
   }
 }
 
-TEST(CudaDeviceSelection, ReportsAOneLineReasonWithoutAGpu) {
+// Asking for the real GPU from the emulated build's test: where a GPU is expected it opens;
+// elsewhere the error is one line (the worker prints it as its exit message). Never a skip, so
+// the test counts on a GPU machine too.
+TEST(CudaDeviceSelection, OpensWhereAGpuIsExpectedElseReportsAOneLineReason) {
   DeviceOptions options;
   options.kind = DeviceKind::kCuda;
   absl::StatusOr<std::unique_ptr<DeviceRuntime>> runtime = OpenDevice(options);
-  if (runtime.ok()) GTEST_SKIP() << "a usable GPU is present: " << (*runtime)->properties().name;
+  if (runtime.ok()) {  // a GPU (also one without /dev/nvidia* nodes, as under WSL)
+    EXPECT_FALSE((*runtime)->properties().name.empty());
+    return;
+  }
+  const testing_util::GpuExpectation expectation = testing_util::CurrentGpuExpectation();
+  ASSERT_FALSE(expectation.expected)
+      << "a GPU is expected (" << expectation.why << ") but: " << runtime.status();
   EXPECT_THAT(runtime.status().code(),
               ::testing::AnyOf(absl::StatusCode::kUnavailable,
                                absl::StatusCode::kFailedPrecondition));

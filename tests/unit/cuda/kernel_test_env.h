@@ -9,7 +9,8 @@
 //   simt::TestSchedules()   the schedules a test is parameterised over
 //   simt::KernelTest        the fixture base (parameter: the schedule), SingleKernelTest for a
 //                           test that is not parameterised; on the GPU each test skips, with
-//                           the reason, when there is no GPU
+//                           the reason, when there is no GPU and none is expected, and fails
+//                           when one is (tests/testing/gpu_expectation.h)
 #pragma once
 
 #if TESSERA_KERNEL_TEST_ON_GPU
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_launcher.h"
+#include "tests/testing/gpu_expectation.h"
 #include "tests/unit/cuda/device_buffer.h"
 
 namespace tessera::simt {
@@ -63,15 +65,19 @@ class TestLauncher {
   cuda::CudaLauncher launcher_;
 };
 
-// Skips the current test, with the reason, when no GPU or driver is present; any other CUDA
-// error fails it.
+// Skips the current test, with the reason, when no GPU or driver is present and none is
+// expected (tests/testing/gpu_expectation.h); where a GPU is expected that fails the test with
+// the error's name. Any other CUDA error fails it everywhere.
 inline void RequireGpu() {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
   if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
-    GTEST_SKIP() << "no CUDA GPU: " << cudaGetErrorString(error);
+    cudaGetLastError();  // clear it: later runtime calls must not report it again
+    testing_util::SkipOrFailWithoutGpu(std::string(cudaGetErrorName(error)) + " (" +
+                                       cudaGetErrorString(error) + ")");
+    return;
   }
-  ASSERT_EQ(error, cudaSuccess) << cudaGetErrorName(error);
+  ASSERT_EQ(error, cudaSuccess) << cudaGetErrorName(error) << ": " << cudaGetErrorString(error);
 }
 
 // Bases of every kernel test (parameterised by schedule, or single).

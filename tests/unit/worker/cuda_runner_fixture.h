@@ -1,7 +1,11 @@
-// Test fixture for the cuda runner on the emulated device: a tiny generated llama model with
-// head_dim 64 (the smallest head size the attention kernels are built for), written and loaded
-// once per suite, runners of both backends over it, and a driver that serves SimRouter request
-// mixes through a StepExecutor.
+// Test fixture for the cuda runner: a tiny generated llama model with head_dim 64 (the smallest
+// head size the attention kernels are built for), written and loaded once per suite, runners of
+// both backends over it, and a driver that serves SimRouter request mixes through a StepExecutor.
+//
+// The device is a compile definition: TESSERA_TEST_CUDA_DEVICE=0 the emulated device (label
+// cuda-emulated), 1 the real GPU (the gpu_ copies in tests/gpu, label gpu). On the GPU each test
+// skips where no GPU is usable and none is expected, and fails where one is
+// (tests/testing/gpu_expectation.h).
 #pragma once
 
 #include <memory>
@@ -12,6 +16,7 @@
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/device/device_runtime.h"
+#include "tests/testing/gpu_expectation.h"
 #include "tests/unique_temp_path.h"
 #include "tests/unit/worker/sim_router.h"
 #include "tests/unit/worker/tiny_model_fixture.h"
@@ -23,8 +28,21 @@
 
 namespace tessera::worker::testing {
 
+#ifndef TESSERA_TEST_CUDA_DEVICE
+#error "TESSERA_TEST_CUDA_DEVICE (0: emulated, 1: cuda) must be defined"
+#endif
+
 inline constexpr int kBlockSize = 4;
 inline constexpr int kNumBlocks = 96;
+inline constexpr bool kOnGpu = TESSERA_TEST_CUDA_DEVICE != 0;
+
+// The fixture's device; the emulated one with 256 MiB (weights, activations and a 96-block pool
+// of the tiny model take a few MiB).
+inline device::DeviceOptions TestDeviceOptions() {
+  return {.kind = kOnGpu ? device::DeviceKind::kCuda : device::DeviceKind::kEmulated,
+          .emulated_memory_bytes = uint64_t{256} << 20,
+          .emulated_schedule = {}};
+}
 
 class CudaRunnerTest : public ::testing::Test {
  public:
@@ -34,6 +52,9 @@ class CudaRunnerTest : public ::testing::Test {
                                           .seed = 11},
                                          "cuda_runner_tiny.gguf", &model_);
     if (setup_error_.empty()) pool_ = new kernels::cpu::ThreadPool(2);
+    // Whether the GPU opens at all, asked once: UNAVAILABLE (no GPU, no driver, no CUDA in this
+    // build) is what a test may skip for.
+    if (kOnGpu) device_status_ = device::OpenDevice(TestDeviceOptions()).status();
   }
   static void TearDownTestSuite() {
     delete pool_;
@@ -41,7 +62,14 @@ class CudaRunnerTest : public ::testing::Test {
     pool_ = nullptr;
     model_ = nullptr;
   }
-  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
+  void SetUp() override {
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+    if (device_status_.code() == absl::StatusCode::kUnavailable) {
+      testing_util::SkipOrFailWithoutGpu(std::string(device_status_.message()));
+      return;
+    }
+    ASSERT_TRUE(device_status_.ok()) << device_status_;
+  }
 
   static const model::ModelConfig& config() { return model_->config; }
 
@@ -52,13 +80,11 @@ class CudaRunnerTest : public ::testing::Test {
                          .max_num_seqs = max_num_seqs});
   }
 
-  // An emulated-device runner; the options' block size and pool are the fixture's.
+  // A runner on the fixture's device; the options' block size and pool are the fixture's.
   static std::unique_ptr<CudaLlamaRunner> MakeCudaRunner(CudaRunnerOptions options) {
     options.block_size = kBlockSize;
     options.num_kv_blocks = kNumBlocks;
-    auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                       .emulated_memory_bytes = uint64_t{256} << 20,
-                                       .emulated_schedule = {}});
+    auto runtime = device::OpenDevice(TestDeviceOptions());
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     auto runner =
         CudaLlamaRunner::Create(*std::move(runtime), model_->config, *model_->weights, options);
@@ -97,6 +123,7 @@ class CudaRunnerTest : public ::testing::Test {
   }
 
   static inline std::string setup_error_;
+  static inline absl::Status device_status_;
   static inline LoadedModel* model_ = nullptr;
   static inline kernels::cpu::ThreadPool* pool_ = nullptr;
 };
