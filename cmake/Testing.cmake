@@ -21,6 +21,8 @@ function(tessera_add_test name)
   set(device cpu)
   if("gpu" IN_LIST labels)
     set(device auto)
+    # tools/gpu/bundle.sh packs every gpu-labelled test (cmake/GpuBundle.cmake).
+    set_property(GLOBAL APPEND PROPERTY TESSERA_GPU_TEST_TARGETS ${name})
   endif()
   # A list would be split into separate property arguments; escape it into one LABELS value.
   string(REPLACE ";" "\\;" labels "${labels}")

@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev libboost-context-dev
   python3-grpcio python3-protobuf python3-matplotlib python3-venv
   prometheus
+  patchelf xz-utils binutils
 )
 
 missing=()

@@ -8,7 +8,8 @@
 #   fuzz           — a bounded libFuzzer run on the GGUF parser (TESSERA_FUZZ_SECONDS, default 30; 0 = off)
 # Then every skipped test is listed, and the run fails on any skip tests/skip_allowlist.txt does
 # not allow (scripts/check_skips.py; its "N passed, N failed" line closes the run).
-# TESSERA_CUDA_STATIC_CHECK=1 also builds every kernel for sm_90a/100a/120a (opt-in: minutes).
+# TESSERA_CUDA_STATIC_CHECK=1 also builds every kernel for sm_90a/100a/120a (opt-in: minutes);
+# TESSERA_GPU_BUNDLE=1 also builds and checks the GPU bundle (opt-in: build-gpu/, many minutes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -23,6 +24,12 @@ fi
 # memory. The default build already checks sm_90a the same way.
 if [ "${TESSERA_CUDA_STATIC_CHECK:-0}" = 1 ]; then
   python3 "$root/tools/cuda/kernel_resources.py" --archs 90a,100a,120a
+fi
+# Opt-in (many minutes of nvcc): the relocatable GPU bundle (tools/gpu/bundle.sh), checked here
+# without a GPU: it unpacks elsewhere, starts, skips with the reason, and validate.sh says why.
+if [ "${TESSERA_GPU_BUNDLE:-0}" = 1 ]; then
+  "$root/tools/gpu/bundle.sh"
+  "$root/tools/gpu/check_bundle.sh"
 fi
 # PyPI packages of the Python e2e tests (the openai client) into .venv-e2e/.
 "$root/scripts/install_python_test_deps.sh"

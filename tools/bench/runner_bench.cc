@@ -1,7 +1,8 @@
 // tessera-runner-bench: one model runner driven directly (no router, no gRPC), any backend.
 //
 // Decode rows, one per batch x context: `batch` greedy sequences each prefilled with `context`
-// prompt tokens, then `--steps` timed decode steps; medians of the step wall time, the device
+// prompt tokens (or, --uncomputed-context, started at that position with the pool's K/V as it
+// is: the same bytes read per step, none of the prefill), then `--steps` timed decode steps; medians of the step wall time, the device
 // time from events (device backends), `hostproc` (step entry -> last launch) and `input` (step
 // entry -> inputs laid out and their one copy issued), how many steps replayed a CUDA graph,
 // and the bytes a step must move with the GB/s that achieves (runner_bench_report.h).
@@ -50,6 +51,7 @@ struct Options {
   std::string prefills;          // prompt lengths of the prefill rows ("" = none)
   int steps = 32;                // timed decode steps per row
   int prefill_runs = 3;          // timed runs per prefill row
+  bool uncomputed_context = false;  // decode rows start past a context that was never computed
   bool size_pool_to_rows = true;  // no KV pool flag given: the largest row's need
   double copy_bandwidth_gbs = 0;
   std::string json_path;
@@ -168,7 +170,13 @@ DecodeRow RunDecode(const Bench& b, const Options& o, int batch, int context) {
     b.runner->BeginSequence(s, {.temperature = 0.0f}, tokens[s], {});
   }
   int chunks = 0;
-  for (int s = 0; s < batch; ++s) Prefill(b, s, tokens[s], tables[s], &chunks);
+  for (int s = 0; s < batch; ++s) {
+    if (o.uncomputed_context) {
+      tokens[s].push_back(tokens[s].back());  // decode from position `context` directly
+    } else {
+      Prefill(b, s, tokens[s], tables[s], &chunks);
+    }
+  }
   TimeDecode(b, o.steps, tokens, tables, &r);
   for (int s = 0; s < batch; ++s) b.runner->EndSequence(s);
   r.weight_bytes = b.weight_bytes;
@@ -345,6 +353,10 @@ void AddOptions(CLI::App& app, Options* o) {
       ->capture_default_str();
   app.add_option("--steps", o->steps, "timed decode steps per row")->capture_default_str();
   app.add_option("--prefill", o->prefills, "comma-separated prompt lengths of prefill rows");
+  app.add_flag("--uncomputed-context", o->uncomputed_context,
+               "decode rows start at position CONTEXT without computing the prompt: attention "
+               "reads the same K/V bytes (whatever the pool holds), so the step time is that of "
+               "a computed context, without minutes of prefill at batch 256 x 4096 on 8B");
   app.add_option("--prefill-runs", o->prefill_runs, "timed runs per prefill row")
       ->capture_default_str();
   app.add_option("--copy-bandwidth-gbs", o->copy_bandwidth_gbs,

@@ -13,8 +13,10 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
+#include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
 #include "kernels/device/gemm_reference.h"
 #include "tests/testing/gpu_expectation.h"
@@ -202,10 +204,17 @@ TEST_F(DeviceRuntimeTest, GemmMatchesTheReferenceForEveryOutputType) {
 }
 
 // A captured graph runs nothing until replayed, and each replay reads the host input as it is
-// at that moment: replay == eager for a new input.
+// at that moment: replay == eager for a new input. The host buffers a graph copies are the
+// runtime's (pinned on a GPU, where a capture of pageable copies is not allowed).
 TEST_F(DeviceRuntimeTest, GraphReplayEqualsEagerExecution) {
   const int m = 3, n = 5, k = 8;
-  std::vector<float> host_a(m * k), host_b(n * k), host_c(m * n, -1.0f);
+  std::vector<float> host_b(n * k);
+  absl::StatusOr<HostMemory> a_memory = HostMemory::Allocate(*runtime_, m * k * 4);
+  absl::StatusOr<HostMemory> c_memory = HostMemory::Allocate(*runtime_, m * n * 4);
+  ASSERT_TRUE(a_memory.ok() && c_memory.ok());
+  const std::span<float> host_a(a_memory->as<float>(), m * k), host_c(c_memory->as<float>(), m * n);
+  std::fill(host_a.begin(), host_a.end(), 0.0f);
+  std::fill(host_c.begin(), host_c.end(), -1.0f);
   for (int i = 0; i < n * k; ++i) host_b[i] = 0.25f * (i % 7) - 0.5f;
   void* d_a = Allocate(host_a.size() * 4);
   void* d_b = Allocate(host_b.size() * 4);
@@ -215,7 +224,9 @@ TEST_F(DeviceRuntimeTest, GraphReplayEqualsEagerExecution) {
   ASSERT_TRUE(runtime_->BeginCapture().ok());
   EXPECT_TRUE(runtime_->capturing());
   ASSERT_TRUE(runtime_->CopyToDevice(d_a, host_a.data(), host_a.size() * 4).ok());
-  ASSERT_TRUE(runtime_->Gemm({DataType::kF32, DataType::kF32, DataType::kF32, d_a, d_b, d_c, m, n, k}).ok());
+  ASSERT_TRUE(
+      runtime_->Gemm({DataType::kF32, DataType::kF32, DataType::kF32, d_a, d_b, d_c, m, n, k})
+          .ok());
   ASSERT_TRUE(runtime_->CopyToHost(host_c.data(), d_c, host_c.size() * 4).ok());
   absl::StatusOr<GraphHandle> graph = runtime_->EndCapture();
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -225,7 +236,8 @@ TEST_F(DeviceRuntimeTest, GraphReplayEqualsEagerExecution) {
     for (int i = 0; i < m * k; ++i) host_a[i] = 0.125f * round * ((i % 5) - 2);
     ASSERT_TRUE(runtime_->Replay(*graph).ok());
     ASSERT_TRUE(runtime_->Synchronize().ok());
-    const std::vector<double> expected = F64ReferenceGemm(host_a, host_b, m, n, k);
+    const std::vector<float> a(host_a.begin(), host_a.end());
+    const std::vector<double> expected = F64ReferenceGemm(a, host_b, m, n, k);
     for (int i = 0; i < m * n; ++i) EXPECT_NEAR(host_c[i], expected[i], 1e-5) << "round " << round;
   }
 }

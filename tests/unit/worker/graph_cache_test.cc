@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/device_compat.cuh"
 #include "kernels/cuda/launch_shape.h"
+#include "kernels/device/device_memory.h"
 #include "tests/testing/gpu_expectation.h"
 #if TESSERA_TEST_CUDA_DEVICE
 #include "kernels/cuda/cuda_launcher.h"
@@ -54,9 +55,6 @@ class GraphCacheTest : public ::testing::Test {
     if (runtime_ == nullptr) return;
     runtime_->Free(base_);
     runtime_->Free(out_);
-#if TESSERA_TEST_CUDA_DEVICE
-    if (host_base_ != &host_base_storage_) cudaFreeHost(host_base_);
-#endif
   }
 
   // What a runner does per step: copy this step's inputs, then launch for `rows` rows.
@@ -65,10 +63,10 @@ class GraphCacheTest : public ::testing::Test {
     if (absl::Status s = runtime_->CopyToDevice(base_, host_base_, sizeof(int)); !s.ok()) return s;
     const cuda::LaunchShape shape{dim3(cuda::CeilDiv(rows, 64)), dim3(64)};
 #if TESSERA_TEST_CUDA_DEVICE
-    const cudaError_t error = cuda::CudaLauncher(runtime_->stream())
-                                  .Launch(shape, StepKernel, static_cast<const int*>(base_), out_,
-                                          rows);
-    if (error != cudaSuccess) return absl::InternalError(cudaGetErrorName(error));
+    const cuda::CudaLaunchResult launched =
+        cuda::CudaLauncher(runtime_->stream())
+            .Launch(shape, StepKernel, static_cast<const int*>(base_), out_, rows);
+    if (!launched.ok()) return absl::InternalError(cuda::DescribeLaunch(launched));
     return absl::OkStatus();
 #else
     return runtime_->launcher().Launch(shape, StepKernel, static_cast<const int*>(base_), out_,
@@ -95,10 +93,10 @@ class GraphCacheTest : public ::testing::Test {
   std::unique_ptr<TestRuntime> runtime_;
   int* base_ = nullptr;
   int* out_ = nullptr;
-  // The step's host input. On the GPU it is pinned: a captured copy reads host memory at replay
-  // time, which CUDA supports for page-locked memory (the runner's step inputs are pinned too).
-  int* host_base_ = &host_base_storage_;
-  int host_base_storage_ = 100;
+  // The step's host input, the runtime's host memory (pinned on the GPU: a captured copy reads
+  // host memory at replay time, which CUDA supports for page-locked memory, as the runner's).
+  device::HostMemory host_memory_;
+  int* host_base_ = nullptr;
   int enqueued_ = 0;
 
  private:
@@ -112,14 +110,14 @@ class GraphCacheTest : public ::testing::Test {
     }
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = std::move(*runtime);
-    int* pinned = nullptr;
-    const cudaError_t error = cudaMallocHost(&pinned, sizeof(int));
-    ASSERT_EQ(error, cudaSuccess) << cudaGetErrorName(error);
-    host_base_ = pinned;
-    *host_base_ = 100;
 #else
     runtime_ = std::make_unique<device::EmulatedDeviceRuntime>(16 << 20, simt::Schedule::Random(5));
 #endif
+    absl::StatusOr<device::HostMemory> host = device::HostMemory::Allocate(*runtime_, sizeof(int));
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_memory_ = *std::move(host);
+    host_base_ = host_memory_.as<int>();
+    *host_base_ = 100;
   }
 };
 
