@@ -5,9 +5,9 @@
 // bound. Before every timed iteration the L2 cache is flushed (a write of twice its size), so
 // the numbers are HBM's, not the cache's. The two ceilings everything is compared with are
 // measured here too: BM_CopyBandwidth (device-to-device copy, read + write counted) and
-// BM_GemmBf16 (cuBLAS bf16 GEMM, f32 accumulation, as the runner calls it; TFLOP/s). Times come
-// from CUDA events around each launch. Without a usable GPU it prints the reason and exits 0
-// having run nothing; it never claims a number it did not measure.
+// BM_GemmBf16 (cuBLAS bf16 GEMM, f32 accumulation, as the runner calls it, on random operands;
+// TFLOP/s). Times come from CUDA events around each launch. Without a usable GPU it prints the
+// reason and exits 0 having run nothing; it never claims a number it did not measure.
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -211,6 +211,21 @@ void BM_SwiGlu(benchmark::State& state) {
 }
 BENCHMARK(BM_SwiGlu)->Arg(1)->Arg(512)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+// Uniform values in [-1, 1) from an integer hash of (seed, index): random operands, since a
+// constant or zero matrix can run faster than real data.
+__global__ void FillRandomBf16(__nv_bfloat16* out, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    out[i] = __float2bfloat16(static_cast<float>(h >> 8) * 0x1.0p-23f - 1.0f);
+  }
+}
+
 // cuBLAS bf16 GEMM with f32 accumulation (the runner's Project at prefill sizes): the tensor-
 // core ceiling. m = tokens, n = k = 8192; 2 m n k FLOP per launch.
 void BM_GemmBf16(benchmark::State& state) {
@@ -219,6 +234,9 @@ void BM_GemmBf16(benchmark::State& state) {
   void* a = arena.Get(size_t(m) * k * 2);
   void* b = arena.Get(size_t(n) * k * 2);
   void* c = arena.Get(size_t(m) * n * 2);
+  FillRandomBf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(a), size_t(m) * k, 1);
+  FillRandomBf16<<<1024, 256>>>(static_cast<__nv_bfloat16*>(b), size_t(n) * k, 2);
+  Check(cudaGetLastError(), "FillRandomBf16");
   cublasHandle_t handle = nullptr;
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
     state.SkipWithError("cublasCreate failed");
@@ -227,31 +245,17 @@ void BM_GemmBf16(benchmark::State& state) {
   void* workspace = arena.Get(size_t{32} << 20);
   cublasSetWorkspace(handle, workspace, size_t{32} << 20);
   const float alpha = 1.0f, beta = 0.0f;
-  cudaEvent_t start, stop;
-  Check(cudaEventCreate(&start), "cudaEventCreate");
-  Check(cudaEventCreate(&stop), "cudaEventCreate");
-  auto gemm = [&] {
-    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a,
-                        CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                        CUBLAS_GEMM_DEFAULT);
-  };
-  if (gemm() != CUBLAS_STATUS_SUCCESS) state.SkipWithError("cublasGemmEx failed");
-  Check(cudaDeviceSynchronize(), "warm-up");
-  for (auto _ : state) {
-    FlushL2();
-    Check(cudaEventRecord(start), "cudaEventRecord");
-    gemm();
-    Check(cudaEventRecord(stop), "cudaEventRecord");
-    Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float milliseconds = 0;
-    Check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
-    state.SetIterationTime(milliseconds / 1000.0);
-  }
+  bool failed = false;
+  // Bytes: a, b and c once each (the floor, far below what the FLOP rate needs).
+  TimeKernel(state, 2.0 * (double(m) * k + double(n) * k + double(m) * n), [&] {
+    failed |= cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k,
+                           a, CUDA_R_16BF, k, &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
+  });
+  if (failed) state.SkipWithError("cublasGemmEx failed");
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e12,
                                                  benchmark::Counter::kIsRate);
   cublasDestroy(handle);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
