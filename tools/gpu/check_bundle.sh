@@ -20,7 +20,7 @@ for file in "$bin"/* "$place"/tessera-gpu/lib/*; do
 done
 for exe in tessera tessera-worker tessera-router tessera-runner-bench tessera-make-tiny-model; do
   "$bin/$exe" --help >/dev/null 2>"$place/err" || fail "$exe --help: $(head -c 300 "$place/err")"
-  ldd "$bin/$exe" | grep -q "$place/tessera-gpu/lib" || fail "$exe does not load its libraries from the bundle"
+  ldd "$bin/$exe" | grep -q "$place/tessera-gpu/bin/../lib/" || fail "$exe does not load its libraries from the bundle"
 done
 echo "check_bundle.sh: every executable starts from $place"
 
@@ -29,18 +29,22 @@ tests=$(cd "$bin" && ls -1 | grep -E '_test$')
 for test in $tests; do
   (cd "$place" && env -u TESSERA_EXPECT_GPU "$bin/$test" --gtest_output="json:$place/$test.json" \
     >"$place/$test.log" 2>&1) || fail "$test exited non-zero: $(tail -c 600 "$place/$test.log")"
-  python3 - "$place/$test.json" "$test" <<'PY' || fail "$test ran a GPU case without a GPU"
+  skipped=$(python3 - "$place/$test.json" "$test" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 cases = [c for s in doc["testsuites"] for c in s["testsuite"]]
-ran = [c["name"] for c in cases if c.get("result") != "SKIPPED"]
-# Tests that need no GPU (parsers, CPU references) may pass; every skip must say why.
-skipped = [c for c in cases if c.get("result") == "SKIPPED"]
-print("%s: %d cases, %d skipped (no CUDA GPU), %d ran on the CPU" % (sys.argv[2], len(cases), len(skipped), len(ran)))
-sys.exit(0 if skipped else 1)
+skipped = sum(c.get("result") == "SKIPPED" for c in cases)
+# Cases that need no GPU (CPU references, death tests of the test helpers) pass here.
+print("%s: %d cases, %d skipped, %d passed without a GPU" % (sys.argv[2], len(cases), skipped,
+                                                            len(cases) - skipped),
+      file=sys.stderr)
+print(skipped)
 PY
+)
+  if [ "$skipped" -gt 0 ] && ! grep -q "no CUDA GPU" "$place/$test.log"; then
+    fail "$test skipped without saying 'no CUDA GPU'"
+  fi
 done
-grep -L "no CUDA GPU" "$place"/*_test.log | grep . && fail "a test log lacks the 'no CUDA GPU' reason" || true
 
 status=0
 "$place/tessera-gpu/validate.sh" --quick "$place/report" >"$place/validate.log" 2>&1 || status=$?

@@ -32,6 +32,12 @@ def read(path, default=""):
         return default
 
 
+def log_tail(out, name, lines=3):
+    """The last lines of logs/NAME, as one line (why a step produced nothing)."""
+    text = read(os.path.join(out, "logs", name)).strip().splitlines()[-lines:]
+    return " / ".join(l.strip() for l in text)[:600] or "(no log)"
+
+
 def benchmarks(path):
     doc = load_json(path) or {}
     return {b["name"]: b for b in doc.get("benchmarks", [])}
@@ -203,7 +209,8 @@ def facts(out):
 
 
 def collect(out):
-    return {"mode": "quick" if "quick=1" in read(os.path.join(out, "mode")) else "full",
+    return {"out": out,
+            "mode": "quick" if "quick=1" in read(os.path.join(out, "mode")) else "full",
             "fatal": read(os.path.join(out, "fatal")).strip(),
             "out_of_time": read(os.path.join(out, "skipped_steps.txt")).split("\n")[:-1],
             "facts": facts(out), "manifest": read(os.path.join(out, "manifest.txt")),
@@ -221,7 +228,7 @@ def markdown(r):
         md.append("**Steps skipped for lack of time:** %s\n\n" % ", ".join(r["out_of_time"]))
     md.append("\n## Device\n")
     md.append("\n".join("- %s: %s" % kv for kv in f.items()) + "\n")
-    md.append("\n```\n%s```\n" % r["manifest"])
+    md.append("\n```\n%s\n```\n" % "\n".join(r["manifest"].splitlines()[:4]))
     md.append("\n## Ceilings (measured here)\n")
     md.append("- device-to-device copy: **%.0f GB/s** (bytes read + written per second)\n"
               % c["copy_gbs"])
@@ -257,14 +264,21 @@ def markdown(r):
             if rows:
                 md.append("### %s: %s\n\n" % (shape, key))
                 md.append(table(rows, columns_of(rows)) + "\n")
-    if r["decode"]["exit_codes"]:
-        md.append("exit codes: %s\n" % r["decode"]["exit_codes"].replace("\n", "; "))
+    for line in r["decode"]["exit_codes"].splitlines():
+        shape, code = line.split()
+        if code != "0":
+            md.append("- `%s` exited %s: %s\n" % (shape, code,
+                                                 log_tail(r["out"], "decode-%s.txt" % shape)))
     md.append("\n## Kernels (L2 flushed between iterations)\n")
     md.append(table(r["kernels"], ["kernel", "time_us", "GB/s", "of_copy_bw", "TFLOP/s"]))
+    if not r["kernels"] and r["mode"] == "full":
+        md.append("kernel bench: %s\n" % log_tail(r["out"], "kernels.txt"))
     md.append("\n## Serving: tessera serve --device cuda, synthetic Qwen2.5-1.5B shape\n")
     sv = r["serving"]
     md.append(table(sv["levels"], ["run", "concurrency", "requests", "errors", "output_tok/s",
                                    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"]))
+    if sv["exit_code"] not in ("", "0"):
+        md.append("serving exited %s: %s\n" % (sv["exit_code"], log_tail(r["out"], "serving.txt")))
     md.append("\nWorker graph counters around the staggered run:\n\n")
     md.append(table(sv["graph_counters"], ["counter", "before", "after", "delta"]))
     return "".join(md)
