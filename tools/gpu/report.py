@@ -59,8 +59,16 @@ def test_results(out):
     for line in read(os.path.join(out, "tests", "exit_codes.txt")).splitlines():
         name, code = line.split()
         codes[name] = int(code)
+    # A binary listed but never finished ran out of the step's time: a failure too.
+    for name in read(os.path.join(out, "tests", "binaries.txt")).split():
+        codes.setdefault(name, None)
     results = []
     for name in sorted(codes):
+        if codes[name] is None:
+            results.append({"binary": name, "exit_code": "not run", "passed": 0,
+                            "failed": ["not run: the tests step ran out of time"],
+                            "skipped": []})
+            continue
         doc = load_json(os.path.join(out, "tests", name + ".json"))
         entry = {"binary": name, "exit_code": codes[name], "passed": 0, "failed": [],
                  "skipped": []}
