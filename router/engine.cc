@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
+#include "router/worker_compatibility.h"
 
 namespace tessera::router {
 namespace {
@@ -130,7 +132,10 @@ void Engine::HandleNew(NewRequest& event) {
   }
   if (scheduler_ == nullptr) {
     metrics_->ObserveRejected();
-    event.sink->Close({}, absl::UnavailableError("no worker is connected; retry later"));
+    event.sink->Close({}, absl::UnavailableError(
+                              worker_unusable_.empty()
+                                  ? "no worker is connected; retry later"
+                                  : absl::StrCat("the worker cannot be used: ", worker_unusable_)));
     return;
   }
   absl::Status admitted = scheduler_->AddRequest(event.id, event.request.prompt_tokens,
@@ -161,6 +166,12 @@ void Engine::HandleConnected(WorkerConnected& event) {
   in_flight_.clear();
   next_step_ = 1;
   const wv1::DescribeResponse& d = event.description;
+  const std::vector<int32_t> eos(d.eos_token_ids().begin(), d.eos_token_ids().end());
+  if (absl::Status fits = CheckWorkerEosFitsTokenizer(eos, model_->tokenizer->info().vocab_size);
+      !fits.ok()) {
+    RefuseWorker(d, std::string(fits.message()));
+    return;
+  }
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(SchedulerConfig{
       // A device worker sizes its step buffers once: never plan more tokens than it holds.
       .max_num_batched_tokens = d.max_num_batched_tokens() > 0
@@ -178,10 +189,10 @@ void Engine::HandleConnected(WorkerConnected& event) {
   });
   if (!scheduler.ok()) {
     // A worker whose capacity we cannot use: stay NOT_SERVING and say why.
-    log_->error("event=worker_unusable worker={} reason={}", LogValue(d.worker_id()),
-                LogValue(std::string(scheduler.status().message())));
+    RefuseWorker(d, std::string(scheduler.status().message()));
     return;
   }
+  worker_unusable_.clear();
   scheduler_ = std::move(*scheduler);
   eos_token_ids_.assign(d.eos_token_ids().begin(), d.eos_token_ids().end());
   metrics_->SetPrefixCacheEnabled(scheduler_->config().enable_prefix_cache);
@@ -198,6 +209,12 @@ void Engine::HandleConnected(WorkerConnected& event) {
   ++num_connections_;
   storm_window_start_ = Clock::now();
   storm_window_base_ = 0;
+}
+
+void Engine::RefuseWorker(const wv1::DescribeResponse& d, std::string reason) {
+  log_->error("event=worker_unusable worker={} reason={}", LogValue(d.worker_id()),
+              LogValue(reason));
+  worker_unusable_ = std::move(reason);
 }
 
 void Engine::HandleResult(WorkerResult& event) {

@@ -149,6 +149,9 @@ class Engine {
   // Cancels requests whose client deadline passed (DEADLINE_EXCEEDED).
   void CheckDeadlines(std::chrono::steady_clock::time_point now);
   void HandleConnected(WorkerConnected& event);
+  // A worker the router cannot serve with stays unused: the reason is logged and given to
+  // every request until a usable worker connects.
+  void RefuseWorker(const wv1::DescribeResponse& d, std::string reason);
   void HandleResult(WorkerResult& event);
   void HandleLost(const WorkerLost& event);
   // Drops the current worker stream after a malformed result; the client redials.
@@ -207,6 +210,7 @@ class Engine {
   mutable std::mutex shared_mutex_;
   std::optional<wv1::DescribeResponse> worker_;   // guarded by shared_mutex_
   std::vector<int32_t> eos_token_ids_;            // the connected worker's; engine thread only
+  std::string worker_unusable_;  // why the last worker was refused ("" if none); engine thread
   EngineStats stats_;                              // guarded by shared_mutex_
 };
 
