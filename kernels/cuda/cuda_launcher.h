@@ -30,6 +30,9 @@ struct CudaLaunchOptions {
 struct CudaLaunchResult {
   cudaError_t error = cudaSuccess;
   const void* kernel = nullptr;
+  // Resolved before a sync-each-launch wait: after a device fault the context is gone and CUDA
+  // can no longer name the kernel. Empty otherwise (named on demand by DescribeLaunch).
+  std::string kernel_name;
   bool ok() const { return error == cudaSuccess; }
 };
 
@@ -50,8 +53,10 @@ inline std::string KernelName(const void* kernel) {
 
 // "<kernel name>: cudaErrorX (description)" for a failed launch.
 inline std::string DescribeLaunch(const CudaLaunchResult& result) {
-  return KernelName(result.kernel) + ": " + cudaGetErrorName(result.error) + " (" +
-         cudaGetErrorString(result.error) + ")";
+  const std::string name =
+      result.kernel_name.empty() ? KernelName(result.kernel) : result.kernel_name;
+  return name + ": " + cudaGetErrorName(result.error) + " (" + cudaGetErrorString(result.error) +
+         ")";
 }
 
 class CudaLauncher {
@@ -62,12 +67,13 @@ class CudaLauncher {
   template <typename... Params, typename... Args>
   CudaLaunchResult Launch(const LaunchShape& shape, void (*kernel)(Params...), Args&&... args) {
     const CudaLaunchResult failed_device{UseDeviceOnThisThread(options_.device),
-                                         reinterpret_cast<const void*>(kernel)};
+                                         reinterpret_cast<const void*>(kernel), {}};
     if (!failed_device.ok()) return failed_device;
     kernel<<<shape.grid, shape.block, shape.dynamic_shared_bytes, stream_>>>(
         static_cast<Params>(std::forward<Args>(args))...);
-    CudaLaunchResult result{cudaGetLastError(), reinterpret_cast<const void*>(kernel)};
+    CudaLaunchResult result{cudaGetLastError(), reinterpret_cast<const void*>(kernel), {}};
     if (result.ok() && options_.sync_each_launch && !Capturing()) {
+      result.kernel_name = KernelName(result.kernel);
       result.error = cudaStreamSynchronize(stream_);
     }
     return result;
@@ -78,7 +84,7 @@ class CudaLauncher {
   template <typename... Params>
   CudaLaunchResult AllowDynamicShared(void (*kernel)(Params...), size_t bytes) {
     CudaLaunchResult result{UseDeviceOnThisThread(options_.device),
-                            reinterpret_cast<const void*>(kernel)};
+                            reinterpret_cast<const void*>(kernel), {}};
     if (result.ok()) {
       result.error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes));
