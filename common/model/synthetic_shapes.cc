@@ -74,7 +74,9 @@ SyntheticModel FromShape(const Shape& s) {
 
 std::string SyntheticShapeNames() {
   std::string names;
-  for (const Shape& s : kShapes) absl::StrAppend(&names, names.empty() ? "" : ", ", util::ToAbsl(s.name));
+  for (const Shape& s : kShapes) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", util::ToAbsl(s.name));
+  }
   return names;
 }
 

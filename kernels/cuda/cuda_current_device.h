@@ -8,13 +8,18 @@
 
 namespace tessera::cuda {
 
+// The device this thread last made current through UseDeviceOnThisThread (-1: none yet). Only
+// that function calls cudaSetDevice in tessera (cuBLAS does not change it), so the cache stays
+// true and a launch on the hot path costs one thread-local compare.
+inline thread_local int device_current_on_this_thread = -1;
+
 // cudaSuccess when `device` is (now) current on this thread; a negative device means "whatever
 // is current" (tests and benches that never chose one).
 inline cudaError_t UseDeviceOnThisThread(int device) {
-  if (device < 0) return cudaSuccess;
-  int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current == device) return cudaSuccess;
-  return cudaSetDevice(device);
+  if (device < 0 || device == device_current_on_this_thread) return cudaSuccess;
+  const cudaError_t error = cudaSetDevice(device);
+  if (error == cudaSuccess) device_current_on_this_thread = device;
+  return error;
 }
 
 }  // namespace tessera::cuda

@@ -153,7 +153,8 @@ absl::StatusOr<void*> CudaDeviceRuntime::AllocateHost(size_t bytes) {
     return absl::FailedPreconditionError("host memory cannot be allocated during graph capture");
   }
   void* pointer = nullptr;
-  if (cudaError_t error = cudaHostAlloc(&pointer, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+  if (cudaError_t error =
+          cudaHostAlloc(&pointer, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
       error != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes, " bytes: ",

@@ -57,7 +57,9 @@ class RuntimeAllocation {
 };
 
 struct DeviceSide {
-  static absl::StatusOr<void*> Allocate(DeviceRuntime& r, size_t bytes) { return r.Allocate(bytes); }
+  static absl::StatusOr<void*> Allocate(DeviceRuntime& r, size_t bytes) {
+    return r.Allocate(bytes);
+  }
   static void Free(DeviceRuntime& r, void* pointer) { r.Free(pointer); }
 };
 struct HostSide {

@@ -35,34 +35,36 @@ __global__ void TrapKernel(int* out) {
   __trap();
 }
 
-// The runtime on `device_index` (or the last visible device when -1); skips without a GPU.
-std::unique_ptr<CudaDeviceRuntime> OpenOrSkip(int device_index = 0, bool sync = false) {
+// The runtime on `device_index` (-1: the last visible device); null when it does not open.
+std::unique_ptr<CudaDeviceRuntime> OpenRuntime(int device_index, bool sync = false) {
   if (device_index < 0) {
     int count = 0;
-    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) device_index = count - 1;
+    device_index = cudaGetDeviceCount(&count) == cudaSuccess && count > 0 ? count - 1 : 0;
     cudaGetLastError();
-    device_index = std::max(device_index, 0);
   }
   absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> runtime =
       CudaDeviceRuntime::Open(device_index, sync);
-  if (!runtime.ok()) return nullptr;
-  return *std::move(runtime);
+  return runtime.ok() ? *std::move(runtime) : nullptr;
 }
 
+// Opens device 0 for each test; without a GPU the test skips, or fails where one is expected.
 class CudaBringupTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> probe = CudaDeviceRuntime::Open(0);
-    if (!probe.ok()) {
-      testing_util::SkipOrFailWithoutGpu(std::string(probe.status().message()));
+    absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> runtime = CudaDeviceRuntime::Open(0);
+    if (runtime.status().code() == absl::StatusCode::kUnavailable) {
+      testing_util::SkipOrFailWithoutGpu(std::string(runtime.status().message()));
       return;
     }
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    runtime_ = *std::move(runtime);
   }
+
+  std::unique_ptr<CudaDeviceRuntime> runtime_;
 };
 
 TEST_F(CudaBringupTest, ALaunchErrorNamesItsKernel) {
-  auto runtime = OpenOrSkip();
-  ASSERT_NE(runtime, nullptr);
+  CudaDeviceRuntime* runtime = runtime_.get();
   cuda::CudaLauncher launcher(runtime->stream(), {.device = runtime->device_index()});
   int* out = nullptr;
   ASSERT_EQ(cudaMalloc(&out, 64 * sizeof(int)), cudaSuccess);
@@ -76,7 +78,7 @@ TEST_F(CudaBringupTest, ALaunchErrorNamesItsKernel) {
 
 // The fault kills the process's CUDA context, so it runs in a child process.
 void TrapWithSyncEachLaunch() {
-  auto runtime = OpenOrSkip(0, /*sync=*/true);
+  auto runtime = OpenRuntime(0, /*sync=*/true);
   if (runtime == nullptr) std::exit(2);
   int* out = nullptr;
   if (cudaMalloc(&out, sizeof(int)) != cudaSuccess) std::exit(2);
@@ -96,7 +98,7 @@ TEST_F(CudaBringupTest, SyncEachLaunchReportsADeviceFaultAtItsLaunchNamingTheKer
 
 // CUDA's current device is per host thread, and a new thread starts on device 0.
 TEST_F(CudaBringupTest, AThreadThatNeverChoseADeviceReachesTheRuntimesDevice) {
-  auto runtime = OpenOrSkip(/*device_index=*/-1);
+  auto runtime = OpenRuntime(/*device_index=*/-1);
   ASSERT_NE(runtime, nullptr);
   constexpr int kCount = 1000;
   std::vector<int> got(kCount, -1);
@@ -121,8 +123,7 @@ TEST_F(CudaBringupTest, AThreadThatNeverChoseADeviceReachesTheRuntimesDevice) {
 
 // Each captured GEMM shape would otherwise get cuBLAS workspace of its own.
 TEST_F(CudaBringupTest, CapturedGemmsTakeNoDeviceMemoryOfTheirOwn) {
-  auto runtime = OpenOrSkip();
-  ASSERT_NE(runtime, nullptr);
+  CudaDeviceRuntime* runtime = runtime_.get();
   constexpr int64_t kMax = 4096;
   void* a = *runtime->Allocate(kMax * kMax * 2);
   void* b = *runtime->Allocate(kMax * kMax * 2);
@@ -158,8 +159,7 @@ TEST_F(CudaBringupTest, CapturedGemmsTakeNoDeviceMemoryOfTheirOwn) {
 }
 
 TEST_F(CudaBringupTest, HostStagingMemoryIsPinned) {
-  auto runtime = OpenOrSkip();
-  ASSERT_NE(runtime, nullptr);
+  CudaDeviceRuntime* runtime = runtime_.get();
   absl::StatusOr<void*> host = runtime->AllocateHost(1 << 20);
   ASSERT_TRUE(host.ok()) << host.status();
   cudaPointerAttributes attributes{};

@@ -2,9 +2,10 @@
 //
 // Decode rows, one per batch x context: `batch` greedy sequences each prefilled with `context`
 // prompt tokens (or, --uncomputed-context, started at that position with the pool's K/V as it
-// is: the same bytes read per step, none of the prefill), then `--steps` timed decode steps; medians of the step wall time, the device
-// time from events (device backends), `hostproc` (step entry -> last launch) and `input` (step
-// entry -> inputs laid out and their one copy issued), how many steps replayed a CUDA graph,
+// is: the same bytes read per step, none of the prefill), then `--steps` timed decode steps;
+// medians of the step wall time, the device time from events (device backends), `hostproc`
+// (step entry -> last launch) and `input` (step entry -> inputs laid out and their one copy
+// issued), how many steps replayed a CUDA graph,
 // and the bytes a step must move with the GB/s that achieves (runner_bench_report.h).
 // Prefill rows (`--prefill 512,4096`): one sequence's prompt of that many tokens in chunks of
 // the runner's max_num_batched_tokens (as the scheduler would cut it), one untimed run and then
