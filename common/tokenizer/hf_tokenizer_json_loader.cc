@@ -10,10 +10,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/tokenizer/bpe_tokenizer.h"
 #include "common/tokenizer/pre_tokenizer.h"
 #include "common/util/absl_compat.h"
+#include "common/util/client_json.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::tokenizer {
@@ -271,24 +273,39 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
+// `text` as a JSON object under the client-JSON nesting cap; errors name `document`.
+absl::StatusOr<Json> ParseCapped(std::string_view text, std::string_view document) {
+  const absl::string_view name = util::ToAbsl(document);
+  absl::StatusOr<Json> json = util::ParseClientJson(text, document);
+  if (!json.ok()) {
+    // The cap's message names a field of the document; say which document.
+    const absl::string_view message = json.status().message();
+    return absl::InvalidArgumentError(
+        absl::StartsWith(message, name) ? std::string(message) : absl::StrCat(name, ": ", message));
+  }
+  if (!json->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is not a JSON object"));
+  }
+  return json;
+}
+
 }  // namespace
 
 absl::StatusOr<BpeSpec> ParseHfTokenizerJson(std::string_view tokenizer_json,
                                              std::string_view tokenizer_config_json) {
   // nlohmann::json reports type errors by throwing; they must not cross this boundary.
   try {
-    const Json root = Json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object()) {
-      return absl::InvalidArgumentError("tokenizer.json is not a JSON object");
-    }
+    // Under the nesting cap: AppendStage recurses into Sequence stages and Unsupported dumps a
+    // node, both once per level, so a hostile file could otherwise overflow the stack.
+    absl::StatusOr<Json> root = ParseCapped(tokenizer_json, "tokenizer.json");
+    if (!root.ok()) return root.status();
     Json config;
     if (!tokenizer_config_json.empty()) {
-      config = Json::parse(tokenizer_config_json, nullptr, /*allow_exceptions=*/false);
-      if (config.is_discarded() || !config.is_object()) {
-        return absl::InvalidArgumentError("tokenizer_config.json is not a JSON object");
-      }
+      absl::StatusOr<Json> parsed = ParseCapped(tokenizer_config_json, "tokenizer_config.json");
+      if (!parsed.ok()) return parsed.status();
+      config = std::move(*parsed);
     }
-    return ParseParsed(root, config);
+    return ParseParsed(*root, config);
   } catch (const Json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: ", e.what()));
   }

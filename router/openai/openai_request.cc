@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/util/client_json.h"
 
 namespace tessera::router::openai {
 namespace {
@@ -17,12 +18,12 @@ absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
 }
 
+// Under the client-JSON nesting cap: nothing below walks deeper than it (and copying or dumping
+// a value, which nlohmann does recursively, stays shallow too).
 absl::StatusOr<Json> ParseObject(std::string_view body) {
-  Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
-    return absl::InvalidArgumentError("body is not valid JSON");
-  }
-  if (!json.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
+  absl::StatusOr<Json> json = util::ParseClientJson(body);
+  if (!json.ok()) return json.status();
+  if (!json->is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   return json;
 }
 
@@ -65,26 +66,30 @@ absl::StatusOr<std::vector<int32_t>> TokenList(const Json& value, const char* na
   return ids;
 }
 
-// prompt: a string, [string], [int, ...] or [[int, ...]] — one prompt per request.
+// prompt: a string, [string], [int, ...] or [[int, ...]] — one prompt per request. The one
+// optional level of wrapping is unwrapped here, not by recursion: the schema has no deeper form.
 absl::Status SetPrompt(const Json& prompt, v1::GenerateRequest& out) {
-  if (prompt.is_string()) {
-    out.set_text(prompt.get<std::string>());
+  constexpr const char* kShape = "must be a string, a list of token ids, or a list of one of them";
+  const Json* value = &prompt;
+  if (value->is_array() && !value->empty() && !(*value)[0].is_number_integer()) {
+    if (value->size() != 1) {
+      return Invalid(
+          "prompt", absl::StrCat("holds ", value->size(), " prompts; send one request per prompt"));
+    }
+    value = &(*value)[0];
+    if (value->is_array() && !value->empty() && !(*value)[0].is_number_integer()) {
+      return Invalid("prompt", kShape);  // [[...]] holding anything but token ids
+    }
+  }
+  if (value->is_string()) {
+    out.set_text(value->get<std::string>());
     return absl::OkStatus();
   }
-  if (!prompt.is_array() || prompt.empty()) {
-    return Invalid("prompt", "must be a string, a list of token ids, or a list of one of them");
-  }
-  if (prompt[0].is_number_integer()) {
-    absl::StatusOr<std::vector<int32_t>> ids = TokenList(prompt, "prompt");
-    if (!ids.ok()) return ids.status();
-    out.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
-    return absl::OkStatus();
-  }
-  if (prompt.size() != 1) {
-    return Invalid("prompt",
-                   absl::StrCat("holds ", prompt.size(), " prompts; send one request per prompt"));
-  }
-  return SetPrompt(prompt[0], out);
+  if (!value->is_array() || value->empty()) return Invalid("prompt", kShape);
+  absl::StatusOr<std::vector<int32_t>> ids = TokenList(*value, "prompt");
+  if (!ids.ok()) return ids.status();
+  out.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
+  return absl::OkStatus();
 }
 
 // A message's content: a string or a list of {"type": "text", "text": ...} parts.

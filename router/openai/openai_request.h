@@ -4,7 +4,9 @@
 //
 // A field of the wrong type, a value out of range or an unsupported option is INVALID_ARGUMENT
 // whose message starts with the field's name (the error object's `param`). Unknown fields are
-// ignored, as OpenAI-compatible servers do.
+// ignored, as OpenAI-compatible servers do. A body nesting deeper than util::kMaxClientJsonDepth
+// (64) levels, in any field, is INVALID_ARGUMENT "<field> nests deeper than 64 levels"
+// (common/util/client_json.h).
 //
 // Threading: pure functions.
 #pragma once

@@ -143,6 +143,71 @@ TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
               StartsWith("tokens "));
 }
 
+// `depth` containers opened by `open` around `inner` and closed by `close`.
+std::string Nested(int depth, const std::string& open, const std::string& inner,
+                   const std::string& close) {
+  std::string out;
+  out.reserve(depth * (open.size() + close.size()) + inner.size());
+  for (int i = 0; i < depth; ++i) out += open;
+  out += inner;
+  for (int i = 0; i < depth; ++i) out += close;
+  return out;
+}
+
+// 60,000 nested arrays (a 120 kB body) once overflowed the router's stack in the recursive prompt
+// parser and killed the process; any field that nests too deep is now a 400 naming the field.
+TEST(OpenAiRequestTest, DeepPromptIsRefusedNamingTheField) {
+  const std::string body = "{\"prompt\": " + Nested(60000, "[", "1", "]") + "}";
+  const absl::Status status = Completions(body).status();
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(Message(status), StartsWith("prompt nests deeper than 64 levels"));
+  EXPECT_EQ(HttpStatusOf(status), 400);
+  EXPECT_EQ(ErrorBody(status)["error"]["param"], "prompt");
+}
+
+TEST(OpenAiRequestTest, DeepValueInAnyFieldIsRefusedNamingTheField) {
+  const std::string deep_object = Nested(60000, "{\"a\": ", "1", "}");
+  const std::string deep_array = Nested(60000, "[", "1", "]");
+  const std::pair<std::string, const char*> completions[] = {
+      {R"({"prompt": "x", "logit_bias": )" + deep_object + "}", "logit_bias "},
+      {R"({"prompt": "x", "stop": )" + deep_array + "}", "stop "},
+      {R"({"prompt": "x", "user": )" + deep_object + "}", "user "},  // ignored fields too
+  };
+  for (const auto& [body, field] : completions) {
+    const absl::Status status = Completions(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(Message(status), StartsWith(std::string(field) + "nests deeper than 64 levels"));
+  }
+  const std::string messages =
+      R"({"messages": [{"role": "user", "content": )" + deep_array + "}]}";
+  EXPECT_THAT(Message(Chat(messages).status()), StartsWith("messages nests deeper than 64"));
+  EXPECT_THAT(Message(ParseTokenizeRequest(messages).status()),
+              StartsWith("messages nests deeper than 64"));
+  EXPECT_THAT(Message(ParseDetokenizeRequest(R"({"tokens": )" + deep_array + "}").status()),
+              StartsWith("tokens nests deeper than 64"));
+  EXPECT_THAT(Message(Completions(deep_array).status()), StartsWith("body nests deeper than 64"));
+}
+
+// The cap counts the body's own object: 64 levels in all parse, 65 do not.
+TEST(OpenAiRequestTest, NestingUpToTheCapStillParses) {
+  const absl::StatusOr<OpenAiRequest> at_cap =
+      Completions(R"({"prompt": [[4, 5]], "user": )" + Nested(63, "[", "1", "]") + "}");
+  ASSERT_TRUE(at_cap.ok()) << at_cap.status();
+  EXPECT_THAT(at_cap->generate.token_ids().ids(), ElementsAre(4, 5));
+  EXPECT_THAT(Message(Completions(R"({"prompt": "x", "user": )" + Nested(64, "[", "1", "]") + "}")
+                          .status()),
+              StartsWith("user nests deeper than 64 levels"));
+}
+
+// The prompt schema itself allows one level of wrapping ([[ids]] or ["text"]), no more.
+TEST(OpenAiRequestTest, PromptWrappedTwiceIsRefused) {
+  for (const char* body : {R"({"prompt": [[[1]]]})", R"({"prompt": [["text"]]})"}) {
+    const absl::Status status = Completions(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(Message(status), StartsWith("prompt ")) << body;
+  }
+}
+
 TEST(OpenAiResponseTest, ErrorObjectsAndStatuses) {
   EXPECT_EQ(HttpStatusOf(absl::InvalidArgumentError("x")), 400);
   EXPECT_EQ(HttpStatusOf(absl::UnauthenticatedError("x")), 401);

@@ -156,6 +156,22 @@ TEST(HfTokenizerJsonTest, MalformedInputIsInvalidArgument) {
   EXPECT_THAT(tok.status().message(), HasSubstr("tokenizer.ggml.merges[5]"));
 }
 
+// A pre_tokenizer Sequence nested 60,000 deep used to recurse once per level (AppendStage, then
+// dump() for the error) and overflow the stack; the file is refused at parse time instead.
+TEST(HfTokenizerJsonTest, DeepNestingIsInvalidArgumentNotACrash) {
+  std::string deep;
+  for (int i = 0; i < 60000; ++i) deep += R"({"type": "Sequence", "pretokenizers": [)";
+  deep += R"({"type": "ByteLevel"})";
+  for (int i = 0; i < 60000; ++i) deep += "]}";
+  Json json = MinimalTokenizerJson();
+  json.erase("pre_tokenizer");
+  std::string text = json.dump();
+  text.insert(1, R"("pre_tokenizer": )" + deep + ", ");
+  const absl::Status status = ParseHfTokenizerJson(text, "").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("pre_tokenizer nests deeper than 64 levels"));
+}
+
 TEST(HfTokenizerJsonTest, MissingFileIsNotFound) {
   EXPECT_EQ(Tokenizer::FromHfJson("/nonexistent/tokenizer.json").status().code(),
             absl::StatusCode::kNotFound);
