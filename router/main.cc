@@ -60,6 +60,13 @@ struct RouterFlags {
   int http_port = 8080;          // OpenAI-compatible HTTP; 0 = off
   std::string http_host;         // "" = the host of --listen
   int http_threads = 128;        // HTTP handler threads (concurrent HTTP requests)
+  // Against slow and hostile HTTP clients (common/http/http_server.h).
+  double http_header_timeout_s = 10;
+  double http_body_timeout_s = 60;
+  double http_keep_alive_timeout_s = 30;
+  int http_max_body_mb = 32;
+  int http_max_connections = 2048;
+  int http_max_connections_per_client = 512;
   std::string api_key;           // "" = no key required
   std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
   std::string tls_key;
@@ -132,6 +139,43 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   return grpc::SslServerCredentials(options);
 }
 
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+tessera::http::ServerLimits HttpLimitsOf(const RouterFlags& flags) {
+  tessera::http::ServerLimits limits;
+  limits.header_timeout = Millis(flags.http_header_timeout_s);
+  limits.body_timeout = Millis(flags.http_body_timeout_s);
+  limits.keep_alive_timeout = Millis(flags.http_keep_alive_timeout_s);
+  limits.write_timeout = Millis(flags.stream_stall_timeout_s);
+  limits.max_body_bytes = static_cast<size_t>(flags.http_max_body_mb) << 20;
+  limits.max_connections = flags.http_max_connections;
+  limits.max_connections_per_client = flags.http_max_connections_per_client;
+  return limits;
+}
+
+void AddHttpLimitOptions(CLI::App& app, RouterFlags& flags) {
+  app.add_option("--http-header-timeout", flags.http_header_timeout_s,
+                 "seconds a connection may take to send a request's line and headers, in all")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--http-body-timeout", flags.http_body_timeout_s,
+                 "seconds a client may take to send a request body, in all")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--http-keep-alive-timeout", flags.http_keep_alive_timeout_s,
+                 "seconds an idle kept-alive connection may take to send its next request")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--http-max-body-mb", flags.http_max_body_mb,
+                 "largest request body in MiB (larger: 413 before the body is read)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--http-max-connections", flags.http_max_connections,
+                 "open HTTP connections in all (more: 503 and closed)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--http-max-connections-per-client", flags.http_max_connections_per_client,
+                 "open HTTP connections per client address (more: 503 and closed)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+}
+
 // With --http-port: the OpenAI-compatible HTTP API; prints "tessera-router http on HOST:PORT".
 absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
     const RouterFlags& flags, Engine* engine, const tessera::router::ModelFrontend* model) {
@@ -139,7 +183,7 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
   std::string host = flags.http_host;
   if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
   if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);  // httplib takes a bare IPv6 literal
+    host = host.substr(1, host.size() - 2);  // the resolver takes a bare IPv6 literal
   }
   absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> server =
       tessera::router::openai::OpenAiServer::Start(
@@ -149,7 +193,7 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
            .api_key = flags.api_key,
            .tls_cert = flags.tls_cert,
            .tls_key = flags.tls_key,
-           .write_timeout_s = flags.stream_stall_timeout_s},
+           .limits = HttpLimitsOf(flags)},
           engine, model);
   if (server.ok()) {
     const bool bracket = host.find(':') != std::string::npos;
@@ -232,8 +276,10 @@ int main(int argc, char** argv) {
   app.add_option("--http-host", flags.http_host, "address for the HTTP API (default: the host "
                  "of --listen)");
   app.add_option("--http-threads", flags.http_threads,
-                 "HTTP handler threads: how many HTTP requests are served at once")
+                 "HTTP handler threads: how many generation and (de)tokenization requests run "
+                 "at once (more wait in a bounded queue; /health never waits)")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  AddHttpLimitOptions(app, flags);
   app.add_option("--api-key", flags.api_key,
                  "require `authorization: Bearer KEY` on the public gRPC and HTTP APIs "
                  "(default: $TESSERA_API_KEY, else none)");

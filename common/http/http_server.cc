@@ -50,7 +50,10 @@ absl::Status CheckOptions(const ServerOptions& options) {
 }
 
 Response PlainError(int status, const std::string& message) {
-  return Response{.status = status, .body = message + "\n"};
+  Response response;
+  response.status = status;
+  response.body = message + "\n";
+  return response;
 }
 
 }  // namespace

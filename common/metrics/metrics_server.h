@@ -1,16 +1,18 @@
-// MetricsServer: a small HTTP server (cpp-httplib) for Prometheus and orchestrators, separate
-// from the gRPC port (DESIGN.md §7):
+// MetricsServer: the routes Prometheus and orchestrators use, on tessera's event-driven HTTP
+// server (common/http/http_server.h), separate from the gRPC port (DESIGN.md §7):
 //   GET /metrics  the text exposition (format 0.0.4) of a prometheus-cpp core registry;
 //   GET /healthz  200 "ok" while the process serves HTTP at all (liveness);
 //   GET /readyz   200 "ready" when the readiness callback returns OK, else 503 with its message
 //                 on one line (readiness: e.g. "no worker connected").
 // Why not prometheus-cpp's own Exposer (prometheus-cpp::pull): its civetweb threads get stacks too
-// small for the static TLS cuBLAS brings into the process; httplib's threads are plain
-// std::threads with the default stack.
+// small for the static TLS cuBLAS brings into the process; ours are plain std::threads with the
+// default stack. The chart probes /healthz on 0.0.0.0, so the same caps and deadlines as the
+// OpenAI door hold here: slow or idle connections hold no thread, and /healthz answers however
+// many there are.
 //
-// Threading: Start/Stop/the destructor from one owner thread. Requests are answered on the
-// server's own threads (`num_threads` workers plus one accept thread), which call
-// Collectable::Collect (prometheus-cpp metrics are thread-safe) and the readiness callback.
+// Threading: Start/Stop/the destructor from one owner thread. Every route is answered on the
+// server's one I/O thread, which calls Collectable::Collect (prometheus-cpp metrics are
+// thread-safe) and the readiness callback.
 #pragma once
 
 #include <functional>
@@ -19,11 +21,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/http/http_server.h"
 #include "prometheus/collectable.h"
 
 namespace tessera::metrics {
 
 inline constexpr char kExpositionContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+
+// A metrics port takes no bodies and few connections.
+http::ServerLimits DefaultMetricsLimits();
 
 struct MetricsServerOptions {
   std::string host = "127.0.0.1";
@@ -31,8 +37,8 @@ struct MetricsServerOptions {
   // OK = ready. Called on a server thread for every /readyz: must be thread-safe and quick.
   // Null = always ready.
   std::function<absl::Status()> readiness = nullptr;
-  // Request threads. A scraper keeps its connection alive and holds one thread between scrapes.
-  int num_threads = 4;
+  // Deadlines and caps against slow and hostile clients (the defaults suit a metrics port).
+  http::ServerLimits limits = DefaultMetricsLimits();
 };
 
 // Everything `collectable` holds, in the text exposition format.
@@ -41,27 +47,25 @@ std::string RenderMetrics(const prometheus::Collectable& collectable);
 class MetricsServer {
  public:
   // Binds host:port and starts serving. INVALID_ARGUMENT for bad options (port outside
-  // [0, 65535], num_threads < 1, no collectable); UNAVAILABLE when the address cannot be bound.
+  // [0, 65535], no collectable); UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       std::shared_ptr<prometheus::Collectable> collectable, MetricsServerOptions options);
 
-  ~MetricsServer();  // Stop()
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  // Stops accepting, finishes the requests in progress and joins the threads. Idempotent.
-  void Stop();
+  // Stops accepting, closes the connections and joins the thread. Idempotent.
+  void Stop() { server_->Stop(); }
 
-  const std::string& host() const { return options_.host; }
-  int port() const { return port_; }  // the bound port (never 0)
+  const std::string& host() const { return host_; }
+  int port() const { return server_->port(); }  // the bound port (never 0)
 
  private:
-  class Impl;
-  MetricsServer(MetricsServerOptions options, std::unique_ptr<Impl> impl, int port);
+  MetricsServer(std::string host, std::unique_ptr<http::HttpServer> server)
+      : host_(std::move(host)), server_(std::move(server)) {}
 
-  const MetricsServerOptions options_;
-  std::unique_ptr<Impl> impl_;
-  int port_ = 0;
+  const std::string host_;
+  std::unique_ptr<http::HttpServer> server_;
 };
 
 }  // namespace tessera::metrics

@@ -23,12 +23,19 @@ inline bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-// "Bearer <token>" carries `token` (always true when `token` is empty: no key configured).
+// "Bearer <token>" carries `token` (always true when `token` is empty: no key configured). The
+// scheme is case-insensitive and may be followed by several spaces (RFC 7235).
 inline bool BearerMatches(std::string_view header_value, const std::string& token) {
   if (token.empty()) return true;
-  constexpr std::string_view kPrefix = "Bearer ";
-  if (header_value.substr(0, kPrefix.size()) != kPrefix) return false;
-  return ConstantTimeEquals(header_value.substr(kPrefix.size()), token);
+  constexpr std::string_view kScheme = "bearer";
+  if (header_value.size() <= kScheme.size() || header_value[kScheme.size()] != ' ') return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    const char c = header_value[i];
+    if ((c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c) != kScheme[i]) return false;
+  }
+  std::string_view credentials = header_value.substr(kScheme.size());
+  while (!credentials.empty() && credentials.front() == ' ') credentials.remove_prefix(1);
+  return ConstantTimeEquals(credentials, token);
 }
 
 // A gRPC call's metadata carries `authorization: Bearer <token>`; UNAUTHENTICATED otherwise.

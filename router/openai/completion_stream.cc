@@ -9,8 +9,13 @@ namespace {
 
 namespace v1 = ::tessera::v1;
 
-// How long one Provide call waits for tokens before letting cpp-httplib check the socket.
+// How long a handler waits for tokens before it looks whether its client is still there: the
+// bound on the time to cancel an abandoned request.
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
+
+absl::Status ClientLeft() {
+  return absl::CancelledError("the client closed the connection");
+}
 
 // A choice that ended without a finish reason (cancelled, failed) as a status to report.
 absl::Status FailureOf(const JobEvent& event) {
@@ -27,10 +32,14 @@ absl::Status FailureOf(const JobEvent& event) {
 }  // namespace
 
 absl::StatusOr<nlohmann::json> CollectCompletion(CompletionJob& job, ResponseEncoder& encoder,
-                                                 int n) {
+                                                 int n, const http::Responder& client) {
   std::vector<ChoiceResult> choices(n);
   while (!job.Finished()) {
-    std::optional<JobEvent> event = job.Next(absl::Seconds(1));
+    if (client.ClientGone()) {
+      job.Cancel();
+      return ClientLeft();
+    }
+    std::optional<JobEvent> event = job.Next(kPollInterval);
     if (!event.has_value()) continue;
     if (absl::Status failure = FailureOf(*event); event->closed && !failure.ok()) {
       job.Cancel();
@@ -57,8 +66,14 @@ CompletionStream::CompletionStream(std::shared_ptr<CompletionJob> job,
       started_(n, false),
       usage_(n) {}
 
-absl::Status CompletionStream::AwaitStart() {
-  while (!first_.has_value()) first_ = job_->Next(absl::Seconds(1));
+absl::Status CompletionStream::AwaitStart(const http::Responder& client) {
+  while (!first_.has_value()) {
+    if (client.ClientGone()) {
+      job_->Cancel();
+      return ClientLeft();
+    }
+    first_ = job_->Next(kPollInterval);
+  }
   if (absl::Status failure = FailureOf(*first_); first_->closed && !failure.ok()) {
     job_->Cancel();
     return failure;
@@ -66,46 +81,35 @@ absl::Status CompletionStream::AwaitStart() {
   return absl::OkStatus();
 }
 
-bool CompletionStream::Write(httplib::DataSink& sink, const std::string& text) {
-  return sink.write(text.data(), text.size());
-}
-
-bool CompletionStream::WriteEvent(httplib::DataSink& sink, const JobEvent& event) {
+bool CompletionStream::WriteEvent(http::Responder& client, const JobEvent& event) {
   if (event.closed) {
     usage_[event.choice] = event.response.usage();
     if (absl::Status failure = FailureOf(event); !failure.ok()) {
-      return Write(sink, SseEvent(ErrorBody(failure)));
+      return client.Write(SseEvent(ErrorBody(failure)));
     }
   }
   const bool first = !started_[event.choice];
   started_[event.choice] = true;
-  return Write(sink, SseEvent(encoder_->Chunk(event.choice, event.response, first)));
+  return client.Write(SseEvent(encoder_->Chunk(event.choice, event.response, first)));
 }
 
-bool CompletionStream::Provide(httplib::DataSink& sink) {
-  if (done_) return true;
-  if (first_.has_value()) {
+void CompletionStream::Run(http::Responder& client) {
+  bool open = client.Begin(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+  if (open && first_.has_value()) {
     JobEvent first = *std::move(first_);
     first_.reset();
-    if (!WriteEvent(sink, first)) return false;
+    open = WriteEvent(client, first);
   }
-  // Everything that has arrived; wait a little only when nothing has.
-  for (absl::Duration wait = kPollInterval;; wait = absl::ZeroDuration()) {
-    std::optional<JobEvent> event = job_->Next(wait);
-    if (!event.has_value()) break;
-    if (!WriteEvent(sink, *event)) return false;
+  while (open && !job_->Finished()) {
+    std::optional<JobEvent> event = job_->Next(kPollInterval);
+    open = event.has_value() ? WriteEvent(client, *event) : !client.ClientGone();
   }
-  if (!job_->Finished()) return true;
-  if (include_usage_ &&
-      !Write(sink, SseEvent(encoder_->UsageChunk(ResponseEncoder::Usage(usage_))))) {
-    return false;
+  if (open && include_usage_) {
+    open = client.Write(SseEvent(encoder_->UsageChunk(ResponseEncoder::Usage(usage_))));
   }
-  if (!Write(sink, kSseDone)) return false;
-  done_ = true;
-  sink.done();
-  return true;
+  if (open) open = client.Write(kSseDone);
+  if (!open) return job_->Cancel();  // the client left: free the request's KV blocks
+  client.End();
 }
-
-void CompletionStream::Release() { job_->Cancel(); }
 
 }  // namespace tessera::router::openai

@@ -18,13 +18,20 @@ namespace {
 namespace v1 = ::tessera::v1;
 using Json = nlohmann::json;
 
-void SendJson(httplib::Response& response, int status, const Json& body) {
+http::Response JsonResponse(int status, const Json& body) {
+  http::Response response;
   response.status = status;
-  response.set_content(Dump(body), kJsonContentType);
+  response.content_type = kJsonContentType;
+  response.body = Dump(body);
+  return response;
 }
 
-void SendError(httplib::Response& response, const absl::Status& status) {
-  SendJson(response, HttpStatusOf(status), ErrorBody(status));
+void SendJson(http::Responder& responder, int status, const Json& body) {
+  responder.Send(JsonResponse(status, body));
+}
+
+void SendError(http::Responder& responder, const absl::Status& status) {
+  SendJson(responder, HttpStatusOf(status), ErrorBody(status));
 }
 
 int64_t UnixSeconds() {
@@ -51,12 +58,15 @@ OpenAiHandlers::OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::
       created_(UnixSeconds()),
       seed_source_(std::random_device{}()) {}
 
-bool OpenAiHandlers::Authorized(const httplib::Request& request,
-                                httplib::Response& response) const {
-  if (util::BearerMatches(request.get_header_value("Authorization"), api_key_)) return true;
-  SendError(response, absl::UnauthenticatedError(
-                          "missing or wrong API key: send 'Authorization: Bearer <key>'"));
-  return false;
+std::optional<http::Response> OpenAiHandlers::Admit(const http::Request& head) const {
+  if (util::BearerMatches(head.Header("Authorization").value_or(""), api_key_)) {
+    return std::nullopt;
+  }
+  http::Response refusal = JsonResponse(
+      401, ErrorBody(absl::UnauthenticatedError(
+               "missing or wrong API key: send 'Authorization: Bearer <key>'")));
+  refusal.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return refusal;
 }
 
 uint64_t OpenAiHandlers::NextSeed() {
@@ -94,38 +104,40 @@ absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAi
   return requests;
 }
 
-void OpenAiHandlers::Generate(Endpoint endpoint, const httplib::Request& request,
-                              httplib::Response& response) {
-  if (!Authorized(request, response)) return;
+void OpenAiHandlers::Completions(const http::Request& request, http::Responder& responder) {
+  Generate(Endpoint::kCompletions, request, responder);
+}
+
+void OpenAiHandlers::ChatCompletions(const http::Request& request,
+                                     http::Responder& responder) {
+  Generate(Endpoint::kChatCompletions, request, responder);
+}
+
+void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
+                              http::Responder& responder) {
   absl::StatusOr<OpenAiRequest> parsed = ParseGenerationRequest(endpoint, request.body);
-  if (!parsed.ok()) return SendError(response, parsed.status());
+  if (!parsed.ok()) return SendError(responder, parsed.status());
   const std::string id = NextId(endpoint);
   absl::StatusOr<std::vector<ValidatedRequest>> admitted = Admit(*parsed, id);
-  if (!admitted.ok()) return SendError(response, admitted.status());
+  if (!admitted.ok()) return SendError(responder, admitted.status());
   std::shared_ptr<CompletionJob> job = CompletionJob::Submit(engine_, *std::move(admitted));
   auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
                                                    model_->tokenizer.get(), parsed->logprobs,
                                                    parsed->include_usage);
   if (!parsed->stream) {
-    absl::StatusOr<Json> body = CollectCompletion(*job, *encoder, parsed->n);
-    if (!body.ok()) return SendError(response, body.status());
-    return SendJson(response, 200, *body);
+    absl::StatusOr<Json> body = CollectCompletion(*job, *encoder, parsed->n, responder);
+    if (!body.ok()) return SendError(responder, body.status());
+    return SendJson(responder, 200, *body);
   }
-  auto stream =
-      std::make_shared<CompletionStream>(job, std::move(encoder), parsed->n, parsed->include_usage);
-  if (absl::Status started = stream->AwaitStart(); !started.ok()) {
-    return SendError(response, started);
+  CompletionStream stream(job, std::move(encoder), parsed->n, parsed->include_usage);
+  if (absl::Status started = stream.AwaitStart(responder); !started.ok()) {
+    return SendError(responder, started);
   }
-  response.set_header("Cache-Control", "no-cache");
-  response.set_chunked_content_provider(
-      "text/event-stream",
-      [stream](size_t /*offset*/, httplib::DataSink& sink) { return stream->Provide(sink); },
-      [stream](bool /*success*/) { stream->Release(); });
+  stream.Run(responder);
 }
 
-void OpenAiHandlers::Models(const httplib::Request& request, httplib::Response& response) {
-  if (!Authorized(request, response)) return;
-  SendJson(response, 200,
+void OpenAiHandlers::Models(const http::Request&, http::Responder& responder) {
+  SendJson(responder, 200,
            {{"object", "list"},
             {"data", Json::array({{{"id", model_->model_name},
                                    {"object", "model"},
@@ -133,38 +145,36 @@ void OpenAiHandlers::Models(const httplib::Request& request, httplib::Response& 
                                    {"owned_by", "tessera"}}})}});
 }
 
-void OpenAiHandlers::Health(const httplib::Request&, httplib::Response& response) {
-  if (engine_->serving()) return SendJson(response, 200, Json::object());
-  SendError(response, engine_->stats().worker_connected
-                          ? absl::UnavailableError("the router is draining")
-                          : absl::UnavailableError("no worker is connected"));
+void OpenAiHandlers::Health(const http::Request&, http::Responder& responder) {
+  if (engine_->serving()) return SendJson(responder, 200, Json::object());
+  SendError(responder, engine_->stats().worker_connected
+                           ? absl::UnavailableError("the router is draining")
+                           : absl::UnavailableError("no worker is connected"));
 }
 
-void OpenAiHandlers::Tokenize(const httplib::Request& request, httplib::Response& response) {
-  if (!Authorized(request, response)) return;
+void OpenAiHandlers::Tokenize(const http::Request& request, http::Responder& responder) {
   absl::StatusOr<v1::TokenizeRequest> parsed = ParseTokenizeRequest(request.body);
-  if (!parsed.ok()) return SendError(response, parsed.status());
+  if (!parsed.ok()) return SendError(responder, parsed.status());
   absl::StatusOr<std::vector<int32_t>> ids =
       parsed->has_chat() ? TokenizeChat(parsed->chat(), *model_)
                          : TokenizeText(parsed->text(), parsed->add_special_tokens(), *model_);
-  if (!ids.ok()) return SendError(response, ids.status());
+  if (!ids.ok()) return SendError(responder, ids.status());
   Json body = {{"count", ids->size()}, {"tokens", *ids}};
   if (absl::StatusOr<ModelLimits> limits = LimitsOf(*engine_); limits.ok()) {
     body["max_model_len"] = limits->max_context;
   }
-  SendJson(response, 200, body);
+  SendJson(responder, 200, body);
 }
 
-void OpenAiHandlers::Detokenize(const httplib::Request& request, httplib::Response& response) {
-  if (!Authorized(request, response)) return;
+void OpenAiHandlers::Detokenize(const http::Request& request, http::Responder& responder) {
   absl::StatusOr<std::vector<int32_t>> ids = ParseDetokenizeRequest(request.body);
-  if (!ids.ok()) return SendError(response, ids.status());
+  if (!ids.ok()) return SendError(responder, ids.status());
   absl::StatusOr<std::string> text = model_->tokenizer->Decode(*ids, {});
   if (!text.ok()) {
-    return SendError(response,
+    return SendError(responder,
                      absl::InvalidArgumentError(absl::StrCat("tokens ", text.status().message())));
   }
-  SendJson(response, 200, {{"prompt", *text}});
+  SendJson(responder, 200, {{"prompt", *text}});
 }
 
 }  // namespace tessera::router::openai

@@ -1,18 +1,20 @@
-// The handlers behind OpenAiServer's routes (see openai_server.h): each takes the parsed HTTP
-// request and fills the HTTP response.
+// The handlers behind OpenAiServer's routes (see openai_server.h): each takes the HTTP request and
+// answers through its Responder (common/http/responder.h).
 //
-// Threading: called on cpp-httplib's handler threads, concurrently; the engine is reached only
-// through Submit/Cancel and its thread-safe getters.
+// Threading: Admit, Models and Health run on the HTTP server's I/O thread and must stay quick;
+// the others on its handler threads, concurrently. The engine is reached only through
+// Submit/Cancel and its thread-safe getters.
 #pragma once
-
-#include <httplib.h>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 
+#include "common/http/http_message.h"
+#include "common/http/responder.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
 #include "router/openai/openai_request.h"
@@ -21,19 +23,22 @@ namespace tessera::router::openai {
 
 class OpenAiHandlers {
  public:
-  // `api_key` "" = none; else every handler but Health answers 401 without `Bearer <key>`.
+  // `api_key` "" = none; else every route but /health answers 401 without `Bearer <key>`.
   OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key);
 
-  void Generate(Endpoint endpoint, const httplib::Request& request, httplib::Response& response);
-  void Models(const httplib::Request& request, httplib::Response& response);
-  void Health(const httplib::Request& request, httplib::Response& response);
-  void Tokenize(const httplib::Request& request, httplib::Response& response);
-  void Detokenize(const httplib::Request& request, httplib::Response& response);
+  // On the request head, before the body is read: a 401 (with WWW-Authenticate) without the
+  // right API key, else nothing.
+  std::optional<http::Response> Admit(const http::Request& head) const;
+  void Completions(const http::Request& request, http::Responder& responder);
+  void ChatCompletions(const http::Request& request, http::Responder& responder);
+  void Models(const http::Request& request, http::Responder& responder);
+  void Health(const http::Request& request, http::Responder& responder);
+  void Tokenize(const http::Request& request, http::Responder& responder);
+  void Detokenize(const http::Request& request, http::Responder& responder);
 
  private:
+  void Generate(Endpoint endpoint, const http::Request& request, http::Responder& responder);
   uint64_t NextSeed();
-  // False (and a 401 error object in `response`) without the right API key.
-  bool Authorized(const httplib::Request& request, httplib::Response& response) const;
   std::string NextId(Endpoint endpoint);
   absl::StatusOr<std::vector<ValidatedRequest>> Admit(const OpenAiRequest& request,
                                                       const std::string& id);

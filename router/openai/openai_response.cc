@@ -67,15 +67,33 @@ int HttpStatusOf(const absl::Status& status) {
   }
 }
 
+namespace {
+
+// OpenAI's error `type` for an HTTP status: any other 4xx is a bad request, any other 5xx ours.
+const char* ErrorTypeOf(int http) {
+  switch (http) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "service_unavailable";
+    default: return http < 500 ? "invalid_request_error" : "server_error";
+  }
+}
+
+}  // namespace
+
+Json HttpErrorBody(int http, std::string message) {
+  return {{"error",
+           {{"message", std::move(message)},
+            {"type", ErrorTypeOf(http)},
+            {"param", nullptr},
+            {"code", nullptr}}}};
+}
+
 Json ErrorBody(const absl::Status& status) {
   const int http = HttpStatusOf(status);
-  const char* type = http == 400   ? "invalid_request_error"
-                     : http == 401 ? "authentication_error"
-                     : http == 403 ? "permission_error"
-                     : http == 404 ? "not_found_error"
-                     : http == 429 ? "rate_limit_error"
-                     : http == 503 ? "service_unavailable"
-                                   : "server_error";
+  const char* type = ErrorTypeOf(http);
   // The public API's "sampling." prefix means nothing to an OpenAI client.
   std::string message(status.message());
   if (absl::StartsWith(message, "sampling.")) message = message.substr(9);

@@ -23,8 +23,10 @@ int HttpStatusOf(const absl::Status& status);
 // {"error": {"message", "type", "param", "code"}}; `param` is the field the message starts with
 // (INVALID_ARGUMENT), else null.
 nlohmann::json ErrorBody(const absl::Status& status);
-// The Content-Type of every JSON answer. With the charset spelled out, cpp-httplib (built with
-// brotli and zlib) does not compress it: answers are small and clients differ in what they decode.
+// The error object for an HTTP status the HTTP server raised itself (413, 431, ...): the same
+// shape, with the type that status implies.
+nlohmann::json HttpErrorBody(int http, std::string message);
+// The Content-Type of every JSON answer.
 inline constexpr char kJsonContentType[] = "application/json; charset=utf-8";
 // `json` as compact text; invalid UTF-8 (a token that splits a character) becomes U+FFFD.
 std::string Dump(const nlohmann::json& json);

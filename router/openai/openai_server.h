@@ -1,45 +1,46 @@
-// The router's OpenAI-compatible HTTP API on cpp-httplib (router --http-port, default 8080):
+// The router's OpenAI-compatible HTTP API (router --http-port, default 8080), on tessera's
+// event-driven HTTP server (common/http/http_server.h):
 //
 //   POST /v1/completions, POST /v1/chat/completions  (JSON, or SSE with "stream": true)
 //   GET  /v1/models, GET /health, POST /tokenize, POST /detokenize
 //
 // Requests are parsed (openai_request.h), turned into the public API's GenerateRequest and
 // admitted by the same BuildRequest as gRPC Generate, then submitted to the engine as one
-// request per choice (completion_job.h). Errors are OpenAI error objects with their HTTP status
-// (openai_response.h). With an API key, every route but /health answers 401 without
-// `Authorization: Bearer <key>`; with a certificate and key it serves HTTPS.
+// request per choice (completion_job.h). Errors, the HTTP server's own (400, 404, 405, 413, 414,
+// 431, 503) included, are OpenAI error objects with their HTTP status (openai_response.h). With
+// an API key, every route but /health answers 401 (with `WWW-Authenticate: Bearer`) unless the
+// request head carries `Authorization: Bearer <key>` (scheme in any case, key compared in
+// constant time); the key is checked before a byte of the body is read. With a certificate and
+// key it serves HTTPS.
 //
-// Threading: cpp-httplib's listener thread plus a pool of `threads` handler threads; a handler
-// talks to the engine only through Engine::Submit/Cancel and its thread-safe getters, and a
-// streaming handler holds its pool thread while it streams (so `threads` bounds the concurrent
-// streams; more wait for a thread).
+// Threading: the HTTP server's I/O thread answers /health and /v1/models itself, so they answer
+// however busy the rest is; generation and (de)tokenization run on `threads` handler threads,
+// which talk to the engine only through Engine::Submit/Cancel and its thread-safe getters. A
+// streaming or waiting handler holds its thread until the request ends or its client leaves
+// (which cancels the request); requests beyond `threads` wait in a bounded queue.
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/http/http_server.h"
 #include "router/engine.h"
 #include "router/model_frontend.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace tessera::router::openai {
 
 struct OpenAiServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;    // 0 = any free port (the router maps its --http-port -1 here)
-  int threads = 128;  // handler threads = concurrent requests served
+  int threads = 128;  // handler threads = concurrent generation requests served
   std::string api_key;   // "" = none; else every route but /health needs `Bearer <key>`
   std::string tls_cert;  // PEM files; both set = HTTPS
   std::string tls_key;
-  // A streaming response whose client accepts no bytes for this long is dropped (the request is
-  // cancelled): the router's --stream-stall-timeout, as on gRPC streams (httplib's own default
-  // would be 5 s).
-  double write_timeout_s = 60;
+  // Deadlines and caps against slow or hostile clients. Its write_timeout is the router's
+  // --stream-stall-timeout: a client that accepts no bytes for that long is dropped (and its
+  // request cancelled), as on gRPC streams.
+  http::ServerLimits limits;
 };
 
 class OpenAiServer {
@@ -48,18 +49,15 @@ class OpenAiServer {
   static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(const OpenAiServerOptions& options,
                                                              Engine* engine,
                                                              const ModelFrontend* model);
-  ~OpenAiServer();  // Stop()
 
-  int port() const { return port_; }
-  // Stops accepting, ends open connections, joins the listener.
-  void Stop();
+  int port() const { return server_->port(); }
+  // Stops accepting, ends open connections (their requests are cancelled), joins the threads.
+  void Stop() { server_->Stop(); }
 
  private:
-  OpenAiServer() = default;
+  explicit OpenAiServer(std::unique_ptr<http::HttpServer> server) : server_(std::move(server)) {}
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread listener_;
-  int port_ = 0;
+  std::unique_ptr<http::HttpServer> server_;
 };
 
 }  // namespace tessera::router::openai

@@ -1,10 +1,12 @@
 // MetricsServer over a real loopback socket (port 0): /metrics is valid exposition text with the
 // registry's values, /healthz is 200, /readyz follows the readiness callback (200 / 503 + reason),
-// bad options and a taken port are errors, Stop closes the port.
+// bad options and a taken port are errors, Stop closes the port, slow clients hold nothing up.
 #include "common/metrics/metrics_server.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "tests/unit/http/raw_client.h"
 #include "tests/unit/metrics/exposition.h"
 
 namespace tessera::metrics {
@@ -120,8 +123,25 @@ TEST(MetricsServerTest, BadOptionsAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MetricsServer::Start(nullptr, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsServer::Start(SampleRegistry(), {.num_threads = 0}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+}
+
+// Eight connections that trickle a partial head (the old server ran four threads: four such
+// clients made /healthz, the chart's liveness probe, time out) must not delay /healthz.
+TEST(MetricsServerTest, SlowClientsDoNotBlockHealthz) {
+  std::unique_ptr<MetricsServer> server = StartOrDie(SampleRegistry());
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<http::testing::RawClient>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<http::testing::RawClient>(server->port()));
+    ASSERT_TRUE(slow.back()->Send("GET /healthz HTTP/1.1\r\nX-Slow: "));
+  }
+  for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
+    const auto start = std::chrono::steady_clock::now();
+    httplib::Result response = Get("127.0.0.1", server->port(), path);
+    ASSERT_TRUE(response) << path;
+    EXPECT_EQ(response->status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1)) << path;
+  }
 }
 
 TEST(MetricsServerTest, ATakenPortIsUnavailable) {
