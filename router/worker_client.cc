@@ -8,6 +8,7 @@
 
 #include "common/util/check.h"
 #include "common/util/grpc_status.h"
+#include "common/util/worker_handshake.h"
 
 namespace tessera::router {
 
@@ -49,6 +50,7 @@ void WorkerClient::Stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     if (stream_ != nullptr) stream_->context.TryCancel();
+    if (pending_ != nullptr) pending_->context.TryCancel();
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -107,7 +109,30 @@ std::unique_ptr<WorkerClient::Stream> WorkerClient::Connect(wv1::DescribeRespons
   auto stream = std::make_unique<Stream>();
   if (!config_.secret.empty()) stream->context.AddMetadata("authorization", bearer);
   stream->rw = stub->Run(&stream->context);
+  if (!WaitUntilAccepted(*stream)) return nullptr;
   return stream;
+}
+
+bool WorkerClient::WaitUntilAccepted(Stream& stream) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) stream.context.TryCancel();
+    pending_ = &stream;  // Stop cancels it: a silent worker must not hold Stop up
+  }
+  stream.rw->WaitForInitialMetadata();  // returns early when the call ends (a refusal)
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_ = nullptr;
+  }
+  const auto& metadata = stream.context.GetServerInitialMetadata();
+  if (metadata.find(util::kRunAcceptedMetadata) != metadata.end()) return true;
+  const grpc::Status refused = stream.rw->Finish();
+  if (!not_accepted_reported_ && !stopping_) {
+    not_accepted_reported_ = true;  // once: the client redials every few seconds
+    std::fprintf(stderr, "tessera-router: the worker at %s did not accept the Run stream: %s\n",
+                 config_.address.c_str(), refused.error_message().c_str());
+  }
+  return false;
 }
 
 void WorkerClient::ReadUntilBroken(Stream& stream, uint64_t epoch) {

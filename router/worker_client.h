@@ -1,7 +1,9 @@
 // The router's connection to one worker: Describe, then the Run stream of step plans/results.
 //
-// A connection thread owned by this class dials the worker, calls Describe, opens Run and then
-// reads results until the stream breaks; it reports each of those through the callbacks and
+// A connection thread owned by this class dials the worker, calls Describe, opens Run, waits
+// until the worker accepted the stream (common/util/worker_handshake.h: a worker serving another
+// router, or refusing our secret, does not count as connected) and then reads results until the
+// stream breaks; it reports each of those through the callbacks and
 // redials with exponential backoff. Every report carries the connection's epoch (1, 2, ...), so
 // the engine can ignore results of a stream it already gave up on.
 //
@@ -64,6 +66,8 @@ class WorkerClient {
   void ConnectionLoop();
   // Dials and describes; null when the worker is unreachable or stopping.
   std::unique_ptr<Stream> Connect(wv1::DescribeResponse* description);
+  // Waits for the worker's acceptance of the Run stream; false (the call finished) on refusal.
+  bool WaitUntilAccepted(Stream& stream);
   void ReadUntilBroken(Stream& stream, uint64_t epoch);
   void SleepBackoff(std::chrono::milliseconds delay);
 
@@ -72,10 +76,12 @@ class WorkerClient {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   bool refused_reported_ = false;    // connection thread only
+  bool not_accepted_reported_ = false;  // connection thread only
 
-  std::mutex mutex_;                 // guards stream_, epoch_ and the Write/Finish ordering
+  std::mutex mutex_;  // guards stream_, pending_, epoch_ and the Write/Finish ordering
   std::condition_variable wake_;     // interrupts the backoff sleep on Stop
   Stream* stream_ = nullptr;         // the live stream, owned by the connection thread
+  Stream* pending_ = nullptr;        // a stream awaiting the worker's acceptance (for Stop)
   uint64_t epoch_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
+#include "common/util/worker_handshake.h"
 
 namespace tessera::worker {
 
@@ -141,6 +142,9 @@ grpc::Status WorkerService::Run(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "another router is attached to this worker (one Run stream at a time)");
   }
+  // Tells the router the stream is ours before any plan arrives (common/util/worker_handshake.h).
+  context->AddInitialMetadata(util::kRunAcceptedMetadata, "1");
+  stream->SendInitialMetadata();
   grpc::Status status;
   step_thread_->RunAndWait([&] { status = ServeStream(context, stream); });
   attached_.store(false);

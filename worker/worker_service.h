@@ -3,7 +3,8 @@
 // plans, one StepResult per plan, in order.
 //
 // Run accepts one stream at a time: a second concurrent Run is refused with FAILED_PRECONDITION
-// ("another router is attached"). Each stream starts with an empty slot table and step 1; an
+// ("another router is attached"); an accepted one gets initial metadata `tessera-run-accepted`
+// at once (common/util/worker_handshake.h). Each stream starts with an empty slot table and step 1; an
 // invalid plan ends the stream with INVALID_ARGUMENT and its message; any stream end (the router
 // half-closes, cancels or disconnects) drops every slot.
 //

@@ -87,8 +87,9 @@ absl::Status GgufFile::Parser::ParseHeader(uint64_t* tensor_count, uint64_t* kv_
                               kHeaderBytes));
   }
   if (magic != "GGUF") {
-    return Error(absl::StrCat("bad magic \"", absl::CHexEscape(util::ToAbsl(magic)),
-                              "\" (expected \"GGUF\"): not a GGUF file"));
+    // No bytes of the file in the message: a server that loads client-named paths (LoadModel)
+    // would otherwise hand out the start of any file it can read (e.g. "root" of /etc/passwd).
+    return Error("bad magic (the file does not start with \"GGUF\"): not a GGUF file");
   }
   uint32_t version = 0;
   if (auto s = ReadField(&version, "version"); !s.ok()) return s;

@@ -5,15 +5,18 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
 #include "router/completion_job.h"
 #include "router/localai/predict_request.h"
 #include "router/request_builder.h"
+#include "tools/cli/worker_secret.h"
 
 namespace tessera::router::localai {
 namespace {
@@ -35,23 +38,46 @@ uint64_t ResidentBytes(const std::string& pid) {
 
 }  // namespace
 
+// One loaded model: its frontend, its engine and the worker that engine drives.
 struct BackendService::Loaded {
   OwnerThread* owner = nullptr;
-  std::string model_file;
-  int context_size = 0;  // 0 = the model's
+  std::string model_file;  // canonical (std::filesystem::canonical)
+  int context_size = 0;    // 0 = the model's
   std::unique_ptr<ModelFrontend> frontend;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<cli::ChildProcess> worker;  // owner thread only; null when attached
+  std::atomic<pid_t> worker_pid{0};           // for Status; 0 when none or retired
 
-  ~Loaded() {
+  // Ends this model's service now, whoever still holds it: streams in Run see `why` and end,
+  // the engine stops, the worker is terminated and reaped. Idempotent (the first reason stays).
+  void Retire(const std::string& why) {
+    std::lock_guard<std::mutex> lock(retire_mutex);
+    {
+      std::lock_guard<std::mutex> reason_lock(reason_mutex);
+      if (!retired_reason.has_value()) retired_reason = why;
+    }
     if (engine != nullptr) engine->Stop();  // fails what is still in flight
+    worker_pid.store(0);
     if (worker == nullptr) return;
     owner->Run([this] {
       (void)worker->Signal(SIGTERM);
       (void)worker->Wait(absl::Seconds(10));
-      worker.reset();  // SIGKILLs it if it is still there
+      worker.reset();  // SIGKILLs it if it is still there, and reaps it
     });
   }
+
+  // Why Retire was called; nullopt while this model serves.
+  std::optional<std::string> retired() const {
+    std::lock_guard<std::mutex> lock(reason_mutex);
+    return retired_reason;
+  }
+
+  ~Loaded() { Retire("the model was unloaded"); }
+
+ private:
+  std::mutex retire_mutex;  // one Retire at a time (LoadModel/Free vs the last holder)
+  mutable std::mutex reason_mutex;
+  std::optional<std::string> retired_reason;  // guarded by reason_mutex
 };
 
 BackendService::BackendService(BackendOptions options, OwnerThread* owner)
@@ -59,13 +85,16 @@ BackendService::BackendService(BackendOptions options, OwnerThread* owner)
 
 BackendService::~BackendService() { Unload(); }
 
-void BackendService::Unload() {
+void BackendService::Unload() { Replace(nullptr, "the backend is shutting down"); }
+
+void BackendService::Replace(std::shared_ptr<Loaded> next, const std::string& why) {
   std::shared_ptr<Loaded> old;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    old = std::move(loaded_);
+    old = std::exchange(loaded_, std::move(next));
   }
-  old.reset();  // the last holder stops the engine and the worker
+  // Streams still hold `old`; retiring it ends them instead of waiting for them to finish.
+  if (old != nullptr) old->Retire(why);
 }
 
 std::shared_ptr<BackendService::Loaded> BackendService::loaded() const {
@@ -74,15 +103,8 @@ std::shared_ptr<BackendService::Loaded> BackendService::loaded() const {
 }
 
 grpc::Status BackendService::CheckAuth(const grpc::ServerContext& context) const {
-  if (options_.auth_token.empty()) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  const std::string expected = absl::StrCat("Bearer ", options_.auth_token);
-  if (it == metadata.end() || std::string(it->second.data(), it->second.size()) != expected) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing or wrong 'authorization: Bearer <token>' metadata");
-  }
-  return grpc::Status::OK;
+  return util::CheckBearer(context.client_metadata(), options_.auth_token,
+                           "LOCALAI_GRPC_AUTH_TOKEN");
 }
 
 grpc::Status BackendService::Health(grpc::ServerContext* context, const ::backend::HealthMessage*,
@@ -92,74 +114,98 @@ grpc::Status BackendService::Health(grpc::ServerContext* context, const ::backen
   return grpc::Status::OK;
 }
 
-absl::StatusOr<std::shared_ptr<BackendService::Loaded>> BackendService::Load(
-    const ::backend::ModelOptions& request, std::string* note) {
-  absl::StatusOr<std::string> file = ModelFileOf(request);
-  if (!file.ok()) return file.status();
+absl::StatusOr<std::shared_ptr<BackendService::Loaded>> BackendService::Prepare(
+    const ::backend::ModelOptions& request, const std::string& file, std::string* note) {
   auto loaded = std::make_shared<Loaded>();
   loaded->owner = owner_;
-  loaded->model_file = *file;
+  loaded->model_file = file;
   loaded->context_size = std::max(0, request.contextsize());
-  absl::StatusOr<std::unique_ptr<ModelFrontend>> frontend = LoadModelFrontend(*file);
+  absl::StatusOr<std::unique_ptr<ModelFrontend>> frontend = LoadModelFrontend(file);
   if (!frontend.ok()) return frontend.status();
   loaded->frontend = *std::move(frontend);
   if (request.ngpulayers() > 0) {
     *note = "NGPULayers > 0, but this tessera-worker runs on the CPU; using the CPU. ";
   }
-  std::string worker_address = options_.worker_address;
-  if (worker_address.empty()) {
-    std::vector<std::string> args = {"--model", *file, "--listen", "127.0.0.1:0"};
-    if (request.threads() > 0)
-      args.insert(args.end(), {"--threads", absl::StrCat(request.threads())});
-    if (options_.kv_cache_mb > 0) {
-      args.insert(args.end(), {"--kv-cache-mb", absl::StrCat(options_.kv_cache_mb)});
+  return loaded;
+}
+
+absl::StatusOr<std::string> BackendService::SpawnWorker(const ::backend::ModelOptions& request,
+                                                        const std::string& secret,
+                                                        Loaded* loaded) {
+  std::vector<std::string> args = {"--model", loaded->model_file, "--listen", "127.0.0.1:0"};
+  if (request.threads() > 0) {
+    args.insert(args.end(), {"--threads", absl::StrCat(request.threads())});
+  }
+  if (options_.kv_cache_mb > 0) {
+    args.insert(args.end(), {"--kv-cache-mb", absl::StrCat(options_.kv_cache_mb)});
+  }
+  if (options_.max_num_seqs > 0) {
+    args.insert(args.end(), {"--max-num-seqs", absl::StrCat(options_.max_num_seqs)});
+  }
+  absl::StatusOr<std::string> address = absl::UnavailableError("the worker was not started");
+  owner_->Run([&] {
+    absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
+        {.path = options_.worker_binary, .args = args, .echo_stderr_fd = STDERR_FILENO,
+         .env = {cli::WorkerSecretEnvEntry(secret)}});
+    if (!child.ok()) {
+      address = child.status();
+      return;
     }
-    if (options_.max_num_seqs > 0) {
-      args.insert(args.end(), {"--max-num-seqs", absl::StrCat(options_.max_num_seqs)});
-    }
-    absl::Status started;
-    owner_->Run([&] {
-      absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
-          {.path = options_.worker_binary, .args = args, .echo_stderr_fd = STDERR_FILENO});
-      if (!child.ok()) {
-        started = child.status();
+    loaded->worker = *std::move(child);
+    loaded->worker_pid.store(loaded->worker->pid());
+    const std::regex listening("tessera-worker listening on (\\S+)");
+    for (;;) {
+      absl::StatusOr<std::string> line =
+          loaded->worker->ReadStdoutLine(absl::Seconds(options_.load_timeout_s));
+      if (!line.ok()) {
+        address = absl::UnavailableError(
+            absl::StrCat("tessera-worker did not start: ", line.status().message(), "; ",
+                         loaded->worker->StderrTail()));
         return;
       }
-      loaded->worker = *std::move(child);
-      const std::regex listening("tessera-worker listening on (\\S+)");
-      for (;;) {
-        absl::StatusOr<std::string> line =
-            loaded->worker->ReadStdoutLine(absl::Seconds(options_.load_timeout_s));
-        if (!line.ok()) {
-          started = absl::UnavailableError(
-              absl::StrCat("tessera-worker did not start: ", line.status().message(), "; ",
-                           loaded->worker->StderrTail()));
-          return;
-        }
-        std::smatch match;
-        if (std::regex_search(*line, match, listening)) {
-          worker_address = match[1].str();
-          return;
-        }
+      std::smatch match;
+      if (std::regex_search(*line, match, listening)) {
+        address = match[1].str();
+        return;
       }
-    });
-    if (!started.ok()) return started;
+    }
+  });
+  return address;
+}
+
+absl::Status BackendService::Start(const ::backend::ModelOptions& request, Loaded* loaded) {
+  std::string worker_address = options_.worker_address;
+  std::string secret = options_.worker_secret;
+  if (worker_address.empty()) {
+    secret = cli::RandomSecret();  // fresh per worker, as `tessera serve` does
+    absl::StatusOr<std::string> address = SpawnWorker(request, secret, loaded);
+    if (!address.ok()) return address.status();
+    worker_address = *address;
   }
-  EngineConfig config{.worker_address = worker_address};
+  EngineConfig config{.worker_address = worker_address, .worker_secret = secret};
   if (options_.max_num_seqs > 0) config.max_num_seqs = options_.max_num_seqs;
   loaded->engine = std::make_unique<Engine>(config, loaded->frontend.get());
   loaded->engine->Start();
+  // serving() turns true only once the worker accepted the engine's own Run stream.
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.load_timeout_s * 1e3));
-  while (!loaded->engine->serving()) {
+  for (int turn = 0; !loaded->engine->serving(); ++turn) {
     if (Clock::now() > deadline) {
       return absl::UnavailableError(absl::StrCat("the worker at ", worker_address,
-                                                 " did not answer within ", options_.load_timeout_s,
-                                                 " s"));
+                                                 " did not accept a connection within ",
+                                                 options_.load_timeout_s, " s"));
+    }
+    if (loaded->worker != nullptr && turn % 10 == 9) {
+      std::optional<cli::ChildExit> exit;
+      owner_->Run([&] { exit = loaded->worker->Poll(); });
+      if (exit.has_value()) {
+        return absl::UnavailableError(absl::StrCat("tessera-worker ended (", exit->ToString(),
+                                                   "): ", loaded->worker->StderrTail()));
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return loaded;
+  return absl::OkStatus();
 }
 
 grpc::Status BackendService::LoadModel(grpc::ServerContext* context,
@@ -167,25 +213,36 @@ grpc::Status BackendService::LoadModel(grpc::ServerContext* context,
                                        ::backend::Result* result) {
   if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
   std::lock_guard<std::mutex> load_lock(load_mutex_);
-  absl::StatusOr<std::string> file = ModelFileOf(*request);
+  // LocalAI reads Result.success and Result.message: failures are OK calls with success=false,
+  // and every failure before the swap below leaves the current model serving.
+  result->set_success(false);
+  absl::StatusOr<std::string> file = CanonicalModelFile(*request);
+  if (!file.ok()) {
+    result->set_message(std::string(file.status().message()));
+    return grpc::Status::OK;
+  }
   if (std::shared_ptr<Loaded> current = loaded();
-      current != nullptr && file.ok() && current->model_file == *file) {
+      current != nullptr && current->model_file == *file) {
     result->set_success(true);
     result->set_message(absl::StrCat(*file, " is already loaded"));
     return grpc::Status::OK;
   }
-  Unload();
   std::string note;
-  absl::StatusOr<std::shared_ptr<Loaded>> loaded = Load(*request, &note);
-  result->set_success(loaded.ok());
-  if (!loaded.ok()) {
-    result->set_message(std::string(loaded.status().message()));
-    return grpc::Status::OK;  // LocalAI reads Result.success and Result.message
+  absl::StatusOr<std::shared_ptr<Loaded>> next = Prepare(*request, *file, &note);
+  if (!next.ok()) {
+    result->set_message(std::string(next.status().message()));
+    return grpc::Status::OK;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    loaded_ = *std::move(loaded);
+  const std::string why = absl::StrCat("LoadModel replaced the model with ", *file);
+  // An attached worker serves one engine: the old one lets go first. A started worker is new,
+  // so the old model serves until the new one does (both are in memory for that moment).
+  if (!options_.worker_address.empty()) Replace(nullptr, why);
+  if (absl::Status started = Start(*request, next->get()); !started.ok()) {
+    result->set_message(std::string(started.message()));
+    return grpc::Status::OK;  // `next` retires on return: its worker is terminated and reaped
   }
+  Replace(*std::move(next), why);
+  result->set_success(true);
   result->set_message(absl::StrCat(note, "loaded ", *file));
   return grpc::Status::OK;
 }
@@ -228,13 +285,22 @@ grpc::Status BackendService::Run(grpc::ServerContext* context,
   int tokens = 0;
   std::string text;
   while (!job->Finished()) {
+    if (std::optional<std::string> why = loaded->retired(); why.has_value()) {
+      job->Cancel();
+      return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("cancelled: ", *why));
+    }
     if (context->IsCancelled()) {
       job->Cancel();
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     }
     std::optional<JobEvent> event = job->Next(absl::Milliseconds(100));
     if (!event.has_value()) continue;
-    if (event->closed && !event->status.ok()) return util::ToGrpcStatus(event->status);
+    if (event->closed && !event->status.ok()) {
+      if (std::optional<std::string> why = loaded->retired(); why.has_value()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("cancelled: ", *why));
+      }
+      return util::ToGrpcStatus(event->status);
+    }
     tokens += event->response.token_ids_size();
     if (event->closed && event->response.has_usage()) {
       tokens = static_cast<int>(event->response.usage().completion_tokens());
@@ -308,8 +374,8 @@ grpc::Status BackendService::Status(grpc::ServerContext* context, const ::backen
     response->set_state(stats.requests_running + stats.requests_waiting > 0
                             ? ::backend::StatusResponse::BUSY
                             : ::backend::StatusResponse::READY);
-    if (loaded->worker != nullptr) {
-      const uint64_t worker = ResidentBytes(absl::StrCat(loaded->worker->pid()));
+    if (const pid_t pid = loaded->worker_pid.load(); pid > 0) {
+      const uint64_t worker = ResidentBytes(absl::StrCat(pid));
       (*memory->mutable_breakdown())["tessera-worker"] = worker;
       total += worker;
     }
@@ -323,7 +389,7 @@ grpc::Status BackendService::Free(grpc::ServerContext* context, const ::backend:
   if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
   std::lock_guard<std::mutex> load_lock(load_mutex_);
   const bool had_model = loaded() != nullptr;
-  Unload();
+  Replace(nullptr, "Free unloaded the model");  // ends its streams and reaps its worker
   result->set_success(true);
   result->set_message(had_model ? "unloaded" : "no model was loaded");
   return grpc::Status::OK;

@@ -2,17 +2,29 @@
 // router engine and a tessera-worker:
 //
 //   Health          "OK", also before any model is loaded.
-//   LoadModel       loads the tokenizer and chat template from the GGUF, starts a tessera-worker
-//                   on it (or attaches to --worker), starts an engine and waits until the worker
-//                   has described itself. ContextSize caps prompt + max tokens; Threads goes to
-//                   the worker; NGPULayers > 0 asks for a GPU, which this build's worker (CPU)
-//                   does not have: it is reported in the Result message and the CPU is used.
+//   LoadModel       resolves the model file (std::filesystem::canonical: `/m/./x.gguf`,
+//                   `//m/x.gguf` and symlinks name one file, "already loaded" while it serves),
+//                   loads the tokenizer and chat template from the GGUF, starts a tessera-worker on
+//                   it with a fresh random secret in $TESSERA_WORKER_SECRET (or attaches to
+//                   --worker with $TESSERA_WORKER_SECRET), starts an engine and waits until the
+//                   worker has accepted the engine's own Run stream. Only then does the new model
+//                   replace the old one: a failed call (no model named, a missing file, not a
+//                   regular file, not GGUF, a worker that does not start) answers success=false and
+//                   the old model keeps serving. On success the old model is retired: its streams
+//                   end with CANCELLED ("LoadModel replaced the model with ..."), its worker is
+//                   terminated and reaped. (An attached --worker serves one engine, so there the
+//                   old engine lets go before the new one connects.) ContextSize caps prompt + max
+//                   tokens; Threads goes to the worker; NGPULayers > 0 asks for a GPU, which this
+//                   build's worker (CPU) does not have: it is reported in the Result message and
+//                   the CPU is used.
 //   Predict         one completion (Reply: whole text, token counts, timings in ms).
 //   PredictStream   one Reply per engine response: new text in `message`, cumulative `tokens`,
 //                   `prompt_tokens` and both timings on every Reply (LocalAI keeps the last).
 //   TokenizeString  the Prompt's token ids (BOS added as the model asks).
-//   Status          READY or BUSY (requests in flight) with memory (process RSS, the worker's RSS).
-//   Free            stops the engine and the worker; a new LoadModel may follow.
+//   Status          READY or BUSY (requests in flight) with memory (process RSS, the live
+//                   worker's RSS).
+//   Free            retires the model as a reload does (its streams end with CANCELLED, its
+//                   worker is reaped before Free answers); a new LoadModel may follow.
 //   anything else   UNIMPLEMENTED (the generated base class).
 //
 // Requests are admitted by the router's own BuildRequest and submitted to the engine like gRPC
@@ -21,8 +33,8 @@
 // (UNAUTHENTICATED otherwise).
 //
 // Threading: gRPC's sync-server threads run the handlers; the loaded model is shared through a
-// shared_ptr under a mutex (Free waits for nothing: calls in flight keep what they hold);
-// child processes are spawned and reaped on the OwnerThread.
+// shared_ptr under a mutex (calls in flight keep what they hold, but a retired model ends their
+// work instead of waiting for it); child processes are spawned and reaped on the OwnerThread.
 #pragma once
 
 #include <atomic>
@@ -42,6 +54,7 @@ namespace tessera::router::localai {
 struct BackendOptions {
   std::string auth_token;      // "" = no auth (main reads LOCALAI_GRPC_AUTH_TOKEN)
   std::string worker_address;  // attach to this worker instead of starting one
+  std::string worker_secret;   // the attached worker's secret (main reads TESSERA_WORKER_SECRET)
   std::string worker_binary;   // tessera-worker to start
   int kv_cache_mb = 0;         // passed to the worker; 0 = its default
   int max_num_seqs = 0;        // engine and worker; 0 = defaults
@@ -69,15 +82,23 @@ class BackendService final : public ::backend::Backend::Service {
   grpc::Status Free(grpc::ServerContext* context, const ::backend::HealthMessage* request,
                     ::backend::Result* result) override;
 
-  // Stops the engine and the worker (also done by the destructor).
+  // Retires the model: stops the engine and the worker (also done by the destructor).
   void Unload();
 
  private:
   struct Loaded;
   grpc::Status CheckAuth(const grpc::ServerContext& context) const;
   std::shared_ptr<Loaded> loaded() const;
-  absl::StatusOr<std::shared_ptr<Loaded>> Load(const ::backend::ModelOptions& request,
-                                               std::string* note);
+  // Makes `next` (may be null) the model and retires the old one with `why`.
+  void Replace(std::shared_ptr<Loaded> next, const std::string& why);
+  // The model's frontend (tokenizer, chat template) from the canonical `file`; nothing started.
+  absl::StatusOr<std::shared_ptr<Loaded>> Prepare(const ::backend::ModelOptions& request,
+                                                  const std::string& file, std::string* note);
+  // Starts (or attaches to) the worker and the engine; OK once the worker accepted the engine.
+  absl::Status Start(const ::backend::ModelOptions& request, Loaded* loaded);
+  // Spawns tessera-worker on the owner thread; its address once it listens.
+  absl::StatusOr<std::string> SpawnWorker(const ::backend::ModelOptions& request,
+                                          const std::string& secret, Loaded* loaded);
   // Admits `request` and streams its events to `on_reply` (false = the client is gone).
   grpc::Status Run(grpc::ServerContext* context, const ::backend::PredictOptions& request,
                    const std::function<bool(const ::backend::Reply&)>& on_reply,

@@ -3,7 +3,8 @@
 // polls Health, then calls LoadModel; see backend_service.h for every RPC.
 //
 // LOCALAI_GRPC_AUTH_TOKEN (read here, once): when set, every call must carry metadata
-// `authorization: Bearer <token>`.
+// `authorization: Bearer <token>`. TESSERA_WORKER_SECRET: the secret of a --worker attached to
+// (a worker this process starts gets a fresh random one instead).
 //
 // Prints "tessera-localai listening on HOST:PORT" once serving. SIGINT/SIGTERM: stop serving,
 // stop the engine and the worker this process started, exit 0.
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
   }
   if (const char* token = std::getenv("LOCALAI_GRPC_AUTH_TOKEN"); token != nullptr) {
     options.auth_token = token;
+  }
+  if (const char* secret = std::getenv("TESSERA_WORKER_SECRET"); secret != nullptr) {
+    options.worker_secret = secret;  // the environment keeps it off the command line (ps)
   }
   options.worker_binary =
       (std::filesystem::path(bin_dir.empty() ? BinaryDir() : bin_dir) / "tessera-worker").string();

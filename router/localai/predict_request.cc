@@ -1,6 +1,9 @@
 #include "router/localai/predict_request.h"
 
 #include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
 
 namespace tessera::router::localai {
 
@@ -48,6 +51,23 @@ absl::StatusOr<std::string> ModelFileOf(const ::backend::ModelOptions& options) 
     return (std::filesystem::path(options.modelpath()) / options.model()).string();
   }
   return options.model();
+}
+
+absl::StatusOr<std::string> CanonicalModelFile(const ::backend::ModelOptions& options) {
+  absl::StatusOr<std::string> file = ModelFileOf(options);
+  if (!file.ok()) return file.status();
+  std::error_code error;
+  const std::filesystem::path canonical = std::filesystem::canonical(*file, error);
+  if (error) {
+    const std::string message = absl::StrCat("model file ", *file, ": ", error.message());
+    return error == std::errc::no_such_file_or_directory ? absl::NotFoundError(message)
+                                                         : absl::InvalidArgumentError(message);
+  }
+  if (!std::filesystem::is_regular_file(canonical, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model file ", *file, " is not a regular file: not a GGUF model"));
+  }
+  return canonical.string();
 }
 
 }  // namespace tessera::router::localai

@@ -25,4 +25,9 @@ absl::StatusOr<::tessera::v1::GenerateRequest> ToGenerateRequest(
 // The GGUF file: ModelFile, else ModelPath/Model, else Model; INVALID_ARGUMENT when none is set.
 absl::StatusOr<std::string> ModelFileOf(const ::backend::ModelOptions& options);
 
+// ModelFileOf made canonical (std::filesystem::canonical: no `.`, `..`, repeated `/` or
+// symlinks), so one file has one name. INVALID_ARGUMENT when none is named or it is not a
+// regular file (a FIFO or a device would block or mislead the loader), NOT_FOUND when missing.
+absl::StatusOr<std::string> CanonicalModelFile(const ::backend::ModelOptions& options);
+
 }  // namespace tessera::router::localai

@@ -8,10 +8,20 @@ Health until "OK" (before any model), LoadModel (ModelPath + Model, ContextSize,
 Predict and PredictStream (raw prompt and UseTokenizerTemplate + Messages), TokenizeString,
 Status, concurrent PredictStream calls (their token streams must overlap in time: batched, not
 serialized), Free, an UNIMPLEMENTED RPC, and a second backend with LOCALAI_GRPC_AUTH_TOKEN set
-(no / wrong / right `authorization: Bearer` metadata). Exits non-zero with the reason on failure.
+(no / wrong / right `authorization: Bearer` metadata).
+
+Hostile-client checks (issue 23): the worker the backend starts refuses Describe and Run without
+its secret; failed LoadModel calls (nothing named, a missing file, /etc/passwd, a non-GGUF file, a
+directory) keep the old model serving and echo none of the file's bytes; other spellings of the
+loaded file (`/./`, `//`, `..`, a symlink) start no second worker; a reload and a Free during a
+stream end that stream (CANCELLED) and leave exactly the live worker (children of the backend,
+from /proc); an attached --worker whose Run stream someone else holds does not count as loaded.
+Every wait is bounded; everything is on loopback. Exits non-zero with the reason on failure.
 """
 import importlib
 import os
+import queue
+import shutil
 import socket
 import subprocess
 import sys
@@ -80,16 +90,107 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spawn(bin_dir, token=None):
+def spawn(bin_dir, token=None, extra_args=()):
     env = dict(os.environ)
     env.pop("LOCALAI_GRPC_AUTH_TOKEN", None)
+    env.pop("TESSERA_WORKER_SECRET", None)
     if token is not None:
         env["LOCALAI_GRPC_AUTH_TOKEN"] = token
     port = free_port()
     proc = subprocess.Popen([os.path.join(bin_dir, "tessera-localai"), f"--addr=127.0.0.1:{port}",
-                             "--kv-cache-mb", "256"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=sys.stderr)
+                             "--kv-cache-mb", "256", *extra_args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=sys.stderr)
     return proc, f"127.0.0.1:{port}"
+
+
+def proc_stat(pid):
+    """(state, ppid, comm) of `pid` from /proc, or None when it is gone (reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    comm = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[1]), comm
+
+
+def worker_pids(parent):
+    """The tessera-worker children of `parent`, zombies included (a zombie is not reaped yet)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc_stat(int(entry))
+            if stat is not None and stat[1] == parent and stat[2].startswith("tessera-worke"):
+                pids.append(int(entry))
+    return sorted(pids)
+
+
+def the_worker(parent):
+    pids = worker_pids(parent)
+    assert len(pids) == 1, f"expected one tessera-worker child, found {pids}"
+    return pids[0]
+
+
+def resident_bytes(pid):
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def listening_ports(pid):
+    """TCP ports `pid` listens on: its socket inodes matched against /proc/net/tcp{,6}."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)
+
+
+def predict_works(stub, pb2, tokens=2):
+    reply = stub.Predict(pb2.PredictOptions(Prompt="Hello", Tokens=tokens, Temperature=0,
+                                            IgnoreEOS=True), timeout=60)
+    assert reply.tokens == tokens, reply
+
+
+class BackgroundStream:
+    """A long PredictStream on its own thread: `first` once a token came, `done` when it ended."""
+
+    def __init__(self, grpc, stub, pb2):
+        self.first, self.done = threading.Event(), threading.Event()
+        self.code, self.details = None, ""
+        self._grpc = grpc
+        options = pb2.PredictOptions(Prompt="Once upon a time", Tokens=1900, Temperature=0,
+                                     IgnoreEOS=True)
+        threading.Thread(target=self._run, args=(stub, options), daemon=True).start()
+        assert self.first.wait(60), "the stream produced no token within 60 s"
+
+    def _run(self, stub, options):
+        try:
+            for reply in stub.PredictStream(options, timeout=120):
+                if reply.tokens > 0:
+                    self.first.set()
+            self.code = self._grpc.StatusCode.OK
+        except self._grpc.RpcError as error:
+            self.code, self.details = error.code(), error.details()
+        finally:
+            self.first.set()
+            self.done.set()
+
+    def assert_cancelled(self, grpc, why, within_s):
+        assert self.done.wait(within_s), f"the stream still runs {within_s} s after {why}"
+        assert self.code == grpc.StatusCode.CANCELLED, (self.code, self.details)
+        assert why in self.details, self.details
 
 
 def wait_health(grpc, stub, pb2, metadata=None):
@@ -166,6 +267,156 @@ def check_concurrent(stub, pb2):
     print("concurrent OK (streams overlapped)")
 
 
+def check_worker_secret(grpc, backend_pid):
+    """The started worker answers only its backend: no secret or a guessed one is refused."""
+    worker = the_worker(backend_pid)
+    ports = listening_ports(worker)
+    assert ports, f"tessera-worker {worker} listens on no TCP port"
+    identity = dict(request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    for port in ports:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        describe = channel.unary_unary("/tessera.worker.v1.Worker/Describe", **identity)
+        run = channel.stream_stream("/tessera.worker.v1.Worker/Run", **identity)
+        for metadata in (None, [("authorization", "Bearer guess")]):
+            try:
+                describe(b"", timeout=5, metadata=metadata)
+                raise AssertionError(f"the worker's Describe answered with metadata {metadata}")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+            try:
+                list(run(iter(()), timeout=5, metadata=metadata))
+                raise AssertionError(f"the worker's Run answered with metadata {metadata}")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+        channel.close()
+    print(f"worker secret OK (port {ports} refuses callers without it)")
+
+
+def check_failed_loads_keep_model(stub, pb2, backend_pid, tmp):
+    worker = the_worker(backend_pid)
+    junk = os.path.join(tmp, "junk.gguf")
+    with open(junk, "wb") as f:
+        f.write(b"TOPSECRET bytes that are no model\n")
+    cases = [pb2.ModelOptions(), pb2.ModelOptions(ModelFile="/nonexistent/x.gguf"),
+             pb2.ModelOptions(ModelFile="/etc/passwd"), pb2.ModelOptions(ModelFile=junk),
+             pb2.ModelOptions(ModelFile=tmp), pb2.ModelOptions(Model=".", ModelPath=tmp)]
+    for options in cases:
+        result = stub.LoadModel(options, timeout=60)
+        assert not result.success, (options, result)
+        assert result.message, options
+        assert "root" not in result.message and "TOPSECRET" not in result.message, result.message
+        if options.ModelFile in ("/etc/passwd", junk):
+            assert "not a GGUF" in result.message, result.message
+        assert worker_pids(backend_pid) == [worker], (options, worker_pids(backend_pid))
+        predict_works(stub, pb2)
+    print("failed LoadModel calls OK (the old model kept serving)")
+
+
+def check_respelled_paths(stub, pb2, backend_pid, model, tmp):
+    worker = the_worker(backend_pid)
+    link = os.path.join(tmp, "link.gguf")
+    os.symlink(model, link)
+    directory, base = os.path.split(model)
+    spellings = [pb2.ModelOptions(ModelFile=f"{directory}/./{base}"),
+                 pb2.ModelOptions(ModelFile="/" + model),
+                 pb2.ModelOptions(ModelFile=f"{directory}/../{os.path.basename(directory)}/{base}"),
+                 pb2.ModelOptions(ModelFile=link),
+                 pb2.ModelOptions(Model="./" + base, ModelPath=directory + "//")]
+    for options in spellings:
+        result = stub.LoadModel(options, timeout=60)
+        assert result.success and "already loaded" in result.message, (options, result)
+        assert worker_pids(backend_pid) == [worker], (options, worker_pids(backend_pid))
+    predict_works(stub, pb2)
+    print("respelled paths OK (no second worker)")
+
+
+def check_reload_during_stream(grpc, stub, pb2, backend_pid, other_model):
+    old = the_worker(backend_pid)
+    stream = BackgroundStream(grpc, stub, pb2)
+    result = stub.LoadModel(pb2.ModelOptions(ModelFile=other_model, ContextSize=2048, Threads=2),
+                            timeout=300)
+    assert result.success, result.message
+    stream.assert_cancelled(grpc, "replaced", within_s=15)
+    new = the_worker(backend_pid)
+    assert new != old and proc_stat(old) is None, f"old worker {old} is still there: {new}"
+    status = stub.Status(pb2.HealthMessage(), timeout=5)
+    reported, live = status.memory.breakdown["tessera-worker"], resident_bytes(new)
+    assert abs(reported - live) <= 0.25 * live, (reported, live)
+    predict_works(stub, pb2)
+    print("reload during a stream OK (stream cancelled, one worker left)")
+
+
+def check_free_during_stream(grpc, stub, pb2, backend_pid):
+    worker = the_worker(backend_pid)
+    stream = BackgroundStream(grpc, stub, pb2)
+    result = stub.Free(pb2.HealthMessage(), timeout=60)
+    assert result.success, result.message
+    stream.assert_cancelled(grpc, "Free", within_s=15)
+    assert worker_pids(backend_pid) == [] and proc_stat(worker) is None, worker_pids(backend_pid)
+    print("Free during a stream OK (stream cancelled, worker reaped)")
+
+
+def start_worker(bin_dir, model):
+    """A tessera-worker without a secret, as an operator would run one for --worker."""
+    env = dict(os.environ)
+    env.pop("TESSERA_WORKER_SECRET", None)
+    worker = subprocess.Popen([os.path.join(bin_dir, "tessera-worker"), "--model", model,
+                               "--listen", "127.0.0.1:0", "--kv-cache-mb", "256"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in worker.stdout],
+                     daemon=True).start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if "tessera-worker listening on" in line:
+            return worker, line.split()[-1]
+    worker.kill()
+    raise AssertionError("tessera-worker did not start within 120 s")
+
+
+def check_attach_needs_accepted_stream(grpc, pb2, pb2_grpc, bin_dir, model):
+    """Someone else holds the worker's Run stream: LoadModel must not claim the model."""
+    worker, worker_addr = start_worker(bin_dir, model)
+    proc = None
+    release = threading.Event()
+
+    def held_plans():
+        release.wait(120)
+        yield from ()
+
+    try:
+        channel = grpc.insecure_channel(worker_addr)
+        hijack = channel.stream_stream("/tessera.worker.v1.Worker/Run",
+                                       request_serializer=lambda b: b,
+                                       response_deserializer=lambda b: b)(held_plans(), timeout=120)
+        time.sleep(1.0)  # the worker has taken the first Run stream: ours
+        proc, addr = spawn(bin_dir, extra_args=["--worker", worker_addr, "--load-timeout-s", "5"])
+        stub = pb2_grpc.BackendStub(grpc.insecure_channel(addr))
+        wait_health(grpc, stub, pb2)
+        result = stub.LoadModel(pb2.ModelOptions(ModelFile=model), timeout=60)
+        assert not result.success, f"LoadModel claimed a worker serving another client: {result}"
+        release.set()
+        try:
+            list(hijack)
+        except grpc.RpcError:
+            pass
+        result = stub.LoadModel(pb2.ModelOptions(ModelFile=model), timeout=60)
+        assert result.success, result.message
+        predict_works(stub, pb2)
+    finally:
+        release.set()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=60)
+        worker.terminate()
+        worker.wait(timeout=60)
+    print("attached worker OK (a stream held by another client is not a loaded model)")
+
+
 def check_auth(grpc, pb2, pb2_grpc, bin_dir):
     proc, addr = spawn(bin_dir, token="s3cret")
     try:
@@ -216,7 +467,13 @@ def main():
                 raise AssertionError("Embedding answered")
             except grpc.RpcError as error:
                 assert error.code() == grpc.StatusCode.UNIMPLEMENTED, error
-            assert stub.Free(pb2.HealthMessage(), timeout=60).success
+            check_worker_secret(grpc, proc.pid)
+            check_failed_loads_keep_model(stub, pb2, proc.pid, stubs_dir)
+            check_respelled_paths(stub, pb2, proc.pid, model, stubs_dir)
+            other_model = os.path.join(stubs_dir, "other.gguf")  # another file: another model
+            shutil.copyfile(model, other_model)
+            check_reload_during_stream(grpc, stub, pb2, proc.pid, other_model)
+            check_free_during_stream(grpc, stub, pb2, proc.pid)
             status = stub.Status(pb2.HealthMessage(), timeout=5)
             assert status.state == pb2.StatusResponse.UNINITIALIZED, status
         finally:
@@ -224,6 +481,8 @@ def main():
             code = proc.wait(timeout=60)
         assert code == 0, f"tessera-localai exited with {code}"
         check_auth(grpc, pb2, pb2_grpc, args.bin_dir)
+        check_attach_needs_accepted_stream(grpc, pb2, pb2_grpc, args.bin_dir,
+                                           os.path.abspath(args.model))
     print("localai backend OK")
 
 

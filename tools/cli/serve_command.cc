@@ -34,7 +34,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,6 +50,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tools/cli/child_process.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/worker_secret.h"
 
 namespace tessera::cli {
 namespace {
@@ -308,14 +308,6 @@ absl::Status Supervisor::Supervise() {
   }
 }
 
-// 128 random bits as hex: the router⇄worker secret of one run.
-std::string RandomSecret() {
-  std::random_device random;
-  std::string secret;
-  for (int i = 0; i < 4; ++i) absl::StrAppend(&secret, absl::Hex(random(), absl::kZeroPad8));
-  return secret;
-}
-
 absl::Status Supervisor::RestartWorker() {
   absl::Duration backoff = absl::Milliseconds(500);
   const std::string port = worker_addr_.substr(worker_addr_.rfind(':') + 1);
@@ -417,7 +409,7 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
 }
 
 absl::Status Supervisor::Run() {
-  worker_secret_env_ = absl::StrCat("TESSERA_WORKER_SECRET=", RandomSecret());
+  worker_secret_env_ = WorkerSecretEnvEntry(RandomSecret());
   const std::string& secret = worker_secret_env_;
   std::vector<std::string> router_env = {secret};
   if (!options_.api_key.empty()) {

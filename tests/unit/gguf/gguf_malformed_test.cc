@@ -28,7 +28,7 @@ const std::map<std::string, std::string>& ExpectedErrors() {
       {"alignment_wrong_type.gguf", "alignment must be of type uint32 but is uint64"},
       {"alignment_zero.gguf", "alignment 0 is not a nonzero power of two"},
       {"array_len_absurd.gguf", "array length 4294967296 (uint32 elements"},
-      {"bad_magic.gguf", "bad magic \"GGML\""},
+      {"bad_magic.gguf", "bad magic (the file does not start with \"GGUF\"): not a GGUF file"},
       {"bool_invalid_byte.gguf", "bool byte 2 at offset 40 is neither 0 nor 1"},
       {"data_section_past_end.gguf", "data section would start at offset 64"},
       {"dim_negative.gguf", "dims[0] = 9223372036854775808 exceeds the int64 maximum"},

@@ -1,6 +1,14 @@
 // LocalAI's PredictOptions/ModelOptions in tessera's terms (router/localai/predict_request.h):
 // LocalAI's zeros mean "default", a negative seed means random, chat messages need
-// UseTokenizerTemplate, the model file resolves ModelFile > ModelPath/Model > Model.
+// UseTokenizerTemplate, the model file resolves ModelFile > ModelPath/Model > Model and is made
+// canonical (one file, one name).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +18,7 @@ namespace tessera::router::localai {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 TEST(LocalAiPredictRequestTest, SetFieldsReachTheGenerateRequest) {
   ::backend::PredictOptions options;
@@ -82,6 +91,50 @@ TEST(LocalAiPredictRequestTest, ModelFile) {
   EXPECT_EQ(*ModelFileOf(options), "/models/m.gguf");
   options.set_modelfile("/elsewhere/f.gguf");
   EXPECT_EQ(*ModelFileOf(options), "/elsewhere/f.gguf");
+}
+
+// Every spelling of one file (`.`, `..`, repeated `/`, a symlink) resolves to one name.
+TEST(LocalAiPredictRequestTest, CanonicalModelFileMakesOneNamePerFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("canonical_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  const fs::path file = dir / "sub" / "m.gguf";
+  std::ofstream(file) << "GGUF";
+  fs::create_symlink(file, dir / "link.gguf");
+  const std::string expected = fs::canonical(file).string();
+  const std::string sub = (dir / "sub").string();
+  ::backend::ModelOptions options;
+  for (const std::string& spelling :
+       {sub + "/./m.gguf", "/" + sub + "//m.gguf", sub + "/../sub/m.gguf",
+        (dir / "link.gguf").string()}) {
+    options.set_modelfile(spelling);
+    EXPECT_EQ(*CanonicalModelFile(options), expected) << spelling;
+  }
+  options.set_modelfile("");
+  options.set_model("./m.gguf");
+  options.set_modelpath(sub + "/");
+  EXPECT_EQ(*CanonicalModelFile(options), expected);
+  fs::remove_all(dir);
+}
+
+TEST(LocalAiPredictRequestTest, CanonicalModelFileRefusesWhatIsNoFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("refuse_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ::backend::ModelOptions options;
+  EXPECT_EQ(CanonicalModelFile(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.set_modelfile((dir / "missing.gguf").string());
+  EXPECT_EQ(CanonicalModelFile(options).status().code(), absl::StatusCode::kNotFound);
+  options.set_modelfile(dir.string());
+  EXPECT_THAT(CanonicalModelFile(options).status().message(), HasSubstr("not a regular file"));
+  // A FIFO would block the loader's open() forever.
+  const fs::path fifo = dir / "fifo.gguf";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  options.set_modelfile(fifo.string());
+  EXPECT_EQ(CanonicalModelFile(options).status().code(), absl::StatusCode::kInvalidArgument);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // with INVALID_ARGUMENT, one stream at a time, and each new stream starting clean.
 #include "worker/worker_service.h"
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "common/util/worker_handshake.h"
 #include "tests/unit/worker/sim_router.h"
 #include "tests/unit/worker/tiny_model_fixture.h"
 #include "worker/offline_generation.h"
@@ -195,6 +197,26 @@ TEST_F(WorkerServiceTest, SecondConcurrentRunIsRefusedAndNextStreamStartsClean) 
   EXPECT_EQ(third_router.request(0).tokens.size(), 3u);
   third->WritesDone();
   EXPECT_TRUE(third->Finish().ok());
+}
+
+// The router counts as connected only once its own stream was accepted, and it learns that
+// before it sends any plan (common/util/worker_handshake.h).
+TEST_F(WorkerServiceTest, AcceptedStreamIsAnnouncedBeforeAnyPlanRefusedOneIsNot) {
+  grpc::ClientContext first_context;
+  first_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::unique_ptr<Stream> first = stub_->Run(&first_context);
+  first->WaitForInitialMetadata();  // no plan sent: returns on the worker's own announcement
+  EXPECT_EQ(first_context.GetServerInitialMetadata().count(util::kRunAcceptedMetadata), 1u);
+
+  grpc::ClientContext second_context;
+  second_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::unique_ptr<Stream> second = stub_->Run(&second_context);
+  second->WaitForInitialMetadata();  // returns when the refusal ends the call
+  EXPECT_EQ(second_context.GetServerInitialMetadata().count(util::kRunAcceptedMetadata), 0u);
+  EXPECT_EQ(second->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  first->WritesDone();
+  EXPECT_TRUE(first->Finish().ok());
 }
 
 TEST_F(WorkerServiceTest, CancelledStreamDropsItsSlots) {
