@@ -1,9 +1,10 @@
 // tessera-soak: the soak/chaos run of issue 15 (usage: tools/soak/README.md).
 //
-// Phases: start `tessera serve`; warm-up (plain requests, so allocator pools and gRPC buffers
-// reach their working size) and the RSS baseline; the measured requests at the given
-// concurrency with the behaviour mix, while a killer thread kill -9s the worker at evenly spaced
-// points (after k*N/(kills+1) requests ended); then wait for the worker to be back and the
+// Phases: start `tessera serve` (gRPC, the OpenAI HTTP door and metrics on free ports); warm-up
+// (plain requests, so allocator pools and gRPC buffers reach their working size) and the RSS
+// baseline; the measured requests at the given concurrency with the behaviour mix (gRPC clients,
+// and hostile HTTP clients: http_door.h), while a killer thread kill -9s the worker at evenly
+// spaced points (after k*N/(kills+1) requests ended); then wait for the worker to be back and the
 // server idle, read the end state and RSS, print the report, stop `tessera serve`.
 //
 // A client that gets UNAVAILABLE (the worker is gone) waits until ServerStats says a worker is
@@ -21,6 +22,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "tools/soak/http_door.h"
 #include "tools/soak/serve_target.h"
 #include "tools/soak/soak_options.h"
 #include "tools/soak/soak_report.h"
@@ -44,7 +46,10 @@ void RunPhase(const ServeTarget& target, const SoakOptions& options, int count, 
       grpc::GenericStub generic(channel);
       for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
         const SoakRequest plan = PlanSoakRequest(options, i, warmup);
-        const SoakOutcome outcome = RunSoakRequest(plan, options, *stub, generic);
+        const SoakOutcome outcome =
+            IsHttpBehaviour(plan.behaviour)
+                ? RunHttpDoorRequest(plan, options, target.http_address())
+                : RunSoakRequest(plan, options, *stub, generic);
         if (report != nullptr) report->Record(plan, outcome);
         if (outcome.code == grpc::StatusCode::UNAVAILABLE) target.WaitConnected(120);
       }

@@ -24,6 +24,7 @@ namespace {
 namespace v1 = ::tessera::v1;
 
 constexpr char kListening[] = "tessera serve: listening on ";
+constexpr char kHttp[] = "tessera serve: http on ";
 constexpr char kRouterMetrics[] = "tessera serve: router metrics on ";
 
 }  // namespace
@@ -45,7 +46,7 @@ ServeTarget::~ServeTarget() { Stop(); }
 
 absl::Status ServeTarget::Start(const std::string& tessera_path,
                                 const std::vector<std::string>& serve_args) {
-  std::vector<std::string> args = {"serve", "--port", "0", "--http-port", "0",
+  std::vector<std::string> args = {"serve", "--port", "0", "--http-port", "-1",
                                    "--metrics-port", "0"};
   args.insert(args.end(), serve_args.begin(), serve_args.end());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
@@ -62,6 +63,7 @@ absl::Status ServeTarget::Start(const std::string& tessera_path,
     if (absl::StartsWith(*line, kRouterMetrics)) {
       metrics_address_ = line->substr(sizeof(kRouterMetrics) - 1);
     }
+    if (absl::StartsWith(*line, kHttp)) http_address_ = line->substr(sizeof(kHttp) - 1);
     if (absl::StartsWith(*line, kListening)) address_ = line->substr(sizeof(kListening) - 1);
   }
   stub_ = v1::Tessera::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));

@@ -24,13 +24,15 @@ class ServeTarget {
  public:
   ~ServeTarget();  // Stop()
 
-  // Runs `tessera serve --port 0 --http-port 0 --metrics-port 0 <serve_args>` and waits (up to
-  // 300 s) for its "listening on" line.
+  // Runs `tessera serve --port 0 --http-port -1 --metrics-port 0 <serve_args>` (gRPC, the
+  // OpenAI HTTP door and the metrics port on free ports) and waits (up to 300 s) for its
+  // "listening on" line.
   absl::Status Start(const std::string& tessera_path, const std::vector<std::string>& serve_args);
   // SIGTERM (the router drains), then SIGKILL after 60 s. The exit status as text.
   std::string Stop();
 
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return address_; }        // gRPC HOST:PORT
+  const std::string& http_address() const { return http_address_; }  // OpenAI HTTP HOST:PORT
   // Whether `tessera serve` itself is still running (owner thread only).
   bool Alive();
   // The live tessera-router / tessera-worker child of `tessera serve`; -1 when there is none.
@@ -49,6 +51,7 @@ class ServeTarget {
  private:
   std::unique_ptr<cli::ChildProcess> serve_;
   std::string address_;
+  std::string http_address_;
   std::string metrics_address_;
   std::unique_ptr<::tessera::v1::Tessera::Stub> stub_;
 };

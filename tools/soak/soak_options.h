@@ -19,7 +19,12 @@ struct SoakOptions {
   double cancel_fraction = 0.2;     // cancelled by the client after a random number of tokens
   double slow_fraction = 0.1;       // read with a pause before every response
   double malformed_fraction = 0.02;  // bytes that do not parse, or fields over their limits
-  int slow_read_delay_ms = 100;     // the slow readers' pause
+  // The HTTP door (http_door.h): requests over the OpenAI HTTP API by hostile clients.
+  double http_slow_reader_fraction = 0;  // read slowly in small pieces, or stop reading
+  double http_disconnect_fraction = 0;   // leave mid-request (streaming or not)
+  double http_slow_sender_fraction = 0;  // trickle the request, or stall in its head
+  int http_stall_ms = 2000;         // how long a stalled HTTP reader holds its connection
+  int slow_read_delay_ms = 100;     // the slow readers' pause (and the slow senders')
   int kills = 0;              // kill -9 of the worker, evenly spread over the measured requests
   uint32_t seed = 1;
   double request_timeout_s = 300;   // client deadline of each request (a hang shows as a failure)

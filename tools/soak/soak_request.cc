@@ -3,6 +3,7 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,11 +38,38 @@ v1::GenerateRequest WellFormed(std::mt19937& rng, const SoakOptions& options, in
 }
 
 Behaviour Draw(std::mt19937& rng, const SoakOptions& o) {
-  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-  if (u < o.cancel_fraction) return Behaviour::kCancel;
-  if (u < o.cancel_fraction + o.slow_fraction) return Behaviour::kSlow;
-  if (u < o.cancel_fraction + o.slow_fraction + o.malformed_fraction) return Behaviour::kMalformed;
+  double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  for (const auto& [behaviour, share] :
+       {std::pair{Behaviour::kCancel, o.cancel_fraction},
+        std::pair{Behaviour::kSlow, o.slow_fraction},
+        std::pair{Behaviour::kMalformed, o.malformed_fraction},
+        std::pair{Behaviour::kHttpSlowReader, o.http_slow_reader_fraction},
+        std::pair{Behaviour::kHttpDisconnect, o.http_disconnect_fraction},
+        std::pair{Behaviour::kHttpSlowSender, o.http_slow_sender_fraction}}) {
+    if (u < share) return behaviour;
+    u -= share;
+  }
   return Behaviour::kPlain;
+}
+
+// The HTTP behaviours' knobs: half the slow readers stall, a quarter of the slow senders do;
+// disconnects leave after 0..300 ms, half of them from a stream.
+void PlanHttp(std::mt19937& rng, SoakRequest* plan) {
+  switch (plan->behaviour) {
+    case Behaviour::kHttpSlowReader:
+      plan->stall = rng() % 2 == 0;
+      break;
+    case Behaviour::kHttpDisconnect:
+      plan->request_stream = rng() % 2 == 0;
+      plan->disconnect_after_ms = static_cast<int>(rng() % 301);
+      break;
+    case Behaviour::kHttpSlowSender:
+      plan->request_stream = rng() % 2 == 0;
+      plan->stall = rng() % 4 == 0;
+      break;
+    default:
+      break;
+  }
 }
 
 grpc::Status SendRaw(grpc::GenericStub& generic, const std::string& bytes, double timeout_s) {
@@ -65,6 +93,9 @@ const char* BehaviourName(Behaviour b) {
     case Behaviour::kCancel: return "cancel";
     case Behaviour::kSlow: return "slow";
     case Behaviour::kMalformed: return "malformed";
+    case Behaviour::kHttpSlowReader: return "http-slow-reader";
+    case Behaviour::kHttpDisconnect: return "http-disconnect";
+    case Behaviour::kHttpSlowSender: return "http-slow-sender";
   }
   return "?";
 }
@@ -77,6 +108,7 @@ SoakRequest PlanSoakRequest(const SoakOptions& options, int index, bool warmup) 
   if (plan.behaviour == Behaviour::kCancel) {
     plan.cancel_after_tokens = static_cast<int>(rng() % static_cast<uint32_t>(options.max_tokens));
   }
+  PlanHttp(rng, &plan);
   if (plan.behaviour == Behaviour::kMalformed) {
     plan.raw_bytes = rng() % 2 == 0;
     if (plan.raw_bytes) {
@@ -134,10 +166,13 @@ bool ExpectedEnd(const SoakRequest& plan, grpc::StatusCode code) {
     case Behaviour::kMalformed:
       return code == (plan.raw_bytes ? StatusCode::UNIMPLEMENTED : StatusCode::INVALID_ARGUMENT);
     case Behaviour::kCancel:
+    case Behaviour::kHttpSlowReader:
+    case Behaviour::kHttpDisconnect:
       return code == StatusCode::CANCELLED || code == StatusCode::OK ||
              code == StatusCode::UNAVAILABLE;
     case Behaviour::kPlain:
     case Behaviour::kSlow:
+    case Behaviour::kHttpSlowSender:  // a stalled one: OK = the door cut it off
       return code == StatusCode::OK || code == StatusCode::UNAVAILABLE;
   }
   return false;

@@ -7,7 +7,11 @@
 //   kSlow       pause before every read (a slow reader: the router's backpressure holds it);
 //   kMalformed  half bytes that do not parse as a GenerateRequest (sent through the generic
 //               stub: invalid UTF-8 in a string, a truncated field), half a well-formed request
-//               over a field limit (a 300-byte request_id).
+//               over a field limit (a 300-byte request_id);
+//   kHttpSlowReader, kHttpDisconnect, kHttpSlowSender
+//               the same requests through the OpenAI HTTP door by a hostile client
+//               (http_door.h: slow or stalled readers, clients that leave mid-request, slow or
+//               stalled senders).
 //
 // Threading: PlanSoakRequest and RunSoakRequest are pure/thread-compatible; each client thread
 // uses its own stubs.
@@ -25,8 +29,16 @@
 
 namespace tessera::soak {
 
-enum class Behaviour { kPlain, kCancel, kSlow, kMalformed };
-inline constexpr int kNumBehaviours = 4;
+enum class Behaviour {
+  kPlain,
+  kCancel,
+  kSlow,
+  kMalformed,
+  kHttpSlowReader,
+  kHttpDisconnect,
+  kHttpSlowSender
+};
+inline constexpr int kNumBehaviours = 7;
 const char* BehaviourName(Behaviour b);
 
 struct SoakRequest {
@@ -35,6 +47,9 @@ struct SoakRequest {
   int cancel_after_tokens = 0;  // kCancel
   bool raw_bytes = false;       // kMalformed: unparseable bytes rather than a field over a limit
   std::string bytes;            // kMalformed with raw_bytes
+  bool request_stream = true;   // HTTP: stream: true (the slow reader always streams)
+  bool stall = false;           // kHttpSlowReader: stops reading; kHttpSlowSender: stops sending
+  int disconnect_after_ms = 0;  // kHttpDisconnect
 };
 
 // Request number `index` of a run with these options (deterministic in seed and index).

@@ -1,0 +1,866 @@
+#!/usr/bin/env python3
+"""End-to-end: the HTTP doors under hostile clients (issue 23), loopback only, every loop bounded.
+
+One tessera-worker (with a metrics port) and, one after another, three tessera-routers on it:
+  A  --api-key KEY, plain HTTP, metrics port: keyed slowloris, metrics-port slowloris, 128 held
+     streams, header and body caps, abandoned non-streaming requests, exclusive port, bearer
+     scheme, pipelining and HTTP/1.0;
+  B  no key, plain HTTP: slowloris, then the 60,000-deep prompt (last: today it kills B);
+  C  no key, TLS (a certificate made by openssl): 130 trickled ClientHellos.
+The routers run with small door limits (--http-header-timeout 3 --http-body-timeout 3
+--http-max-body-mb 1) so the suite takes well under 2 minutes on 2 cores.
+
+Each probe prints PASS/FAIL and what it measured (docs/perf/reliability.md quotes these
+numbers); the exit status is 1 when any probe failed. `--legacy` leaves out the door flags a
+router before issue 23 does not know, so the suite can show which probes fail on such a binary.
+stdlib only (runs under /usr/bin/python3 or .venv-e2e).
+"""
+import argparse
+import errno
+import json
+import os
+import re
+import select
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+KEY = "hostile-key-1234"
+HEADER_TIMEOUT_S = 3
+BODY_TIMEOUT_S = 3
+MAX_BODY_MB = 1
+FAST_S = 1.0          # what "answers at once" means
+CLIENT_TIMEOUT_S = 2.5  # how long one measuring request may wait before it counts as failed
+SLOW_CONNECTIONS = 130
+STREAMS = 128
+PROMPT = "The capital of France is"
+
+
+def door_flags(legacy):
+    if legacy:
+        return []
+    return ["--http-header-timeout", str(HEADER_TIMEOUT_S), "--http-body-timeout",
+            str(BODY_TIMEOUT_S), "--http-max-body-mb", str(MAX_BODY_MB),
+            "--http-keep-alive-timeout", "30", "--http-max-connections", "2048",
+            "--http-max-connections-per-client", "512"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+def read_addresses(proc, name, timeout_s=120):
+    """{'metrics': addr, 'http': addr, 'listening': addr} up to the 'NAME listening on' line."""
+    addresses = {}
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and "listening" not in addresses:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{name} exited with {proc.wait()} before it was ready")
+        match = re.search(name + r" (metrics|http|listening) on (\S+)", line)
+        if match:
+            addresses[match.group(1)] = match.group(2)
+    if "listening" not in addresses:
+        proc.kill()
+        raise RuntimeError(f"{name} not ready after {timeout_s} s")
+    return addresses
+
+
+def start_worker(bin_dir, model):
+    proc = subprocess.Popen(
+        [os.path.join(bin_dir, "tessera-worker"), "--model", model, "--listen", "127.0.0.1:0",
+         "--threads", "2", "--kv-cache-mb", "512", "--metrics-port", "0"],
+        stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+    return proc, read_addresses(proc, "tessera-worker")
+
+
+class Router:
+    """One tessera-router process and its addresses; `tls` is the client's SSLContext or None."""
+
+    def __init__(self, args, worker_addr, api_key=None, cert=None, key=None):
+        cmd = [os.path.join(args.bin_dir, "tessera-router"), "--model", args.model, "--worker",
+               worker_addr, "--listen", "127.0.0.1:0", "--http-port", "-1", "--metrics-port",
+               "0", "--drain-timeout-s", "1"] + door_flags(args.legacy)
+        if api_key:
+            cmd += ["--api-key", api_key]
+        if cert:
+            cmd += ["--tls-cert", cert, "--tls-key", key]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+        addresses = read_addresses(self.proc, "tessera-router")
+        self.http = parse_addr(addresses["http"])
+        self.metrics = parse_addr(addresses["metrics"])
+        self.key = api_key
+        self.tls = ssl.create_default_context(cafile=cert) if cert else None
+        self.wait_serving()
+
+    def wait_serving(self, timeout_s=60):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            try:
+                if request(self, "GET", "/health", timeout=5)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the router never served /health")
+
+    def auth(self):
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def rss_mb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        raise RuntimeError("no VmRSS")
+
+    def metric(self, name):
+        status, _, body = request_to(self.metrics, "GET", "/metrics", timeout=5)
+        assert status == 200, status
+        match = re.search(r"^" + name + r"(?:\{[^}]*\})? (\S+)$", body.decode(), re.MULTILINE)
+        return float(match.group(1)) if match else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+def parse_addr(text):
+    host, port = text.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def make_certificate(directory):
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw HTTP over sockets
+
+def connect(addr, tls=None, timeout=CLIENT_TIMEOUT_S):
+    sock = socket.create_connection(addr, timeout=timeout)
+    if tls is not None:
+        sock = tls.wrap_socket(sock, server_hostname="localhost")
+    return sock
+
+
+class ResponseReader:
+    """Reads HTTP responses off one socket, one at a time (Content-Length, chunked or close)."""
+
+    def __init__(self, sock):
+        self.sock, self.buffer, self.eof = sock, b"", False
+
+    def _fill(self):
+        data = self.sock.recv(65536)
+        if not data:
+            self.eof = True
+        self.buffer += data
+        return bool(data)
+
+    def _until(self, marker):
+        while marker not in self.buffer:
+            if not self._fill():
+                raise ConnectionError(f"closed before {marker!r}")
+        head, self.buffer = self.buffer.split(marker, 1)
+        return head
+
+    def _take(self, n):
+        while len(self.buffer) < n:
+            if not self._fill():
+                raise ConnectionError("closed inside a body")
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def read(self):
+        """(status line, {lowercase header: value}, body)."""
+        head = self._until(b"\r\n\r\n").decode("latin-1").split("\r\n")
+        headers = {}
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "content-length" in headers:
+            body = self._take(int(headers["content-length"]))
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                size = int(self._until(b"\r\n").split(b";")[0], 16)
+                chunk = self._take(size + 2)[:size]
+                if size == 0:
+                    break
+                body += chunk
+        else:
+            while self._fill():
+                pass
+            body, self.buffer = self.buffer, b""
+        return head[0], headers, body
+
+    def closed_within(self, seconds):
+        """True once the peer closed (EOF or reset) within `seconds`; leftover bytes are read."""
+        self.sock.settimeout(seconds)
+        deadline = time.time() + seconds
+        try:
+            while time.time() < deadline:
+                self.sock.settimeout(max(0.01, deadline - time.time()))
+                if not self._fill():
+                    return True
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+        return False
+
+
+def status_of(status_line):
+    parts = status_line.split(" ")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def request_to(addr, method, path, headers=None, body=None, tls=None, timeout=CLIENT_TIMEOUT_S):
+    """(status, headers, body) of one request on a fresh connection (Connection: close)."""
+    payload = body.encode() if isinstance(body, str) else (body or b"")
+    lines = [f"{method} {path} HTTP/1.1", "Host: localhost", "Connection: close"]
+    for name, value in (headers or {}).items():
+        lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(payload)}")
+    sock = connect(addr, tls, timeout)
+    try:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        status_line, response_headers, response_body = ResponseReader(sock).read()
+        return status_of(status_line), response_headers, response_body
+    finally:
+        sock.close()
+
+
+def request(router, method, path, headers=None, body=None, timeout=CLIENT_TIMEOUT_S):
+    return request_to(router.http, method, path, headers, body, router.tls, timeout)
+
+
+def timed_get(router, path, headers=None, addr=None):
+    """(seconds, status or the error) of one GET."""
+    start = time.time()
+    try:
+        if addr is None:
+            status = request(router, "GET", path, headers)[0]
+        else:
+            status = request_to(addr, "GET", path, headers)[0]
+    except (OSError, ConnectionError) as error:
+        status = f"{type(error).__name__}"
+    return time.time() - start, status
+
+
+def answers_fast(label, router, path, times=5, headers=None, addr=None, spacing=0.2):
+    """Asserts `times` GETs each answer 200 in < FAST_S; returns the slowest (s)."""
+    worst = 0.0
+    for _ in range(times):
+        seconds, status = timed_get(router, path, headers, addr)
+        worst = max(worst, seconds)
+        assert status == 200 and seconds < FAST_S, \
+            f"{label}: {path} answered {status} after {seconds:.3f} s"
+        time.sleep(spacing)
+    return worst
+
+
+class Checks:
+    """Sub-checks of one probe: every one runs and reports; the probe fails if any failed."""
+
+    def __init__(self):
+        self.failures = []
+
+    def expect(self, ok, message):
+        if not ok:
+            self.failures.append(message)
+        return ok
+
+    def error_object(self, body, status):
+        try:
+            assert_error_object(body, status)
+        except AssertionError as error:
+            self.failures.append(str(error))
+
+    def done(self):
+        assert not self.failures, "; ".join(self.failures)
+
+
+def assert_error_object(body, status):
+    try:
+        error = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        raise AssertionError(f"{status} body is not an OpenAI error object: {body[:200]!r}")
+    assert error.get("type") == "invalid_request_error", f"{status} error type: {error}"
+    for field in ("message", "param", "code"):
+        assert field in error, f"{status} error object lacks {field}: {error}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Slow clients
+
+class SlowClients:
+    """`count` connections, each sent one more byte of `payload` per second (from its connect on)
+    by one thread; notes when the server closes each (EOF, reset, or a response: its status is
+    kept)."""
+
+    def __init__(self, addr, count, payload):
+        self.payload, self.socks, self.closed, self.reasons = payload, [], {}, {}
+        self.statuses, self.start, self.lock = [], time.time(), threading.Lock()
+        self.next_byte, self.next_time = [], []
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        for _ in range(count):  # each sends its first byte at once, as a real client would
+            sock = socket.create_connection(addr, timeout=5)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.send(payload[:1])
+            sock.setblocking(False)
+            with self.lock:
+                self.socks.append(sock)
+                self.next_byte.append(1)
+                self.next_time.append(time.time() + 1.0)
+        self.opened_s = time.time() - self.start
+
+    def _run(self):
+        while not self.stop_event.is_set():
+            with self.lock:
+                due = [(i, s) for i, s in enumerate(self.socks)
+                       if i not in self.closed and self.next_time[i] <= time.time()]
+            for i, sock in due:
+                if self.next_byte[i] < len(self.payload):
+                    self._send_one(i, sock, self.payload[self.next_byte[i]:self.next_byte[i] + 1])
+                self.next_byte[i] += 1
+                self.next_time[i] += 1.0
+            self._poll(0.05)
+
+    def _send_one(self, i, sock, byte):
+        try:
+            sock.send(byte)
+        except OSError as error:
+            self._close(i, f"send {errno.errorcode.get(error.errno, error.errno)}")
+
+    def _close(self, i, reason):
+        self.closed[i] = time.time() - self.start
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+    def _poll(self, seconds):
+        with self.lock:
+            live = {s: i for i, s in enumerate(self.socks) if i not in self.closed}
+        if not live:
+            time.sleep(seconds)
+            return
+        readable, _, _ = select.select(list(live), [], [], seconds)
+        for sock in readable:
+            self._read_one(live[sock], sock)
+
+    def _read_one(self, i, sock):
+        try:
+            data = sock.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            return self._close(i, f"recv {errno.errorcode.get(error.errno, error.errno)}")
+        if data.startswith(b"HTTP/"):
+            status = status_of(data.split(b"\r\n")[0].decode("latin-1"))
+            self.statuses.append(status)
+            self._close(i, f"status {status}")
+        elif not data:
+            self._close(i, "eof")
+        else:
+            self._close(i, f"{len(data)} bytes")
+
+    def open_count(self):
+        with self.lock:
+            return len(self.socks) - len(self.closed)
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+        for sock in self.socks:
+            sock.close()
+
+
+def slow_http_payload():
+    return (b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+            b"\r\nX-Padding: " + b"a" * 200 + b"\r\n\r\n")
+
+
+def client_hello():
+    """The bytes of a real TLS ClientHello (stdlib's MemoryBIO, nothing sent anywhere)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def slowloris(router, label, payload, routes, expect_closed=True):
+    """Holds SLOW_CONNECTIONS trickling connections, measures `routes`, then (new doors) checks
+    the server closed every one after the header timeout."""
+    slow = SlowClients(router.http, SLOW_CONNECTIONS, payload)
+    try:
+        time.sleep(0.5)
+        worst = {}
+        for path, headers in routes:
+            worst[path] = answers_fast(label, router, path, times=4, headers=headers,
+                                       spacing=0.1)
+        held = slow.open_count()
+        print(f"  {label}: {held}/{SLOW_CONNECTIONS} slow connections held (opened in "
+              f"{slow.opened_s:.1f} s) while "
+              + ", ".join(f"{p} max {w:.3f} s" for p, w in worst.items()))
+        if not expect_closed:
+            return
+        deadline = slow.start + slow.opened_s + HEADER_TIMEOUT_S + 3
+        while time.time() < deadline and slow.open_count():
+            time.sleep(0.1)
+        closes = sorted(slow.closed.values())
+        assert not slow.open_count(), \
+            f"{label}: {slow.open_count()} slow connections still open " \
+            f"{HEADER_TIMEOUT_S + 3} s after the last opened (header timeout {HEADER_TIMEOUT_S} s)"
+        statuses = sorted(set(s for s in slow.statuses))
+        print(f"  {label}: all closed by the server after {closes[0]:.1f}-{closes[-1]:.1f} s "
+              f"(statuses sent: {statuses or 'none'})")
+        assert all(s == 408 for s in slow.statuses), f"{label}: statuses {statuses}"
+    finally:
+        slow.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Probes (each raises AssertionError with what it saw)
+
+def probe_crash(ctx):
+    """1. A prompt nested 60,000 single-element arrays deep is a 400, and the router lives."""
+    router = ctx["router"]
+    depth = 60000
+    body = ('{"prompt":' + "[" * depth + '"hi"' + "]" * depth + ',"max_tokens":1}')
+    start = time.time()
+    try:
+        status, _, response = request(router, "POST", "/v1/completions",
+                                      headers=dict(router.auth(),
+                                                   **{"Content-Type": "application/json"}),
+                                      body=body, timeout=10)
+    except (OSError, ConnectionError) as error:
+        status, response = type(error).__name__, b""
+    seconds = time.time() - start
+    time.sleep(0.5)
+    assert router.alive(), f"the router died (exit {router.proc.poll()}) on a {len(body)} B body"
+    assert status == 400, f"{depth}-deep prompt answered {status}: {response[:200]!r}"
+    assert_error_object(response, 400)
+    print(f"  {depth}-deep prompt ({len(body)} B): 400 in {seconds:.3f} s: "
+          f"{json.loads(response)['error']['message'][:100]!r}")
+    answers_fast("after the deep prompt", router, "/health", times=2)
+
+
+def probe_slowloris_http(ctx):
+    """2. 130 connections trickling a request head: /health and /v1/models stay fast; the slow
+    connections are closed after the header timeout."""
+    router = ctx["router"]
+    slowloris(router, "no key", slow_http_payload(), [("/health", None), ("/v1/models", None)])
+
+
+def probe_slowloris_keyed(ctx):
+    """3. The same with --api-key: /health needs no key, /v1/models gets the key."""
+    router = ctx["router"]
+    slowloris(router, "--api-key", slow_http_payload(),
+              [("/health", None), ("/v1/models", router.auth())])
+
+
+def probe_streams(ctx):
+    """4. 128 legitimate streams held open: /health still answers at once."""
+    router = ctx["router"]
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 2000, "ignore_eos": True,
+                       "stream": True, "temperature": 0}).encode()
+    head = ("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body)}\r\n")
+    head += "".join(f"{k}: {v}\r\n" for k, v in router.auth().items()) + "\r\n"
+    socks, stop, started = [], threading.Event(), []
+
+    def drain(sock):
+        first = True
+        while not stop.is_set():
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            if first:
+                started.append(data.split(b"\r\n")[0])
+                first = False
+
+    threads = []
+    try:
+        for _ in range(STREAMS):
+            sock = connect(router.http, router.tls, timeout=5)
+            sock.sendall(head.encode() + body)
+            socks.append(sock)
+            threads.append(threading.Thread(target=drain, args=(sock,), daemon=True))
+            threads[-1].start()
+        deadline = time.time() + 20
+        while time.time() < deadline and len(started) < STREAMS:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        running = router.metric("tessera_requests_running")
+        worst = answers_fast(f"{STREAMS} streams", router, "/health", times=5)
+        ok = sum(1 for line in started if b" 200" in line)
+        print(f"  {ok}/{STREAMS} streams answered 200 ({running:.0f} running); "
+              f"/health max {worst:.3f} s")
+        assert ok == STREAMS, f"only {ok}/{STREAMS} streams started: {set(started)}"
+    finally:
+        stop.set()
+        for sock in socks:
+            sock.close()
+        for thread in threads:
+            thread.join(timeout=2)
+        wait_idle(router, 15)
+
+
+def wait_idle(router, timeout_s):
+    """Seconds until tessera_requests_running is 0 (None if not within timeout_s)."""
+    start = time.time()
+    while time.time() - start < timeout_s:
+        try:
+            if router.metric("tessera_requests_running") == 0:
+                return time.time() - start
+        except (OSError, ConnectionError, AssertionError):
+            pass
+        time.sleep(0.1)
+    return None
+
+
+def probe_metrics(ctx):
+    """5. 8 slow connections on each metrics port: /healthz on each still answers at once."""
+    router, worker_metrics = ctx["router"], ctx["worker_metrics"]
+    payload = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Padding: " + b"a" * 200 + b"\r\n\r\n"
+    held = [SlowClients(router.metrics, 8, payload), SlowClients(worker_metrics, 8, payload)]
+    try:
+        time.sleep(0.5)
+        worst = [answers_fast(f"{name} metrics port", router, "/healthz", times=4, addr=addr,
+                              spacing=0.1)
+                 for name, addr in (("router", router.metrics), ("worker", worker_metrics))]
+        print(f"  8+8 slow metrics connections: /healthz max router {worst[0]:.3f} s, "
+              f"worker {worst[1]:.3f} s")
+    finally:
+        for slow in held:
+            slow.stop()
+
+
+def send_head(router, head, timeout=FAST_S):
+    """Sends a request head; returns (status or error, headers, body, seconds, reader)."""
+    start = time.time()
+    sock = connect(router.http, router.tls, timeout=timeout)
+    reader = ResponseReader(sock)
+    try:
+        sock.sendall(head)
+        status_line, headers, body = reader.read()
+        return status_of(status_line), headers, body, time.time() - start, reader
+    except (OSError, ConnectionError) as error:
+        return type(error).__name__, {}, b"", time.time() - start, reader
+
+
+def big_body_head(path, length, extra=""):
+    return (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n{extra}\r\n").encode()
+
+
+def probe_bodies(ctx):
+    """6. A 1 GiB Content-Length: 401 at once without a key, 413 at once with one (and on
+    /tokenize); four such bodies being sent at once grow the router < 100 MB."""
+    router, checks = ctx["router"], Checks()
+    gib = 1 << 30
+    key = "".join(f"{k}: {v}\r\n" for k, v in router.auth().items())
+    status, headers, body, seconds, reader = send_head(router, big_body_head(
+        "/v1/completions", gib))
+    reader.sock.close()
+    print(f"  1 GiB unauthenticated: {status} in {seconds:.3f} s")
+    if checks.expect(status == 401 and seconds < FAST_S, f"unauthenticated 1 GiB: {status}"):
+        checks.expect(headers.get("www-authenticate", "").lower().startswith("bearer"),
+                      f"401 without WWW-Authenticate: {headers}")
+    for path, length in (("/v1/completions", gib), ("/tokenize", 2 * MAX_BODY_MB << 20)):
+        status, _, body, seconds, reader = send_head(router, big_body_head(path, length, key))
+        closed = status == 413 and reader.closed_within(FAST_S)
+        reader.sock.close()
+        print(f"  {path} Content-Length {length} with the key: {status} in {seconds:.3f} s")
+        if checks.expect(status == 413 and seconds < FAST_S, f"{path} {length} B: {status}"):
+            checks.error_object(body, 413)
+            checks.expect(closed, f"{path}: the connection stayed open after 413")
+    growth = flood_rss(router, lambda: big_body_head("/v1/completions", gib), 4, 64 << 20)
+    print(f"  4 x 1 GiB bodies sent at once (64 MiB each at most): router RSS +{growth:.1f} MB")
+    checks.expect(growth < 100, f"4 hostile bodies grew the router by {growth:.1f} MB")
+    checks.done()
+
+
+def flood_rss(router, head_fn, connections, limit_bytes, seconds=4.0, chunk=b"a" * 65536):
+    """Peak router RSS growth (MB) while `connections` clients each send head_fn() then up to
+    limit_bytes of filler as fast as the server takes it (at most `seconds`)."""
+    baseline, peak = router.rss_mb(), [router.rss_mb()]
+    stop = threading.Event()
+
+    def flood():
+        try:
+            sock = connect(router.http, router.tls, timeout=1)
+        except OSError:
+            return
+        sent, deadline = 0, time.time() + seconds
+        try:
+            sock.sendall(head_fn())
+            while sent < limit_bytes and time.time() < deadline and not stop.is_set():
+                sent += sock.send(chunk)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    threads = [threading.Thread(target=flood, daemon=True) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        peak.append(router.rss_mb())
+        time.sleep(0.05)
+    stop.set()
+    time.sleep(0.3)
+    peak.append(router.rss_mb())
+    return max(peak) - baseline
+
+
+def probe_headers(ctx):
+    """7. 200 header fields or one 80 KB header: 431 and closed; an 80 MB header flood is cut
+    (RSS < +50 MB); a 9 KB request target: 414; each error an OpenAI error object."""
+    router, checks = ctx["router"], Checks()
+    many = "".join(f"X-Field-{i}: {i}\r\n" for i in range(200))
+    huge = "X-Huge: " + "a" * (80 * 1024) + "\r\n"
+    for label, fields in (("200 header fields", many), ("one 80 KB header", huge)):
+        head = f"GET /health HTTP/1.1\r\nHost: localhost\r\n{fields}\r\n".encode()
+        status, _, body, seconds, reader = send_head(router, head)
+        closed = status == 431 and reader.closed_within(FAST_S)
+        reader.sock.close()
+        print(f"  {label}: {status} in {seconds:.3f} s")
+        if checks.expect(status == 431, f"{label}: {status}"):
+            checks.error_object(body, 431)
+            checks.expect(closed, f"{label}: the connection stayed open after 431")
+    head = f"GET /health?pad={'a' * 9216} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    status, _, body, seconds, reader = send_head(router, head)
+    reader.sock.close()
+    print(f"  9 KB request target: {status} in {seconds:.3f} s: {body[:120]!r}")
+    if checks.expect(status == 414, f"9 KB target: {status}"):
+        checks.error_object(body, 414)
+    growth = flood_rss(router, lambda: b"GET /health HTTP/1.1\r\nHost: localhost\r\n",
+                       1, 80 << 20, seconds=5.0,
+                       chunk=(b"X-Flood: " + b"a" * 1013 + b"\r\n") * 64)
+    print(f"  80 MB header flood: router RSS +{growth:.1f} MB")
+    checks.expect(growth < 50, f"an 80 MB header flood grew the router by {growth:.1f} MB")
+    checks.done()
+
+
+def probe_abandoned(ctx):
+    """8. 16 non-streaming completions whose clients leave after 1 s are cancelled within 5 s:
+    tessera_requests_running back to 0 and tessera_kv_blocks_used near idle."""
+    router = ctx["router"]
+    idle_blocks = router.metric("tessera_kv_blocks_used")
+    body = json.dumps({"prompt": PROMPT, "max_tokens": 2000, "ignore_eos": True,
+                       "temperature": 0}).encode()
+    head = ("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body)}\r\n")
+    head += "".join(f"{k}: {v}\r\n" for k, v in router.auth().items()) + "\r\n"
+    socks = []
+    for _ in range(16):
+        sock = connect(router.http, router.tls, timeout=5)
+        sock.sendall(head.encode() + body)
+        socks.append(sock)
+    time.sleep(1.0)
+    running = router.metric("tessera_requests_running")
+    busy_blocks = router.metric("tessera_kv_blocks_used")
+    for sock in socks:
+        sock.close()
+    cancel_s = wait_idle(router, 5.0)
+    blocks = router.metric("tessera_kv_blocks_used")
+    print(f"  16 abandoned completions ({running:.0f} running, KV {idle_blocks:.0f} -> "
+          f"{busy_blocks:.0f} blocks): cancelled in "
+          f"{'%.2f s' % cancel_s if cancel_s is not None else 'more than 5 s'}, "
+          f"KV now {blocks:.0f} blocks")
+    assert running > 0, "the abandoned completions never ran"
+    assert cancel_s is not None, "abandoned completions still running 5 s after their clients left"
+    assert blocks <= idle_blocks + 2, f"KV blocks {blocks:.0f}, idle {idle_blocks:.0f}"
+
+
+def probe_ports(ctx):
+    """9. A second SO_REUSEPORT socket cannot bind the router's HTTP port."""
+    router = ctx["router"]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            sock.bind(router.http)
+        except OSError as error:
+            assert error.errno == errno.EADDRINUSE, error
+            print(f"  SO_REUSEPORT bind of {router.http[0]}:{router.http[1]}: EADDRINUSE")
+            return
+        raise AssertionError(f"a second socket bound the HTTP port {router.http[1]} "
+                             "(the server set SO_REUSEPORT)")
+    finally:
+        sock.close()
+
+
+def probe_auth(ctx):
+    """10. `bearer KEY` (lowercase scheme) is accepted; a 401 carries WWW-Authenticate: Bearer."""
+    router = ctx["router"]
+    status = request(router, "GET", "/v1/models", {"Authorization": f"bearer {router.key}"})[0]
+    assert status == 200, f"lowercase bearer scheme: {status}"
+    status, headers, body = request(router, "GET", "/v1/models", {"Authorization": "Bearer no"})
+    assert status == 401, status
+    challenge = headers.get("www-authenticate", "")
+    assert challenge.lower().startswith("bearer"), f"401 without WWW-Authenticate: {headers}"
+    print(f"  lowercase bearer: 200; 401 WWW-Authenticate: {challenge!r}")
+
+
+def probe_protocol(ctx):
+    """11. Two pipelined requests answered in order on one connection; HTTP/1.0 gets HTTP/1.0."""
+    router, checks = ctx["router"], Checks()
+    key = "".join(f"{k}: {v}\r\n" for k, v in router.auth().items())
+    sock = connect(router.http, router.tls)
+    answers = []
+    try:
+        sock.sendall(f"GET /v1/models HTTP/1.1\r\nHost: localhost\r\n{key}\r\n"
+                     "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        reader = ResponseReader(sock)
+        for _ in range(2):
+            answers.append(reader.read())
+    except (OSError, ConnectionError) as error:
+        checks.expect(False, f"pipelined: {len(answers)} of 2 answered, then "
+                             f"{type(error).__name__}: {error}")
+    finally:
+        sock.close()
+    if len(answers) == 2:
+        (first, _, body1), (second, _, body2) = answers
+        checks.expect(status_of(first) == 200 and json.loads(body1).get("object") == "list",
+                      f"pipelined first: {first} {body1[:80]!r}")
+        checks.expect(status_of(second) == 200 and json.loads(body2) == {},
+                      f"pipelined second: {second} {body2[:80]!r}")
+    sock = connect(router.http, router.tls)
+    try:
+        sock.sendall(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        line = ResponseReader(sock).read()[0]
+    finally:
+        sock.close()
+    print(f"  pipelined: {len(answers)}/2 answered in order; HTTP/1.0 -> {line!r}")
+    checks.expect(line.startswith("HTTP/1.0 "), f"HTTP/1.0 request answered {line!r}")
+    checks.done()
+
+
+def probe_tls(ctx):
+    """12. 130 connections trickling a ClientHello: /health over TLS still answers at once."""
+    router = ctx["router"]
+    slow = SlowClients(router.http, SLOW_CONNECTIONS, client_hello())
+    try:
+        time.sleep(0.5)
+        worst = answers_fast("TLS", router, "/health", times=4, spacing=0.1)
+        print(f"  TLS: {slow.open_count()}/{SLOW_CONNECTIONS} trickled ClientHellos held, "
+              f"/health max {worst:.3f} s")
+        deadline = slow.start + slow.opened_s + HEADER_TIMEOUT_S + 3
+        while time.time() < deadline and slow.open_count():
+            time.sleep(0.1)
+        print(f"  TLS: {slow.open_count()} trickling connections still open after "
+              f"{time.time() - slow.start:.1f} s")
+    finally:
+        slow.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+
+def run_probe(results, number, probe, ctx):
+    name = probe.__name__[len("probe_"):]
+    start = time.time()
+    try:
+        if not ctx["router"].alive():
+            raise AssertionError(f"the router is not running (exit {ctx['router'].proc.poll()})")
+        probe(ctx)
+        verdict, why = "PASS", ""
+    except AssertionError as error:
+        verdict, why = "FAIL", str(error)
+    except Exception as error:  # a probe's own fault still reports, and the suite goes on
+        verdict, why = "FAIL", f"{type(error).__name__}: {error}"
+    results.append((number, name, verdict))
+    print(f"{verdict} {number:2d} {name} ({time.time() - start:.1f} s){': ' + why if why else ''}",
+          flush=True)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin-dir", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--repo", default=os.getcwd())
+    parser.add_argument("--legacy", action="store_true",
+                        help="start the routers without the door flags (a router before "
+                             "issue 23), to see which probes fail there")
+    parser.add_argument("--only", default="", help="comma-separated probe numbers to run")
+    return parser.parse_args()
+
+
+KEYED = [(10, probe_auth), (11, probe_protocol), (9, probe_ports), (3, probe_slowloris_keyed),
+         (5, probe_metrics), (4, probe_streams), (7, probe_headers), (6, probe_bodies),
+         (8, probe_abandoned)]
+OPEN = [(2, probe_slowloris_http), (1, probe_crash)]
+TLS = [(12, probe_tls)]
+
+
+def run_router(args, results, probes, worker, **router_args):
+    only = {int(n) for n in args.only.split(",") if n}
+    probes = [(n, p) for n, p in probes if not only or n in only]
+    if not probes:
+        return
+    router = Router(args, worker[1]["listening"], **router_args)
+    ctx = {"router": router, "worker_metrics": parse_addr(worker[1]["metrics"])}
+    try:
+        for number, probe in probes:
+            run_probe(results, number, probe, ctx)
+    finally:
+        router.stop()
+
+
+def main():
+    args = parse_args()
+    started = time.time()
+    results = []
+    worker = start_worker(args.bin_dir, args.model)
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            run_router(args, results, KEYED, worker, api_key=KEY)
+            run_router(args, results, OPEN, worker)
+            cert, key = make_certificate(directory)
+            run_router(args, results, TLS, worker, cert=cert, key=key)
+    finally:
+        worker[0].send_signal(signal.SIGTERM)
+        try:
+            worker[0].wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            worker[0].kill()
+    failed = [f"{n} {name}" for n, name, verdict in sorted(results) if verdict == "FAIL"]
+    print(f"hostile HTTP suite: {len(results) - len(failed)}/{len(results)} passed in "
+          f"{time.time() - started:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
