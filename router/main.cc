@@ -65,6 +65,7 @@ struct RouterFlags {
   double http_body_timeout_s = 60;
   double http_keep_alive_timeout_s = 30;
   int http_max_body_mb = 32;
+  int http_max_pending_body_mb = 256;
   int http_max_connections = 2048;
   int http_max_connections_per_client = 512;
   std::string api_key;           // "" = no key required
@@ -150,6 +151,7 @@ tessera::http::ServerLimits HttpLimitsOf(const RouterFlags& flags) {
   limits.keep_alive_timeout = Millis(flags.http_keep_alive_timeout_s);
   limits.write_timeout = Millis(flags.stream_stall_timeout_s);
   limits.max_body_bytes = static_cast<size_t>(flags.http_max_body_mb) << 20;
+  limits.max_pending_body_bytes = static_cast<size_t>(flags.http_max_pending_body_mb) << 20;
   limits.max_connections = flags.http_max_connections;
   limits.max_connections_per_client = flags.http_max_connections_per_client;
   return limits;
@@ -168,6 +170,9 @@ void AddHttpLimitOptions(CLI::App& app, RouterFlags& flags) {
   app.add_option("--http-max-body-mb", flags.http_max_body_mb,
                  "largest request body in MiB (larger: 413 before the body is read)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--http-max-pending-body-mb", flags.http_max_pending_body_mb,
+                 "MiB of request bodies all HTTP connections may hold at once (more: 503)")
+      ->capture_default_str()->check(CLI::Range(1, 65536));
   app.add_option("--http-max-connections", flags.http_max_connections,
                  "open HTTP connections in all (more: 503 and closed)")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -120,14 +120,16 @@ bool WorkerClient::WaitUntilAccepted(Stream& stream) {
     pending_ = &stream;  // Stop cancels it: a silent worker must not hold Stop up
   }
   stream.rw->WaitForInitialMetadata();  // returns early when the call ends (a refusal)
+  bool stopping = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pending_ = nullptr;
+    stopping = stopping_;
   }
   const auto& metadata = stream.context.GetServerInitialMetadata();
   if (metadata.find(util::kRunAcceptedMetadata) != metadata.end()) return true;
   const grpc::Status refused = stream.rw->Finish();
-  if (!not_accepted_reported_ && !stopping_) {
+  if (!not_accepted_reported_ && !stopping) {
     not_accepted_reported_ = true;  // once: the client redials every few seconds
     std::fprintf(stderr, "tessera-router: the worker at %s did not accept the Run stream: %s\n",
                  config_.address.c_str(), refused.error_message().c_str());

@@ -63,6 +63,7 @@ ServerCore::ServerCore(ServerOptions options_in, std::vector<Route> routes_in)
       routes(std::move(routes_in)),
       connection_limits(ConnectionLimits::Create(options.limits.max_connections,
                                                  options.limits.max_connections_per_client)),
+      body_budget(options.limits.max_pending_body_bytes),
       pool(options.pool_threads,
            options.max_queued > 0 ? options.max_queued : 4 * size_t(options.pool_threads)) {}
 

@@ -73,7 +73,10 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
         peer_(std::move(peer)),
         stream_(std::forward<StreamArgs>(args)...) {}
 
-  ~Session() override { core_->connections.erase(this); }
+  ~Session() override {
+    core_->body_budget.Resize(&body_bytes_held_, 0);
+    core_->connections.erase(this);
+  }
 
   void Run() {
     core_->connections.emplace(this, this->weak_from_this());
@@ -197,14 +200,26 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     body_parser_.emplace(std::move(*head_parser_));
     head_parser_.reset();
     body_parser_->body_limit(Limits().max_body_bytes);
-    Lowest().expires_after(Limits().body_timeout);
-    bhttp::async_read(
-        stream_, buffer_, *body_parser_,
-        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+    Lowest().expires_after(Limits().body_timeout);  // for the whole body, not each piece
+    ReadBodyPiece();
   }
 
-  void OnBody(beast::error_code ec) {
-    if (ec) return OnReadError(ec);
+  // Reads what has arrived, growing this connection's share of the server's body budget.
+  void ReadBodyPiece() {
+    if (body_parser_->is_done()) return OnBody();
+    bhttp::async_read_some(
+        stream_, buffer_, *body_parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) return self->OnReadError(ec);
+          const size_t buffered = self->body_parser_->get().body().size() + self->buffer_.size();
+          if (!self->core_->body_budget.Resize(&self->body_bytes_held_, buffered)) {
+            return self->Refuse(503, "the server holds too many request bodies; retry later");
+          }
+          self->ReadBodyPiece();
+        });
+  }
+
+  void OnBody() {
     request_->body = std::move(body_parser_->get().body());
     keep_alive_ = body_parser_->keep_alive();
     body_parser_.reset();
@@ -301,6 +316,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     responder_.reset();
     request_.reset();
     route_ = nullptr;
+    core_->body_budget.Resize(&body_bytes_held_, 0);
     std::shared_ptr<Session> self = std::move(keep_alive_while_answering_);
     if (!keep_alive_ || close_after_ || core_->stopping) return GracefulClose();
     ReadHead(Clock::now() + Limits().keep_alive_timeout);
@@ -368,6 +384,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   bool writing_ = false;
   bool watching_ = false;
   bool closed_ = false;
+  size_t body_bytes_held_ = 0;  // this connection's share of core_->body_budget
   std::string out_;  // the bytes being written
   std::array<char, 16384> linger_buffer_;
   size_t lingered_ = 0;

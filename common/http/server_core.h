@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/http/body_budget.h"
 #include "common/http/connection_limits.h"
 #include "common/http/handler_pool.h"
 #include "common/http/http_server.h"
@@ -42,6 +43,7 @@ struct ServerCore {
   const std::vector<Route> routes;
   std::optional<boost::asio::ssl::context> tls;  // set when serving HTTPS
   std::shared_ptr<ConnectionLimits> connection_limits;
+  BodyBudget body_budget;
   HandlerPool pool;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;
   bool stopping = false;

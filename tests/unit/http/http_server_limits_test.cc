@@ -111,6 +111,29 @@ TEST(HttpServerLimitsTest, AnOversizedBodyIsRefusedBeforeItIsSent) {
   EXPECT_THAT(fine.Read(3s, "1000"), HasSubstr("\r\n\r\n1000"));
 }
 
+TEST(HttpServerLimitsTest, BodiesHeldAtOnceAreCappedByWhatArrived) {
+  ServerOptions options;
+  options.limits.max_pending_body_bytes = 1500;
+  auto server = StartOrDie(options, {EchoSize("/echo")});
+  ASSERT_NE(server, nullptr);
+  // A declared length is not a claim on the budget: only the bytes that arrived are.
+  RawClient first(server->port()), second(server->port());
+  ASSERT_TRUE(first.Send("POST /echo HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" +
+                         std::string(900, 'a')));
+  ASSERT_TRUE(second.Send("POST /echo HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" +
+                          std::string(100, 'b')));
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(second.Send(std::string(700, 'b')));  // 900 + 800 held: over the budget
+  EXPECT_THAT(second.Read(3s), StartsWith("HTTP/1.1 503"));
+  ASSERT_TRUE(first.Send(std::string(100, 'a')));
+  EXPECT_THAT(first.Read(3s, "1000"), HasSubstr("\r\n\r\n1000"));
+  // Once answered, the bytes are given back.
+  RawClient third(server->port());
+  ASSERT_TRUE(third.Send("POST /echo HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" +
+                         std::string(1000, 'c')));
+  EXPECT_THAT(third.Read(3s, "1000"), HasSubstr("\r\n\r\n1000"));
+}
+
 TEST(HttpServerLimitsTest, AdmissionRefusesOnTheHeadAlone) {
   std::atomic<int> handled{0};
   Route guarded = EchoSize("/guarded");
