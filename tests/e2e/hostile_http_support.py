@@ -66,10 +66,10 @@ def start_worker(bin_dir, model):
 class Router:
     """One tessera-router process and its addresses; `tls` is the client's SSLContext or None."""
 
-    def __init__(self, args, worker_addr, api_key=None, cert=None, key=None):
+    def __init__(self, args, worker_addr, api_key=None, cert=None, key=None, extra=()):
         cmd = [os.path.join(args.bin_dir, "tessera-router"), "--model", args.model, "--worker",
                worker_addr, "--listen", "127.0.0.1:0", "--http-port", "-1", "--metrics-port",
-               "0", "--drain-timeout-s", "1"] + door_flags(args.legacy)
+               "0", "--drain-timeout-s", "1"] + door_flags(args.legacy) + list(extra)
         if api_key:
             cmd += ["--api-key", api_key]
         if cert:
