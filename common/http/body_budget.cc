@@ -4,14 +4,19 @@
 
 namespace tessera::http {
 
-bool BodyBudget::Resize(size_t* held, size_t bytes) {
+bool BodyBudget::Resize(const std::string& client, size_t* held, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  TESSERA_CHECK(*held <= used_, "a body share larger than the budget's total");
-  const size_t others = used_ - *held;
-  if (bytes > *held && others + bytes > max_bytes_) return false;
-  used_ = others + bytes;
-  *held = bytes;
-  return true;
+  size_t& mine = per_client_[client];
+  TESSERA_CHECK(*held <= mine && mine <= used_, "a body share larger than its client's total");
+  const bool fits = bytes <= *held || (used_ - *held + bytes <= max_bytes_ &&
+                                       mine - *held + bytes <= max_bytes_ / 4);
+  if (fits) {
+    used_ = used_ - *held + bytes;
+    mine = mine - *held + bytes;
+    *held = bytes;
+  }
+  if (mine == 0) per_client_.erase(client);
+  return fits;
 }
 
 size_t BodyBudget::used() const {

@@ -9,7 +9,7 @@
 //     request on the connection), body within `body_timeout`; target, header bytes and header
 //     count capped (414, 431); a Content-Length over `max_body_bytes` is refused (413) before a
 //     byte of body is read, and so is a request its route's `admit` refuses (e.g. 401); the body
-//     bytes buffered by all connections together are capped too (503 past the cap);
+//     bytes all connections hold at once are capped, per client too (503 past a cap);
 //   * connections are capped in all and per client IP (over a cap: 503, closed);
 //   * routes marked kInline (health, models, metrics: quick, non-blocking) run on the I/O thread,
 //     so they answer however many streams are open; kPool routes run on a bounded HandlerPool
@@ -46,8 +46,8 @@ struct ServerLimits {
   std::chrono::milliseconds body_timeout{60'000};        // the whole body
   std::chrono::milliseconds write_timeout{60'000};       // a client that takes no bytes
   size_t max_body_bytes = size_t{32} << 20;
-  // Body bytes all connections may hold at once (503 past it): bounds what clients that send
-  // many large bodies can make the server buffer.
+  // Body bytes all connections may hold at once, a client at most a quarter of it (503 past
+  // either; body_budget.h): bounds what clients sending many large bodies make the server buffer.
   size_t max_pending_body_bytes = size_t{256} << 20;
   size_t max_target_bytes = 8 << 10;   // 414 beyond
   size_t max_header_bytes = 64 << 10;  // 431 beyond (the header fields, the target apart)

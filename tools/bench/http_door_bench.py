@@ -5,8 +5,9 @@ Starts one tessera-worker and one tessera-router (door defaults, but per-client 
 connection caps raised so one loopback client may hold --slow connections) and measures:
   1. latency of GET /health and of a short non-streaming completion, alone and while --slow
      connections trickle request heads one byte per second;
-  2. the router's peak RSS while --bodies clients push --body-mb MiB bodies as fast as they can
-     (the door's pending-body budget, 256 MiB by default, refuses the excess with 503);
+  2. the router's peak RSS while --bodies connections from 8 loopback addresses push --body-mb MiB
+     bodies as fast as they can (the door's pending-body budget, 256 MiB by default and a quarter
+     of it per client, refuses the excess with 503);
   3. the time from abandoning --abandoned non-streaming requests (their sockets closed) until the
      router runs none.
 Loopback only; every loop bounded. Reuses the hostile suite's clients (tests/e2e).
@@ -58,12 +59,13 @@ def measure_slow(router, count):
         slow.stop()
 
 
-def push_body(router, mb, outcomes):
+def push_body(router, mb, client, outcomes):
     head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"Content-Length: {mb << 20}\r\n\r\n").encode()
     chunk = b"a" * (1 << 20)
     try:
-        with socket.create_connection(router.http, timeout=20) as sock:
+        with socket.create_connection(router.http, timeout=20,
+                                      source_address=(client, 0)) as sock:
             sock.sendall(head)
             for _ in range(mb - 1):  # all but the last MiB: the body stays pending
                 sock.sendall(chunk)
@@ -76,15 +78,18 @@ def push_body(router, mb, outcomes):
 def measure_bodies(router, count, mb):
     base = router.rss_mb()
     outcomes, peak = [], base
-    threads = [threading.Thread(target=push_body, args=(router, mb, outcomes))
-               for _ in range(count)]
+    # From 8 loopback addresses: 8 clients, each allowed a quarter of the budget.
+    threads = [threading.Thread(target=push_body,
+                                args=(router, mb, f"127.0.0.{2 + i % 8}", outcomes))
+               for i in range(count)]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):
         peak = max(peak, router.rss_mb())
         time.sleep(0.05)
     refused = sum(1 for o in outcomes if o != "held")
-    print(f"bodies: {count} x {mb} MiB pushed ({count * mb / 1024:.1f} GiB); router RSS "
+    print(f"bodies: {count} x {mb} MiB pushed from 8 client addresses "
+          f"({count * mb / 1024:.1f} GiB); router RSS "
           f"{base:.0f} MB before, peak {peak:.0f} MB (+{peak - base:.0f} MB); {refused} "
           f"connections cut by the door")
 
