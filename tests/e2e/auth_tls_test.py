@@ -25,18 +25,12 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
-from tessera_process import generate_stubs, start_process, parse_e2e_args, import_openai  # noqa: E402
+from tessera_process import (  # noqa: E402
+    generate_stubs, start_process, parse_e2e_args, import_openai, make_certificate)
 
 KEY = "test-key-1234"
 
 
-def make_certificate(directory):
-    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                    "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 def start_serve(bin_dir, model, cert, key):

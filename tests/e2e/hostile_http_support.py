@@ -15,6 +15,10 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "pyclient"))
+from tessera_process import make_certificate  # noqa: E402,F401 (the suite's TLS router uses it)
+
 KEY = "hostile-key-1234"
 HEADER_TIMEOUT_S = 3
 BODY_TIMEOUT_S = 3
@@ -128,13 +132,6 @@ def parse_addr(text):
     return host.strip("[]"), int(port)
 
 
-def make_certificate(directory):
-    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-                    "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,3 +73,13 @@ def import_openai():
         sys.exit("the openai package is missing: run scripts/install_python_test_deps.sh and "
                  "this test with .venv-e2e/bin/python")
     return openai
+
+
+def make_certificate(directory):
+    """A self-signed certificate for localhost and 127.0.0.1 (openssl): (cert path, key path)."""
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return cert, key

@@ -63,15 +63,23 @@ SoakOutcome FromResponse(const std::string& response, bool stream) {
   return Outcome(grpc::StatusCode::UNKNOWN, absl::StrCat("HTTP ", status, ": ", head));
 }
 
-SoakOutcome SlowReader(const SoakRequest& plan, const SoakOptions& options,
-                       const std::string& address) {
-  absl::StatusOr<HttpConnection> conn = HttpConnection::Connect(address, kSlowReaderBufferBytes);
-  if (!conn.ok()) return Outcome(grpc::StatusCode::UNAVAILABLE, conn.status().ToString());
+// A connection that has sent `plan`'s whole request; UNAVAILABLE when either step failed.
+absl::StatusOr<HttpConnection> ConnectAndSend(const SoakRequest& plan, const std::string& address,
+                                              int receive_buffer_bytes) {
+  absl::StatusOr<HttpConnection> conn = HttpConnection::Connect(address, receive_buffer_bytes);
+  if (!conn.ok()) return conn.status();
   std::string path;
   const std::string body = HttpRequestBody(plan, &path);
   if (!conn->SendAll(PostHead(path, body.size()) + body)) {
-    return Outcome(grpc::StatusCode::UNAVAILABLE, "the door closed while we sent");
+    return absl::UnavailableError("the door closed while we sent");
   }
+  return conn;
+}
+
+SoakOutcome SlowReader(const SoakRequest& plan, const SoakOptions& options,
+                       const std::string& address) {
+  absl::StatusOr<HttpConnection> conn = ConnectAndSend(plan, address, kSlowReaderBufferBytes);
+  if (!conn.ok()) return Outcome(grpc::StatusCode::UNAVAILABLE, conn.status().ToString());
   std::string response;
   const absl::Time deadline = Deadline(options);
   if (plan.stall) {  // the head, then nothing read for a while, then gone
@@ -90,13 +98,8 @@ SoakOutcome SlowReader(const SoakRequest& plan, const SoakOptions& options,
 
 SoakOutcome Disconnect(const SoakRequest& plan, const SoakOptions& options,
                        const std::string& address) {
-  absl::StatusOr<HttpConnection> conn = HttpConnection::Connect(address);
+  absl::StatusOr<HttpConnection> conn = ConnectAndSend(plan, address, 0);
   if (!conn.ok()) return Outcome(grpc::StatusCode::UNAVAILABLE, conn.status().ToString());
-  std::string path;
-  const std::string body = HttpRequestBody(plan, &path);
-  if (!conn->SendAll(PostHead(path, body.size()) + body)) {
-    return Outcome(grpc::StatusCode::UNAVAILABLE, "the door closed while we sent");
-  }
   std::string response;
   const absl::Time leave = absl::Now() + absl::Milliseconds(plan.disconnect_after_ms);
   if (conn->ReceiveAll(&response, std::min(leave, Deadline(options))) == Received::kTimeout) {
