@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/http/http_session.h"
 #include "common/http/server_core.h"
+#include "common/http/wire_format.h"
 
 namespace tessera::http {
 namespace {
@@ -24,10 +25,6 @@ using tcp = net::ip::tcp;
 // After a failed accept (out of descriptors, ...), wait this long before the next, rather than
 // spinning.
 constexpr std::chrono::milliseconds kAcceptRetryDelay{50};
-
-constexpr char kOverCapacity[] =
-    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 38\r\n"
-    "Connection: close\r\n\r\ntoo many connections; retry later\r\n\r\n";
 
 absl::Status CheckOptions(const ServerOptions& options) {
   const ServerLimits& limits = options.limits;
@@ -86,7 +83,10 @@ Response ServerCore::Error(int status, const std::string& message) const {
 class HttpServer::Impl {
  public:
   Impl(ServerOptions options, std::vector<Route> routes)
-      : core_(std::move(options), std::move(routes)), acceptor_(core_.io) {}
+      : core_(std::move(options), std::move(routes)),
+        acceptor_(core_.io),
+        over_capacity_(FormatResponse(core_.Error(503, "too many connections; retry later"),
+                                      /*version=*/11, /*keep_alive=*/false)) {}
 
   absl::Status Listen() {
     if (!core_.options.tls_cert.empty()) {
@@ -187,7 +187,7 @@ class HttpServer::Impl {
     if (!slot.has_value()) {
       // Over a cap: a plain-HTTP client gets a best-effort 503 (never waiting on it).
       if (!core_.tls.has_value()) {
-        ::send(socket.native_handle(), kOverCapacity, sizeof(kOverCapacity) - 1,
+        ::send(socket.native_handle(), over_capacity_.data(), over_capacity_.size(),
                MSG_DONTWAIT | MSG_NOSIGNAL);
       }
       socket.close(ec);
@@ -203,6 +203,7 @@ class HttpServer::Impl {
       net::make_work_guard(core_.io);
   std::thread thread_;
   int port_ = 0;
+  const std::string over_capacity_;  // the whole answer to a connection over a cap
 };
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(ServerOptions options,

@@ -197,7 +197,10 @@ TEST(HttpServerLimitsTest, ConnectionsAreCappedPerClient) {
   a.Read(2s, "\r\n\r\nx");
   b.Read(2s, "\r\n\r\nx");
   RawClient c(server->port());
-  EXPECT_THAT(c.Read(2s), StartsWith("HTTP/1.1 503"));
+  const std::string refused = c.Read(2s);
+  EXPECT_THAT(refused, StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(refused, ::testing::EndsWith("Content-Length: 34\r\nConnection: close\r\n\r\n"
+                                           "too many connections; retry later\n"));
   EXPECT_TRUE(c.closed_by_server());
   a.Close();
   ASSERT_TRUE(Eventually(
