@@ -130,6 +130,39 @@ void MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
   });
 }
 
+void MatmulMany(ThreadPool& pool, std::span<const MatmulProblem> problems, Isa isa) {
+  TESSERA_CHECK(IsaSupported(isa), "Matmul: ISA not supported by this CPU");
+  int64_t total_panels = 0;
+  int64_t scratch_k = 0;  // widest quantized matrix: the dequantization panel's row length
+  for (const MatmulProblem& p : problems) {
+    CheckOutput(p.x, p.m, MatmulOutput{p.w, p.y});
+    if (p.m == 0) continue;
+    total_panels += (p.w.rows + kMatmulPanelRows - 1) / kMatmulPanelRows;
+    if (p.w.format != WeightFormat::kF32 && p.w.cols > scratch_k) scratch_k = p.w.cols;
+  }
+  if (total_panels == 0) return;
+  // Panels of all problems back to back; a range may span several problems. Walking the list
+  // per range costs O(problems), small next to the panels' arithmetic.
+  pool.ParallelFor(total_panels, [&](int64_t begin, int64_t end) {
+    float* scratch =
+        scratch_k > 0 ? PanelScratch(static_cast<size_t>(kMatmulPanelRows * scratch_k)) : nullptr;
+    int64_t first = 0;
+    for (const MatmulProblem& p : problems) {
+      if (first >= end) break;
+      if (p.m == 0) continue;
+      const int64_t panels = (p.w.rows + kMatmulPanelRows - 1) / kMatmulPanelRows;
+      const int64_t lo = begin > first ? begin : first;
+      const int64_t hi = end < first + panels ? end : first + panels;
+      if (lo < hi) {
+        const MatmulArgs args{p.x.data(), p.m, p.w.cols, p.w,
+                              RowBytes(p.w.format, p.w.cols), p.y.data(), p.w.rows};
+        RunPanels(isa, args, lo - first, hi - first, scratch);
+      }
+      first += panels;
+    }
+  });
+}
+
 void Matmul(ThreadPool& pool, std::span<const float> x, int64_t m, const WeightView& w,
             std::span<float> y, Isa isa) {
   const MatmulOutput output{w, y};

@@ -56,4 +56,19 @@ inline constexpr int kMaxMatmulOutputs = 4;
 void MatmulSameInput(ThreadPool& pool, std::span<const float> x, int64_t m,
                      std::span<const MatmulOutput> outputs, Isa isa = BestIsa());
 
+// One product of MatmulMany: y[m, w.rows] = x[m, w.cols] · wᵀ.
+struct MatmulProblem {
+  std::span<const float> x;
+  int64_t m = 0;
+  WeightView w;
+  std::span<float> y;
+};
+
+// Independent matmuls, each with its own x, m, w and k, in a single parallel region over all
+// their panels: a mixture-of-experts layer runs every expert's projection over its own group of
+// rows with one fork/join instead of one per expert (moe_ffn.h). Each y gets the same bits as its
+// own Matmul. Problems with m == 0 cost nothing. Allocates nothing.
+// Preconditions: as Matmul for every problem; no y overlaps any x or another y.
+void MatmulMany(ThreadPool& pool, std::span<const MatmulProblem> problems, Isa isa = BestIsa());
+
 }  // namespace tessera::kernels::cpu

@@ -1,5 +1,7 @@
 #include "kernels/cpu/matmul.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,42 @@ TEST_P(CpuMatmulTest, SameInputMatchesSeparateMatmuls) {
               << "threads=" << threads << " m=" << m << " outputs=" << count << " output " << i;
         }
       }
+    }
+  }
+}
+
+// Independent problems, each with its own x, m (0 included), k and format, in one parallel
+// region (ranges spanning several problems): each y gets the bits of its own Matmul, for any
+// thread count; a problem with m == 0 leaves its y untouched.
+TEST_P(CpuMatmulTest, ManyMatchesSeparateMatmuls) {
+  struct Shape {
+    WeightFormat format;
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{WeightFormat::kQ4_0, 3, 17, 64}, {WeightFormat::kF32, 1, 5, 45},
+                          {WeightFormat::kQ8_0, 0, 16, 32}, {WeightFormat::kF32, 17, 40, 97},
+                          {WeightFormat::kQ4_1, 2, 1, 96},  {WeightFormat::kQ8_0, 9, 33, 128}};
+  constexpr float kSentinel = -3.5f;
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<testing::OwnedWeights> weights;
+    std::vector<std::vector<float>> xs, many, separate;
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+      const Shape& s = shapes[i];
+      weights.push_back(MakeWeights(s.format, s.n, s.k, 60 + i));
+      xs.push_back(RandomVector(s.m * s.k, 70 + i));
+      many.emplace_back(std::max<int64_t>(s.m, 1) * s.n, kSentinel);
+      separate.emplace_back(std::max<int64_t>(s.m, 1) * s.n, kSentinel);
+    }
+    std::vector<MatmulProblem> problems;
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+      problems.push_back({xs[i], shapes[i].m, weights[i].view, many[i]});
+    }
+    MatmulMany(pool, problems, GetParam());
+    MatmulMany(pool, {}, GetParam());  // no problems: a no-op
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+      Matmul(pool, xs[i], shapes[i].m, weights[i].view, separate[i], GetParam());
+      ASSERT_TRUE(BitEqual(many[i], separate[i])) << "threads=" << threads << " problem " << i;
     }
   }
 }
