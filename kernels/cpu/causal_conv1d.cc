@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "common/util/check.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -23,6 +24,14 @@ struct ConvArgs {
   int64_t out_stride;
   bool apply_silu;
 };
+
+// Per-thread buffer for a range's transposed weights, grown on demand and reused (defined
+// outside the ISA target regions, like every standard-library use).
+float* TapScratch(size_t num_floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < num_floats) scratch.resize(num_floats);
+  return scratch.data();
+}
 
 }  // namespace
 
@@ -52,8 +61,7 @@ int64_t ValidateConv(const CausalConvParams& p, std::span<const float> weight,
                      std::span<const RecurrentSequence> sequences, std::span<const float> states,
                      std::span<const float> out, int64_t out_stride) {
   TESSERA_CHECK(p.channels > 0, "CausalConv1d: channels must be positive");
-  TESSERA_CHECK(p.kernel_size >= 1 && p.kernel_size <= kMaxConvKernel,
-                "CausalConv1d: kernel_size out of [1, kMaxConvKernel]");
+  TESSERA_CHECK(p.kernel_size >= 1, "CausalConv1d: kernel_size must be at least 1");
   TESSERA_CHECK(static_cast<int64_t>(weight.size()) >= p.channels * p.kernel_size,
                 "CausalConv1d: weight smaller than [C, K]");
   TESSERA_CHECK(x_stride >= p.channels && out_stride >= p.channels,
@@ -87,8 +95,8 @@ void CausalConv1d(ThreadPool& pool, const CausalConvParams& params, std::span<co
   const ConvArgs args{weight.data(), x.data(),       states.data(),     out.data(),
                       sequences,     params.channels, params.kernel_size, x_stride,
                       out_stride,    params.apply_silu};
-  // Work items: blocks of 16 channels, each over every sequence, so a block's weights are
-  // gathered once per call and the per-element arithmetic never depends on the split.
+  // Work items: blocks of 16 channels; a range of blocks runs every sequence, so its weights are
+  // gathered once per call, and each element's arithmetic never depends on the split.
   const int64_t num_blocks = (params.channels + 15) / 16;
   pool.ParallelFor(num_blocks, [&](int64_t begin, int64_t end) {
     switch (isa) {

@@ -39,11 +39,9 @@ namespace tessera::kernels::cpu {
 
 struct CausalConvParams {
   int64_t channels = 0;   // C > 0
-  int kernel_size = 0;    // K in [1, kMaxConvKernel]
+  int kernel_size = 0;    // K >= 1
   bool apply_silu = true;
 };
-
-inline constexpr int kMaxConvKernel = 64;
 
 // Floats of one sequence's conv state: (K-1) * C.
 inline int64_t ConvStateElements(const CausalConvParams& p) {
