@@ -46,7 +46,7 @@ class CpuCausalConvTest : public ::testing::TestWithParam<Isa> {
 TEST_P(CpuCausalConvTest, MatchesReference) {
   uint64_t seed = 1;
   for (int64_t c : {1, 17, 64, 100}) {
-    for (int k : {1, 2, 4, 5}) {
+    for (int k : {1, 2, 4, 5, 9}) {
       for (int64_t t : {1, 3, 15, 16, 17, 97}) {
         for (bool silu : {true, false}) {
           const auto p = Conv(c, k, silu);
@@ -129,6 +129,18 @@ TEST_P(CpuCausalConvTest, BatchedDecodeIsBitIdenticalToAlone) {
   }
 }
 
+// A sequence with no rows in the step keeps its state.
+TEST_P(CpuCausalConvTest, EmptySequenceKeepsItsState) {
+  const auto p = Conv(20, 4);
+  const auto w = RandomVector(80, 40);
+  const auto x = RandomVector(2 * 20, 41);
+  const auto initial = RandomVector(2 * ConvStateElements(p), 42);
+  std::vector<float> states = initial, out(2 * 20);
+  const std::vector<RecurrentSequence> seqs = {{0, 0, 1}, {0, 2, 0}};
+  CausalConv1d(pool_, p, w, x, 20, seqs, states, out, 20, GetParam());
+  EXPECT_TRUE(BitEqual({states.data() + 60, 60}, {initial.data() + 60, 60}));
+}
+
 TEST_P(CpuCausalConvTest, GatedRmsNormMatchesReference) {
   for (int64_t d : {16, 17, 128}) {
     for (int64_t rows : {1, 3, 32}) {
@@ -147,6 +159,22 @@ TEST_P(CpuCausalConvTest, GatedRmsNormMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(CpuIsas, CpuCausalConvTest, ::testing::ValuesIn(SupportedIsas()),
                          testing::IsaParamName);
+
+// Slots must be distinct (two sequences writing one state would race) and rows back to back.
+TEST(CpuCausalConvDeathTest, BadSequenceListsAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ThreadPool pool(1);
+  const auto p = Conv(20, 4);
+  const auto w = RandomVector(80, 40);
+  const auto x = RandomVector(2 * 20, 41);
+  std::vector<float> states(2 * ConvStateElements(p)), out(2 * 20);
+  const std::vector<RecurrentSequence> same_slot = {{0, 1, 0}, {1, 1, 0}};
+  EXPECT_DEATH(CausalConv1d(pool, p, w, x, 20, same_slot, states, out, 20), "bad sequence list");
+  const std::vector<RecurrentSequence> gap = {{0, 1, 0}, {2, 0, 1}};
+  EXPECT_DEATH(CausalConv1d(pool, p, w, x, 20, gap, states, out, 20), "bad sequence list");
+  const std::vector<RecurrentSequence> past_pool = {{0, 1, 2}};
+  EXPECT_DEATH(CausalConv1d(pool, p, w, x, 20, past_pool, states, out, 20), "bad sequence list");
+}
 
 TEST(CpuCausalConvIsaTest, Avx2AndAvx512AreBitIdentical) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
