@@ -92,8 +92,8 @@ void CausalConv1d(ThreadPool& pool, const CausalConvParams& params, std::span<co
   const int64_t rows =
       ValidateConv(params, weight, x, x_stride, sequences, states, out, out_stride);
   if (rows == 0) return;
-  const ConvArgs args{weight.data(), x.data(),       states.data(),     out.data(),
-                      sequences,     params.channels, params.kernel_size, x_stride,
+  const ConvArgs args{weight.data(), x.data(),         states.data(),      out.data(),
+                      sequences,     params.channels,  params.kernel_size, x_stride,
                       out_stride,    params.apply_silu};
   // Work items: blocks of 16 channels; a range of blocks runs every sequence, so its weights are
   // gathered once per call, and each element's arithmetic never depends on the split.

@@ -38,8 +38,8 @@
 namespace tessera::kernels::cpu {
 
 struct CausalConvParams {
-  int64_t channels = 0;   // C > 0
-  int kernel_size = 0;    // K >= 1
+  int64_t channels = 0;  // C > 0
+  int kernel_size = 0;   // K >= 1
   bool apply_silu = true;
 };
 

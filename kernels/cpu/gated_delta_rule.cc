@@ -38,12 +38,12 @@ struct GdnArgs {
 // Per-thread buffers of one (sequence, head) work item, grown to the largest shape seen so that
 // steady-state steps do not allocate. Matrices are [kGdnChunkSize, ·] row-major.
 struct GdnScratch {
-  std::vector<float> qn, kn;       // q̂, k̂ [C, d_k]
-  std::vector<float> knt;          // k̂ᵀ [d_k, C]
-  std::vector<float> kbg, w;       // β e^γ k̂ and W [C, d_k]
-  std::vector<float> vb, vnew;     // β v and U, then V' [C, d_v]
-  std::vector<float> amat, pmat;   // A and P [C, C]
-  std::vector<float> tmat;         // T = (I + A)⁻¹ [C, C]
+  std::vector<float> qn, kn;              // q̂, k̂ [C, d_k]
+  std::vector<float> knt;                 // k̂ᵀ [d_k, C]
+  std::vector<float> kbg, w;              // β e^γ k̂ and W [C, d_k]
+  std::vector<float> vb, vnew;            // β v and U, then V' [C, d_v]
+  std::vector<float> amat, pmat;          // A and P [C, C]
+  std::vector<float> tmat;                // T = (I + A)⁻¹ [C, C]
   std::vector<float> gamma, beta, decay;  // [C]
 };
 
@@ -67,9 +67,8 @@ GdnScratch& Scratch(const GdnArgs& a) {
 
 // The k head that serves value head h.
 int KHead(const GdnArgs& a, int h) {
-  return a.head_mapping == GdnHeadMapping::kGrouped
-             ? h / (a.num_v_heads / a.num_k_heads)
-             : h % a.num_k_heads;
+  return a.head_mapping == GdnHeadMapping::kGrouped ? h / (a.num_v_heads / a.num_k_heads)
+                                                    : h % a.num_k_heads;
 }
 
 // State [d_k, d_v] of value head h of sequence s.
@@ -93,31 +92,39 @@ void NormalizeScaled(const float* x, int d, bool normalize, float eps, float sca
 // q̂ and k̂ of k head kh at `row`.
 void NormalizeQk(const GdnArgs& a, int64_t row, int kh, float* qn, float* kn) {
   const int64_t offset = static_cast<int64_t>(kh) * a.d_k;
-  NormalizeScaled(a.q + row * a.q_stride + offset, a.d_k, a.l2_normalize_qk, a.l2_eps,
-                  a.q_scale, qn);
-  NormalizeScaled(a.k + row * a.k_stride + offset, a.d_k, a.l2_normalize_qk, a.l2_eps, 1.0f,
-                  kn);
+  NormalizeScaled(a.q + row * a.q_stride + offset, a.d_k, a.l2_normalize_qk, a.l2_eps, a.q_scale,
+                  qn);
+  NormalizeScaled(a.k + row * a.k_stride + offset, a.d_k, a.l2_normalize_qk, a.l2_eps, 1.0f, kn);
 }
 
 }  // namespace
 
 namespace scalar {
+// The chunked form uses the recurrent file's helpers: keep this order.
+// clang-format off
 #include "kernels/cpu/gated_delta_rule_impl.inc"
 #include "kernels/cpu/gated_delta_chunk_impl.inc"
+// clang-format on
 }  // namespace scalar
 
 #if TESSERA_X86_SIMD
 TESSERA_BEGIN_TARGET_AVX2
 namespace avx2 {
+// The chunked form uses the recurrent file's helpers: keep this order.
+// clang-format off
 #include "kernels/cpu/gated_delta_rule_impl.inc"
 #include "kernels/cpu/gated_delta_chunk_impl.inc"
+// clang-format on
 }  // namespace avx2
 TESSERA_END_TARGET
 
 TESSERA_BEGIN_TARGET_AVX512
 namespace avx512 {
+// The chunked form uses the recurrent file's helpers: keep this order.
+// clang-format off
 #include "kernels/cpu/gated_delta_rule_impl.inc"
 #include "kernels/cpu/gated_delta_chunk_impl.inc"
+// clang-format on
 }  // namespace avx512
 TESSERA_END_TARGET
 #endif

@@ -6,9 +6,8 @@
 
 namespace tessera::kernels::cpu {
 
-void GatedRmsNorm(std::span<const float> x, std::span<const float> z,
-                  std::span<const float> weight, float eps, int64_t rows, std::span<float> y,
-                  Isa isa) {
+void GatedRmsNorm(std::span<const float> x, std::span<const float> z, std::span<const float> weight,
+                  float eps, int64_t rows, std::span<float> y, Isa isa) {
   const int64_t d = static_cast<int64_t>(weight.size());
   TESSERA_CHECK(d > 0 && rows >= 0, "GatedRmsNorm: empty weight or negative rows");
   const size_t n = static_cast<size_t>(rows * d);

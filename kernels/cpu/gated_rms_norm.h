@@ -18,8 +18,7 @@ namespace tessera::kernels::cpu {
 
 // Preconditions: d = weight.size() > 0; rows >= 0; x, z, y hold at least rows * d floats;
 // y may be x (in place) but must not overlap z.
-void GatedRmsNorm(std::span<const float> x, std::span<const float> z,
-                  std::span<const float> weight, float eps, int64_t rows, std::span<float> y,
-                  Isa isa = BestIsa());
+void GatedRmsNorm(std::span<const float> x, std::span<const float> z, std::span<const float> weight,
+                  float eps, int64_t rows, std::span<float> y, Isa isa = BestIsa());
 
 }  // namespace tessera::kernels::cpu

@@ -63,7 +63,6 @@ void TokenQk(const GatedDeltaRuleParams& p, const GdnSequenceData& d, int64_t t,
   *k = Normalized(d.k, offset, p.head_k_dim, p.l2_normalize_qk, p.l2_eps, 1.0);
 }
 
-
 // One chunk of one value head in f64, padded with zero tokens to the chunk size (HF's F.pad).
 struct RefChunk {
   int size = 0;
@@ -243,8 +242,8 @@ void RefChunkStep(const GatedDeltaRuleParams& p, const RefChunk& c, int h, int64
 
 }  // namespace
 
-void GatedDeltaRuleChunked(const GatedDeltaRuleParams& p, const GdnSequenceData& d,
-                           int chunk_size, std::span<float> state, std::span<float> out) {
+void GatedDeltaRuleChunked(const GatedDeltaRuleParams& p, const GdnSequenceData& d, int chunk_size,
+                           std::span<float> state, std::span<float> out) {
   CheckGdn(p, d, state, out);
   TESSERA_CHECK(chunk_size > 0, "reference::GatedDeltaRuleChunked: chunk_size must be positive");
   const int64_t head_elements = static_cast<int64_t>(p.head_k_dim) * p.head_v_dim;
@@ -258,8 +257,8 @@ void GatedDeltaRuleChunked(const GatedDeltaRuleParams& p, const GdnSequenceData&
   for (size_t e = 0; e < s.size(); ++e) state[e] = static_cast<float>(s[e]);
 }
 
-void GatedRmsNorm(std::span<const float> x, std::span<const float> z,
-                  std::span<const float> weight, float eps, int64_t rows, std::span<float> y) {
+void GatedRmsNorm(std::span<const float> x, std::span<const float> z, std::span<const float> weight,
+                  float eps, int64_t rows, std::span<float> y) {
   const int64_t d = static_cast<int64_t>(weight.size());
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0.0;

@@ -38,7 +38,7 @@ void GatedDeltaRuleChunked(const GatedDeltaRuleParams& params, const GdnSequence
                            int chunk_size, std::span<float> state, std::span<float> out);
 
 // y[r] = x[r] / sqrt(mean(x[r]²) + eps) · weight · silu(z[r]); x, z, y [rows, d].
-void GatedRmsNorm(std::span<const float> x, std::span<const float> z,
-                  std::span<const float> weight, float eps, int64_t rows, std::span<float> y);
+void GatedRmsNorm(std::span<const float> x, std::span<const float> z, std::span<const float> weight,
+                  float eps, int64_t rows, std::span<float> y);
 
 }  // namespace tessera::kernels::cpu::reference

@@ -29,9 +29,9 @@ CausalConvParams Conv(int64_t channels, int kernel, bool silu = true) {
 }
 
 // One sequence through the fast kernel, state in slot 0 of a one-slot pool.
-std::vector<float> RunConv(ThreadPool& pool, const CausalConvParams& p,
-                           const std::vector<float>& w, const std::vector<float>& x, int64_t t,
-                           std::vector<float>& state, Isa isa) {
+std::vector<float> RunConv(ThreadPool& pool, const CausalConvParams& p, const std::vector<float>& w,
+                           const std::vector<float>& x, int64_t t, std::vector<float>& state,
+                           Isa isa) {
   std::vector<float> out(static_cast<size_t>(t * p.channels));
   const RecurrentSequence seq{0, t, 0};
   CausalConv1d(pool, p, w, x, p.channels, {&seq, 1}, state, out, p.channels, isa);
@@ -123,8 +123,8 @@ TEST_P(CpuCausalConvTest, BatchedDecodeIsBitIdenticalToAlone) {
                              {out.data() + (seqs[i].token_begin + r) * stride, 70}))
             << "sequence " << i << " token " << r << ", " << threads << " threads";
       }
-      EXPECT_TRUE(BitEqual(alone_state, {states.data() + slots[i] * state_size,
-                                         static_cast<size_t>(state_size)}));
+      EXPECT_TRUE(BitEqual(
+          alone_state, {states.data() + slots[i] * state_size, static_cast<size_t>(state_size)}));
     }
   }
 }

@@ -48,14 +48,13 @@ struct Heads {
 };
 
 // h_k = 1, 2 with h_v = 1, 2, 4 x h_k; d_k != d_v; the published 128/128.
-const Heads kHeads[] = {{1, 1, 16, 32}, {1, 2, 32, 16}, {2, 4, 16, 32},
+const Heads kHeads[] = {{1, 1, 16, 32}, {1, 2, 32, 16},   {2, 4, 16, 32},
                         {2, 8, 20, 13}, {2, 2, 128, 128}, {1, 4, 64, 48}};
 constexpr int64_t kLengths[] = {1, 15, 16, 17, 63, 64, 65, 97, 200};
 
 std::string Describe(const Heads& h, int64_t t) {
   return "hk=" + std::to_string(h.hk) + " hv=" + std::to_string(h.hv) +
-         " dk=" + std::to_string(h.dk) + " dv=" + std::to_string(h.dv) +
-         " T=" + std::to_string(t);
+         " dk=" + std::to_string(h.dk) + " dv=" + std::to_string(h.dv) + " T=" + std::to_string(t);
 }
 
 class CpuGatedDeltaRuleTest : public ::testing::TestWithParam<Isa> {
@@ -110,8 +109,8 @@ TEST_P(CpuGatedDeltaRuleTest, StateCarriesAcrossPrefillCalls) {
     const GdnSeqInputs in = RandomGdnInputs(p, first + second, ++seed);
     std::vector<float> whole_state(GdnStateElements(p), 0.0f), split_state = whole_state;
     const auto whole = RunGdn(pool_, p, in, whole_state, GdnForm::kRecurrent, GetParam());
-    const auto a = RunGdn(pool_, p, SliceTokens(p, in, 0, first), split_state, GdnForm::kChunked,
-                          GetParam());
+    const auto a =
+        RunGdn(pool_, p, SliceTokens(p, in, 0, first), split_state, GdnForm::kChunked, GetParam());
     const auto b = RunGdn(pool_, p, SliceTokens(p, in, first, first + second), split_state,
                           GdnForm::kChunked, GetParam());
     std::vector<float> split = a;
@@ -137,8 +136,10 @@ TEST_P(CpuGatedDeltaRuleTest, BatchedSequencesAreBitIdenticalToAlone) {
     const auto s = RandomGdnState(p, 300 + i);
     std::copy(s.begin(), s.end(), pool_states.begin() + slots[i] * state_size);
     seqs.push_back({all.num_tokens, tokens[i], slots[i]});
-    for (auto [dst, src] : {std::pair{&all.q, &inputs[i].q}, {&all.k, &inputs[i].k},
-                            {&all.v, &inputs[i].v}, {&all.g, &inputs[i].g},
+    for (auto [dst, src] : {std::pair{&all.q, &inputs[i].q},
+                            {&all.k, &inputs[i].k},
+                            {&all.v, &inputs[i].v},
+                            {&all.g, &inputs[i].g},
                             {&all.beta, &inputs[i].beta}}) {
       dst->insert(dst->end(), src->begin(), src->end());
     }
@@ -156,8 +157,8 @@ TEST_P(CpuGatedDeltaRuleTest, BatchedSequencesAreBitIdenticalToAlone) {
       const auto alone = RunGdn(pool_, p, inputs[i], alone_state, form, GetParam());
       EXPECT_TRUE(BitEqual(alone, {out.data() + seqs[i].token_begin * row, alone.size()}))
           << "sequence " << i << ", " << threads << " threads";
-      EXPECT_TRUE(BitEqual(alone_state, {states.data() + slots[i] * state_size,
-                                         static_cast<size_t>(state_size)}))
+      EXPECT_TRUE(BitEqual(
+          alone_state, {states.data() + slots[i] * state_size, static_cast<size_t>(state_size)}))
           << "sequence " << i << ", " << threads << " threads";
     }
   }

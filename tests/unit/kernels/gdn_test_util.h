@@ -22,10 +22,9 @@ struct GdnSeqInputs {
 
   reference::GdnSequenceData Data() const { return {q, k, v, g, beta, num_tokens}; }
   GdnInputs Inputs(const GatedDeltaRuleParams& p) const {
-    return GdnInputs{q, int64_t{p.num_k_heads} * p.head_k_dim,
-                     k, int64_t{p.num_k_heads} * p.head_k_dim,
-                     v, int64_t{p.num_v_heads} * p.head_v_dim,
-                     g, beta};
+    return GdnInputs{
+        q, int64_t{p.num_k_heads} * p.head_k_dim, k, int64_t{p.num_k_heads} * p.head_k_dim,
+        v, int64_t{p.num_v_heads} * p.head_v_dim, g, beta};
   }
 };
 
@@ -92,8 +91,12 @@ inline GdnSeqInputs SliceTokens(const GatedDeltaRuleParams& p, const GdnSeqInput
   auto cut = [&](const std::vector<float>& x, int64_t width) {
     return std::vector<float>(x.begin() + begin * width, x.begin() + end * width);
   };
-  return GdnSeqInputs{cut(in.q, qk),  cut(in.k, qk), cut(in.v, vw), cut(in.g, p.num_v_heads),
-                      cut(in.beta, p.num_v_heads), end - begin};
+  return GdnSeqInputs{cut(in.q, qk),
+                      cut(in.k, qk),
+                      cut(in.v, vw),
+                      cut(in.g, p.num_v_heads),
+                      cut(in.beta, p.num_v_heads),
+                      end - begin};
 }
 
 }  // namespace tessera::kernels::cpu::testing
