@@ -221,4 +221,25 @@ void GatedDeltaRule(ThreadPool& pool, const GatedDeltaRuleParams& params, const 
   });
 }
 
+void GdnGates(std::span<const float> b, int64_t b_stride, std::span<const float> alpha,
+              int64_t alpha_stride, std::span<const float> a_coef, std::span<const float> dt_bias,
+              int64_t rows, std::span<float> g, std::span<float> beta) {
+  const int64_t heads = static_cast<int64_t>(a_coef.size());
+  TESSERA_CHECK(heads > 0 && static_cast<int64_t>(dt_bias.size()) == heads && rows >= 0,
+                "GdnGates: a_coef and dt_bias must both hold h_v > 0 values");
+  CheckRows(b, rows, b_stride, heads, "GdnGates: b does not cover [rows, h_v]");
+  CheckRows(alpha, rows, alpha_stride, heads, "GdnGates: alpha does not cover [rows, h_v]");
+  CheckRows(g, rows, heads, heads, "GdnGates: g smaller than [rows, h_v]");
+  CheckRows(beta, rows, heads, heads, "GdnGates: beta smaller than [rows, h_v]");
+  constexpr float kSoftplusThreshold = 20.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const float x = alpha[r * alpha_stride + h] + dt_bias[h];
+      const float softplus = x > kSoftplusThreshold ? x : std::log1p(std::exp(x));
+      g[r * heads + h] = a_coef[h] * softplus;
+      beta[r * heads + h] = 1.0f / (1.0f + std::exp(-b[r * b_stride + h]));
+    }
+  }
+}
+
 }  // namespace tessera::kernels::cpu

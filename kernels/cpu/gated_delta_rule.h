@@ -109,4 +109,20 @@ void GatedDeltaRule(ThreadPool& pool, const GatedDeltaRuleParams& params, const 
                     std::span<const RecurrentSequence> sequences, std::span<float> states,
                     std::span<float> out, GdnForm form = GdnForm::kAuto, Isa isa = BestIsa());
 
+// The rule's per-token gates from the layer's `ba` projection (HF Qwen3NextGatedDeltaNet.forward,
+// llama.cpp build_layer_attn_linear), per row r and value head h:
+//   beta[r][h] = sigmoid(b[r][h]) = 1 / (1 + exp(-b))
+//   g[r][h]    = a_coef[h] · softplus(alpha[r][h] + dt_bias[h])
+//                softplus(x) = log(1 + exp(x)), = x above 20 (PyTorch's and ggml's threshold)
+// a_coef is GGUF `ssm_a` = −exp(A_log) (HF keeps A_log; the caller passes −exp(A_log)), dt_bias
+// is `ssm_dt.bias`. b and alpha are [rows, h_v] views with row strides (qwen35's separate
+// ssm_beta / ssm_alpha outputs, or one [rows, 2·h_v] output read at offsets 0 and h_v; qwen3next's
+// ssm_ba interleaves b and a per k-head group, which the loader can undo by permuting the
+// weight's rows once). f32 with std::exp / std::log1p: elementwise, batch invariant.
+// Preconditions: a_coef.size() == dt_bias.size() == h_v > 0; views cover the rows; g and beta
+// hold rows * h_v.
+void GdnGates(std::span<const float> b, int64_t b_stride, std::span<const float> alpha,
+              int64_t alpha_stride, std::span<const float> a_coef, std::span<const float> dt_bias,
+              int64_t rows, std::span<float> g, std::span<float> beta);
+
 }  // namespace tessera::kernels::cpu

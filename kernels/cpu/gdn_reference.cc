@@ -257,6 +257,20 @@ void GatedDeltaRuleChunked(const GatedDeltaRuleParams& p, const GdnSequenceData&
   for (size_t e = 0; e < s.size(); ++e) state[e] = static_cast<float>(s[e]);
 }
 
+void GdnGates(std::span<const float> b, std::span<const float> alpha, std::span<const float> a_coef,
+              std::span<const float> dt_bias, int64_t rows, std::span<float> g,
+              std::span<float> beta) {
+  const int64_t heads = static_cast<int64_t>(a_coef.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const double x = double{alpha[r * heads + h]} + double{dt_bias[h]};
+      const double softplus = x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+      g[r * heads + h] = static_cast<float>(double{a_coef[h]} * softplus);
+      beta[r * heads + h] = static_cast<float>(1.0 / (1.0 + std::exp(-double{b[r * heads + h]})));
+    }
+  }
+}
+
 void GatedRmsNorm(std::span<const float> x, std::span<const float> z, std::span<const float> weight,
                   float eps, int64_t rows, std::span<float> y) {
   const int64_t d = static_cast<int64_t>(weight.size());

@@ -37,6 +37,12 @@ void GatedDeltaRuleRecurrent(const GatedDeltaRuleParams& params, const GdnSequen
 void GatedDeltaRuleChunked(const GatedDeltaRuleParams& params, const GdnSequenceData& data,
                            int chunk_size, std::span<float> state, std::span<float> out);
 
+// beta = sigmoid(b), g = a_coef · softplus(alpha + dt_bias) (exact softplus, no threshold);
+// b, alpha, g, beta [rows, h_v] contiguous.
+void GdnGates(std::span<const float> b, std::span<const float> alpha, std::span<const float> a_coef,
+              std::span<const float> dt_bias, int64_t rows, std::span<float> g,
+              std::span<float> beta);
+
 // y[r] = x[r] / sqrt(mean(x[r]²) + eps) · weight · silu(z[r]); x, z, y [rows, d].
 void GatedRmsNorm(std::span<const float> x, std::span<const float> z, std::span<const float> weight,
                   float eps, int64_t rows, std::span<float> y);

@@ -238,6 +238,29 @@ TEST(CpuGatedDeltaRuleReferenceTest, ChunkedReferenceEqualsRecurrentReference) {
   }
 }
 
+// Gates from strided views of one [rows, 2·h_v] projection output (b at 0, alpha at h_v), across
+// softplus's linear threshold and sigmoid's tails.
+TEST(CpuGdnGatesTest, MatchReference) {
+  const int64_t rows = 37;
+  const int64_t heads = 6;
+  const auto ba = testing::RandomVector(rows * 2 * heads, 800, -30.0f, 30.0f);
+  const auto a_log = testing::RandomVector(heads, 801, -2.0f, 2.5f);
+  const auto dt_bias = testing::RandomVector(heads, 802, -1.0f, 1.0f);
+  std::vector<float> a_coef(heads), b(rows * heads), alpha(rows * heads);
+  for (int64_t h = 0; h < heads; ++h) a_coef[h] = -std::exp(a_log[h]);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(ba.begin() + r * 2 * heads, heads, b.begin() + r * heads);
+    std::copy_n(ba.begin() + r * 2 * heads + heads, heads, alpha.begin() + r * heads);
+  }
+  std::vector<float> g(rows * heads), beta(rows * heads), ref_g(g.size()), ref_beta(g.size());
+  const std::span<const float> view(ba);
+  GdnGates(view, 2 * heads, view.subspan(heads), 2 * heads, a_coef, dt_bias, rows, g, beta);
+  reference::GdnGates(b, alpha, a_coef, dt_bias, rows, ref_g, ref_beta);
+  EXPECT_TRUE(testing::AllNear(g, ref_g, 1e-6, 2e-6));  // softplus(x > 20) = x is off by < e^-20
+  EXPECT_TRUE(testing::AllNear(beta, ref_beta, 1e-7, 1e-6));
+  for (float x : g) EXPECT_LE(x, 0.0f);
+}
+
 TEST(CpuGatedDeltaRuleIsaTest, Avx2AndAvx512AreBitIdentical) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
