@@ -5,39 +5,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/model/hybrid_config.h"
+#include "common/model/metadata_reader.h"
 #include "common/util/status_macros.h"
 
 namespace tessera::model {
 namespace {
-
-// Reads a positive int key; `fallback` (when > 0) is used if the key is absent.
-absl::StatusOr<int> ReadPositiveInt(const gguf::GgufFile& file, const std::string& key,
-                                    int fallback = 0) {
-  if (!file.HasKey(key)) {
-    if (fallback > 0) return fallback;
-    return absl::InvalidArgumentError(absl::StrCat("model metadata is missing '", key, "'"));
-  }
-  absl::StatusOr<int64_t> value = file.GetInt(key);
-  if (!value.ok()) return value.status();
-  if (*value <= 0 || *value > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model metadata '", key, "' = ", *value, " is out of range"));
-  }
-  return static_cast<int>(*value);
-}
-
-// Reads a finite, positive float key; `fallback` if the key is absent.
-absl::StatusOr<double> ReadPositiveFloat(const gguf::GgufFile& file, const std::string& key,
-                                         double fallback) {
-  if (!file.HasKey(key)) return fallback;
-  absl::StatusOr<double> value = file.GetFloat(key);
-  if (!value.ok()) return value.status();
-  if (!std::isfinite(*value) || !(*value > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model metadata '", key, "' = ", *value, " must be finite and positive"));
-  }
-  return *value;
-}
 
 absl::StatusOr<RopeScalingType> ReadRopeScalingType(const gguf::GgufFile& file,
                                                     const std::string& key) {
@@ -127,8 +100,8 @@ int VocabSizeFromTokenizer(const gguf::GgufFile& file) {
 bool ArchitectureUsesNeoxRope(std::string_view architecture) {
   // The Qwen entries of llama.cpp's LLAMA_ROPE_TYPE_NEOX list (the family DESIGN.md §5 targets;
   // the MoE and hybrid ones are listed ahead of their loaders so the mode is never forgotten).
-  static constexpr std::string_view kNeoxArchitectures[] = {"qwen2", "qwen2moe", "qwen3",
-                                                            "qwen3moe", "qwen3next"};
+  static constexpr std::string_view kNeoxArchitectures[] = {
+      "qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe"};
   for (std::string_view neox : kNeoxArchitectures) {
     if (architecture == neox) return true;
   }
@@ -155,7 +128,12 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
 
   TESSERA_ASSIGN_OR_RETURN(config.num_layers, ReadPositiveInt(file, p + "block_count"));
   TESSERA_ASSIGN_OR_RETURN(config.hidden_size, ReadPositiveInt(file, p + "embedding_length"));
-  TESSERA_ASSIGN_OR_RETURN(config.ffn_size, ReadPositiveInt(file, p + "feed_forward_length"));
+  // The MoE hybrids' FFNs are experts: llama.cpp reads feed_forward_length optionally for them
+  // (converters write it only when the HF config has an intermediate_size).
+  TESSERA_ASSIGN_OR_RETURN(config.ffn_size,
+                           HybridArchitectureHasExperts(config.architecture)
+                               ? ReadOptionalPositiveInt(file, p + "feed_forward_length")
+                               : ReadPositiveInt(file, p + "feed_forward_length"));
   TESSERA_ASSIGN_OR_RETURN(config.num_heads, ReadPositiveInt(file, p + "attention.head_count"));
   TESSERA_ASSIGN_OR_RETURN(config.num_kv_heads,
                            ReadPositiveInt(file, p + "attention.head_count_kv", config.num_heads));
@@ -178,6 +156,10 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
 
   if (absl::Status status = CheckHeadGeometry(config); !status.ok()) return status;
   if (absl::Status status = CheckRopeGeometry(config, p); !status.ok()) return status;
+  if (IsHybridArchitecture(config.architecture)) {
+    TESSERA_ASSIGN_OR_RETURN(config.hybrid, ReadHybridLayout(file, config));
+    config.num_layers = static_cast<int>(config.hybrid->layer_kinds.size());
+  }
   return config;
 }
 

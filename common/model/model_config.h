@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf_file.h"
+#include "common/model/hybrid_layout.h"
 
 namespace tessera::model {
 
@@ -42,16 +44,20 @@ struct RopeScaling {
 // src/llama-model.cpp lists qwen2, qwen2moe, qwen3, qwen3moe and qwen3next under
 // LLAMA_ROPE_TYPE_NEOX and llama under LLAMA_ROPE_TYPE_NORM. The difference is in the weights:
 // convert_hf_to_gguf permutes llama's Q/K rows to interleave each head's halves and stores the
-// Qwen ones as trained. Architectures outside those lists read as normal mode (the weights
-// loader rejects the ones we do not run).
+// Qwen ones as trained. qwen35 and qwen35moe are LLAMA_ROPE_TYPE_IMROPE there, which pairs like
+// NeoX and, for text (one position on every axis, sections checked by ReadHybridLayout), rotates
+// exactly like it. Architectures outside those lists read as normal mode (the weights loader
+// rejects the ones we do not run).
 bool ArchitectureUsesNeoxRope(std::string_view architecture);
 
 struct ModelConfig {
   std::string architecture;       // general.architecture, e.g. "llama"
   std::string name;               // general.name ("" when absent)
-  int num_layers = 0;             // {arch}.block_count
+  // {arch}.block_count; for the hybrids the trunk only: block_count - {arch}.nextn_predict_layers.
+  int num_layers = 0;
   int hidden_size = 0;            // {arch}.embedding_length
-  int ffn_size = 0;               // {arch}.feed_forward_length
+  // {arch}.feed_forward_length; 0 when an MoE hybrid (qwen3next, qwen35moe) leaves it out.
+  int ffn_size = 0;
   int num_heads = 0;              // {arch}.attention.head_count
   int num_kv_heads = 0;           // {arch}.attention.head_count_kv (defaults to num_heads)
   int head_dim = 0;               // {arch}.attention.key_length, else hidden_size / num_heads
@@ -63,11 +69,17 @@ struct ModelConfig {
   bool rope_neox = false;         // from the architecture: ArchitectureUsesNeoxRope
   double rms_norm_eps = 1e-5;     // {arch}.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;   // no separate output.weight tensor
+  // The hybrid Gated-DeltaNet architectures (qwen3next, qwen35, qwen35moe; hybrid_config.h): the
+  // layer kinds, GDN and MoE widths. The fields above then describe the gated attention layers
+  // (num_heads query heads, each with a sigmoid gate of the same width in attn_q).
+  std::optional<HybridLayout> hybrid;
 };
 
 // INVALID_ARGUMENT naming the key when a required key is missing or a value is out of range
 // (non-positive sizes, heads not dividing hidden, kv heads not dividing heads, non-finite or
-// non-positive floats, an unsupported rope.scaling.type).
+// non-positive floats, an unsupported rope.scaling.type), and for the hybrids every error of
+// ReadHybridLayout. Only metadata is read: CheckHybridTensors (hybrid_tensors.h) checks a
+// hybrid's tensor table against the result.
 absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file);
 
 }  // namespace tessera::model

@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "kernels/cuda/device_query.h"
 #include "tests/testing/bin_dir.h"
+#include "tests/testing/tiny_hybrid_gguf.h"
 #include "tests/unique_temp_path.h"
 
 namespace {
@@ -109,6 +110,53 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   EXPECT_THAT(r.out, ContainsRegex("layers: +3\n"));
   EXPECT_THAT(r.out, HasSubstr("blk.2.ffn_down.weight"));
   EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+}
+
+// A hybrid Gated-DeltaNet MoE file (written here with llama.cpp's keys and tensor names): the
+// layer layout, the experts and the recurrent state a sequence carries.
+TEST(TesseraInspect, ShowsAHybridModelsLayoutExpertsAndState) {
+  std::filesystem::path path = tessera::testing_util::UniqueTempPath("cli_qwen35moe.gguf");
+  ASSERT_TRUE(tessera::testing_util::TinyHybridGguf("qwen35moe").WriteToFile(path.string()).ok());
+  CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", path.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("architecture: +qwen35moe\n"));
+  EXPECT_THAT(r.out,
+              ContainsRegex("layers: +8 = 6 GDN \\+ 2 attention \\(every 4th: 3, 7\\)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("head dim: +16 \\(rope dim 8\\)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("gdn: +conv kernel 4 over 64 channels, 2 key heads x 8, "
+                                   "4 value heads x 8 \\(tiled onto key heads\\)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("experts: +4, 2 used per token, expert ffn 16, shared expert "
+                                   "ffn 24\n"));
+  // 6 GDN layers x ((4 - 1) x 64 conv channels + 4 x 8 x 8 state) x 4 bytes.
+  EXPECT_THAT(r.out, ContainsRegex("state/sequence: +10752 bytes \\(10.5 KiB\\) f32 over 6 GDN "
+                                   "layers \\(conv 4608 \\+ delta rule 6144\\)\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("ffn: ")));  // no dense FFN width in this file
+  std::filesystem::remove(path);
+}
+
+// A hybrid file whose tensors disagree with its metadata, or whose metadata is inconsistent: one
+// line naming the tensor or key, nothing on stdout, a non-zero exit.
+TEST(TesseraInspect, BadHybridFilesAreOneLineErrorsNamingTheTensorOrKey) {
+  tessera::testing_util::TinyHybridGguf missing_a("qwen35");
+  missing_a.RemoveTensor("blk.2.ssm_a");
+  tessera::testing_util::TinyHybridGguf zero_kernel("qwen3next");
+  zero_kernel.SetUint32(zero_kernel.Key("ssm.conv_kernel"), 0);
+  tessera::testing_util::TinyHybridGguf too_many_used("qwen35moe");
+  too_many_used.SetUint32(too_many_used.Key("expert_used_count"), 5);
+  const std::pair<const tessera::testing_util::TinyHybridGguf*, std::string> cases[] = {
+      {&missing_a, "blk.2.ssm_a: missing"},
+      {&zero_kernel, "'qwen3next.ssm.conv_kernel' = 0 is out of range"},
+      {&too_many_used, "'qwen35moe.expert_used_count' = 5 exceeds 'qwen35moe.expert_count' = 4"}};
+  for (const auto& [fixture, error] : cases) {
+    std::filesystem::path path = tessera::testing_util::UniqueTempPath("cli_bad_hybrid.gguf");
+    ASSERT_TRUE(fixture->WriteToFile(path.string()).ok());
+    CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", path.string()));
+    EXPECT_NE(r.exit_code, 0) << error;
+    EXPECT_THAT(r.err, HasSubstr(error));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.out, "");
+    std::filesystem::remove(path);
+  }
 }
 
 // int8 activations never fall back to the exact matmul for weights they cannot read: the tiny

@@ -1,4 +1,5 @@
 // `tessera inspect MODEL`: what a person needs to know about a GGUF model before serving it.
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -9,6 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "common/chat/chat_template.h"
 #include "common/gguf/gguf_file.h"
+#include "common/model/hybrid_layout.h"
+#include "common/model/hybrid_tensors.h"
 #include "common/model/model_config.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tools/cli/commands.h"
@@ -52,12 +55,66 @@ void PrintRopeFreqs(const gguf::GgufFile& file) {
                                            absl::StrJoin(freqs->dims, ", ")));
 }
 
+// "79036416 bytes (75.4 MiB)": exact for scripts, readable for people.
+std::string Bytes(int64_t n) {
+  if (n < 1024) return absl::StrCat(n, " bytes");
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(n);
+  int unit = -1;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%d bytes (%.1f %s)", n, value, kUnits[unit]);
+}
+
+// The hybrid Gated-DeltaNet facts a person needs before serving one: what each layer kind holds,
+// the experts, and the recurrent state every sequence carries next to its KV blocks.
+void PrintHybridLayout(const model::ModelConfig& c, const model::HybridTensorForms& forms) {
+  const model::HybridLayout& h = *c.hybrid;
+  const model::GdnDims& g = h.gdn;
+  PrintField("gdn", absl::StrFormat(
+                        "conv kernel %d over %d channels, %d key heads x %d, %d value heads x %d "
+                        "(%s onto key heads)%s",
+                        g.conv_kernel, model::GdnConvChannels(g), g.num_k_heads, g.head_k_dim,
+                        g.num_v_heads, g.head_v_dim,
+                        g.head_order == model::GdnHeadOrder::kGrouped ? "grouped" : "tiled",
+                        forms.gdn_fused_qkvz ? ", fused ssm_in" : ""));
+  std::string attention = absl::StrFormat(
+      "gated (attn_q = query + sigmoid gate), q/k RMSNorm, rope on %d of %d dims", c.rope_dim,
+      c.head_dim);
+  if (h.rope_sections[0] > 0) {
+    absl::StrAppend(&attention, ", M-RoPE sections [", absl::StrJoin(h.rope_sections, ", "),
+                    "] (neox for text)");
+  }
+  PrintField("attention", attention);
+  if (h.moe) {
+    PrintField("experts", absl::StrFormat("%d, %d used per token, expert ffn %d, shared expert "
+                                          "ffn %d%s",
+                                          h.moe->num_experts, h.moe->num_experts_used,
+                                          h.moe->expert_ffn_size, h.moe->shared_expert_ffn_size,
+                                          forms.moe_fused_gate_up ? ", fused gate_up" : ""));
+  }
+  const model::RecurrentStateBytes state = model::PerSequenceStateBytes(h);
+  PrintField("state/sequence",
+             absl::StrFormat("%s f32 over %d GDN layers (conv %d + delta rule %d)",
+                             Bytes(state.total),
+                             model::CountLayers(h, model::LayerKind::kGatedDeltaNet), state.conv,
+                             state.ssm));
+  if (h.num_nextn_layers > 0) {
+    PrintField("mtp layers", absl::StrCat(h.num_nextn_layers, " after the trunk (not run)"));
+  }
+}
+
 void PrintHyperParameters(const gguf::GgufFile& file, const model::ModelConfig& c) {
   PrintField("architecture", c.architecture);
   if (!c.name.empty()) PrintField("name", c.name);
-  PrintField("layers", absl::StrCat(c.num_layers));
+  PrintField("layers", c.hybrid ? model::DescribeLayerLayout(*c.hybrid)
+                                : absl::StrCat(c.num_layers));
   PrintField("hidden", absl::StrCat(c.hidden_size));
-  PrintField("ffn", absl::StrCat(c.ffn_size));
+  // An MoE hybrid's FFN widths are on its "experts" line (feed_forward_length is at most their
+  // fallback there).
+  if (!c.hybrid || !c.hybrid->moe) PrintField("ffn", absl::StrCat(c.ffn_size));
   PrintField("heads", absl::StrCat(c.num_heads));
   PrintField("kv heads", absl::StrCat(c.num_kv_heads));
   PrintField("head dim", absl::StrCat(c.head_dim, " (rope dim ", c.rope_dim, ")"));
@@ -146,8 +203,19 @@ absl::Status RunInspect(const InspectOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat(options.model_path, ": ", config.status().message()));
   }
+  // A hybrid's tensors must match its declared layout before anything is shown as fact.
+  model::HybridTensorForms forms;
+  if (config->hybrid) {
+    absl::StatusOr<model::HybridTensorForms> checked = model::CheckHybridTensors(**file, *config);
+    if (!checked.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(options.model_path, ": ", checked.status().message()));
+    }
+    forms = *checked;
+  }
   PrintFileFacts(options.model_path, **file);
   PrintHyperParameters(**file, *config);
+  if (config->hybrid) PrintHybridLayout(*config, forms);
   PrintTensorSummary(**file);
   if (options.list_tensors) PrintTensorList(**file);
   PrintTokenizer(**file);

@@ -269,7 +269,8 @@ TEST(ModelConfigRopeMode, QwenIsNeoxAndLlamaIsNormal) {
 }
 
 TEST(ModelConfigRopeMode, FollowsLlamaCppsList) {
-  for (const char* neox : {"qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next"}) {
+  for (const char* neox :
+       {"qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe"}) {
     EXPECT_TRUE(ArchitectureUsesNeoxRope(neox)) << neox;
   }
   // Names are matched exactly, as llama.cpp's llm_arch_from_string does.
