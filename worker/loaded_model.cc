@@ -1,6 +1,7 @@
 #include "worker/loaded_model.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/model/hybrid_tensors.h"
 
 namespace tessera::worker {
 namespace {
@@ -19,6 +20,11 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
   model->file = std::move(*file);
   absl::StatusOr<model::ModelConfig> config = model::ReadModelConfig(*model->file);
   if (!config.ok()) return WithPath(path, config.status());
+  if (config->hybrid.has_value()) {  // every tensor of the declared layout, named when wrong
+    absl::StatusOr<model::HybridTensorForms> forms =
+        model::CheckHybridTensors(*model->file, *config);
+    if (!forms.ok()) return WithPath(path, forms.status());
+  }
   model->config = *config;
   absl::StatusOr<std::unique_ptr<LlamaWeights>> weights =
       LoadLlamaWeights(*model->file, model->config);
