@@ -67,11 +67,6 @@ std::string RandomWorkerId() {
   return absl::StrFormat("w-%016x", bits);
 }
 
-// Architectures with linear-attention (Gated DeltaNet) layers next to full attention.
-bool IsHybridArchitecture(const std::string& architecture) {
-  return architecture == "qwen3next";
-}
-
 v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerServiceOptions& options,
                               int max_logprobs) {
   const model::ModelConfig& config = runner.config();
@@ -103,7 +98,8 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
   // A hybrid model's linear-attention state has no snapshot at block boundaries yet, so a cached
   // prefix could not restore it (DESIGN.md §4): no prefix sharing, and the router's metrics say
   // so.
-  if (!IsHybridArchitecture(config.architecture)) d.add_features("prefix_cache");
+  // A property of the model, never a name the worker tests (DESIGN.md §5).
+  if (!config.hybrid.has_value()) d.add_features("prefix_cache");
   d.set_max_logprobs(max_logprobs);
   return d;
 }
