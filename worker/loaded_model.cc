@@ -20,14 +20,19 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
   model->file = std::move(*file);
   absl::StatusOr<model::ModelConfig> config = model::ReadModelConfig(*model->file);
   if (!config.ok()) return WithPath(path, config.status());
+  model::HybridTensorForms forms;
   if (config->hybrid.has_value()) {  // every tensor of the declared layout, named when wrong
-    absl::StatusOr<model::HybridTensorForms> forms =
+    absl::StatusOr<model::HybridTensorForms> checked =
         model::CheckHybridTensors(*model->file, *config);
-    if (!forms.ok()) return WithPath(path, forms.status());
+    if (!checked.ok()) return WithPath(path, checked.status());
+    forms = *checked;
   }
   model->config = *config;
-  absl::StatusOr<std::unique_ptr<LlamaWeights>> weights =
-      LoadLlamaWeights(*model->file, model->config);
+  absl::StatusOr<ModelPlan> plan = PlanModel(model->config, forms);
+  if (!plan.ok()) return WithPath(path, plan.status());
+  model->plan = *std::move(plan);
+  absl::StatusOr<std::unique_ptr<CpuModelWeights>> weights =
+      BindCpuWeights(*model->file, model->plan.weights);
   if (!weights.ok()) return WithPath(path, weights.status());
   model->weights = std::move(*weights);
   return model;

@@ -1,5 +1,7 @@
-// A model file opened for execution: the mapped GGUF, its hyper-parameters and its weights.
-// Immutable after LoadModel; the runner borrows weights from it, so it must outlive the runner.
+// A model file opened for execution: the mapped GGUF, its hyper-parameters, its plan (the model
+// definition the config selects: worker/models/model_plan.h) and its weights bound for the cpu
+// kernels. Immutable after LoadModel; runners borrow the plan and the weights, so it must
+// outlive them.
 #pragma once
 
 #include <memory>
@@ -8,14 +10,16 @@
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf_file.h"
 #include "common/model/model_config.h"
-#include "worker/cpu/llama_weights.h"
+#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/model_plan.h"
 
 namespace tessera::worker {
 
 struct LoadedModel {
   std::unique_ptr<gguf::GgufFile> file;
   model::ModelConfig config;
-  std::unique_ptr<LlamaWeights> weights;
+  ModelPlan plan;
+  std::unique_ptr<CpuModelWeights> weights;
 };
 
 // Errors name the path and the problem (bad file, unsupported architecture, missing tensor).

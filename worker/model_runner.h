@@ -40,8 +40,9 @@ struct SequenceWork {
   int32_t start_pos = 0;                 // position of tokens[0]
   std::span<const int32_t> block_table;  // logical block -> physical block; covers all positions
   bool needs_logits = false;             // the last token's logits are sampled (or returned)
-  int32_t slot = -1;  // the slot whose sampling state samples it; required by Step when
-                      // needs_logits, ignored by Forward
+  int32_t slot = -1;  // the slot whose sampling state samples it (required by Step when
+                      // needs_logits) and, for models with recurrent layers, whose recurrent
+                      // state the tokens advance (then required, distinct, by Step and Forward)
 };
 
 // Logits of the sequences that asked for them, in batch order: [num_rows, vocab_size].
@@ -83,6 +84,12 @@ struct KvPoolInfo {
   int64_t bytes = 0;
 };
 
+struct ModelLayerInfo {
+  int attention_layers = 0;          // with a paged KV pool
+  int linear_layers = 0;             // with per-slot recurrent state
+  int64_t state_bytes_per_sequence = 0;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -92,15 +99,18 @@ class ModelRunner {
   virtual std::string backend_name() const = 0;
   // Slots are [0, max_num_seqs()).
   virtual int max_num_seqs() const = 0;
+  // The model's layer kinds as this runner holds them (Describe reports them).
+  virtual ModelLayerInfo layer_info() const = 0;
 
-  // Starts `slot`'s sampling state. `generated` holds tokens the sequence generated before a
+  // Starts `slot`'s sampling state and clears its recurrent state. `generated` holds tokens the sequence generated before a
   // preemption: they count for its penalties and advance its RNG as sampling them did.
   // Preconditions (the step executor validated them): slot in range and not started; params
   // valid for the vocabulary; every token in [0, vocab_size).
   virtual void BeginSequence(int slot, const SamplingParams& params,
                              std::span<const int32_t> prompt,
                              std::span<const int32_t> generated) = 0;
-  // Ends `slot`'s sampling state. Precondition: the slot was started.
+  // Ends `slot`'s sampling state (and clears its recurrent state). Precondition: the slot was
+  // started.
   virtual void EndSequence(int slot) = 0;
 
   // Validates the batch (INVALID_ARGUMENT naming the sequence and field: token ids outside the
@@ -111,7 +121,8 @@ class ModelRunner {
   virtual absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) = 0;
 
   // The same validation and forward pass, returning the logits of the rows that need_logits
-  // instead of sampling them (no sampling state is read or changed).
+  // instead of sampling them (no sampling state is read or changed, and recurrent state is left
+  // as it was: Forward then Step on the same tokens computes them twice from the same state).
   virtual absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) = 0;
 };
 

@@ -9,12 +9,12 @@
 #include "common/util/status_macros.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/device/device_runtime.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/cpu/int8_packed_weights.h"
 
 #if TESSERA_WITH_SIMT
-#include "worker/cuda/cuda_llama_runner.h"
-#include "worker/cuda/dummy_llama_weights.h"
+#include "worker/cuda/cuda_model_runner.h"
+#include "worker/cuda/dummy_model_weights.h"
 #endif
 
 namespace tessera::worker {
@@ -23,11 +23,12 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kCpuDefaultKvMb = 2048;
 
-absl::StatusOr<int64_t> CpuKvBlocks(const RunnerFlags& flags, const model::ModelConfig& config,
+absl::StatusOr<int64_t> CpuKvBlocks(const RunnerFlags& flags, const LoadedModel& model,
                                     kernels::cpu::KvDtype dtype) {
   if (flags.num_kv_blocks > 0) return flags.num_kv_blocks;
   const int64_t mb = flags.kv_cache_mb > 0 ? flags.kv_cache_mb : kCpuDefaultKvMb;
-  const int64_t block_bytes = CpuLlamaRunner::KvBlockBytes(config, flags.block_size, dtype);
+  const int64_t block_bytes =
+      CpuModelRunner::KvBlockBytes(model.plan, model.config, flags.block_size, dtype);
   const int64_t blocks = mb * kMiB / block_bytes;
   if (blocks < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -48,16 +49,16 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
   TESSERA_ASSIGN_OR_RETURN(const kernels::cpu::KvDtype kv_dtype,
                            ParseKvDtype(flags.kv_cache_dtype));
   if (activations == MatmulActivations::kInt8) {
-    TESSERA_RETURN_IF_ERROR(CheckInt8Packable(*model.weights));
+    TESSERA_RETURN_IF_ERROR(CheckInt8Packable(model.plan.weights, *model.weights));
   }
-  TESSERA_ASSIGN_OR_RETURN(const int64_t num_blocks, CpuKvBlocks(flags, model.config, kv_dtype));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t num_blocks, CpuKvBlocks(flags, model, kv_dtype));
   const int threads = flags.threads > 0
                           ? flags.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   BuiltRunner built;
   built.pool = std::make_unique<kernels::cpu::ThreadPool>(threads);
-  built.runner = std::make_unique<CpuLlamaRunner>(
-      model.config, model.weights.get(), built.pool.get(),
+  built.runner = std::make_unique<CpuModelRunner>(
+      model.config, &model.plan, model.weights.get(), built.pool.get(),
       CpuRunnerOptions{.block_size = flags.block_size,
                        .num_kv_blocks = num_blocks,
                        .activations = activations,
@@ -88,7 +89,7 @@ absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) 
 }
 
 BuiltRunner DescribeDeviceRunner(const RunnerFlags& flags,
-                                 std::unique_ptr<CudaLlamaRunner> runner) {
+                                 std::unique_ptr<CudaModelRunner> runner) {
   BuiltRunner built;
   built.description = absl::StrCat("cuda: ", runner->DeviceDescription());
   const std::vector<int>& buckets = runner->graphs().buckets();
@@ -109,8 +110,9 @@ absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const Lo
                                               std::unique_ptr<device::DeviceRuntime> runtime) {
   TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
   TESSERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<CudaLlamaRunner> runner,
-      CudaLlamaRunner::Create(std::move(runtime), model.config, *model.weights, options));
+      std::unique_ptr<CudaModelRunner> runner,
+      CudaModelRunner::Create(std::move(runtime), model.config, model.plan, *model.weights,
+                              options));
   return DescribeDeviceRunner(flags, std::move(runner));
 }
 
@@ -121,12 +123,13 @@ absl::StatusOr<BuiltRunner> BuildDummyDeviceRunner(const RunnerFlags& flags,
   TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
   TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<DeviceKernels> kernels,
                            MakeDeviceKernels(*runtime));
-  TESSERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<DeviceLlamaWeights> weights,
-      MakeDummyLlamaWeights(*runtime, *kernels, model, options.dtype, flags.dummy_seed));
-  TESSERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<CudaLlamaRunner> runner,
-      CudaLlamaRunner::Create(std::move(runtime), model.config, std::move(weights), options));
+  TESSERA_ASSIGN_OR_RETURN(const ModelPlan plan, PlanModel(model.config));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModelWeights> weights,
+                           MakeDummyModelWeights(*runtime, *kernels, plan.weights, model,
+                                                 options.dtype, flags.dummy_seed));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<CudaModelRunner> runner,
+                           CudaModelRunner::Create(std::move(runtime), model.config, plan,
+                                                   std::move(weights), options));
   BuiltRunner built = DescribeDeviceRunner(flags, std::move(runner));
   built.synthetic = model;
   return built;

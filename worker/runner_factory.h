@@ -71,7 +71,7 @@ struct BuiltRunner {
 absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model);
 
 // --load-format dummy: flags.dummy_shape (with flags.dummy_vocab) on a device backend, its
-// weights made there (worker/cuda/dummy_llama_weights.h) from flags.dummy_seed. Errors, one
+// weights made there (worker/cuda/dummy_model_weights.h) from flags.dummy_seed. Errors, one
 // line: an unknown shape (listing the known ones), the cpu backend (it has no device to make
 // them on), --device auto without a CUDA device, and BuildRunner's device errors.
 absl::StatusOr<BuiltRunner> BuildDummyRunner(const RunnerFlags& flags);

@@ -1,6 +1,7 @@
 #include "worker/step_batch_validation.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -40,6 +41,23 @@ absl::Status ValidateSequence(size_t i, const SequenceWork& s, const model::Mode
   return absl::OkStatus();
 }
 
+// Recurrent state is per slot: a sequence without one, or two sharing one, would corrupt it.
+absl::Status ValidateRecurrentSlots(std::span<const SequenceWork> batch, int num_slots) {
+  std::vector<bool> seen(static_cast<size_t>(num_slots));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int32_t slot = batch[i].slot;
+    if (slot < 0 || slot >= num_slots) {
+      return SequenceError(i, absl::StrCat("slot ", slot, " is outside [0, ", num_slots,
+                                           "): this model keeps recurrent state per slot"));
+    }
+    if (seen[static_cast<size_t>(slot)]) {
+      return SequenceError(i, absl::StrCat("slot ", slot, " appears twice in the batch"));
+    }
+    seen[static_cast<size_t>(slot)] = true;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateStepBatch(std::span<const SequenceWork> batch,
@@ -59,6 +77,9 @@ absl::Status ValidateStepBatch(std::span<const SequenceWork> batch,
       return SequenceError(i, absl::StrCat("samples with slot ", batch[i].slot,
                                            ", which has no sampling state (BeginSequence)"));
     }
+  }
+  if (limits.recurrent_slots > 0) {
+    if (absl::Status s = ValidateRecurrentSlots(batch, limits.recurrent_slots); !s.ok()) return s;
   }
   if (limits.max_tokens > 0 && tokens > limits.max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat(

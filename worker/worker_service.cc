@@ -97,9 +97,14 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
   }
   // A hybrid model's linear-attention state has no snapshot at block boundaries yet, so a cached
   // prefix could not restore it (DESIGN.md §4): no prefix sharing, and the router's metrics say
-  // so.
-  // A property of the model, never a name the worker tests (DESIGN.md §5).
-  if (!config.hybrid.has_value()) d.add_features("prefix_cache");
+  // so. A property of the runner's model, never a name the worker tests (DESIGN.md §5).
+  const ModelLayerInfo layers = runner.layer_info();
+  const bool shares_blocks = layers.linear_layers == 0;
+  if (shares_blocks) d.add_features("prefix_cache");
+  d.set_prefix_sharing(shares_blocks ? v1::PREFIX_SHARING_BLOCKS : v1::PREFIX_SHARING_NONE);
+  d.set_attention_layers(layers.attention_layers);
+  d.set_linear_attention_layers(layers.linear_layers);
+  d.set_state_bytes_per_sequence(layers.state_bytes_per_sequence);
   d.set_max_logprobs(max_logprobs);
   return d;
 }

@@ -16,7 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 
 namespace tessera::bench {
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   const int64_t blocks = 1 + (o.prompt_tokens + o.decode_tokens + 16) / 16 * (o.batch + 1);
   std::vector<double> prefill, decode, batched;
   for (int r = 0; r < o.repeats; ++r) {
-    worker::CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
+    worker::CpuModelRunner runner((*model)->config, &(*model)->plan, (*model)->weights.get(), &pool,
                                   {.block_size = 16,
                                    .num_kv_blocks = blocks,
                                    .activations = *activations,

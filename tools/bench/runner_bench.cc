@@ -265,7 +265,7 @@ Bench MakeBench(const worker::BuiltRunner& built, const worker::LoadedModel* mod
     b.weight_bytes = DecodeWeightBytes(built.runner->config(), b.kv_element_bytes);
   } else {
     b.kv_element_bytes = flags.kv_cache_dtype == "f16" ? 2 : 4;
-    b.weight_bytes = DecodeWeightBytes(*model->weights);
+    b.weight_bytes = DecodeWeightBytes(model->plan.weights, *model->weights);
   }
   return b;
 }

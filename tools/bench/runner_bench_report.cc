@@ -77,12 +77,12 @@ int64_t DecodeWeightBytes(const model::ModelConfig& c, int element_bytes) {
   return (c.num_layers * per_layer + int64_t{c.vocab_size} * c.hidden_size) * element_bytes;
 }
 
-int64_t DecodeWeightBytes(const worker::LlamaWeights& weights) {
-  int64_t bytes = ViewBytes(weights.output);
-  for (const worker::LlamaLayerWeights& l : weights.layers) {
-    for (const kernels::cpu::WeightView* view :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      bytes += ViewBytes(*view);
+int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
+                          const worker::CpuModelWeights& weights) {
+  int64_t bytes = 0;
+  for (worker::WeightId id = 0; id < declaration.size(); ++id) {
+    if (weights[id].present && weights[id].role == worker::WeightRole::kMatrix) {
+      bytes += ViewBytes(weights[id].matrix);
     }
   }
   return bytes;

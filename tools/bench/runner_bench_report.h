@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "common/model/model_config.h"
-#include "worker/cpu/llama_weights.h"
+#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/weight_declaration.h"
 
 namespace tessera::bench {
 
@@ -51,7 +52,8 @@ struct PrefillRow {
 // Bytes of the matrices one decode step reads: a device backend's, each element `element_bytes`.
 int64_t DecodeWeightBytes(const model::ModelConfig& config, int element_bytes);
 // The cpu backend's, as the loaded weights store them (quantized formats included).
-int64_t DecodeWeightBytes(const worker::LlamaWeights& weights);
+int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
+                          const worker::CpuModelWeights& weights);
 // K/V bytes of `batch` sequences of `context` tokens.
 int64_t ContextKvBytes(const model::ModelConfig& config, int batch, int context,
                        int element_bytes);

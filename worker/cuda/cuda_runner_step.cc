@@ -1,4 +1,4 @@
-// CudaLlamaRunner: running a laid-out step (eagerly or through the graph cache), sampling on the
+// CudaModelRunner: running a laid-out step (eagerly or through the graph cache), sampling on the
 // device, and reading the results back.
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "common/util/check.h"
 #include "common/util/status_macros.h"
-#include "worker/cuda/cuda_llama_runner.h"
+#include "worker/cuda/cuda_model_runner.h"
 
 namespace tessera::worker {
 namespace {
@@ -19,10 +19,10 @@ double SecondsSince(Clock::time_point start) {
 
 }  // namespace
 
-absl::Status CudaLlamaRunner::EnqueueStep(bool sample) {
+absl::Status CudaModelRunner::EnqueueStep(bool sample) {
   TESSERA_RETURN_IF_ERROR(tables_->Enqueue(*kernels_, *inputs_));
   ops_->BeginStep(*inputs_, attention_);
-  LlamaForward(*ops_, config_);
+  RunForward(plan_, config_, *ops_);
   TESSERA_RETURN_IF_ERROR(ops_->status());
   if (!sample || inputs_->shape().num_rows == 0) return absl::OkStatus();
   return kernels_->Sampling(ops_->logits(), inputs_->shape().num_rows, config_.vocab_size,
@@ -33,7 +33,7 @@ absl::Status CudaLlamaRunner::EnqueueStep(bool sample) {
 // Eager graph mode: every bucket is captured now, each over an all-padding step of its size,
 // uploaded, since the capture's warm-up runs it (padding writes no K/V and samples nothing); a
 // capture records addresses and shapes, the values are whatever a later replay finds.
-absl::Status CudaLlamaRunner::CaptureEagerGraphs() {
+absl::Status CudaModelRunner::CaptureEagerGraphs() {
   return graphs_->CaptureAll([this](int bucket) {
     LayOut({}, bucket, /*sampling=*/true);
     // Uploaded for the warm-up run only: a copy enqueued while capturing would join the graph.
@@ -42,7 +42,7 @@ absl::Status CudaLlamaRunner::CaptureEagerGraphs() {
   });
 }
 
-absl::Status CudaLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
+absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
   const Clock::time_point start = Clock::now();
   TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/true));
   const int n = static_cast<int>(batch.size());
@@ -54,7 +54,7 @@ absl::Status CudaLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamp
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
   auto enqueue = [this](int rows) {
     TESSERA_CHECK(rows == inputs_->shape().num_decode + inputs_->shape().num_prefill,
-                  "CudaLlamaRunner: the graph cache ran a different row count than laid out");
+                  "CudaModelRunner: the graph cache ran a different row count than laid out");
     return EnqueueStep(/*sample=*/true);
   };
   absl::StatusOr<GraphStepOutcome> outcome =
@@ -77,7 +77,7 @@ absl::Status CudaLlamaRunner::Step(std::span<const SequenceWork> batch, StepSamp
   return absl::OkStatus();
 }
 
-const std::vector<int32_t>& CudaLlamaRunner::RowsInBatchOrder() {
+const std::vector<int32_t>& CudaModelRunner::RowsInBatchOrder() {
   rows_in_batch_order_.resize(row_sequence_.size());
   std::iota(rows_in_batch_order_.begin(), rows_in_batch_order_.end(), 0);
   std::sort(rows_in_batch_order_.begin(), rows_in_batch_order_.end(),
@@ -86,7 +86,7 @@ const std::vector<int32_t>& CudaLlamaRunner::RowsInBatchOrder() {
 }
 
 // Rows back in batch order; each sampled token is recorded in its slot's sampling state.
-void CudaLlamaRunner::CollectSamples(std::span<const SequenceWork> batch, StepSamples* samples) {
+void CudaModelRunner::CollectSamples(std::span<const SequenceWork> batch, StepSamples* samples) {
   const size_t rows = row_sequence_.size();
   const std::vector<int32_t>& by_batch = RowsInBatchOrder();
   samples->sequence_index.resize(rows);
@@ -108,7 +108,7 @@ void CudaLlamaRunner::CollectSamples(std::span<const SequenceWork> batch, StepSa
   }
 }
 
-absl::Status CudaLlamaRunner::Forward(std::span<const SequenceWork> batch, StepLogits* logits) {
+absl::Status CudaModelRunner::Forward(std::span<const SequenceWork> batch, StepLogits* logits) {
   TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/false));
   LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/false);
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());

@@ -1,23 +1,23 @@
-// CudaLlamaRunner: laying a batch out in the persistent step buffers (device_step_inputs.h).
+// CudaModelRunner: laying a batch out in the persistent step buffers (device_step_inputs.h).
 #include <algorithm>
 
 #include "common/util/check.h"
-#include "worker/cuda/cuda_llama_runner.h"
+#include "worker/cuda/cuda_model_runner.h"
 
 namespace tessera::worker {
 
-bool CudaLlamaRunner::Graphable(std::span<const SequenceWork> batch) {
+bool CudaModelRunner::Graphable(std::span<const SequenceWork> batch) {
   return std::all_of(batch.begin(), batch.end(), [](const SequenceWork& s) {
     return s.tokens.size() == 1 && s.needs_logits;
   });
 }
 
-void CudaLlamaRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_run,
+void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_run,
                              bool sampling) {
   const int n = static_cast<int>(batch.size());
   const int padding = rows_to_run - n;
   TESSERA_CHECK(padding >= 0 && (padding == 0 || Graphable(batch)),
-                "CudaLlamaRunner: padding rows in a step that is not decode-only");
+                "CudaModelRunner: padding rows in a step that is not decode-only");
   // Decode sequences (one token) first, unless every sequence takes the prefill kernel.
   order_.clear();
   int num_decode = 0;
@@ -54,7 +54,7 @@ void CudaLlamaRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_ru
 
 // Sequence `s`, the j-th laid out: its tokens from *token on, its block table (deltas), its
 // attention entry and, when it samples, its row.
-void CudaLlamaRunner::LaySequence(const SequenceWork& s, int j, int num_decode, int* token,
+void CudaModelRunner::LaySequence(const SequenceWork& s, int j, int num_decode, int* token,
                                   bool sampling) {
   const int bs = options_.block_size;
   const int len = static_cast<int>(s.tokens.size());
@@ -90,7 +90,7 @@ void CudaLlamaRunner::LaySequence(const SequenceWork& s, int j, int num_decode, 
   if (sampling) SetSamplingRow(row, s.slot, context);
 }
 
-void CudaLlamaRunner::SetSamplingRow(int row, int slot, int position) {
+void CudaModelRunner::SetSamplingRow(int row, int slot, int position) {
   inputs_->params()[row] = sampling_.RowParams(slot, position);
   if (sampling_.has_penalties(slot)) {
     sampling_.PenaltyEntries(slot, &penalty_tokens_, &penalty_counts_, &penalty_in_prompt_);
@@ -104,7 +104,7 @@ void CudaLlamaRunner::SetSamplingRow(int row, int slot, int position) {
 // position 0, no KV write (slot -1), no sampling; as decode rows their context is 0 (the kernel
 // writes zeros), as prefill rows (batch-invariant mode) they attend to position 0 of the null
 // block 0, which is zeroed and never written.
-void CudaLlamaRunner::LayOutPadding(int first_token, int count, bool sampling) {
+void CudaModelRunner::LayOutPadding(int first_token, int count, bool sampling) {
   const StepShape& shape = inputs_->shape();
   int row = shape.num_rows - count;
   for (int i = 0; i < count; ++i, ++row) {

@@ -1,89 +1,90 @@
-// The llama-family forward step (Llama 2/3, SmolLM2, Qwen2/3 dense: GQA, RoPE, RMSNorm,
-// SwiGLU, optional q/k/v biases and per-head q/k norms), written once against an ops backend
-// (DESIGN.md §5, §9). A model definition never names a backend; an op never names an
-// architecture. Backends: worker/cpu/cpu_llama_ops.h (and the cuda backend, on the same ops).
-//
-// The Ops concept (duck-typed, checked by the compiler where LlamaForward is instantiated):
-//   using Weights = ...;             layer(l) returns its per-layer weights with the members
-//                                    attn_norm wq wk wv wo bq bk bv q_norm k_norm ffn_norm
-//                                    w_gate w_up w_down; output_norm(), output() the head
-//   bool HasBias(bias) / HasNorm(norm)  for the optional tensors
-//   Embed(out)                         out[n, hidden] = embedding rows of the step's tokens
-//   RmsNorm(in, weight, out, groups)   normalise every `hidden/groups`-wide group of each row
-//   Project(in, {{weight, out}, ...})  out = in · weightᵀ for up to 4 weights sharing `in`
-//   AddBias(bias, inout)               inout[r, :] += bias
-//   Rope(inout, num_heads)             rotary embedding at the step's positions
-//   Attend(layer, q, k, v, out)        write k/v through the slot mapping into the layer's paged
-//                                      pool, then causal paged attention over it
-//   SwiGlu(gate, up, out)              out = silu(gate) * up
-//   Add(inout, delta)                  residual add
-//   GatherLastRows(in, out)            the last token row of each sequence that samples
-// Activations are named by LlamaActivation; the backend owns and sizes their storage (rows:
-// the step's tokens, except kFinal and kLogits: one row per sampling sequence).
+// The llama-family model (Llama 2/3, SmolLM2, Qwen2/3 dense: GQA, RoPE, RMSNorm, SwiGLU, optional
+// q/k/v biases and per-head q/k norms): its weights and activations, declared from the config
+// (DeclareLlama), and its forward step over any backend's ops (model_ops.h).
 #pragma once
 
+#include <vector>
+
 #include "common/model/model_config.h"
+#include "worker/models/model_ops.h"
 
 namespace tessera::worker {
 
-enum class LlamaActivation {
-  kX,          // the residual stream [n, hidden]
-  kNormed,     // [n, hidden]
-  kQ,          // [n, num_heads * head_dim]
-  kK,          // [n, num_kv_heads * head_dim]
-  kV,          // [n, num_kv_heads * head_dim]
-  kAttention,  // [n, num_heads * head_dim]
-  kProjected,  // [n, hidden]
-  kGate,       // [n, ffn]
-  kUp,         // [n, ffn]
-  kFinal,      // [rows, hidden], rows = sequences that sample
-  kLogits,     // [rows, vocab]
+// The embedding, the final norm and the output head every model has, plus RoPE divisors.
+struct ModelHeadIds {
+  WeightId token_embd = kNoWeight;   // [vocab, hidden]
+  WeightId output_norm = kNoWeight;  // [hidden]
+  WeightId output = kNoWeight;       // [vocab, hidden]; token_embd when tied
+  WeightId rope_freqs = kNoWeight;   // optional [rope_dim / 2] (Llama 3.1+ frequency scaling)
 };
 
+struct LlamaLayerIds {
+  WeightId attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
+};
+
+struct LlamaActs {
+  ActId x, normed, q, k, v, attention, projected, gate, up, final_rows, logits;
+};
+
+struct LlamaPlan {
+  ModelHeadIds head;
+  std::vector<LlamaLayerIds> layers;
+  LlamaActs acts;
+};
+
+// Declares the head (shared with other models: DeclareModelHead) and every layer.
+LlamaPlan DeclareLlama(const model::ModelConfig& config, WeightDeclaration* weights,
+                       ActivationTable* activations);
+ModelHeadIds DeclareModelHead(const model::ModelConfig& config, WeightDeclaration* weights);
+
 template <class Ops>
-void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, int layer) {
-  using A = LlamaActivation;
-  const auto& w = ops.layer(layer);
-  ops.RmsNorm(A::kX, w.attn_norm, A::kNormed, 1);
-  ops.Project(A::kNormed, {{w.wq, A::kQ}, {w.wk, A::kK}, {w.wv, A::kV}});
-  if (ops.HasBias(w.bq)) ops.AddBias(w.bq, A::kQ);
-  if (ops.HasBias(w.bk)) ops.AddBias(w.bk, A::kK);
-  if (ops.HasBias(w.bv)) ops.AddBias(w.bv, A::kV);
-  if (ops.HasNorm(w.q_norm)) {  // qk-norm (Qwen3): RMSNorm over each head's vector
-    ops.RmsNorm(A::kQ, w.q_norm, A::kQ, config.num_heads);
-    ops.RmsNorm(A::kK, w.k_norm, A::kK, config.num_kv_heads);
+void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const LlamaActs& a,
+                         const LlamaLayerIds& w, int layer) {
+  ops.RmsNorm(a.x, w.attn_norm, a.normed, 1);
+  ops.Project(a.normed, {{w.wq, a.q}, {w.wk, a.k}, {w.wv, a.v}});
+  if (ops.Has(w.bq)) ops.AddBias(w.bq, a.q);
+  if (ops.Has(w.bk)) ops.AddBias(w.bk, a.k);
+  if (ops.Has(w.bv)) ops.AddBias(w.bv, a.v);
+  if (ops.Has(w.q_norm)) {  // qk-norm (Qwen3): RMSNorm over each head's vector
+    ops.RmsNorm(a.q, w.q_norm, a.q, config.num_heads);
+    ops.RmsNorm(a.k, w.k_norm, a.k, config.num_kv_heads);
   }
-  ops.Rope(A::kQ, config.num_heads);
-  ops.Rope(A::kK, config.num_kv_heads);
-  ops.Attend(layer, A::kQ, A::kK, A::kV, A::kAttention);
-  ops.Project(A::kAttention, {{w.wo, A::kProjected}});
-  ops.Add(A::kX, A::kProjected);
+  ops.Rope(a.q, config.num_heads);
+  ops.Rope(a.k, config.num_kv_heads);
+  ops.Attend(layer, a.q, a.k, a.v, a.attention);
+  ops.Project(a.attention, {{w.wo, a.projected}});
+  ops.Add(a.x, a.projected);
 }
 
 template <class Ops>
-void LlamaFeedForwardBlock(Ops& ops, int layer) {
-  using A = LlamaActivation;
-  const auto& w = ops.layer(layer);
-  ops.RmsNorm(A::kX, w.ffn_norm, A::kNormed, 1);
-  ops.Project(A::kNormed, {{w.w_gate, A::kGate}, {w.w_up, A::kUp}});
-  ops.SwiGlu(A::kGate, A::kUp, A::kGate);
-  ops.Project(A::kGate, {{w.w_down, A::kProjected}});
-  ops.Add(A::kX, A::kProjected);
+void LlamaFeedForwardBlock(Ops& ops, const LlamaActs& a, const LlamaLayerIds& w) {
+  ops.RmsNorm(a.x, w.ffn_norm, a.normed, 1);
+  ops.Project(a.normed, {{w.w_gate, a.gate}, {w.w_up, a.up}});
+  ops.SwiGlu(a.gate, a.up, a.gate);
+  ops.Project(a.gate, {{w.w_down, a.projected}});
+  ops.Add(a.x, a.projected);
 }
 
-// One forward step over the batch the backend prepared; leaves the logits of the sampling
-// sequences in kLogits.
+// The final norm and the head over the rows that sample; shared by every model.
 template <class Ops>
-void LlamaForward(Ops& ops, const model::ModelConfig& config) {
-  using A = LlamaActivation;
-  ops.Embed(A::kX);
+void ModelHeadForward(Ops& ops, const ModelHeadIds& head, ActId x, ActId final_rows,
+                      ActId logits) {
+  ops.GatherLastRows(x, final_rows);
+  ops.RmsNorm(final_rows, head.output_norm, final_rows, 1);
+  ops.Project(final_rows, {{head.output, logits}});
+}
+
+// One forward step over the batch the backend prepared; leaves the sampling rows' logits in
+// plan.acts.logits.
+template <class Ops>
+void LlamaForward(Ops& ops, const model::ModelConfig& config, const LlamaPlan& plan) {
+  const LlamaActs& a = plan.acts;
+  ops.Embed(plan.head.token_embd, a.x);
   for (int layer = 0; layer < config.num_layers; ++layer) {
-    LlamaAttentionBlock(ops, config, layer);
-    LlamaFeedForwardBlock(ops, layer);
+    LlamaAttentionBlock(ops, config, a, plan.layers[layer], layer);
+    LlamaFeedForwardBlock(ops, a, plan.layers[layer]);
   }
-  ops.GatherLastRows(A::kX, A::kFinal);
-  ops.RmsNorm(A::kFinal, ops.output_norm(), A::kFinal, 1);
-  ops.Project(A::kFinal, {{ops.output(), A::kLogits}});
+  ModelHeadForward(ops, plan.head, a.x, a.final_rows, a.logits);
 }
 
 }  // namespace tessera::worker

@@ -1,4 +1,4 @@
-// CpuLlamaRunner::Step on the tiny generated model: it samples exactly what worker::Sampler draws
+// CpuModelRunner::Step on the tiny generated model: it samples exactly what worker::Sampler draws
 // from Forward's logits (greedy and seeded stochastic, logprobs and top logprobs, penalties, in a
 // mixed batch), a sequence ended and re-begun with its generated tokens continues exactly like an
 // uninterrupted one, and a sampling row on a slot that was not started is INVALID_ARGUMENT with
@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/unit/worker/tiny_model_fixture.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/sampler/sampler.h"
 
 namespace tessera::worker {
@@ -77,7 +77,7 @@ bool SameResult(const SampleResult& a, const SampleResult& b) {
 class CpuRunnerSamplingTest : public testing::TinyModelTest {
  protected:
   // Starts each sequence's slot: its prompt, and the tokens it generated before (if any).
-  static void Begin(CpuLlamaRunner& runner, const std::vector<Seq>& seqs) {
+  static void Begin(CpuModelRunner& runner, const std::vector<Seq>& seqs) {
     for (const Seq& s : seqs) {
       const std::span<const int32_t> all(s.tokens);
       runner.BeginSequence(s.slot, s.params, all.first(s.num_prompt), all.subspan(s.num_prompt));
@@ -86,7 +86,7 @@ class CpuRunnerSamplingTest : public testing::TinyModelTest {
 
   // Runs started `seqs` through runner.Step (chunked prefill, then decodes) until the first has
   // `num_samples` sampled tokens; every sampled token is appended to its sequence.
-  static void GenerateWithStep(CpuLlamaRunner& runner, std::vector<Seq>& seqs, int chunk,
+  static void GenerateWithStep(CpuModelRunner& runner, std::vector<Seq>& seqs, int chunk,
                                int num_samples) {
     StepSamples samples;
     while (seqs[0].sampled.size() < static_cast<size_t>(num_samples)) {
@@ -106,7 +106,7 @@ class CpuRunnerSamplingTest : public testing::TinyModelTest {
   }
 
   // The same with runner.Forward and one Sampler per sequence on the host.
-  static void GenerateWithForward(CpuLlamaRunner& runner, std::vector<Seq>& seqs, int chunk,
+  static void GenerateWithForward(CpuModelRunner& runner, std::vector<Seq>& seqs, int chunk,
                                   int num_samples) {
     std::vector<Sampler> samplers;
     for (Seq& s : seqs) {

@@ -21,8 +21,8 @@
 #include "tests/unit/worker/sim_router.h"
 #include "tests/unit/worker/tiny_model_fixture.h"
 #include "tools/convert/tiny_model.h"
-#include "worker/cpu/cpu_llama_runner.h"
-#include "worker/cuda/cuda_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
+#include "worker/cuda/cuda_model_runner.h"
 #include "worker/loaded_model.h"
 #include "worker/step_executor.h"
 
@@ -73,21 +73,22 @@ class CudaRunnerTest : public ::testing::Test {
 
   static const model::ModelConfig& config() { return model_->config; }
 
-  static std::unique_ptr<CpuLlamaRunner> MakeCpuRunner(int max_num_seqs = 8) {
-    return std::make_unique<CpuLlamaRunner>(
-        model_->config, model_->weights.get(), pool_,
+  static std::unique_ptr<CpuModelRunner> MakeCpuRunner(int max_num_seqs = 8) {
+    return std::make_unique<CpuModelRunner>(
+        model_->config, &model_->plan, model_->weights.get(), pool_,
         CpuRunnerOptions{.block_size = kBlockSize, .num_kv_blocks = kNumBlocks,
                          .max_num_seqs = max_num_seqs});
   }
 
   // A runner on the fixture's device; the options' block size and pool are the fixture's.
-  static std::unique_ptr<CudaLlamaRunner> MakeCudaRunner(CudaRunnerOptions options) {
+  static std::unique_ptr<CudaModelRunner> MakeCudaRunner(CudaRunnerOptions options) {
     options.block_size = kBlockSize;
     options.num_kv_blocks = kNumBlocks;
     auto runtime = device::OpenDevice(TestDeviceOptions());
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     auto runner =
-        CudaLlamaRunner::Create(*std::move(runtime), model_->config, *model_->weights, options);
+        CudaModelRunner::Create(*std::move(runtime), model_->config, model_->plan,
+                                *model_->weights, options);
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
   }

@@ -1,5 +1,5 @@
 // `--load-format dummy` through the runner factory on the emulated device (worker/runner_factory.h,
-// worker/cuda/dummy_llama_weights.h): the `tiny` shape's runner takes a prefill and decode steps
+// worker/cuda/dummy_model_weights.h): the `tiny` shape's runner takes a prefill and decode steps
 // with finite logits, every tensor is on the device, the weights are a function of the seed
 // (two builds with one seed give the same logits bit for bit, another seed others), and the
 // flag errors are one line naming the problem.

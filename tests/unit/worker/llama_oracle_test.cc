@@ -16,7 +16,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "kernels/cpu/isa.h"
 #include "nlohmann/json.hpp"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 #include "worker/offline_generation.h"
 
@@ -70,7 +70,7 @@ TEST_P(LlamaOracleTest, LogitsAndGreedyTokensMatchTransformers) {
     const std::vector<int32_t> prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
     EXPECT_EQ((*tok)->Encode(c.at("text").get<std::string>(), {.add_special = false}), prompt);
 
-    CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
+    CpuModelRunner runner((*model)->config, &(*model)->plan, (*model)->weights.get(), &pool,
                           {.block_size = 16, .num_kv_blocks = 16, .isa = isa});
     ASSERT_EQ(runner.isa(), isa);
     GenerationRequest request{.prompt = prompt, .max_tokens = 16};

@@ -3,7 +3,7 @@
 // Each mode must really be on: its KL is bounded from below too (a lossy option that silently ran
 // the exact path would give KL 0), int8 packing covers every projection, and a model the int8 path
 // cannot fully pack is refused loudly instead of falling back to the exact matmul.
-// (Their bit-exact contracts are in cpu_llama_runner_test.cc.)
+// (Their bit-exact contracts are in cpu_model_runner_test.cc.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "tests/unique_temp_path.h"
 #include "tools/convert/tiny_model.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 
 namespace tessera::worker {
@@ -81,7 +81,7 @@ class LossyNumericsTest : public ::testing::Test {
                                                        const std::vector<int32_t>& tokens) {
     kernels::cpu::ThreadPool pool(2);
     const int64_t blocks = static_cast<int64_t>(tokens.size()) / 16 + 2;
-    CpuLlamaRunner runner(model_->config, model_->weights.get(), &pool,
+    CpuModelRunner runner(model_->config, &model_->plan, model_->weights.get(), &pool,
                           {.block_size = 16,
                            .num_kv_blocks = blocks,
                            .activations = activations,
@@ -162,15 +162,15 @@ void CheckKl(const LossyCase& c, const std::vector<std::vector<float>>& exact,
 }
 
 TEST_F(LossyNumericsTest, Int8PackingCoversEveryProjectionOfTheDefaultModel) {
-  EXPECT_TRUE(UnpackableInt8Weights(*model_->weights).empty());
-  EXPECT_TRUE(CheckInt8Packable(*model_->weights).ok());
+  EXPECT_TRUE(UnpackableInt8Weights(model_->plan.weights, *model_->weights).empty());
+  EXPECT_TRUE(CheckInt8Packable(model_->plan.weights, *model_->weights).ok());
   kernels::cpu::ThreadPool pool(1);
-  const CpuLlamaRunner runner(model_->config, model_->weights.get(), &pool,
+  const CpuModelRunner runner(model_->config, &model_->plan, model_->weights.get(), &pool,
                               {.num_kv_blocks = 2, .activations = MatmulActivations::kInt8});
   ASSERT_NE(runner.int8_weights(), nullptr);
   // q, k, v, o, gate, up, down per layer + the output head.
   EXPECT_EQ(runner.int8_weights()->packed_count(), 7 * model_->config.num_layers + 1);
-  const CpuLlamaRunner exact(model_->config, model_->weights.get(), &pool, {.num_kv_blocks = 2});
+  const CpuModelRunner exact(model_->config, &model_->plan, model_->weights.get(), &pool, {.num_kv_blocks = 2});
   EXPECT_EQ(exact.int8_weights(), nullptr);
 }
 
@@ -182,14 +182,14 @@ TEST(Int8FallbackTest, AModelTheInt8PathCannotPackIsRefusedLoudly) {
   absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadModel(path);
   std::filesystem::remove(path);
   ASSERT_TRUE(model.ok()) << model.status();
-  const absl::Status packable = CheckInt8Packable(*(*model)->weights);
+  const absl::Status packable = CheckInt8Packable((*model)->plan.weights, *(*model)->weights);
   EXPECT_EQ(packable.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(packable.message().find("blk.0.ffn_gate (F32, 64 cols)"), std::string::npos)
+  EXPECT_NE(packable.message().find("blk.0.ffn_gate.weight (F32, 64 cols)"), std::string::npos)
       << packable;
   EXPECT_NE(packable.message().find("blk.0.ffn_down"), std::string::npos) << packable;
   EXPECT_EQ(packable.message().find("blk.1."), std::string::npos) << packable;  // Q4_1/Q8_0
   kernels::cpu::ThreadPool pool(1);
-  EXPECT_DEATH(CpuLlamaRunner((*model)->config, (*model)->weights.get(), &pool,
+  EXPECT_DEATH(CpuModelRunner((*model)->config, &(*model)->plan, (*model)->weights.get(), &pool,
                               {.num_kv_blocks = 2, .activations = MatmulActivations::kInt8}),
                "int8 activations need every matmul weight");
 }

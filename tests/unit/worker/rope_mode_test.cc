@@ -24,7 +24,7 @@
 #include "common/gguf/gguf_writer.h"
 #include "tests/unique_temp_path.h"
 #include "tools/convert/tiny_model.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 
 namespace tessera::worker {
@@ -148,7 +148,7 @@ std::vector<float> PromptLogits(const std::string& path, const std::string& expe
   if (!model.ok()) return {};
   EXPECT_EQ((*model)->config.architecture, expected_arch);
   cpu::ThreadPool pool(2);
-  CpuLlamaRunner runner((*model)->config, (*model)->weights.get(), &pool,
+  CpuModelRunner runner((*model)->config, &(*model)->plan, (*model)->weights.get(), &pool,
                         {.block_size = 16, .num_kv_blocks = 8});
   EXPECT_EQ(runner.rope_table().mode(),
             expected_arch == "llama" ? cpu::RopeMode::kNormal : cpu::RopeMode::kNeox);

@@ -16,7 +16,7 @@
 #include "tests/unique_temp_path.h"
 #include "tests/unit/kernels/rope_reference.h"
 #include "tools/convert/tiny_model.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 
 namespace tessera::worker {
@@ -68,7 +68,7 @@ bool RowsBitEqual(const cpu::RopeTable& a, int64_t pos_a, const cpu::RopeTable& 
 // Last-token logits of a 40-token prompt on a fresh runner.
 std::vector<float> PromptLogits(const LoadedModel& model) {
   cpu::ThreadPool pool(2);
-  CpuLlamaRunner runner(model.config, model.weights.get(), &pool,
+  CpuModelRunner runner(model.config, &model.plan, model.weights.get(), &pool,
                         {.block_size = 16, .num_kv_blocks = 8});
   std::vector<int32_t> tokens(40);
   for (int i = 0; i < 40; ++i) tokens[i] = 3 + (i * 37) % 200;
@@ -163,8 +163,8 @@ TEST(RopeScalingRunnerTest, LinearFactorTwoRotatesAtTwiceThePosition) {
   ASSERT_EQ(linear->config.rope_scaling.type, model::RopeScalingType::kLinear);
   cpu::ThreadPool pool(1);
   const CpuRunnerOptions options{.block_size = 16, .num_kv_blocks = 4};
-  CpuLlamaRunner plain_runner(plain->config, plain->weights.get(), &pool, options);
-  CpuLlamaRunner linear_runner(linear->config, linear->weights.get(), &pool, options);
+  CpuModelRunner plain_runner(plain->config, &plain->plan, plain->weights.get(), &pool, options);
+  CpuModelRunner linear_runner(linear->config, &linear->plan, linear->weights.get(), &pool, options);
   ASSERT_EQ(linear_runner.rope_table().max_positions(), kTinyContext);
   for (int64_t p = 0; p < kTinyContext / 2; ++p) {
     ASSERT_TRUE(RowsBitEqual(linear_runner.rope_table(), 2 * p, plain_runner.rope_table(), p))
@@ -184,8 +184,8 @@ TEST(RopeScalingRunnerTest, RopeFreqsAreHonoured) {
     AddRopeFreqs(w, std::vector<float>(kTinyRopeDim / 2, 2.0f));
   }));
   ASSERT_TRUE(plain && linear && halved);
-  EXPECT_TRUE(plain->weights->rope_freqs.empty());
-  ASSERT_EQ(halved->weights->rope_freqs.size(), kTinyRopeDim / 2u);
+  EXPECT_TRUE((*plain->weights)[plain->plan.head.rope_freqs].values.empty());
+  ASSERT_EQ((*halved->weights)[halved->plan.head.rope_freqs].values.size(), kTinyRopeDim / 2u);
   const std::vector<float> plain_logits = PromptLogits(*plain);
   const std::vector<float> halved_logits = PromptLogits(*halved);
   EXPECT_EQ(halved_logits, PromptLogits(*linear));
@@ -199,7 +199,7 @@ TEST(RopeScalingRunnerTest, RopeFreqsAreHonoured) {
   }));
   ASSERT_TRUE(llama3);
   cpu::ThreadPool pool(1);
-  CpuLlamaRunner runner(llama3->config, llama3->weights.get(), &pool,
+  CpuModelRunner runner(llama3->config, &llama3->plan, llama3->weights.get(), &pool,
                         {.block_size = 16, .num_kv_blocks = 4});
   cpu::RopeParams expected_params = RopeParamsForModel(plain->config, {});
   expected_params.freq_factors = uneven;

@@ -231,6 +231,7 @@ class DeviceLikeRunner final : public ModelRunner {
   KvPoolInfo kv_pool() const override { return inner_->kv_pool(); }
   std::string backend_name() const override { return "device-like"; }
   int max_num_seqs() const override { return inner_->max_num_seqs(); }
+  ModelLayerInfo layer_info() const override { return inner_->layer_info(); }
   void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated) override {
     inner_->BeginSequence(slot, params, prompt, generated);

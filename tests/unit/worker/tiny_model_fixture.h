@@ -12,7 +12,7 @@
 #include "tests/unique_temp_path.h"
 #include "tests/unit/worker/sim_router.h"
 #include "tools/convert/tiny_model.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 
 namespace tessera::worker::testing {
@@ -46,9 +46,9 @@ class TinyModelTest : public ::testing::Test {
     model_ = nullptr;
   }
 
-  static std::unique_ptr<CpuLlamaRunner> MakeRunner(int block_size, int64_t num_blocks) {
-    return std::make_unique<CpuLlamaRunner>(
-        model_->config, model_->weights.get(), pool_,
+  static std::unique_ptr<CpuModelRunner> MakeRunner(int block_size, int64_t num_blocks) {
+    return std::make_unique<CpuModelRunner>(
+        model_->config, &model_->plan, model_->weights.get(), pool_,
         CpuRunnerOptions{.block_size = block_size, .num_kv_blocks = num_blocks});
   }
 

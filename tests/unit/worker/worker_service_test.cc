@@ -83,7 +83,7 @@ class WorkerServiceTest : public testing::TinyModelTest {
     return results;
   }
 
-  std::unique_ptr<CpuLlamaRunner> runner_;
+  std::unique_ptr<CpuModelRunner> runner_;
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -1,13 +1,14 @@
-#include "worker/cuda/cuda_llama_runner.h"
+#include "worker/cuda/cuda_model_runner.h"
 
 #include <algorithm>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/util/absl_compat.h"
 #include "common/util/check.h"
 #include "common/util/status_macros.h"
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/step_batch_validation.h"
 
 namespace tessera::worker {
@@ -32,20 +33,27 @@ absl::StatusOr<device::DataType> ParseComputeDtype(std::string_view name) {
       absl::StrCat("unknown dtype '", util::ToAbsl(name), "' (expected bf16, f16 or f32)"));
 }
 
-CudaLlamaRunner::CudaLlamaRunner(std::unique_ptr<device::DeviceRuntime> runtime,
-                                 const model::ModelConfig& config,
+CudaModelRunner::CudaModelRunner(std::unique_ptr<device::DeviceRuntime> runtime,
+                                 const model::ModelConfig& config, ModelPlan plan,
                                  const CudaRunnerOptions& options)
     : runtime_(std::move(runtime)),
       config_(config),
+      plan_(std::move(plan)),
       options_(options),
       sampling_(options.max_num_seqs) {}
 
-CudaLlamaRunner::~CudaLlamaRunner() {
+CudaModelRunner::~CudaModelRunner() {
   if (runtime_) (void)runtime_->Synchronize();
 }
 
-absl::Status CudaLlamaRunner::CheckRunnable(const model::ModelConfig& config,
+absl::Status CudaModelRunner::CheckRunnable(const model::ModelConfig& config,
+                                            const ModelPlan& plan,
                                             const CudaRunnerOptions& options) {
+  if (plan.num_linear_layers > 0 || !std::holds_alternative<LlamaPlan>(plan.body)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the cuda backend does not run '", config.architecture,
+        "' yet (no Gated DeltaNet or MoE kernels on the device); use --device cpu"));
+  }
   if (!DeviceKernels::SupportsHeadDim(config.head_dim)) {
     return absl::FailedPreconditionError(
         absl::StrCat("the cuda backend has no attention kernel for head_dim ", config.head_dim,
@@ -58,31 +66,33 @@ absl::Status CudaLlamaRunner::CheckRunnable(const model::ModelConfig& config,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
     std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-    const LlamaWeights& weights, const CudaRunnerOptions& options) {
-  TESSERA_RETURN_IF_ERROR(CheckRunnable(config, options));
-  const kernels::cpu::RopeTable rope(RopeParamsForModel(config, weights.rope_freqs),
-                                     config.context_length);
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceLlamaWeights> device_weights,
-                           UploadLlamaWeights(*runtime, weights, rope, options.dtype));
-  return Create(std::move(runtime), config, std::move(device_weights), options);
+    const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckRunnable(config, plan, options));
+  const kernels::cpu::RopeTable rope(
+      RopeParamsForModel(config, weights[plan.head.rope_freqs].values), config.context_length);
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<DeviceModelWeights> device_weights,
+      UploadModelWeights(*runtime, plan.weights, weights, rope, options.dtype));
+  return Create(std::move(runtime), config, plan, std::move(device_weights), options);
 }
 
-absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> CudaLlamaRunner::Create(
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
     std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-    std::unique_ptr<DeviceLlamaWeights> weights, const CudaRunnerOptions& options) {
-  TESSERA_RETURN_IF_ERROR(CheckRunnable(config, options));
+    const ModelPlan& plan, std::unique_ptr<DeviceModelWeights> weights,
+    const CudaRunnerOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckRunnable(config, plan, options));
   TESSERA_CHECK(weights != nullptr && weights->dtype == options.dtype &&
-                    static_cast<int>(weights->layers.size()) == config.num_layers,
-                "CudaLlamaRunner::Create: device weights of another dtype or layer count");
-  std::unique_ptr<CudaLlamaRunner> runner(
-      new CudaLlamaRunner(std::move(runtime), config, options));
+                    static_cast<int>(weights->tensors.size()) == plan.weights.size(),
+                "CudaModelRunner::Create: device weights of another dtype or declaration");
+  std::unique_ptr<CudaModelRunner> runner(
+      new CudaModelRunner(std::move(runtime), config, plan, options));
   TESSERA_RETURN_IF_ERROR(runner->Initialize(std::move(weights)));
   return runner;
 }
 
-absl::Status CudaLlamaRunner::Initialize(std::unique_ptr<DeviceLlamaWeights> weights) {
+absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> weights) {
   TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
   TESSERA_RETURN_IF_ERROR(kernels_->PrepareSampling(config_.vocab_size));
   weights_ = std::move(weights);
@@ -111,8 +121,8 @@ absl::Status CudaLlamaRunner::Initialize(std::unique_ptr<DeviceLlamaWeights> wei
                                      .decode_partition = options_.batch_invariant
                                                              ? 0
                                                              : options_.decode_partition};
-  TESSERA_ASSIGN_OR_RETURN(ops_, DeviceLlamaOps::Create(*runtime_, *kernels_, config_, *weights_,
-                                                        kv_, ops_options));
+  TESSERA_ASSIGN_OR_RETURN(ops_, DeviceModelOps::Create(*runtime_, *kernels_, config_, plan_,
+                                                        *weights_, kv_, ops_options));
   // Last: the pool takes what the weights, step buffers and activations left.
   TESSERA_RETURN_IF_ERROR(AllocateKvPool());
   TESSERA_ASSIGN_OR_RETURN(step_start_, runtime_->CreateEvent());
@@ -122,12 +132,12 @@ absl::Status CudaLlamaRunner::Initialize(std::unique_ptr<DeviceLlamaWeights> wei
   return runtime_->Synchronize();
 }
 
-int64_t CudaLlamaRunner::KvBlockBytes() const {
-  return int64_t{2} * config_.num_layers * options_.block_size * config_.num_kv_heads *
+int64_t CudaModelRunner::KvBlockBytes() const {
+  return int64_t{2} * plan_.num_attention_layers * options_.block_size * config_.num_kv_heads *
          config_.head_dim * static_cast<int64_t>(device::DataTypeBytes(options_.dtype));
 }
 
-absl::StatusOr<int64_t> CudaLlamaRunner::KvBlocksToAllocate(int64_t block_bytes) {
+absl::StatusOr<int64_t> CudaModelRunner::KvBlocksToAllocate(int64_t block_bytes) {
   if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
   if (options_.kv_cache_bytes > 0) return options_.kv_cache_bytes / block_bytes;
   TESSERA_ASSIGN_OR_RETURN(const uint64_t free_bytes, runtime_->FreeMemoryBytes());
@@ -150,7 +160,7 @@ absl::StatusOr<int64_t> CudaLlamaRunner::KvBlocksToAllocate(int64_t block_bytes)
   return blocks;
 }
 
-absl::Status CudaLlamaRunner::AllocateKvPool() {
+absl::Status CudaModelRunner::AllocateKvPool() {
   const int64_t block_bytes = KvBlockBytes();
   TESSERA_ASSIGN_OR_RETURN(const int64_t blocks, KvBlocksToAllocate(block_bytes));
   if (blocks < 2) {
@@ -163,23 +173,23 @@ absl::Status CudaLlamaRunner::AllocateKvPool() {
   // Zeroed: padding rows of batch-invariant decode graphs read the null block 0.
   TESSERA_RETURN_IF_ERROR(runtime_->Fill(kv_memory_.data(), 0, kv_memory_.bytes()));
   kv_ = {.num_blocks = blocks, .block_size = options_.block_size};
-  const size_t pool_bytes = static_cast<size_t>(block_bytes / (2 * config_.num_layers)) * blocks;
-  for (int l = 0; l < config_.num_layers; ++l) {
+  const size_t pool_bytes = static_cast<size_t>(block_bytes / (2 * plan_.num_attention_layers)) * blocks;
+  for (int l = 0; l < plan_.num_attention_layers; ++l) {
     kv_.k.push_back(kv_memory_.as<uint8_t>() + (2 * l) * pool_bytes);
     kv_.v.push_back(kv_memory_.as<uint8_t>() + (2 * l + 1) * pool_bytes);
   }
   return absl::OkStatus();
 }
 
-KvPoolInfo CudaLlamaRunner::kv_pool() const {
+KvPoolInfo CudaModelRunner::kv_pool() const {
   return {.block_size = options_.block_size,
           .num_blocks = kv_.num_blocks,
           .bytes = kv_.num_blocks * KvBlockBytes()};
 }
 
-int64_t CudaLlamaRunner::activation_bytes() const { return ops_->activation_bytes(); }
+int64_t CudaModelRunner::activation_bytes() const { return ops_->activation_bytes(); }
 
-std::string CudaLlamaRunner::DeviceDescription() const {
+std::string CudaModelRunner::DeviceDescription() const {
   const device::DeviceProperties& p = runtime_->properties();
   return absl::StrFormat("%s %s, %.1f GiB, %s%s, graphs %s", DeviceKindName(runtime_->kind()),
                          p.name, static_cast<double>(p.total_memory_bytes) / (1 << 30),
@@ -188,16 +198,16 @@ std::string CudaLlamaRunner::DeviceDescription() const {
                          CudaGraphModeName(options_.graphs));
 }
 
-void CudaLlamaRunner::BeginSequence(int slot, const SamplingParams& params,
+void CudaModelRunner::BeginSequence(int slot, const SamplingParams& params,
                                     std::span<const int32_t> prompt,
                                     std::span<const int32_t> generated) {
   sampling_.Begin(slot, params, prompt, generated);
   tables_->Reset(slot);  // a new sequence: its whole table goes over with its first step
 }
 
-void CudaLlamaRunner::EndSequence(int slot) { sampling_.End(slot); }
+void CudaModelRunner::EndSequence(int slot) { sampling_.End(slot); }
 
-absl::Status CudaLlamaRunner::Validate(std::span<const SequenceWork> batch, bool sampling) {
+absl::Status CudaModelRunner::Validate(std::span<const SequenceWork> batch, bool sampling) {
   const BatchLimits limits{.block_size = options_.block_size,
                            .num_blocks = kv_.num_blocks,
                            .max_tokens = std::max(options_.max_num_batched_tokens,

@@ -1,10 +1,10 @@
-// The `cuda` model runner for llama-family models (DESIGN.md §5): the model definition
-// (worker/models/llama_model.h) on the device ops (device_llama_ops.h), over a DeviceRuntime —
+// The `cuda` model runner (DESIGN.md §5): a model definition (worker/models/model_plan.h) on the
+// device ops (device_model_ops.h), over a DeviceRuntime —
 // a real GPU (`--device cuda`) or the SIMT-emulated device (`--device emulated`), the very same
 // runner code either way.
 //
 // At creation: weights dequantized to the compute dtype and uploaded once, or taken over already
-// on the device (synthetic ones, dummy_llama_weights.h) (bytes and load time reported),
+// on the device (synthetic ones, dummy_model_weights.h) (bytes and load time reported),
 // activations, persistent step buffers (device_step_inputs.h) and the decode
 // attention workspace allocated for the capacity (max_num_batched_tokens, max_num_seqs), then
 // the paged KV pool from what is left (gpu_memory_utilization of the device's memory, or an
@@ -16,8 +16,11 @@
 // the device sampler eagerly; ONE device->host copy of the sampled ids and logprobs (the only
 // wait on the hot path). Device time comes from events around the step's work.
 //
-// Ownership: owns the runtime, kernels, device weights, KV pool, step buffers, ops and graph
-// cache; borrows nothing after Create (the host weights may be freed). Threading: one thread
+// Hybrid plans (linear-attention or MoE layers) are refused at Create until their device kernels
+// are wired in (UNIMPLEMENTED naming the architecture).
+//
+// Ownership: owns the runtime, kernels, a copy of the plan, device weights, KV pool, step
+// buffers, ops and graph cache; borrows nothing after Create (the host weights may be freed). Threading: one thread
 // (the worker's step thread) calls it.
 #pragma once
 
@@ -29,15 +32,16 @@
 #include "common/model/model_config.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
-#include "worker/cpu/llama_weights.h"
+#include "worker/cpu/cpu_model_weights.h"
 #include "worker/cuda/device_block_tables.h"
 #include "worker/cuda/device_kernels.h"
-#include "worker/cuda/device_llama_ops.h"
-#include "worker/cuda/device_llama_weights.h"
+#include "worker/cuda/device_model_ops.h"
+#include "worker/cuda/device_model_weights.h"
 #include "worker/cuda/device_slot_sampling.h"
 #include "worker/cuda/device_step_inputs.h"
 #include "worker/cuda/graph_cache.h"
 #include "worker/model_runner.h"
+#include "worker/models/model_plan.h"
 
 namespace tessera::worker {
 
@@ -59,25 +63,30 @@ struct CudaRunnerOptions {
 // "bf16" | "f16" | "f32"; INVALID_ARGUMENT naming the accepted values otherwise.
 absl::StatusOr<device::DataType> ParseComputeDtype(std::string_view name);
 
-class CudaLlamaRunner final : public ModelRunner {
+class CudaModelRunner final : public ModelRunner {
  public:
-  // Errors, one line each: an architecture the kernels do not cover (head_dim), a weight type
-  // that cannot be dequantized, too little device memory (naming what was needed).
-  static absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> Create(
+  // Errors, one line each: an architecture the kernels do not cover (head_dim, hybrid layers), a
+  // weight type that cannot be dequantized, too little device memory (naming what was needed).
+  static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Create(
       std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-      const LlamaWeights& weights, const CudaRunnerOptions& options);
-  // Weights already on `runtime` (e.g. MakeDummyLlamaWeights), in options.dtype and shaped by
-  // `config`, RoPE table included; the runner takes them over. The path above uploads host
+      const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options);
+  // Weights already on `runtime` (e.g. MakeDummyModelWeights), in options.dtype and declared by
+  // `plan`, RoPE table included; the runner takes them over. The path above uploads host
   // weights and then continues here.
-  static absl::StatusOr<std::unique_ptr<CudaLlamaRunner>> Create(
+  static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Create(
       std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-      std::unique_ptr<DeviceLlamaWeights> weights, const CudaRunnerOptions& options);
-  ~CudaLlamaRunner() override;
+      const ModelPlan& plan, std::unique_ptr<DeviceModelWeights> weights,
+      const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
 
   const model::ModelConfig& config() const override { return config_; }
   KvPoolInfo kv_pool() const override;
   std::string backend_name() const override { return "cuda"; }
   int max_num_seqs() const override { return options_.max_num_seqs; }
+  ModelLayerInfo layer_info() const override {
+    return {.attention_layers = plan_.num_attention_layers, .linear_layers = 0,
+            .state_bytes_per_sequence = 0};
+  }
   void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated) override;
   void EndSequence(int slot) override;
@@ -86,7 +95,7 @@ class CudaLlamaRunner final : public ModelRunner {
 
   device::DeviceRuntime& runtime() { return *runtime_; }
   const CudaRunnerOptions& options() const { return options_; }
-  const DeviceLlamaWeights& device_weights() const { return *weights_; }
+  const DeviceModelWeights& device_weights() const { return *weights_; }
   const GraphCache& graphs() const { return *graphs_; }
   // The KV pool's memory (tests read it back to prove padding rows write nothing).
   const device::DeviceMemory& kv_memory() const { return kv_memory_; }
@@ -95,12 +104,13 @@ class CudaLlamaRunner final : public ModelRunner {
   std::string DeviceDescription() const;
 
  private:
-  CudaLlamaRunner(std::unique_ptr<device::DeviceRuntime> runtime,
-                  const model::ModelConfig& config, const CudaRunnerOptions& options);
+  CudaModelRunner(std::unique_ptr<device::DeviceRuntime> runtime,
+                  const model::ModelConfig& config, ModelPlan plan,
+                  const CudaRunnerOptions& options);
   // What both Create paths check before any device work.
-  static absl::Status CheckRunnable(const model::ModelConfig& config,
+  static absl::Status CheckRunnable(const model::ModelConfig& config, const ModelPlan& plan,
                                     const CudaRunnerOptions& options);
-  absl::Status Initialize(std::unique_ptr<DeviceLlamaWeights> weights);
+  absl::Status Initialize(std::unique_ptr<DeviceModelWeights> weights);
   absl::Status AllocateKvPool();
   absl::StatusOr<int64_t> KvBlocksToAllocate(int64_t block_bytes);
   int64_t KvBlockBytes() const;
@@ -124,14 +134,15 @@ class CudaLlamaRunner final : public ModelRunner {
 
   std::unique_ptr<device::DeviceRuntime> runtime_;
   model::ModelConfig config_;
+  ModelPlan plan_;
   CudaRunnerOptions options_;
   std::unique_ptr<DeviceKernels> kernels_;
-  std::unique_ptr<DeviceLlamaWeights> weights_;
+  std::unique_ptr<DeviceModelWeights> weights_;
   std::unique_ptr<DeviceStepInputs> inputs_;
   std::unique_ptr<DeviceBlockTables> tables_;
   DeviceKvPools kv_;
   device::DeviceMemory kv_memory_;
-  std::unique_ptr<DeviceLlamaOps> ops_;
+  std::unique_ptr<DeviceModelOps> ops_;
   std::unique_ptr<GraphCache> graphs_;
   DeviceSlotSampling sampling_;
   device::EventHandle step_start_ = 0, step_end_ = 0;

@@ -1,5 +1,5 @@
-// The device backend of the llama model definition (worker/models/llama_model.h): each op
-// enqueues one or two kernels (device_kernels.h) or a GEMM on the device runtime's stream, over
+// The device backend of the model definitions (worker/models/model_ops.h): each op enqueues one
+// or two kernels (device_kernels.h) or a GEMM on the device runtime's stream, over the plan's
 // activations allocated once for the runner's capacity. Nothing is allocated or synchronised
 // here, so a decode step's ops can be captured into a CUDA graph and replayed.
 //
@@ -11,11 +11,12 @@
 // prompt was chunked.
 //
 // A launch error is kept (the first one) and later ops do nothing; the runner reads status()
-// after the forward pass. Ownership: owns its activations; borrows weights, kernels, runtime,
+// after the forward pass. The hybrid layer kinds (SplitHeads, SigmoidMul, LinearAttend, MoeFfn)
+// have no device kernels yet: they record UNIMPLEMENTED, and CudaModelRunner refuses such plans
+// before any step (issue 30's CUDA part). Ownership: owns its activations; borrows weights, kernels, runtime,
 // KV pools and step inputs from its runner. Threading: the step thread only.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <vector>
@@ -26,17 +27,19 @@
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
 #include "worker/cuda/device_kernels.h"
-#include "worker/cuda/device_llama_weights.h"
+#include "worker/cuda/device_model_weights.h"
 #include "worker/cuda/device_step_inputs.h"
-#include "worker/models/llama_model.h"
+#include "worker/models/model_ops.h"
+#include "worker/models/model_plan.h"
 
 namespace tessera::worker {
 
-// Every layer's K and V pool: [num_blocks, block_size, num_kv_heads, head_dim] of the dtype.
+// Every attention layer's K and V pool: [num_blocks, block_size, num_kv_heads, head_dim] of the
+// dtype.
 struct DeviceKvPools {
   int64_t num_blocks = 0;
   int block_size = 0;
-  std::vector<void*> k, v;  // [num_layers]
+  std::vector<void*> k, v;  // [attention layers]
 };
 
 // What the attention of one step needs beyond the step inputs: host-side maxima that size the
@@ -57,17 +60,13 @@ struct DeviceOpsOptions {
   int decode_partition = 0;  // > 0 forces the decode kernel's partition size
 };
 
-class DeviceLlamaOps {
+class DeviceModelOps {
  public:
-  using Act = LlamaActivation;
-  struct Projection {
-    const DeviceMatrix& weight;
-    Act out;
-  };
-
-  static absl::StatusOr<std::unique_ptr<DeviceLlamaOps>> Create(
+  // Borrows plan and weights (they must outlive the ops).
+  static absl::StatusOr<std::unique_ptr<DeviceModelOps>> Create(
       device::DeviceRuntime& runtime, DeviceKernels& kernels, const model::ModelConfig& config,
-      const DeviceLlamaWeights& weights, const DeviceKvPools& kv, const DeviceOpsOptions& options);
+      const ModelPlan& plan, const DeviceModelWeights& weights, const DeviceKvPools& kv,
+      const DeviceOpsOptions& options);
 
   // Points the ops at the step `inputs` describe (shape and device addresses).
   void BeginStep(const DeviceStepInputs& inputs, const DeviceStepAttention& attention);
@@ -76,43 +75,45 @@ class DeviceLlamaOps {
   const float* logits() const;
   int64_t activation_bytes() const { return activation_bytes_; }
 
-  // The ops of llama_model.h.
-  const DeviceLlamaLayer& layer(int l) const { return weights_.layers[l]; }
-  const void* output_norm() const { return weights_.output_norm; }
-  const DeviceMatrix& output() const { return weights_.output; }
-  static bool HasBias(const void* bias) { return bias != nullptr; }
-  static bool HasNorm(const void* norm) { return norm != nullptr; }
-  void Embed(Act out);
-  void RmsNorm(Act in, const void* weight, Act out, int groups);
-  void Project(Act in, std::initializer_list<Projection> outputs);
-  void AddBias(const void* bias, Act inout);
-  void Rope(Act inout, int num_heads);
-  void Attend(int layer, Act q, Act k, Act v, Act out);
-  void SwiGlu(Act gate, Act up, Act out);
-  void Add(Act inout, Act delta);
-  void GatherLastRows(Act in, Act out);
+  // The ops of model_ops.h.
+  bool Has(WeightId id) const { return id != kNoWeight && weights_[id].data != nullptr; }
+  void Embed(WeightId table, ActId out);
+  void RmsNorm(ActId in, WeightId weight, ActId out, int groups);
+  void Project(ActId in, std::initializer_list<Projection> outputs);
+  void AddBias(WeightId bias, ActId inout);
+  void Rope(ActId inout, int num_heads);
+  void Attend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
+  void SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts);
+  void SigmoidMul(ActId gate, ActId inout);
+  void SwiGlu(ActId gate, ActId up, ActId out);
+  void Add(ActId inout, ActId delta);
+  void GatherLastRows(ActId in, ActId out);
+  void LinearAttend(int linear_layer, const GdnOpWeights& weights, const GdnOpActs& acts);
+  void MoeFfn(ActId in, const MoeOpWeights& weights, ActId out);
 
  private:
-  static constexpr int kNumActs = static_cast<int>(Act::kLogits) + 1;
-
-  DeviceLlamaOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
-                 const model::ModelConfig& config, const DeviceLlamaWeights& weights,
-                 const DeviceKvPools& kv, const DeviceOpsOptions& options);
+  DeviceModelOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
+                 const model::ModelConfig& config, const ModelPlan& plan,
+                 const DeviceModelWeights& weights, const DeviceKvPools& kv,
+                 const DeviceOpsOptions& options);
   absl::Status AllocateActivations();
-  int Rows(Act act) const;
-  int Width(Act act) const;
-  void* Buffer(Act act) const;
-  size_t ElementBytes(Act act) const;
+  absl::Status AllocateDecodeWorkspace();
+  int Rows(ActId act) const;
+  int Width(ActId act) const { return static_cast<int>(plan_.activations[act].width); }
+  void* Buffer(ActId act) const;
+  size_t ElementBytes(ActId act) const;
   // Keeps the first error.
   void Check(const absl::Status& status);
-  void Gemm(Act in, const DeviceMatrix& weight, Act out);
-  void DecodeAttention(int layer, const void* q, void* out);
-  void PrefillAttention(int layer, const void* q, void* out);
+  void Unimplemented(const char* op);
+  void Gemm(ActId in, const DeviceWeight& weight, ActId out);
+  void DecodeAttention(int kv_layer, const void* q, void* out);
+  void PrefillAttention(int kv_layer, const void* q, void* out);
 
   device::DeviceRuntime& runtime_;
   DeviceKernels& kernels_;
   model::ModelConfig config_;
-  const DeviceLlamaWeights& weights_;
+  const ModelPlan& plan_;
+  const DeviceModelWeights& weights_;
   const DeviceKvPools& kv_;
   DeviceOpsOptions options_;
   device::DataType dtype_;
@@ -120,10 +121,11 @@ class DeviceLlamaOps {
   DeviceStepAttention attention_;
   absl::Status status_;
 
-  // Activations: buffers_[slot_of_[act]]; an in-place RmsNorm writes the spare buffer and swaps
-  // it in (reset every step, so a captured graph and its replays see the same addresses).
+  // Activations: buffers_[slot_of_[act]]; an in-place RmsNorm writes the spare buffer (the last)
+  // and swaps it in (reset every step, so a captured graph and its replays see the same
+  // addresses). Activations normed in place and the spare are sized for the largest of them.
   std::vector<device::DeviceMemory> buffers_;
-  std::array<int, kNumActs> slot_of_{};
+  std::vector<int> slot_of_;
   int spare_ = 0;
   device::DeviceMemory decode_workspace_;
   int64_t activation_bytes_ = 0;

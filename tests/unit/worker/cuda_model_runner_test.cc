@@ -4,7 +4,7 @@
 // bf16 stays within a measured KL bound, graph replay equals eager for every bucket, padding rows
 // change nothing, batch-invariant mode is bit-exact, device sampling is deterministic across
 // preemption, and bad configurations fail with one clear error. The device is the fixture's
-// (cuda_runner_fixture.h): cuda_llama_runner_test emulated, gpu_cuda_llama_runner_test the GPU.
+// (cuda_runner_fixture.h): cuda_model_runner_test emulated, gpu_cuda_model_runner_test the GPU.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -240,7 +240,7 @@ struct InvarianceLogits {
   std::vector<float> chunked;
 };
 
-InvarianceLogits RunInvarianceCase(CudaLlamaRunner& runner) {
+InvarianceLogits RunInvarianceCase(CudaModelRunner& runner) {
   const std::vector<std::vector<int32_t>> prompts = {CudaRunnerTest::Prompt(23, 4),
                                                      CudaRunnerTest::Prompt(1, 5),
                                                      CudaRunnerTest::Prompt(9, 6)};
@@ -341,6 +341,20 @@ TEST_F(CudaRunnerTest, DeviceSamplingIsDeterministicAcrossPreemption) {
   EXPECT_EQ(router.request(id).tokens, first[0].tokens);
 }
 
+// Until the device ops of the hybrid layer kinds are wired in, a hybrid plan is refused before
+// any device work, naming the architecture (the cpu backend serves it).
+TEST_F(CudaRunnerTest, AHybridModelIsRefusedNamingItsArchitecture) {
+  auto model = LoadModel("tests/data/hybrid/tiny-qwen3next.gguf");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto runtime = device::OpenDevice(TestDeviceOptions());
+  ASSERT_TRUE(runtime.ok());
+  auto runner = CudaModelRunner::Create(*std::move(runtime), (*model)->config, (*model)->plan,
+                                        *(*model)->weights, {});
+  ASSERT_FALSE(runner.ok());
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(runner.status().message().find("'qwen3next'"), std::string::npos) << runner.status();
+}
+
 TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {
   const std::string path = testing_util::UniqueTempPath("cuda_runner_head16.gguf");
   ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 1, .hidden = 64, .num_heads = 4,
@@ -350,7 +364,7 @@ TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {
   ASSERT_TRUE(model.ok()) << model.status();
   auto runtime = device::OpenDevice(TestDeviceOptions());
   ASSERT_TRUE(runtime.ok());
-  auto runner = CudaLlamaRunner::Create(*std::move(runtime), (*model)->config,
+  auto runner = CudaModelRunner::Create(*std::move(runtime), (*model)->config, (*model)->plan,
                                         *(*model)->weights, {});
   ASSERT_FALSE(runner.ok());
   EXPECT_EQ(runner.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -363,7 +377,8 @@ TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {
 TEST_F(CudaRunnerTest, TooLittleDeviceMemoryNamesWhatWasNeeded) {
   auto runtime = device::OpenDevice(TestDeviceOptions());
   ASSERT_TRUE(runtime.ok());
-  auto runner = CudaLlamaRunner::Create(*std::move(runtime), config(), *model_->weights,
+  auto runner = CudaModelRunner::Create(*std::move(runtime), config(), model_->plan,
+                                        *model_->weights,
                                         {.block_size = kBlockSize,
                                          .gpu_memory_utilization = 1e-6});
   ASSERT_FALSE(runner.ok());

@@ -1,79 +1,66 @@
-#include "worker/cuda/device_llama_ops.h"
+#include "worker/cuda/device_model_ops.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/util/check.h"
 #include "common/util/status_macros.h"
 
 namespace tessera::worker {
-namespace {
-
 using device::DataType;
 
-bool InPlaceCapable(LlamaActivation act) {
-  return act == LlamaActivation::kQ || act == LlamaActivation::kK ||
-         act == LlamaActivation::kFinal;
-}
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<DeviceLlamaOps>> DeviceLlamaOps::Create(
+absl::StatusOr<std::unique_ptr<DeviceModelOps>> DeviceModelOps::Create(
     device::DeviceRuntime& runtime, DeviceKernels& kernels, const model::ModelConfig& config,
-    const DeviceLlamaWeights& weights, const DeviceKvPools& kv, const DeviceOpsOptions& options) {
-  std::unique_ptr<DeviceLlamaOps> ops(
-      new DeviceLlamaOps(runtime, kernels, config, weights, kv, options));
+    const ModelPlan& plan, const DeviceModelWeights& weights, const DeviceKvPools& kv,
+    const DeviceOpsOptions& options) {
+  std::unique_ptr<DeviceModelOps> ops(
+      new DeviceModelOps(runtime, kernels, config, plan, weights, kv, options));
   TESSERA_RETURN_IF_ERROR(ops->AllocateActivations());
+  TESSERA_RETURN_IF_ERROR(ops->AllocateDecodeWorkspace());
   return ops;
 }
 
-DeviceLlamaOps::DeviceLlamaOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
-                               const model::ModelConfig& config,
-                               const DeviceLlamaWeights& weights, const DeviceKvPools& kv,
+DeviceModelOps::DeviceModelOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
+                               const model::ModelConfig& config, const ModelPlan& plan,
+                               const DeviceModelWeights& weights, const DeviceKvPools& kv,
                                const DeviceOpsOptions& options)
     : runtime_(runtime),
       kernels_(kernels),
       config_(config),
+      plan_(plan),
       weights_(weights),
       kv_(kv),
       options_(options),
-      dtype_(weights.dtype) {}
+      dtype_(weights.dtype),
+      slot_of_(static_cast<size_t>(plan.activations.size())) {}
 
-int DeviceLlamaOps::Width(Act act) const {
-  const int q_width = config_.num_heads * config_.head_dim;
-  const int kv_width = config_.num_kv_heads * config_.head_dim;
-  switch (act) {
-    case Act::kQ:
-    case Act::kAttention: return q_width;
-    case Act::kK:
-    case Act::kV: return kv_width;
-    case Act::kGate:
-    case Act::kUp: return config_.ffn_size;
-    case Act::kLogits: return config_.vocab_size;
-    default: return config_.hidden_size;
+size_t DeviceModelOps::ElementBytes(ActId act) const {
+  return plan_.activations[act].type == ActType::kF32 ? sizeof(float)
+                                                      : device::DataTypeBytes(dtype_);
+}
+
+absl::Status DeviceModelOps::AllocateActivations() {
+  const int num_acts = plan_.activations.size();
+  std::vector<size_t> bytes(static_cast<size_t>(num_acts) + 1, 16);  // the last: the spare
+  size_t in_place_bytes = 16;
+  for (ActId a = 0; a < num_acts; ++a) {
+    const ActivationSpec& spec = plan_.activations[a];
+    const int rows = spec.rows == ActRows::kSamplingRows ? options_.max_rows : options_.max_tokens;
+    bytes[a] = std::max<size_t>(bytes[a], size_t(rows) * spec.width * ElementBytes(a));
+    if (spec.normed_in_place) in_place_bytes = std::max(in_place_bytes, bytes[a]);
   }
-}
-
-size_t DeviceLlamaOps::ElementBytes(Act act) const {
-  return act == Act::kLogits ? sizeof(float) : device::DataTypeBytes(dtype_);
-}
-
-absl::Status DeviceLlamaOps::AllocateActivations() {
-  const size_t elem = device::DataTypeBytes(dtype_);
-  const size_t in_place_bytes =
-      std::max(size_t(options_.max_tokens) * Width(Act::kQ) * elem,
-               size_t(options_.max_rows) * Width(Act::kFinal) * elem);
-  for (int a = 0; a <= kNumActs; ++a) {  // the last one is the spare
-    const Act act = static_cast<Act>(std::min(a, kNumActs - 1));
-    const bool row_act = act == Act::kFinal || act == Act::kLogits;
-    size_t bytes = size_t(row_act ? options_.max_rows : options_.max_tokens) * Width(act) *
-                   ElementBytes(act);
-    if (a == kNumActs || InPlaceCapable(act)) bytes = std::max(bytes, in_place_bytes);
+  for (ActId a = 0; a <= num_acts; ++a) {
+    if (a == num_acts || plan_.activations[a].normed_in_place) bytes[a] = in_place_bytes;
     TESSERA_ASSIGN_OR_RETURN(device::DeviceMemory memory,
-                             device::DeviceMemory::Allocate(runtime_, std::max<size_t>(bytes, 16)));
+                             device::DeviceMemory::Allocate(runtime_, bytes[a]));
     activation_bytes_ += static_cast<int64_t>(memory.bytes());
     buffers_.push_back(std::move(memory));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
   cuda::PagedDecodeParams widest{.num_seqs = options_.max_rows,
                                  .num_heads = config_.num_heads,
                                  .num_kv_heads = config_.num_kv_heads,
@@ -99,59 +86,68 @@ absl::Status DeviceLlamaOps::AllocateActivations() {
   return absl::OkStatus();
 }
 
-void DeviceLlamaOps::BeginStep(const DeviceStepInputs& inputs,
+void DeviceModelOps::BeginStep(const DeviceStepInputs& inputs,
                                const DeviceStepAttention& attention) {
   inputs_ = &inputs;
   attention_ = attention;
   status_ = absl::OkStatus();
-  for (int a = 0; a < kNumActs; ++a) slot_of_[a] = a;
-  spare_ = kNumActs;
+  for (size_t a = 0; a < slot_of_.size(); ++a) slot_of_[a] = static_cast<int>(a);
+  spare_ = static_cast<int>(slot_of_.size());
 }
 
-int DeviceLlamaOps::Rows(Act act) const {
+int DeviceModelOps::Rows(ActId act) const {
   const StepShape& shape = inputs_->shape();
-  return act == Act::kFinal || act == Act::kLogits ? shape.num_rows : shape.num_tokens;
+  return plan_.activations[act].rows == ActRows::kSamplingRows ? shape.num_rows
+                                                              : shape.num_tokens;
 }
 
-void* DeviceLlamaOps::Buffer(Act act) const {
-  return buffers_[slot_of_[static_cast<int>(act)]].data();
+void* DeviceModelOps::Buffer(ActId act) const {
+  return buffers_[static_cast<size_t>(slot_of_[static_cast<size_t>(act)])].data();
 }
 
-const float* DeviceLlamaOps::logits() const {
-  return static_cast<const float*>(Buffer(Act::kLogits));
+const float* DeviceModelOps::logits() const {
+  return static_cast<const float*>(Buffer(plan_.logits));
 }
 
-void DeviceLlamaOps::Check(const absl::Status& status) {
+void DeviceModelOps::Check(const absl::Status& status) {
   if (status_.ok() && !status.ok()) status_ = status;
 }
 
-void DeviceLlamaOps::Embed(Act out) {
+void DeviceModelOps::Unimplemented(const char* op) {
+  Check(absl::UnimplementedError(
+      absl::StrCat(op, " has no kernels on the cuda backend yet (hybrid models run on cpu)")));
+}
+
+void DeviceModelOps::Embed(WeightId table_id, ActId out) {
   if (!status_.ok()) return;
   const cuda::GgufFormat table = dtype_ == DataType::kF32   ? cuda::GgufFormat::kF32
                                  : dtype_ == DataType::kBf16 ? cuda::GgufFormat::kBF16
                                                              : cuda::GgufFormat::kF16;
-  Check(kernels_.Embedding(dtype_, table, inputs_->device_token_ids(), weights_.token_embd.data,
-                           Buffer(out), Rows(out), weights_.token_embd.rows, config_.hidden_size));
+  const DeviceWeight& embedding = weights_[table_id];
+  Check(kernels_.Embedding(dtype_, table, inputs_->device_token_ids(), embedding.data,
+                           Buffer(out), Rows(out), embedding.rows, config_.hidden_size));
 }
 
-void DeviceLlamaOps::RmsNorm(Act in, const void* weight, Act out, int groups) {
+void DeviceModelOps::RmsNorm(ActId in, WeightId weight_id, ActId out, int groups) {
   if (!status_.ok() || Rows(in) == 0) return;  // no row samples this step
   const int rows = Rows(in) * groups;
   const int width = Width(in) / groups;
   const float eps = static_cast<float>(config_.rms_norm_eps);
+  const void* weight = weights_[weight_id].data;
   if (in != out) {
     Check(kernels_.RmsNorm(dtype_, Buffer(in), weight, Buffer(out), rows, width, eps));
     return;
   }
-  TESSERA_CHECK(InPlaceCapable(in), "DeviceLlamaOps: in-place RmsNorm on an unsized activation");
+  TESSERA_CHECK(plan_.activations[in].normed_in_place,
+                "DeviceModelOps: in-place RmsNorm on an activation not declared normed_in_place");
   Check(kernels_.RmsNorm(dtype_, Buffer(in), weight, buffers_[spare_].data(), rows, width, eps));
-  std::swap(slot_of_[static_cast<int>(in)], spare_);
+  std::swap(slot_of_[static_cast<size_t>(in)], spare_);
 }
 
-void DeviceLlamaOps::Gemm(Act in, const DeviceMatrix& weight, Act out) {
+void DeviceModelOps::Gemm(ActId in, const DeviceWeight& weight, ActId out) {
   const int m = Rows(in);
   if (m == 0) return;  // no row samples this step
-  const DataType c_type = out == Act::kLogits ? DataType::kF32 : dtype_;
+  const DataType c_type = plan_.activations[out].type == ActType::kF32 ? DataType::kF32 : dtype_;
   if (options_.batch_invariant) {
     Check(kernels_.BatchInvariantGemm(dtype_, c_type, Buffer(in), weight.data, Buffer(out), m,
                                       static_cast<int>(weight.rows),
@@ -169,19 +165,19 @@ void DeviceLlamaOps::Gemm(Act in, const DeviceMatrix& weight, Act out) {
                        .k = weight.cols}));
 }
 
-void DeviceLlamaOps::Project(Act in, std::initializer_list<Projection> outputs) {
+void DeviceModelOps::Project(ActId in, std::initializer_list<Projection> outputs) {
   for (const Projection& p : outputs) {
     if (!status_.ok()) return;
-    Gemm(in, p.weight, p.out);
+    Gemm(in, weights_[p.weight], p.out);
   }
 }
 
-void DeviceLlamaOps::AddBias(const void* bias, Act inout) {
+void DeviceModelOps::AddBias(WeightId bias, ActId inout) {
   if (!status_.ok()) return;
-  Check(kernels_.AddBias(dtype_, Buffer(inout), bias, Rows(inout), Width(inout)));
+  Check(kernels_.AddBias(dtype_, Buffer(inout), weights_[bias].data, Rows(inout), Width(inout)));
 }
 
-void DeviceLlamaOps::Rope(Act inout, int num_heads) {
+void DeviceModelOps::Rope(ActId inout, int num_heads) {
   if (!status_.ok()) return;
   const cuda::RopeStyle style = config_.rope_neox ? cuda::RopeStyle::kNeox
                                                   : cuda::RopeStyle::kNormal;
@@ -190,7 +186,7 @@ void DeviceLlamaOps::Rope(Act inout, int num_heads) {
                       /*num_kv_heads=*/0, config_.head_dim, config_.rope_dim));
 }
 
-void DeviceLlamaOps::Attend(int layer, Act q, Act k, Act v, Act out) {
+void DeviceModelOps::Attend(int layer, ActId q, ActId k, ActId v, ActId out) {
   if (!status_.ok()) return;
   Check(kernels_.KvWrite(dtype_, Buffer(k), Buffer(v), kv_.k[layer], kv_.v[layer],
                          inputs_->device_slot_mapping(), Rows(k), config_.num_kv_heads,
@@ -204,7 +200,7 @@ void DeviceLlamaOps::Attend(int layer, Act q, Act k, Act v, Act out) {
   }
 }
 
-void DeviceLlamaOps::DecodeAttention(int layer, const void* q, void* out) {
+void DeviceModelOps::DecodeAttention(int layer, const void* q, void* out) {
   if (!status_.ok()) return;
   const cuda::PagedDecodeParams params{
       .num_seqs = inputs_->shape().num_decode,
@@ -221,7 +217,7 @@ void DeviceLlamaOps::DecodeAttention(int layer, const void* q, void* out) {
                                  out, decode_workspace_.as<float>()));
 }
 
-void DeviceLlamaOps::PrefillAttention(int layer, const void* q, void* out) {
+void DeviceModelOps::PrefillAttention(int layer, const void* q, void* out) {
   if (!status_.ok()) return;
   const cuda::PagedPrefillParams params{
       .num_seqs = inputs_->shape().num_prefill,
@@ -237,21 +233,33 @@ void DeviceLlamaOps::PrefillAttention(int layer, const void* q, void* out) {
                                   inputs_->device_prefill_lens(), out));
 }
 
-void DeviceLlamaOps::SwiGlu(Act gate, Act up, Act out) {
+void DeviceModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
   if (!status_.ok()) return;
   Check(kernels_.SwiGlu(dtype_, Buffer(gate), Buffer(up), Buffer(out), Rows(gate), Width(gate)));
 }
 
-void DeviceLlamaOps::Add(Act inout, Act delta) {
+void DeviceModelOps::Add(ActId inout, ActId delta) {
   if (!status_.ok()) return;
   Check(kernels_.AddInPlace(dtype_, Buffer(inout), Buffer(delta),
                             int64_t{Rows(inout)} * Width(inout)));
 }
 
-void DeviceLlamaOps::GatherLastRows(Act in, Act out) {
+void DeviceModelOps::GatherLastRows(ActId in, ActId out) {
   if (!status_.ok() || Rows(out) == 0) return;
   Check(kernels_.GatherRows(dtype_, Buffer(in), inputs_->device_last_rows(), Buffer(out),
                             Rows(out), Width(in)));
 }
+
+void DeviceModelOps::SplitHeads(ActId, int, std::initializer_list<SplitPart>) {
+  Unimplemented("SplitHeads");
+}
+
+void DeviceModelOps::SigmoidMul(ActId, ActId) { Unimplemented("SigmoidMul"); }
+
+void DeviceModelOps::LinearAttend(int, const GdnOpWeights&, const GdnOpActs&) {
+  Unimplemented("LinearAttend (Gated DeltaNet)");
+}
+
+void DeviceModelOps::MoeFfn(ActId, const MoeOpWeights&, ActId) { Unimplemented("MoeFfn"); }
 
 }  // namespace tessera::worker

@@ -1,19 +1,22 @@
-// The `cpu` model runner for llama-family models: the reference every GPU kernel is checked
-// against, and the engine CPU users run.
+// The `cpu` model runner for every model definition (worker/models/model_plan.h): the reference
+// every GPU kernel is checked against, and the engine CPU users run.
 //
-// Step and Forward validate the batch, build the step's inputs and run the llama model definition
-// (worker/models/llama_model.h) on the cpu ops (cpu_llama_ops.h): all tokens of the batch go
-// together through each layer (one matmul per weight with m = total tokens), attention reads the
-// paged KV pool through each sequence's block table. Every kernel is batch invariant
+// Step and Forward validate the batch, build the step's inputs and run the model's forward
+// function on the cpu ops (cpu_model_ops.h): all tokens of the batch go together through each
+// layer (one matmul per weight with m = total tokens), attention reads the paged KV pool through
+// each sequence's block table, linear (GDN) layers advance the recurrent state of the sequence's
+// slot (cleared by BeginSequence and EndSequence, so a preempted sequence is recomputed from
+// zero; carried across the chunks of a prompt). Every kernel is batch invariant
 // (kernels/cpu/*.h), so a sequence's logits are bit-identical whatever else is in the batch and
 // however its prompt was chunked. Step then samples the rows on the host with each slot's
 // worker::Sampler (SlotSamplers), so its tokens are exactly what Sampler draws from Forward's
 // logits.
 //
-// Ownership: owns its KV pool [num_layers] x {K, V} [num_blocks, block_size, num_kv_heads,
-// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction), the ops
-// (with their grow-only activations), the per-slot samplers and the step's logits buffer;
-// borrows the weights and the thread pool.
+// Ownership: owns its KV pool [attention layers] x {K, V} [num_blocks, block_size, num_kv_heads,
+// head_dim] (f32 or f16, in one huge-page buffer, zeroed and committed at construction), the
+// recurrent state [linear layers] x [max_num_seqs] (committed slot by slot as sequences start),
+// the ops (with their grow-only activations), the per-slot samplers and the step's logits
+// buffer; borrows the plan, the weights and the thread pool.
 // Threading: called from one thread at a time (the thread that drives the pool).
 #pragma once
 
@@ -26,9 +29,10 @@
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
-#include "worker/cpu/cpu_llama_ops.h"
+#include "worker/cpu/cpu_model_ops.h"
+#include "worker/cpu/cpu_model_weights.h"
 #include "worker/cpu/int8_packed_weights.h"
-#include "worker/cpu/llama_weights.h"
+#include "worker/models/model_plan.h"
 #include "worker/model_runner.h"
 #include "worker/sampler/slot_samplers.h"
 
@@ -71,18 +75,25 @@ struct CpuRunnerOptions {
   int max_num_seqs = 256;
 };
 
-class CpuLlamaRunner final : public ModelRunner {
+class CpuModelRunner final : public ModelRunner {
  public:
-  // Preconditions: weights match config; options.block_size >= 1, num_kv_blocks >= 2,
-  // max_num_seqs >= 1.
-  CpuLlamaRunner(const model::ModelConfig& config, const LlamaWeights* weights,
-                 kernels::cpu::ThreadPool* pool, const CpuRunnerOptions& options);
+  // Preconditions: weights were bound from plan's declaration for config; options.block_size >= 1,
+  // num_kv_blocks >= 2, max_num_seqs >= 1.
+  CpuModelRunner(const model::ModelConfig& config, const ModelPlan* plan,
+                 const CpuModelWeights* weights, kernels::cpu::ThreadPool* pool,
+                 const CpuRunnerOptions& options);
 
   const model::ModelConfig& config() const override { return config_; }
   KvPoolInfo kv_pool() const override;
-  // Bytes of one KV block: K and V of every layer, [block_size, num_kv_heads, head_dim] of dtype.
-  static int64_t KvBlockBytes(const model::ModelConfig& config, int block_size,
-                              kernels::cpu::KvDtype dtype);
+  // Bytes of one KV block: K and V of every attention layer, [block_size, num_kv_heads, head_dim]
+  // of dtype.
+  static int64_t KvBlockBytes(const ModelPlan& plan, const model::ModelConfig& config,
+                              int block_size, kernels::cpu::KvDtype dtype);
+  ModelLayerInfo layer_info() const override {
+    return {.attention_layers = plan_->num_attention_layers,
+            .linear_layers = plan_->num_linear_layers,
+            .state_bytes_per_sequence = state_floats_per_slot_ * static_cast<int64_t>(sizeof(float))};
+  }
   std::string backend_name() const override { return "cpu"; }
   int max_num_seqs() const override { return samplers_.max_num_seqs(); }
   kernels::cpu::Isa isa() const { return ops_.isa(); }
@@ -100,20 +111,33 @@ class CpuLlamaRunner final : public ModelRunner {
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
  private:
-  // Carves the K and V pools of every layer out of kv_memory_.
+  // Carves the K and V pools of every attention layer out of kv_memory_.
   void AllocateKvPools();
+  // Carves every linear layer's per-slot state out of state_memory_ (committed by ClearState).
+  void AllocateRecurrentState();
+  void ClearState(int slot);
+  // Forward leaves no trace: the states of the batch's slots are saved before and restored after.
+  void SaveStates(std::span<const SequenceWork> batch);
+  void RestoreStates(std::span<const SequenceWork> batch);
   absl::Status Validate(std::span<const SequenceWork> batch) const;
-  // Builds this step's token ids, positions, slots and attention sequences.
+  // Builds this step's token ids, positions, KV slots, attention and recurrent sequences.
   void PrepareInputs(std::span<const SequenceWork> batch, StepLogits* logits);
 
   model::ModelConfig config_;
-  const LlamaWeights* weights_;
+  const ModelPlan* plan_;
+  const CpuModelWeights* weights_;
   std::unique_ptr<Int8PackedWeights> int8_;  // set for MatmulActivations::kInt8
   kernels::cpu::RopeTable rope_;
   kernels::cpu::KvDtype kv_dtype_;
   util::HugePageBuffer kv_memory_;  // every pool below, in huge pages
   CpuKvPools kv_;
-  CpuLlamaOps ops_;
+  util::HugePageBuffer state_memory_;  // every recurrent state below
+  CpuRecurrentState state_;
+  int64_t conv_floats_per_slot_ = 0;   // per linear layer
+  int64_t ssm_floats_per_slot_ = 0;    // per linear layer
+  int64_t state_floats_per_slot_ = 0;  // all linear layers
+  std::vector<float> saved_states_;    // Forward's copies
+  CpuModelOps ops_;
   SlotSamplers samplers_;
   StepLogits step_logits_;  // Step's forward output, reused every step
 
@@ -122,6 +146,7 @@ class CpuLlamaRunner final : public ModelRunner {
   std::vector<int32_t> positions_;                       // [num_tokens]
   std::vector<int64_t> slots_;                           // [num_tokens]
   std::vector<kernels::cpu::AttentionSequence> attention_sequences_;
+  std::vector<kernels::cpu::RecurrentSequence> recurrent_sequences_;
 };
 
 }  // namespace tessera::worker

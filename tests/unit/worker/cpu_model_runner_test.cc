@@ -2,7 +2,7 @@
 // layouts, determinism, and plan validation (DESIGN.md §6), exact (f32 activations and KV) and
 // with the lossy options (int8 activations, f16 KV), which keep every one of these contracts bit
 // for bit.
-#include "worker/cpu/cpu_llama_runner.h"
+#include "worker/cpu/cpu_model_runner.h"
 
 #include <cstring>
 #include <filesystem>
@@ -26,7 +26,7 @@ struct Numerics {
   kernels::cpu::KvDtype kv_dtype;
 };
 
-class CpuLlamaRunnerTest : public ::testing::TestWithParam<Numerics> {
+class CpuModelRunnerTest : public ::testing::TestWithParam<Numerics> {
  protected:
   // Setup errors are recorded, not asserted: every test fails on them in SetUp (tests/README.md).
   static void SetUpTestSuite() {
@@ -48,9 +48,9 @@ class CpuLlamaRunnerTest : public ::testing::TestWithParam<Numerics> {
     delete model_;
   }
 
-  std::unique_ptr<CpuLlamaRunner> MakeRunner(int block_size, int64_t num_blocks) {
-    return std::make_unique<CpuLlamaRunner>(
-        model_->config, model_->weights.get(), pool_,
+  std::unique_ptr<CpuModelRunner> MakeRunner(int block_size, int64_t num_blocks) {
+    return std::make_unique<CpuModelRunner>(
+        model_->config, &model_->plan, model_->weights.get(), pool_,
         CpuRunnerOptions{
             .block_size = block_size,
             .num_kv_blocks = num_blocks,
@@ -63,8 +63,8 @@ class CpuLlamaRunnerTest : public ::testing::TestWithParam<Numerics> {
   static kernels::cpu::ThreadPool* pool_;
 };
 
-LoadedModel* CpuLlamaRunnerTest::model_ = nullptr;
-kernels::cpu::ThreadPool* CpuLlamaRunnerTest::pool_ = nullptr;
+LoadedModel* CpuModelRunnerTest::model_ = nullptr;
+kernels::cpu::ThreadPool* CpuModelRunnerTest::pool_ = nullptr;
 
 // Deterministic pseudo-random prompt of `length` ordinary tokens.
 std::vector<int32_t> Prompt(int length, int seed) {
@@ -128,7 +128,7 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST_P(CpuLlamaRunnerTest, BatchedSequencesMatchEachAloneBitForBit) {
+TEST_P(CpuModelRunnerTest, BatchedSequencesMatchEachAloneBitForBit) {
   const std::vector<int> lengths = {1, 5, 17, 33, 70};
   // Alone: each sequence prefilled in one step on a fresh runner.
   std::vector<std::vector<float>> alone;
@@ -199,7 +199,7 @@ std::vector<Generated> GenerateTogether(ModelRunner& runner, std::vector<Sequenc
   return out;
 }
 
-TEST_P(CpuLlamaRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBitForBit) {
+TEST_P(CpuModelRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBitForBit) {
   const std::vector<int> lengths = {3, 9, 20, 31, 52};
   const int max_tokens = 8;
   const int block_size = 16;
@@ -234,7 +234,7 @@ TEST_P(CpuLlamaRunnerTest, ContinuousBatchOfMixedPrefillAndDecodeMatchesAloneBit
   }
 }
 
-TEST_P(CpuLlamaRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
+TEST_P(CpuModelRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
   const int length = 45;
   auto one_shot_runner = MakeRunner(16, 8);
   std::vector<Sequence> seq = MakeSequences({length}, 16, false);
@@ -248,7 +248,7 @@ TEST_P(CpuLlamaRunnerTest, ChunkedPrefillEqualsOneShotBitForBit) {
   }
 }
 
-TEST_P(CpuLlamaRunnerTest, BlockSizeDoesNotChangeLogits) {
+TEST_P(CpuModelRunnerTest, BlockSizeDoesNotChangeLogits) {
   const int length = 23;
   std::vector<std::vector<float>> results;
   for (int block_size : {1, 16, 7}) {
@@ -260,7 +260,7 @@ TEST_P(CpuLlamaRunnerTest, BlockSizeDoesNotChangeLogits) {
   EXPECT_TRUE(BitIdentical(results[0], results[2]));
 }
 
-TEST_P(CpuLlamaRunnerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
+TEST_P(CpuModelRunnerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
   GenerationRequest request{.prompt = Prompt(12, 3), .max_tokens = 24};
   request.sampling.temperature = 1.0f;
   request.sampling.seed = 42;
@@ -277,7 +277,7 @@ TEST_P(CpuLlamaRunnerTest, SameSeedSameTokensDifferentSeedDifferentTokens) {
   EXPECT_NE(first, generate(43));
 }
 
-TEST_P(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
+TEST_P(CpuModelRunnerTest, RejectsBadPlansNamingTheField) {
   auto runner = MakeRunner(16, 4);
   std::vector<int32_t> tokens = {1, 2, 3};
   std::vector<int32_t> blocks = {1};
@@ -300,10 +300,10 @@ TEST_P(CpuLlamaRunnerTest, RejectsBadPlansNamingTheField) {
 // CpuRunnerOptions::isa really selects the kernel copies: AVX2 and AVX-512 agree bit for bit
 // (kernels/cpu/isa.h), the scalar copy (no FMA) differs in the last bits — so a runner ignoring
 // the option, always running the best ISA, fails here.
-TEST_P(CpuLlamaRunnerTest, IsaOptionSelectsTheKernelCopies) {
+TEST_P(CpuModelRunnerTest, IsaOptionSelectsTheKernelCopies) {
   std::vector<std::vector<float>> logits;
   for (kernels::cpu::Isa isa : kernels::cpu::SupportedIsas()) {
-    CpuLlamaRunner runner(model_->config, model_->weights.get(), pool_,
+    CpuModelRunner runner(model_->config, &model_->plan, model_->weights.get(), pool_,
                           CpuRunnerOptions{.block_size = 16,
                                            .num_kv_blocks = 8,
                                            .activations = GetParam().activations,
@@ -323,7 +323,7 @@ TEST_P(CpuLlamaRunnerTest, IsaOptionSelectsTheKernelCopies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Numerics, CpuLlamaRunnerTest,
+    Numerics, CpuModelRunnerTest,
     ::testing::Values(Numerics{MatmulActivations::kF32, kernels::cpu::KvDtype::kF32},
                       Numerics{MatmulActivations::kInt8, kernels::cpu::KvDtype::kF32},
                       Numerics{MatmulActivations::kF32, kernels::cpu::KvDtype::kF16}),

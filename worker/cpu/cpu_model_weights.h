@@ -1,0 +1,50 @@
+// A model's tensors as the CPU kernels read them, bound from its WeightDeclaration
+// (worker/models/weight_declaration.h) and indexed by WeightId.
+//
+// Matmul weights (kMatrix, kExperts) in a format the kernels read directly (F32, Q8_0, Q4_0,
+// Q4_1) stay in the loaded GGUF — kernels/cpu/matmul.h shows that is bit-identical to
+// dequantizing them and faster (docs/perf/cpu-kernels.md); every other type (F16, BF16,
+// K-quants, ...) is dequantized to f32 once at load into buffers owned here. kDense tensors are
+// f32 (views into the file when stored as F32).
+//
+// Ownership: views point into the GgufFile (which must outlive this) or into `owned`.
+// Immutable after load; any thread may read.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/gguf/gguf_file.h"
+#include "kernels/cpu/aligned_buffer.h"
+#include "kernels/cpu/moe_ffn.h"
+#include "kernels/cpu/weight_format.h"
+#include "worker/models/weight_declaration.h"
+
+namespace tessera::worker {
+
+struct CpuWeight {
+  WeightRole role = WeightRole::kDense;
+  bool present = false;                     // false: an optional tensor the file lacks
+  kernels::cpu::WeightView matrix;          // kMatrix, kEmbedding
+  kernels::cpu::ExpertWeightsView experts;  // kExperts
+  std::span<const float> values;            // kDense, [spec.elements()]
+};
+
+struct CpuModelWeights {
+  std::vector<CpuWeight> tensors;  // [declaration.size()], by WeightId
+  int64_t num_dequantized_bytes = 0;                      // f32 copies made at load
+  std::deque<kernels::cpu::AlignedVector<float>> owned;  // backing store for those copies
+
+  const CpuWeight& operator[](WeightId id) const { return tensors.at(static_cast<size_t>(id)); }
+};
+
+// Binds every declared tensor. INVALID_ARGUMENT naming the tensor when a required one is missing
+// ("model has no tensor 'blk.0.attn_q.weight'"), has another shape, cannot be dequantized, or
+// (spec.positive) holds a value that is not finite and positive.
+absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
+    const gguf::GgufFile& file, const WeightDeclaration& declaration);
+
+}  // namespace tessera::worker

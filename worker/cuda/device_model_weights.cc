@@ -1,0 +1,125 @@
+#include "worker/cuda/device_model_weights.h"
+
+#include <chrono>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/dequantize.h"
+#include "common/util/half.h"
+#include "common/util/status_macros.h"
+
+namespace tessera::worker {
+namespace {
+
+using device::DataType;
+
+// Uploads tensors one at a time through a reused host staging buffer.
+class Uploader {
+ public:
+  Uploader(device::DeviceRuntime& runtime, DataType dtype, DeviceModelWeights* out)
+      : runtime_(runtime), dtype_(dtype), out_(out) {}
+
+  // f32 values -> the compute type -> a new device allocation.
+  absl::StatusOr<const void*> Upload(std::span<const float> values) {
+    const size_t element_bytes = device::DataTypeBytes(dtype_);
+    staging_.resize(values.size() * element_bytes);
+    ConvertTo(values, staging_.data());
+    return UploadBytes(staging_.data(), staging_.size());
+  }
+
+  absl::StatusOr<const void*> UploadBytes(const void* bytes, size_t size) {
+    absl::StatusOr<device::DeviceMemory> memory =
+        device::DeviceMemory::Allocate(runtime_, size);
+    if (!memory.ok()) return memory.status();
+    if (absl::Status s = runtime_.CopyToDevice(memory->data(), bytes, size); !s.ok()) return s;
+    // The staging buffer is reused by the next tensor: the copy must have executed.
+    if (absl::Status s = runtime_.Synchronize(); !s.ok()) return s;
+    out_->bytes += static_cast<int64_t>(size);
+    out_->memory.push_back(*std::move(memory));
+    return static_cast<const void*>(out_->memory.back().data());
+  }
+
+  // A matrix or an expert stack ([experts * rows, cols] in one format), dequantized.
+  absl::StatusOr<const void*> UploadMatmul(kernels::cpu::WeightFormat format, const void* data,
+                                           int64_t rows, int64_t cols, const std::string& name) {
+    const uint64_t elements = static_cast<uint64_t>(rows * cols);
+    dequantized_.resize(elements);
+    const size_t bytes = kernels::cpu::RowBytes(format, cols) * rows;
+    absl::Status status = gguf::DequantizeToF32(
+        kernels::cpu::ToGgmlType(format),
+        std::span<const uint8_t>(static_cast<const uint8_t*>(data), bytes), elements,
+        dequantized_);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
+    }
+    return Upload(dequantized_);
+  }
+
+ private:
+  void ConvertTo(std::span<const float> values, uint8_t* out) const {
+    if (dtype_ == DataType::kF32) {
+      std::memcpy(out, values.data(), values.size() * sizeof(float));
+      return;
+    }
+    auto* halves = reinterpret_cast<uint16_t*>(out);
+    for (size_t i = 0; i < values.size(); ++i) {
+      halves[i] = dtype_ == DataType::kBf16 ? util::FloatToBf16(values[i])
+                                            : util::FloatToHalf(values[i]);
+    }
+  }
+
+  device::DeviceRuntime& runtime_;
+  DataType dtype_;
+  DeviceModelWeights* out_;
+  std::vector<float> dequantized_;
+  std::vector<uint8_t> staging_;
+};
+
+absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
+                                          const CpuWeight& w) {
+  DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
+                   .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1};
+  if (!w.present) return out;
+  if (spec.role == WeightRole::kDense) {
+    out.rows = 1;
+    out.cols = spec.elements();
+    TESSERA_ASSIGN_OR_RETURN(out.data, up.Upload(w.values));
+  } else if (spec.role == WeightRole::kExperts) {
+    TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.experts.format, w.experts.data,
+                                                       out.experts * out.rows, out.cols,
+                                                       spec.name));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.matrix.format, w.matrix.data, out.rows,
+                                                       out.cols, spec.name));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
+    device::DeviceRuntime& runtime, const WeightDeclaration& declaration,
+    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, DataType dtype) {
+  const auto start = std::chrono::steady_clock::now();
+  auto out = std::make_unique<DeviceModelWeights>();
+  out->dtype = dtype;
+  Uploader up(runtime, dtype, out.get());
+  for (WeightId id = 0; id < declaration.size(); ++id) {
+    TESSERA_ASSIGN_OR_RETURN(const DeviceWeight tensor,
+                             UploadTensor(up, declaration.spec(id), weights[id]));
+    out->tensors.push_back(tensor);
+  }
+  out->rope_positions = static_cast<int>(rope.max_positions());
+  const size_t rope_bytes = static_cast<size_t>(rope.max_positions()) * rope.rope_dim() *
+                            sizeof(float);
+  const void* rope_table = nullptr;
+  TESSERA_ASSIGN_OR_RETURN(rope_table, up.UploadBytes(rope.CosSin(0), rope_bytes));
+  out->rope_cos_sin = static_cast<const float*>(rope_table);
+  out->load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace tessera::worker

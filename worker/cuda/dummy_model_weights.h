@@ -1,0 +1,39 @@
+// Synthetic weights of a declared model made on the device (`--load-format dummy`, DESIGN.md §5): every
+// tensor the model's WeightDeclaration lists for a SyntheticModel's config allocated and filled in place by the random-fill kernel
+// (kernels/cuda/random_uniform.cuh), so a GPU benchmark at a real model's size reads no file and
+// copies no weight from the host. Only the RoPE cos/sin table (small) is computed on the host
+// and uploaded, as UploadModelWeights does.
+//
+// Values (uniform, one Philox stream per tensor in declaration order, so a seed gives the same
+// weights on every device and run): matrices, the embedding table and the output head in
+// ±1/sqrt(cols) (an input row of RMS 1 keeps an output RMS of about 1/sqrt(3) through every
+// projection, so activations stay finite through many layers); norm weights exactly 1; the
+// optional q/k/v biases (when the shape has them) in ±kDummyBiasScale; other optional tensors
+// absent.
+//
+// Ownership: the result owns its device memory; the runtime must outlive it. Loader thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/model/synthetic_shapes.h"
+#include "kernels/device/device_runtime.h"
+#include "worker/cuda/device_kernels.h"
+#include "worker/cuda/device_model_weights.h"
+#include "worker/models/weight_declaration.h"
+
+namespace tessera::worker {
+
+inline constexpr float kDummyBiasScale = 0.02f;
+
+// Errors: the runtime's (too little memory names the size) or a failed launch. load_seconds
+// covers allocation, the fills (waited for) and the RoPE upload.
+// UNIMPLEMENTED for a declaration with tensors other than matrices, norms and biases (the
+// hybrids' per-head constants need values of their own).
+absl::StatusOr<std::unique_ptr<DeviceModelWeights>> MakeDummyModelWeights(
+    device::DeviceRuntime& runtime, DeviceKernels& kernels, const WeightDeclaration& declaration,
+    const model::SyntheticModel& model, device::DataType dtype, uint64_t seed);
+
+}  // namespace tessera::worker

@@ -1,0 +1,39 @@
+#include "worker/models/model_plan.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
+
+namespace tessera::worker {
+
+bool IsLlamaFamily(const std::string& architecture) {
+  return architecture == "llama" || architecture == "qwen2" || architecture == "qwen3";
+}
+
+absl::StatusOr<ModelPlan> PlanModel(const model::ModelConfig& config,
+                                    const model::HybridTensorForms& forms) {
+  ModelPlan plan;
+  if (IsLlamaFamily(config.architecture)) {
+    LlamaPlan llama = DeclareLlama(config, &plan.weights, &plan.activations);
+    plan.head = llama.head;
+    plan.logits = llama.acts.logits;
+    plan.num_attention_layers = config.num_layers;
+    plan.body = std::move(llama);
+    return plan;
+  }
+  if (config.hybrid.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(HybridPlan hybrid,
+                             DeclareHybrid(config, forms, &plan.weights, &plan.activations));
+    plan.head = hybrid.head;
+    plan.logits = hybrid.acts.logits;
+    plan.num_attention_layers = model::CountLayers(*config.hybrid, model::LayerKind::kAttention);
+    plan.num_linear_layers = model::CountLayers(*config.hybrid, model::LayerKind::kGatedDeltaNet);
+    plan.body = std::move(hybrid);
+    return plan;
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "architecture '", config.architecture,
+      "' is not supported (supported: llama, qwen2, qwen3, qwen3next, qwen35, qwen35moe)"));
+}
+
+}  // namespace tessera::worker

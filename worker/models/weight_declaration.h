@@ -1,0 +1,61 @@
+// What a model reads from its file, declared once from its config (DESIGN.md §5): every tensor's
+// GGUF name, its shape in ggml order, its role (how a backend stores it) and whether it may be
+// absent. A loader binds the declaration against a file (one error naming the first missing or
+// misshapen tensor) and gives each backend a table indexed by WeightId; the model definition then
+// names weights only by id, so no backend ever names an architecture's tensors.
+//
+// Plain data; built on the loader's thread, read-only afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tessera::worker {
+
+using WeightId = int32_t;
+inline constexpr WeightId kNoWeight = -1;
+
+enum class WeightRole {
+  kMatrix,   // a projection [rows, cols] (ggml dims {cols, rows}); kept in a format the backend's
+             // matmul reads, else converted at load. A 1-D {cols} tensor reads as [1, cols].
+  kEmbedding,  // a table [rows, cols] whose rows Embed gathers; stored like kMatrix (a tied output
+               // head declares it kMatrix instead: it is then a projection too)
+  kExperts,  // num_experts projections [rows, cols] back to back (ggml dims {cols, rows, experts})
+  kDense,    // f32 values of any shape: norms, biases, conv kernels, per-head constants
+};
+
+struct WeightSpec {
+  std::string name;             // GGUF tensor name, e.g. "blk.3.ssm_conv1d.weight"
+  WeightRole role = WeightRole::kDense;
+  std::vector<uint64_t> dims;   // ggml order (innermost first); absent trailing dims count as 1
+  bool optional = false;        // absent: the backend's table holds an empty entry (Has() false)
+  bool positive = false;        // kDense: every value must be finite and > 0 (RoPE divisors)
+
+  int64_t rows() const;         // kMatrix / kExperts: dims[1] (1 for a 1-D tensor)
+  int64_t cols() const;         // dims[0]
+  int64_t experts() const;      // kExperts: dims[2]
+  int64_t elements() const;     // product of dims
+};
+
+class WeightDeclaration {
+ public:
+  // Declares a tensor; returns its id. A name declared twice returns the first id (a tied output
+  // head names the embedding table).
+  WeightId Add(WeightSpec spec);
+  WeightId Matrix(const std::string& name, int64_t rows, int64_t cols, bool optional = false);
+  WeightId Vector(const std::string& name, int64_t size, bool optional = false);
+
+  // kNoWeight when `name` was not declared.
+  WeightId Find(const std::string& name) const;
+  const WeightSpec& spec(WeightId id) const { return specs_.at(static_cast<size_t>(id)); }
+  const std::vector<WeightSpec>& specs() const { return specs_; }
+  int size() const { return static_cast<int>(specs_.size()); }
+
+ private:
+  std::vector<WeightSpec> specs_;
+  std::unordered_map<std::string, WeightId> ids_;
+};
+
+}  // namespace tessera::worker
