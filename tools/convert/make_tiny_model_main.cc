@@ -116,8 +116,8 @@ absl::Status WriteHybrid(TinyHybridArch arch, const SizeFlags& f, bool untied,
     std::optional<tessera::convert::TinyWeightType> type =
         tessera::convert::ParseTinyWeightType(*f.weight_type);
     if (!type) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--weight-type ", *f.weight_type, " is not one of f32, f16, q8_0, q4_1, mixed"));
+      return absl::InvalidArgumentError(absl::StrCat("--weight-type ", *f.weight_type,
+                                                     " is not one of f32, f16, q8_0, q4_1, mixed"));
     }
     o.weight_type = *type;
   }

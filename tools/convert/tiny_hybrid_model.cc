@@ -40,8 +40,8 @@ struct Field {
 };
 
 absl::Status Bad(Field field, int64_t value, std::string_view rule) {
-  return absl::InvalidArgumentError(absl::StrCat("tiny hybrid model: ", field.name, " (",
-                                                 field.flag, ") = ", value, " ", std::string(rule)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tiny hybrid model: ", field.name, " (", field.flag, ") = ", value, " ", std::string(rule)));
 }
 
 absl::Status CheckRange(Field field, int value, int low, int high) {
@@ -53,7 +53,8 @@ absl::Status CheckRange(Field field, int value, int low, int high) {
 
 absl::Status CheckMultiple(Field field, int value, int of, std::string_view of_what) {
   if (value % of != 0) {
-    return Bad(field, value, absl::StrCat("must be a multiple of ", std::string(of_what), " (", of, ")"));
+    return Bad(field, value,
+               absl::StrCat("must be a multiple of ", std::string(of_what), " (", of, ")"));
   }
   return absl::OkStatus();
 }
@@ -66,17 +67,16 @@ absl::Status CheckEven(Field field, int value) {
 absl::Status ValidateTrunk(const TinyHybridOptions& o) {
   TESSERA_RETURN_IF_ERROR(CheckRange({"num_layers", "--layers"}, o.num_layers, 1, kMaxLayers));
   TESSERA_RETURN_IF_ERROR(CheckRange({"full_attention_interval", "--attention-interval"},
-                                  o.full_attention_interval, 1, kMaxLayers));
+                                     o.full_attention_interval, 1, kMaxLayers));
   TESSERA_RETURN_IF_ERROR(CheckRange({"hidden", "--hidden"}, o.hidden, kTinyQuantBlock, kMaxWidth));
-  TESSERA_RETURN_IF_ERROR(CheckMultiple({"hidden", "--hidden"}, o.hidden, kTinyQuantBlock,
-                                     "the quantization block"));
+  TESSERA_RETURN_IF_ERROR(
+      CheckMultiple({"hidden", "--hidden"}, o.hidden, kTinyQuantBlock, "the quantization block"));
   TESSERA_RETURN_IF_ERROR(
       CheckRange({"context_length", "--context"}, o.context_length, 1, kMaxContext));
   TESSERA_RETURN_IF_ERROR(CheckRange({"num_merges", "--merges"}, o.num_merges, 0, kMaxMerges));
   if (!(o.rope_theta > 0.0f) || !(o.rms_eps > 0.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("tiny hybrid model: rope_theta (",
-                                                   o.rope_theta, ") and rms_eps (", o.rms_eps,
-                                                   ") must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat("tiny hybrid model: rope_theta (", o.rope_theta,
+                                                   ") and rms_eps (", o.rms_eps, ") must be > 0"));
   }
   return absl::OkStatus();
 }
@@ -94,10 +94,12 @@ absl::Status ValidateAttention(const TinyHybridOptions& o) {
 }
 
 absl::Status ValidateGatedDeltaNet(const TinyHybridOptions& o) {
-  TESSERA_RETURN_IF_ERROR(CheckRange({"gdn_k_heads", "--gdn-k-heads"}, o.gdn_k_heads, 1, kMaxHeads));
-  TESSERA_RETURN_IF_ERROR(CheckRange({"gdn_v_heads", "--gdn-v-heads"}, o.gdn_v_heads, 1, kMaxHeads));
-  TESSERA_RETURN_IF_ERROR(CheckMultiple({"gdn_v_heads", "--gdn-v-heads"}, o.gdn_v_heads,
-                                     o.gdn_k_heads, "gdn_k_heads"));
+  TESSERA_RETURN_IF_ERROR(
+      CheckRange({"gdn_k_heads", "--gdn-k-heads"}, o.gdn_k_heads, 1, kMaxHeads));
+  TESSERA_RETURN_IF_ERROR(
+      CheckRange({"gdn_v_heads", "--gdn-v-heads"}, o.gdn_v_heads, 1, kMaxHeads));
+  TESSERA_RETURN_IF_ERROR(
+      CheckMultiple({"gdn_v_heads", "--gdn-v-heads"}, o.gdn_v_heads, o.gdn_k_heads, "gdn_k_heads"));
   TESSERA_RETURN_IF_ERROR(
       CheckRange({"gdn_head_dim", "--gdn-head-dim"}, o.gdn_head_dim, 1, kMaxWidth));
   return CheckRange({"conv_kernel", "--conv-kernel"}, o.conv_kernel, 1, kMaxConvKernel);
@@ -109,8 +111,8 @@ absl::Status ValidateFfn(const TinyHybridOptions& o) {
   }
   if (!TinyHybridArchHasExperts(o.arch)) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(CheckRange({"num_experts", "--experts"}, o.num_experts, 1, kMaxHeads));
-  TESSERA_RETURN_IF_ERROR(CheckRange({"num_experts_used", "--experts-used"}, o.num_experts_used, 1,
-                                  o.num_experts));
+  TESSERA_RETURN_IF_ERROR(
+      CheckRange({"num_experts_used", "--experts-used"}, o.num_experts_used, 1, o.num_experts));
   TESSERA_RETURN_IF_ERROR(CheckRange({"expert_ffn", "--expert-ffn"}, o.expert_ffn, 1, kMaxWidth));
   return CheckRange({"shared_expert_ffn", "--shared-ffn"}, o.shared_expert_ffn, 1, kMaxWidth);
 }
@@ -248,8 +250,10 @@ std::vector<TinyTensorPlan> PlanTensors(const TinyHybridOptions& o, uint64_t voc
   const uint64_t hidden = o.hidden;
   const TinyInit matrix = TinyInit::Normal(0.0f, kMatrixStddev);
   std::vector<TinyTensorPlan> plan;
-  plan.push_back({"token_embd.weight", {hidden, vocab},
-                  MatrixType(o.weight_type, MatrixRole::kEmbedding, 0, hidden), matrix});
+  plan.push_back({"token_embd.weight",
+                  {hidden, vocab},
+                  MatrixType(o.weight_type, MatrixRole::kEmbedding, 0, hidden),
+                  matrix});
   for (int layer = 0; layer < o.num_layers; ++layer) {
     LayerPlanner p(o, layer, &plan);
     p.Norm("attn_norm", hidden);
@@ -264,8 +268,10 @@ std::vector<TinyTensorPlan> PlanTensors(const TinyHybridOptions& o, uint64_t voc
   plan.push_back(
       {"output_norm.weight", {hidden}, GgmlType::kF32, TinyInit::Normal(1.0f, kNormStddev)});
   if (!o.tied_embeddings) {
-    plan.push_back({"output.weight", {hidden, vocab},
-                    MatrixType(o.weight_type, MatrixRole::kOutput, 0, hidden), matrix});
+    plan.push_back({"output.weight",
+                    {hidden, vocab},
+                    MatrixType(o.weight_type, MatrixRole::kOutput, 0, hidden),
+                    matrix});
   }
   return plan;
 }
@@ -405,9 +411,9 @@ absl::Status ValidateTinyHybridOptions(const TinyHybridOptions& o) {
   TESSERA_RETURN_IF_ERROR(ValidateFfn(o));
   const uint64_t total = TotalValues(PlanTensors(o, kVocabBase + o.num_merges));
   if (total > kMaxTotalValues) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tiny hybrid model: the options ask for ", total,
-                     " weights in all, more than the cap of ", kMaxTotalValues));
+    return absl::InvalidArgumentError(absl::StrCat("tiny hybrid model: the options ask for ", total,
+                                                   " weights in all, more than the cap of ",
+                                                   kMaxTotalValues));
   }
   return absl::OkStatus();
 }

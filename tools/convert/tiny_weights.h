@@ -53,9 +53,9 @@ double PortableExp(double x);
 // How a tensor's values are drawn.
 struct TinyInit {
   enum class Kind {
-    kNormal,          // a + b * N(0, 1), computed in float
-    kUniform,         // U[a, b)
-    kNegExpUniform,   // -exp(U[a, b)): ssm_a = -exp(A_log) with A_log ~ U[a, b)
+    kNormal,         // a + b * N(0, 1), computed in float
+    kUniform,        // U[a, b)
+    kNegExpUniform,  // -exp(U[a, b)): ssm_a = -exp(A_log) with A_log ~ U[a, b)
   };
   Kind kind = Kind::kNormal;
   float a = 0.0f;
