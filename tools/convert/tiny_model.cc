@@ -1,22 +1,20 @@
 #include "tools/convert/tiny_model.h"
 
-#include <random>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/gguf/dequantize.h"
 #include "common/gguf/ggml_type.h"
 #include "common/gguf/gguf_writer.h"
 #include "common/tokenizer/bpe_spec.h"
 #include "tools/convert/tiny_vocab.h"
+#include "tools/convert/tiny_weights.h"
 
 namespace tessera::convert {
 namespace {
 
 using gguf::GgmlType;
 
-constexpr int kQuantBlock = 32;  // Q8_0 / Q4_1 block size; rows must be whole blocks
 // Caps that keep a typo from trying to allocate a real model's worth of memory.
 constexpr int kMaxLayers = 256;
 constexpr int kMaxWidth = 65536;
@@ -30,43 +28,15 @@ absl::Status Bad(std::string_view field, int value, std::string_view rule) {
       absl::StrCat("tiny model: ", std::string(field), " = ", value, " ", std::string(rule)));
 }
 
-// A N(0, 1) approximation (sum of 12 uniforms) from std::mt19937_64. Only exact IEEE
-// arithmetic is used, so the stream is the same on every platform (std::normal_distribution's
-// is implementation-defined, and libm's log/sin may differ in the last bit).
-class NormalStream {
- public:
-  explicit NormalStream(uint64_t seed) : engine_(seed) {}
-  float Next() {
-    double sum = 0.0;
-    for (int i = 0; i < 12; ++i) sum += static_cast<double>(engine_() >> 11) * 0x1.0p-53;
-    return static_cast<float>(sum - 6.0);
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
-
-// Each tensor draws from its own stream, keyed by the seed and its name, so its values do not
-// depend on which other tensors exist (a 3-layer model shares layers 0-1 with a 2-layer one).
-uint64_t TensorSeed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
-  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL + h;  // splitmix64 finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+// Matrices ~N(0, 0.02), norm weights ~1.
+TinyTensorPlan Matrix(std::string name, std::vector<uint64_t> dims, GgmlType type) {
+  return {std::move(name), std::move(dims), type, TinyInit::Normal(0.0f, kWeightStddev)};
+}
+TinyTensorPlan Norm(std::string name, uint64_t width) {
+  return {std::move(name), {width}, GgmlType::kF32, TinyInit::Normal(1.0f, kNormStddev)};
 }
 
-enum class Init { kMatrix, kNorm };
-
-struct TensorPlan {
-  std::string name;
-  std::vector<uint64_t> dims;  // ggml order
-  GgmlType type;
-  Init init;
-};
-
-void PlanLayer(const TinyModelOptions& o, int layer, std::vector<TensorPlan>* plan) {
+void PlanLayer(const TinyModelOptions& o, int layer, std::vector<TinyTensorPlan>* plan) {
   const uint64_t hidden = o.hidden;
   const uint64_t kv_dim = static_cast<uint64_t>(o.hidden / o.num_heads) * o.num_kv_heads;
   const uint64_t ffn = o.ffn;
@@ -74,45 +44,25 @@ void PlanLayer(const TinyModelOptions& o, int layer, std::vector<TensorPlan>* pl
   const GgmlType attn = layer % 2 == 0 ? GgmlType::kQ4_1 : GgmlType::kQ8_0;
   const GgmlType mlp = layer % 2 == 0 ? GgmlType::kF16 : GgmlType::kQ4_1;
   const std::string prefix = absl::StrCat("blk.", layer, ".");
-  plan->push_back({prefix + "attn_norm.weight", {hidden}, GgmlType::kF32, Init::kNorm});
-  plan->push_back({prefix + "attn_q.weight", {hidden, hidden}, attn, Init::kMatrix});
-  plan->push_back({prefix + "attn_k.weight", {hidden, kv_dim}, attn, Init::kMatrix});
-  plan->push_back({prefix + "attn_v.weight", {hidden, kv_dim}, attn, Init::kMatrix});
-  plan->push_back({prefix + "attn_output.weight", {hidden, hidden}, attn, Init::kMatrix});
-  plan->push_back({prefix + "ffn_norm.weight", {hidden}, GgmlType::kF32, Init::kNorm});
-  plan->push_back({prefix + "ffn_gate.weight", {hidden, ffn}, mlp, Init::kMatrix});
-  plan->push_back({prefix + "ffn_up.weight", {hidden, ffn}, mlp, Init::kMatrix});
-  plan->push_back({prefix + "ffn_down.weight", {ffn, hidden}, mlp, Init::kMatrix});
+  plan->push_back(Norm(prefix + "attn_norm.weight", hidden));
+  plan->push_back(Matrix(prefix + "attn_q.weight", {hidden, hidden}, attn));
+  plan->push_back(Matrix(prefix + "attn_k.weight", {hidden, kv_dim}, attn));
+  plan->push_back(Matrix(prefix + "attn_v.weight", {hidden, kv_dim}, attn));
+  plan->push_back(Matrix(prefix + "attn_output.weight", {hidden, hidden}, attn));
+  plan->push_back(Norm(prefix + "ffn_norm.weight", hidden));
+  plan->push_back(Matrix(prefix + "ffn_gate.weight", {hidden, ffn}, mlp));
+  plan->push_back(Matrix(prefix + "ffn_up.weight", {hidden, ffn}, mlp));
+  plan->push_back(Matrix(prefix + "ffn_down.weight", {ffn, hidden}, mlp));
 }
 
-std::vector<TensorPlan> PlanTensors(const TinyModelOptions& o, uint64_t vocab) {
+std::vector<TinyTensorPlan> PlanTensors(const TinyModelOptions& o, uint64_t vocab) {
   const uint64_t hidden = o.hidden;
-  std::vector<TensorPlan> plan;
-  plan.push_back({"token_embd.weight", {hidden, vocab}, GgmlType::kQ8_0, Init::kMatrix});
+  std::vector<TinyTensorPlan> plan;
+  plan.push_back(Matrix("token_embd.weight", {hidden, vocab}, GgmlType::kQ8_0));
   for (int layer = 0; layer < o.num_layers; ++layer) PlanLayer(o, layer, &plan);
-  plan.push_back({"output_norm.weight", {hidden}, GgmlType::kF32, Init::kNorm});
-  if (!o.tied_embeddings) {
-    plan.push_back({"output.weight", {hidden, vocab}, GgmlType::kF16, Init::kMatrix});
-  }
+  plan.push_back(Norm("output_norm.weight", hidden));
+  if (!o.tied_embeddings) plan.push_back(Matrix("output.weight", {hidden, vocab}, GgmlType::kF16));
   return plan;
-}
-
-absl::Status AddRandomTensor(const TensorPlan& plan, uint64_t seed, gguf::GgufWriter* writer) {
-  uint64_t num_elements = 1;
-  for (uint64_t d : plan.dims) num_elements *= d;
-  NormalStream normal(TensorSeed(seed, plan.name));
-  std::vector<float> values(num_elements);
-  for (float& v : values) {
-    v = plan.init == Init::kNorm ? 1.0f + kNormStddev * normal.Next()
-                                 : kWeightStddev * normal.Next();
-  }
-  absl::StatusOr<std::vector<uint8_t>> bytes = gguf::QuantizeFromF32(plan.type, values);
-  if (!bytes.ok()) {
-    return absl::InternalError(
-        absl::StrCat("tiny model: encoding ", plan.name, " failed: ", bytes.status().ToString()));
-  }
-  writer->AddTensor(plan.name, plan.dims, plan.type, *bytes);
-  return absl::OkStatus();
 }
 
 void AddHyperParameters(const TinyModelOptions& o, uint32_t vocab, gguf::GgufWriter* writer) {
@@ -137,11 +87,11 @@ absl::Status ValidateTinyModelOptions(const TinyModelOptions& o) {
   if (o.num_layers < 1 || o.num_layers > kMaxLayers) {
     return Bad("num_layers", o.num_layers, absl::StrCat("must be in [1, ", kMaxLayers, "]"));
   }
-  if (o.hidden < kQuantBlock || o.hidden > kMaxWidth || o.hidden % kQuantBlock != 0) {
+  if (o.hidden < kTinyQuantBlock || o.hidden > kMaxWidth || o.hidden % kTinyQuantBlock != 0) {
     return Bad("hidden", o.hidden,
                absl::StrCat("must be a positive multiple of 32, at most ", kMaxWidth));
   }
-  if (o.ffn < kQuantBlock || o.ffn > kMaxWidth || o.ffn % kQuantBlock != 0) {
+  if (o.ffn < kTinyQuantBlock || o.ffn > kMaxWidth || o.ffn % kTinyQuantBlock != 0) {
     return Bad("ffn", o.ffn,
                absl::StrCat("must be a positive multiple of 32, at most ", kMaxWidth));
   }
@@ -180,10 +130,9 @@ absl::StatusOr<gguf::GgufWriter> BuildWriter(const TinyModelOptions& options) {
 
   gguf::GgufWriter writer;
   AddHyperParameters(options, vocab_size, &writer);
-  AddBpeSpecToGguf(*vocab, &writer);
-  writer.AddString("tokenizer.chat_template", TinyChatTemplate());
-  for (const TensorPlan& plan : PlanTensors(options, vocab_size)) {
-    if (absl::Status s = AddRandomTensor(plan, options.seed, &writer); !s.ok()) return s;
+  AddTinyTokenizer(*vocab, &writer);
+  for (const TinyTensorPlan& plan : PlanTensors(options, vocab_size)) {
+    if (absl::Status s = AddTinyTensor(plan, options.seed, &writer); !s.ok()) return s;
   }
   return writer;
 }

@@ -17,7 +17,7 @@
 //
 // Deterministic: the same options give a byte-identical file on every run and platform (the
 // random stream is std::mt19937_64, whose output the standard fixes, with our own normal
-// transform).
+// transform; tiny_weights.h, shared with the hybrid writer tiny_hybrid_model.h).
 //
 // Pure functions; thread-safe.
 #pragma once

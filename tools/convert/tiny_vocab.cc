@@ -111,4 +111,9 @@ void AddBpeSpecToGguf(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer) 
   writer->AddBool("tokenizer.ggml.add_eos_token", spec.add_eos);
 }
 
+void AddTinyTokenizer(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer) {
+  AddBpeSpecToGguf(spec, writer);
+  writer->AddString("tokenizer.chat_template", TinyChatTemplate());
+}
+
 }  // namespace tessera::convert

@@ -40,4 +40,9 @@ std::string TinyChatTemplate();
 // tokenizer. Precondition: spec.tokens and spec.token_types have the same length (checked).
 void AddBpeSpecToGguf(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer);
 
+// What every generated tiny model (llama and hybrid) stores after its hyper-parameters: `spec`
+// (a TrainTinyVocab result) as the tokenizer.ggml.* keys, then TinyChatTemplate() as
+// tokenizer.chat_template.
+void AddTinyTokenizer(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer);
+
 }  // namespace tessera::convert
