@@ -152,6 +152,35 @@ TEST_P(GatedDeltaRuleKernelTest, StrongDecay) {
   }
 }
 
+// A 70-token prompt as one kAuto launch (chunked), and as a chunked prefill of 65 (or 64, or 17)
+// tokens then recurrent decode launches of one token (or a short second prefill): outputs and
+// state within kChunkedTol of each other and of the f64 reference.
+template <typename T>
+void CheckPrefillThenDecode(const simt::Schedule& schedule, std::mt19937& rng) {
+  const Heads heads{2, 4, 32, 48};
+  const StepData<T> d =
+      gdn_test::MakeStepData<T>(gdn_test::DeviceParams(heads), {{70}, {1}, 3}, rng);
+  const Result whole = gdn_test::RunDevice(schedule, d, GdnForm::kAuto);
+  const Result reference = gdn_test::RunReference(d);
+  const double rounding = OutputRounding<T>();
+  EXPECT_TRUE(AllNear(whole.out, reference.out, kChunkedTol, rounding));
+  for (const std::vector<int>& ends :
+       {std::vector<int>{65, 66, 67, 68, 69, 70}, {64, 70}, {17, 18, 70}}) {
+    SCOPED_TRACE("first part " + std::to_string(ends[0]));
+    const Result parts = gdn_test::RunDeviceInParts(schedule, d, ends, GdnForm::kAuto);
+    EXPECT_TRUE(AllNear(parts.out, whole.out, kChunkedTol, 2 * rounding));
+    EXPECT_TRUE(AllNear(parts.states, whole.states, kChunkedTol, 0));
+    EXPECT_TRUE(AllNear(parts.out, reference.out, kChunkedTol, rounding));
+    EXPECT_TRUE(AllNear(parts.states, reference.states, kChunkedTol, 0));
+  }
+}
+
+TEST_P(GatedDeltaRuleKernelTest, PrefillThenDecodeEqualsOneLongerPrefill) {
+  std::mt19937 rng(2028);
+  CheckPrefillThenDecode<float>(GetParam(), rng);
+  CheckPrefillThenDecode<__nv_bfloat16>(GetParam(), rng);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, GatedDeltaRuleKernelTest,
                          ::testing::ValuesIn(simt::TestSchedules()),
                          [](const auto& info) { return simt::ScheduleTestName(info.param); });

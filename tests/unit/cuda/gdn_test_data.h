@@ -107,28 +107,67 @@ struct Result {
   std::vector<float> states;  // the whole pool
 };
 
-// The CUDA kernel on the step (emulated under `schedule`, or on the GPU).
+// Device copies of a step's inputs and state pool.
+template <typename T>
+struct DeviceStep {
+  explicit DeviceStep(const StepData<T>& d)
+      : qkv(std::span<const T>(d.qkv)),
+        g(std::span<const float>(d.g)),
+        beta(std::span<const float>(d.beta)),
+        states(std::span<const float>(d.states)),
+        out(std::max<int64_t>(1, d.rows * d.out_width())) {}
+
+  // Launches the rule on `seqs`, whose row 0 is row `first_row` of the step.
+  void Launch(simt::TestLauncher& launcher, const StepData<T>& d, int64_t first_row,
+              std::span<const DeviceRecurrentSequence> seqs, GdnForm form) {
+    simt::DeviceBuffer<DeviceRecurrentSequence> d_seqs{seqs};
+    const T* base = qkv.get() + first_row * d.stride;
+    const int64_t gates = first_row * d.p.num_v_heads;
+    const GdnDeviceInputs<T> in{base,     d.stride, base + d.k_offset(), d.stride,
+                                base + d.v_offset(), d.stride, g.get() + gates,
+                                beta.get() + gates};
+    const auto status = LaunchGatedDeltaRule(launcher, d.p, in, d_seqs.get(),
+                                             static_cast<int>(seqs.size()), states.get(),
+                                             out.get() + first_row * d.out_width(), form);
+    EXPECT_TRUE(status.ok()) << status;
+  }
+
+  Result Read(const StepData<T>& d) {
+    Result r{std::vector<float>(d.rows * d.out_width()), states.ToHost()};
+    for (size_t i = 0; i < r.out.size(); ++i) r.out[i] = simt::AsFloat(out[i]);
+    return r;
+  }
+
+  simt::DeviceBuffer<T> qkv;
+  simt::DeviceBuffer<float> g, beta, states;
+  simt::DeviceBuffer<T> out;
+};
+
+// The CUDA kernel on the step (emulated under `schedule`, or on the GPU), one launch.
 template <typename T>
 Result RunDevice(const simt::Schedule& schedule, const StepData<T>& d, GdnForm form) {
-  simt::DeviceBuffer<T> qkv{std::span<const T>(d.qkv)};
-  simt::DeviceBuffer<float> g{std::span<const float>(d.g)}, beta{std::span<const float>(d.beta)};
-  simt::DeviceBuffer<float> states{std::span<const float>(d.states)};
-  simt::DeviceBuffer<DeviceRecurrentSequence> seqs{
-      std::span<const DeviceRecurrentSequence>(d.device_seqs)};
-  simt::DeviceBuffer<T> out(std::max<int64_t>(1, d.rows * d.out_width()));
+  DeviceStep<T> device(d);
   simt::TestLauncher launcher(schedule);
   EXPECT_TRUE(AllowGatedDeltaRuleSharedMemory<T>(launcher).ok());
-  const T* base = qkv.get();
-  const GdnDeviceInputs<T> in{base,           d.stride,         base + d.k_offset(),
-                              d.stride,       base + d.v_offset(), d.stride,
-                              g.get(),        beta.get()};
-  const auto status = LaunchGatedDeltaRule(launcher, d.p, in, seqs.get(),
-                                           static_cast<int>(d.device_seqs.size()), states.get(),
-                                           out.get(), form);
-  EXPECT_TRUE(status.ok()) << status;
-  Result r{std::vector<float>(d.rows * d.out_width()), states.ToHost()};
-  for (size_t i = 0; i < r.out.size(); ++i) r.out[i] = simt::AsFloat(out[i]);
-  return r;
+  device.Launch(launcher, d, 0, d.device_seqs, form);
+  return device.Read(d);
+}
+
+// A one-sequence step run as consecutive launches over the token ranges [ends[i-1], ends[i])
+// (ends[-1] = 0), the state carried in the slot: a prefill then decode steps.
+template <typename T>
+Result RunDeviceInParts(const simt::Schedule& schedule, const StepData<T>& d,
+                        const std::vector<int>& ends, GdnForm form) {
+  DeviceStep<T> device(d);
+  simt::TestLauncher launcher(schedule);
+  EXPECT_TRUE(AllowGatedDeltaRuleSharedMemory<T>(launcher).ok());
+  int begin = 0;
+  for (int end : ends) {
+    const DeviceRecurrentSequence seq{0, end - begin, d.device_seqs[0].state_slot};
+    device.Launch(launcher, d, begin, {&seq, 1}, form);
+    begin = end;
+  }
+  return device.Read(d);
 }
 
 // The CPU kernel on the same values (f32, the AVX path the machine has).
