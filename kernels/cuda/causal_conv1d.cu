@@ -5,7 +5,7 @@
 namespace tessera::cuda {
 
 #define TESSERA_INSTANTIATE_CAUSAL_CONV1D(T)                                                     \
-  template auto LaunchCausalConv1d<CudaLauncher, T>(CudaLauncher&, const T*, int64_t, const T*, \
+  template auto LaunchCausalConv1d<CudaLauncher, T>(CudaLauncher&, const T*, int64_t, const T*,  \
                                                     const DeviceRecurrentSequence*, int, float*, \
                                                     T*, int64_t, int, int, bool);
 TESSERA_INSTANTIATE_CAUSAL_CONV1D(__nv_bfloat16)

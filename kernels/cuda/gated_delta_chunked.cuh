@@ -5,7 +5,8 @@
 // γ_t = Σ_{s≤t} g_s inside the chunk):
 //   load     q̂, k̂ [n, d_k] (one warp per token row: L2 norms by warp sums), γ, β, e^{γ_t},
 //            e^{γ_n−γ_t}
-//   scores   A[t][s] = β_t (k̂_t·k̂_s) e^{γ_t−γ_s} (s < t),  P[t][s] = (q̂_t·k̂_s) e^{γ_t−γ_s} (s ≤ t)
+//   scores   A[t][s] = β_t (k̂_t·k̂_s) e^{γ_t−γ_s} (s < t)
+//            P[t][s] = (q̂_t·k̂_s) e^{γ_t−γ_s} (s ≤ t)
 //   inverse  T = (I + A)⁻¹ by forward substitution, row by row, in place over A (strictly lower
 //            part; the unit diagonal is implicit)
 //   columns  B = β ⊙ (V − e^{γ} ⊙ (K̂ S)),  V' = T B  (= U − W S of the CPU kernel, with
@@ -60,7 +61,8 @@ struct GdnChunkTiles {
 // order, as the CPU kernel sums them), then e^{γ_t} and e^{γ_{n-1}−γ_t}. Ends with a barrier.
 template <typename T>
 __device__ __forceinline__ void GdnLoadChunk(const GdnDeviceParams& p, const GdnDeviceInputs<T>& in,
-                             int64_t first_row, int n, int h, const GdnChunkTiles& tiles) {
+                                             int64_t first_row, int n, int h,
+                                             const GdnChunkTiles& tiles) {
   const int lane = threadIdx.x % 32;
   const int d_k = p.head_k_dim;
   const int64_t head_offset = static_cast<int64_t>(GdnKHead(p, h)) * d_k;
@@ -159,9 +161,10 @@ __device__ __forceinline__ void GdnChunkInverse(int n, const GdnChunkTiles& tile
 
 // B = β ⊙ (V − e^{γ} ⊙ (K̂ S)) then V' = T B, for this block's columns. Ends with a barrier.
 template <typename T>
-__device__ __forceinline__ void GdnChunkNewValues(const GdnDeviceParams& p, const GdnDeviceInputs<T>& in,
-                                  int64_t first_row, int n, int h, int column0, int width,
-                                  const GdnChunkTiles& tiles) {
+__device__ __forceinline__ void GdnChunkNewValues(const GdnDeviceParams& p,
+                                                  const GdnDeviceInputs<T>& in, int64_t first_row,
+                                                  int n, int h, int column0, int width,
+                                                  const GdnChunkTiles& tiles) {
   constexpr int kC = kGdnChunkSize;
   for (int e = threadIdx.x; e < n * kGdnColumns; e += kGdnThreads) {
     const int t = e / kGdnColumns;
@@ -170,9 +173,10 @@ __device__ __forceinline__ void GdnChunkNewValues(const GdnDeviceParams& p, cons
     if (j < width) {
       const float* k_t = tiles.k_hat + t * tiles.ld;
       float k_s = 0.0f;
-      for (int i = 0; i < p.head_k_dim; ++i) k_s = fmaf(k_t[i], tiles.state[i * kGdnColumns + j], k_s);
-      const int64_t v_index = (first_row + t) * in.v_stride +
-                              static_cast<int64_t>(h) * p.head_v_dim + column0 + j;
+      for (int i = 0; i < p.head_k_dim; ++i)
+        k_s = fmaf(k_t[i], tiles.state[i * kGdnColumns + j], k_s);
+      const int64_t v_index =
+          (first_row + t) * in.v_stride + static_cast<int64_t>(h) * p.head_v_dim + column0 + j;
       b = tiles.beta[t] * (ToFloat(in.v[v_index]) - tiles.exp_gamma[t] * k_s);
     }
     tiles.b_cols[e] = b;
@@ -193,9 +197,9 @@ __device__ __forceinline__ void GdnChunkNewValues(const GdnDeviceParams& p, cons
 // O = e^{γ} ⊙ (Q̂ S) + P V' into out, then S ← e^{γ_n} S + Σ_t (e^{γ_n−γ_t} k̂_t) ⊗ V'_t. Ends
 // with a barrier.
 template <typename T>
-__device__ __forceinline__ void GdnChunkOutputAndState(const GdnDeviceParams& p, int64_t first_row, int n, int h,
-                                       int column0, int width, const GdnChunkTiles& tiles,
-                                       T* out) {
+__device__ __forceinline__ void GdnChunkOutputAndState(const GdnDeviceParams& p, int64_t first_row,
+                                                       int n, int h, int column0, int width,
+                                                       const GdnChunkTiles& tiles, T* out) {
   constexpr int kC = kGdnChunkSize;
   const int d_k = p.head_k_dim;
   for (int e = threadIdx.x; e < n * kGdnColumns; e += kGdnThreads) {
@@ -206,7 +210,8 @@ __device__ __forceinline__ void GdnChunkOutputAndState(const GdnDeviceParams& p,
     float q_s = 0.0f;
     for (int i = 0; i < d_k; ++i) q_s = fmaf(q_t[i], tiles.state[i * kGdnColumns + j], q_s);
     float o = tiles.exp_gamma[t] * q_s;
-    for (int s = 0; s <= t; ++s) o = fmaf(tiles.p_scores[t * kC + s], tiles.v_new[s * kGdnColumns + j], o);
+    for (int s = 0; s <= t; ++s)
+      o = fmaf(tiles.p_scores[t * kC + s], tiles.v_new[s * kGdnColumns + j], o);
     const int64_t row = first_row + t;
     out[(row * p.num_v_heads + h) * p.head_v_dim + column0 + j] = FromFloat<T>(o);
   }
@@ -217,7 +222,8 @@ __device__ __forceinline__ void GdnChunkOutputAndState(const GdnDeviceParams& p,
     const int j = e % kGdnColumns;
     float s = total_decay * tiles.state[e];
     for (int t = 0; t < n; ++t) {
-      s = fmaf(tiles.k_hat[t * tiles.ld + i] * tiles.decay_to_end[t], tiles.v_new[t * kGdnColumns + j], s);
+      s = fmaf(tiles.k_hat[t * tiles.ld + i] * tiles.decay_to_end[t],
+               tiles.v_new[t * kGdnColumns + j], s);
     }
     tiles.state[e] = s;
   }
@@ -230,9 +236,9 @@ __global__ void __launch_bounds__(kGdnThreads)
                      const DeviceRecurrentSequence* __restrict__ sequences, float* states,
                      T* __restrict__ out, GdnForm form) {
   constexpr int kC = kGdnChunkSize;
-  TESSERA_SHARED(float, a_then_t, kC * kC);
-  TESSERA_SHARED(float, p_scores, kC * kC);
-  TESSERA_SHARED(float, b_cols, kC * kGdnColumns);
+  TESSERA_SHARED(float, a_then_t, kC* kC);
+  TESSERA_SHARED(float, p_scores, kC* kC);
+  TESSERA_SHARED(float, b_cols, kC* kGdnColumns);
   TESSERA_SHARED(float, vectors, 4 * kC);
   TESSERA_DYNAMIC_SHARED(float, dynamic);
   const DeviceRecurrentSequence seq = sequences[blockIdx.z];

@@ -13,10 +13,10 @@
 
 namespace tessera::cuda {
 
-inline constexpr int kGdnChunkSize = 64;          // = kernels::cpu::kGdnChunkSize
-inline constexpr int kGdnMinChunkedTokens = 8;    // = kernels::cpu::kGdnMinChunkedTokens
-inline constexpr int kGdnMaxHeadDim = 256;        // d_k and d_v (the published models: 128)
-inline constexpr int kGdnColumns = 32;            // value columns (of S and out) per block
+inline constexpr int kGdnChunkSize = 64;        // = kernels::cpu::kGdnChunkSize
+inline constexpr int kGdnMinChunkedTokens = 8;  // = kernels::cpu::kGdnMinChunkedTokens
+inline constexpr int kGdnMaxHeadDim = 256;      // d_k and d_v (the published models: 128)
+inline constexpr int kGdnColumns = 32;          // value columns (of S and out) per block
 inline constexpr int kGdnWarps = 8;
 inline constexpr int kGdnThreads = 32 * kGdnWarps;
 static_assert(kGdnThreads >= kGdnMaxHeadDim, "one thread per element of q and k");

@@ -4,10 +4,10 @@
 
 namespace tessera::cuda {
 
-#define TESSERA_INSTANTIATE_GATED_DELTA_RULE(T)                                                 \
-  template auto AllowGatedDeltaRuleSharedMemory<T, CudaLauncher>(CudaLauncher&);                 \
-  template auto LaunchGatedDeltaRule<CudaLauncher, T>(                                          \
-      CudaLauncher&, const GdnDeviceParams&, const GdnDeviceInputs<T>&,                         \
+#define TESSERA_INSTANTIATE_GATED_DELTA_RULE(T)                                  \
+  template auto AllowGatedDeltaRuleSharedMemory<T, CudaLauncher>(CudaLauncher&); \
+  template auto LaunchGatedDeltaRule<CudaLauncher, T>(                           \
+      CudaLauncher&, const GdnDeviceParams&, const GdnDeviceInputs<T>&,          \
       const DeviceRecurrentSequence*, int, float*, T*, GdnForm);
 TESSERA_INSTANTIATE_GATED_DELTA_RULE(__nv_bfloat16)
 TESSERA_INSTANTIATE_GATED_DELTA_RULE(__half)

@@ -30,12 +30,13 @@
 //    layer per sequence, ~1.25 us per layer per sequence) plus q, k, v once. The token loop adds
 //    ~4 d_k·d_v FLOPs per head per token against registers, far below the CUDA-core peak; grid
 //    d_v/32 · h_v · num_seqs blocks (128 per sequence for Qwen3-Next).
-//  * Chunked (prefill): CUDA-core FMAs from shared memory (~1 shared load per FMA), so shared-memory
-//    bandwidth bounds it at roughly a quarter of the f32 peak, ~15 TFLOP/s. Per chunk of 64 and
-//    head: A and P 2·64²/2·d_k per column block (recomputed by each of the d_v/32 blocks), K̂S and
-//    Q̂S 2·64·d_k·d_v, T·B and P·V' 64²·d_v, the state update 64·d_k·d_v MACs: ~5.8 M MACs at
-//    d = 128, ~90 k MACs per token and head: ~0.4 us per token per layer at h_v = 32. A tensor-core version (mma.sync on the
-//    64×d_k tiles, as FLA's chunk kernels) would approach the HBM bound of reading q, k, v once.
+//  * Chunked (prefill): CUDA-core FMAs from shared memory (~1 shared load per FMA), so
+//    shared-memory bandwidth bounds it at roughly a quarter of the f32 peak, ~15 TFLOP/s. Per
+//    chunk of 64 and head: A and P 2·64²/2·d_k per column block (recomputed by each of the d_v/32
+//    blocks), K̂S and Q̂S 2·64·d_k·d_v, T·B and P·V' 64²·d_v, the state update 64·d_k·d_v MACs:
+//    ~5.8 M MACs at d = 128, ~90 k MACs per token and head: ~0.4 us per token per layer at
+//    h_v = 32. A tensor-core version (mma.sync on the 64×d_k tiles, as FLA's chunk kernels) would
+//    approach the HBM bound of reading q, k, v once.
 #pragma once
 
 #include <cstddef>
@@ -68,9 +69,8 @@ auto LaunchGatedDeltaRule(Launcher& launcher, const GdnDeviceParams& params,
                           T* out, GdnForm form) {
   const dim3 grid(CeilDiv(params.head_v_dim, kGdnColumns), params.num_v_heads, num_seqs);
   if (form != GdnForm::kChunked) {
-    auto status = launcher.Launch(LaunchShape{grid, dim3(kGdnThreads), 0},
-                                  GdnRecurrentKernel<T>, params, inputs, sequences, states, out,
-                                  form);
+    auto status = launcher.Launch(LaunchShape{grid, dim3(kGdnThreads), 0}, GdnRecurrentKernel<T>,
+                                  params, inputs, sequences, states, out, form);
     if (form == GdnForm::kRecurrent || !LaunchSucceeded(status)) return status;
   }
   const LaunchShape chunked{grid, dim3(kGdnThreads), GdnChunkedSharedBytes(params.head_k_dim)};

@@ -6,12 +6,12 @@
 
 namespace tessera::cuda {
 
-#define TESSERA_INSTANTIATE_GDN_NORM_AND_GATES(T)                                                 \
-  template auto LaunchGatedRmsNorm<CudaLauncher, T>(CudaLauncher&, const T*, const T*, int64_t,  \
-                                                    const T*, T*, int64_t, int, int, float);     \
-  template auto LaunchGdnGates<CudaLauncher, T>(CudaLauncher&, const T*, int64_t, const T*,      \
-                                                int64_t, const float*, const float*, int64_t,    \
-                                                int, float*, float*);
+#define TESSERA_INSTANTIATE_GDN_NORM_AND_GATES(T)                                                  \
+  template auto LaunchGatedRmsNorm<CudaLauncher, T>(CudaLauncher&, const T*, const T*, int64_t,    \
+                                                    const T*, T*, int64_t, int, int, float);       \
+  template auto LaunchGdnGates<CudaLauncher, T>(CudaLauncher&, const T*, int64_t, const T*,        \
+                                                int64_t, const float*, const float*, int64_t, int, \
+                                                float*, float*);
 TESSERA_INSTANTIATE_GDN_NORM_AND_GATES(__nv_bfloat16)
 TESSERA_INSTANTIATE_GDN_NORM_AND_GATES(__half)
 TESSERA_INSTANTIATE_GDN_NORM_AND_GATES(float)

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(kGatedRmsNormThreads)
                        const T* __restrict__ weight, T* y, int64_t rows, int heads, int d,
                        float eps) {
   const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGatedRmsNormRowsPerBlock + threadIdx.x / 32;
+  const int64_t row =
+      static_cast<int64_t>(blockIdx.x) * kGatedRmsNormRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;  // whole warps leave together
   const T* x_row = x + row * d;
   const T* z_row = z + (row / heads) * z_token_stride + static_cast<int64_t>(row % heads) * d;
@@ -58,8 +59,8 @@ auto LaunchGatedRmsNorm(Launcher& launcher, const T* x, const T* z, int64_t z_to
   const int64_t blocks = (rows + kGatedRmsNormRowsPerBlock - 1) / kGatedRmsNormRowsPerBlock;
   const LaunchShape shape{dim3(static_cast<unsigned>(blocks < 1 ? 1 : blocks)),
                           dim3(kGatedRmsNormThreads), 0};
-  return launcher.Launch(shape, GatedRmsNormKernel<T>, x, z, z_token_stride, weight, y, rows,
-                         heads, d, eps);
+  return launcher.Launch(shape, GatedRmsNormKernel<T>, x, z, z_token_stride, weight, y, rows, heads,
+                         d, eps);
 }
 
 }  // namespace tessera::cuda

@@ -66,7 +66,8 @@ void CheckConvStep(const simt::Schedule& schedule, const ConvCase& c, const Conv
       simt::RandomFloats(size_t(step.num_slots) * history * c.channels, rng, -2, 2);
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_weight{std::span<const T>(weight)};
   DeviceBuffer<float> d_states{std::span<const float>(initial_states)};
-  DeviceBuffer<DeviceRecurrentSequence> d_seqs{std::span<const DeviceRecurrentSequence>(device_seqs)};
+  DeviceBuffer<DeviceRecurrentSequence> d_seqs{
+      std::span<const DeviceRecurrentSequence>(device_seqs)};
   DeviceBuffer<T> d_out(std::max<size_t>(1, rows * out_stride));
   simt::TestLauncher launcher(schedule);
   ASSERT_TRUE(LaunchCausalConv1d(launcher, static_cast<const T*>(d_x.get()), x_stride,
@@ -80,10 +81,11 @@ void CheckConvStep(const simt::Schedule& schedule, const ConvCase& c, const Conv
   kernels::cpu::ThreadPool pool(1);
   std::vector<float> ref_states = initial_states;
   std::vector<float> ref_out(std::max<size_t>(1, rows * out_stride));
-  kernels::cpu::CausalConv1d(pool, {c.channels, c.kernel_size, true},
-                             simt::ToFloats<T>(weight), simt::ToFloats<T>(x), x_stride, cpu_seqs,
-                             ref_states, ref_out, out_stride);
-  const std::string where = "C=" + std::to_string(c.channels) + " K=" + std::to_string(c.kernel_size);
+  kernels::cpu::CausalConv1d(pool, {c.channels, c.kernel_size, true}, simt::ToFloats<T>(weight),
+                             simt::ToFloats<T>(x), x_stride, cpu_seqs, ref_states, ref_out,
+                             out_stride);
+  const std::string where =
+      "C=" + std::to_string(c.channels) + " K=" + std::to_string(c.kernel_size);
   for (int r = 0; r < rows; ++r) {
     for (int ch = 0; ch < c.channels; ++ch) {
       const float expected = ref_out[r * out_stride + ch];

@@ -47,21 +47,22 @@ double OutputRounding() {
   double worst = 0.0;
   size_t worst_index = 0;
   for (size_t i = 0; i < actual.size(); ++i) {
-    const double excess = std::fabs(double{actual[i]} - expected[i]) - rel_tol * std::fabs(expected[i]);
+    const double excess =
+        std::fabs(double{actual[i]} - expected[i]) - rel_tol * std::fabs(expected[i]);
     if (!(excess <= worst)) {  // NaN counts as worst
       worst = std::isnan(excess) ? INFINITY : excess;
       worst_index = i;
     }
   }
   if (worst <= abs_tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "element " << worst_index << ": " << actual[worst_index]
-                                       << " vs " << expected[worst_index] << " (excess " << worst
-                                       << " > " << abs_tol << ")";
+  return ::testing::AssertionFailure()
+         << "element " << worst_index << ": " << actual[worst_index] << " vs "
+         << expected[worst_index] << " (excess " << worst << " > " << abs_tol << ")";
 }
 
 std::string Describe(const Heads& h) {
-  return "hk=" + std::to_string(h.hk) + " hv=" + std::to_string(h.hv) + " dk=" +
-         std::to_string(h.dk) + " dv=" + std::to_string(h.dv) +
+  return "hk=" + std::to_string(h.hk) + " hv=" + std::to_string(h.hv) +
+         " dk=" + std::to_string(h.dk) + " dv=" + std::to_string(h.dv) +
          (h.mapping == GdnHeadMapping::kTiled ? " tiled" : " grouped");
 }
 
@@ -117,7 +118,8 @@ void CheckMixedStep(const simt::Schedule& schedule, const Heads& heads, const St
   EXPECT_TRUE(AllNear(chunked.out, recurrent.out, kChunkedTol, 2 * rounding));
   EXPECT_TRUE(AllNear(chunked.states, recurrent.states, kChunkedTol, 0));
   ExpectAutoPicksPerSequence(d, automatic, recurrent, chunked);
-  for (const Result* r : {&recurrent, &chunked, &automatic}) ExpectUnnamedSlotsUntouched(d, step, *r);
+  for (const Result* r : {&recurrent, &chunked, &automatic})
+    ExpectUnnamedSlotsUntouched(d, step, *r);
 }
 
 // Tokens 0, 1, 5, 64, 65, 130 (+ a padding entry), in slots 3, 7, 0, 5, 9, 2 of 11.
@@ -127,7 +129,9 @@ class GatedDeltaRuleKernelTest : public simt::KernelTest {};
 
 TEST_P(GatedDeltaRuleKernelTest, MixedStepMatchesCpuKernelAndReference) {
   std::mt19937 rng(2024);
-  for (const Heads& h : {Heads{1, 1, 16, 16}, {1, 2, 24, 40}, {2, 6, 40, 24},
+  for (const Heads& h : {Heads{1, 1, 16, 16},
+                         {1, 2, 24, 40},
+                         {2, 6, 40, 24},
                          {2, 6, 40, 24, GdnHeadMapping::kTiled}}) {
     CheckMixedStep<float>(GetParam(), h, kMixedStep, rng);
     CheckMixedStep<__nv_bfloat16>(GetParam(), h, kMixedStep, rng);

@@ -27,13 +27,14 @@ float Tolerance() {
 }
 
 template <typename T>
-void CheckGatedRmsNorm(const simt::Schedule& schedule, int tokens, int heads, int d,
-                       bool in_place, std::mt19937& rng) {
+void CheckGatedRmsNorm(const simt::Schedule& schedule, int tokens, int heads, int d, bool in_place,
+                       std::mt19937& rng) {
   const float eps = 1e-6f;
   const int64_t rows = int64_t{tokens} * heads;
   const int64_t z_token_stride = int64_t{heads} * d + 5;  // a view into a wider projection
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(rows * d, rng, -2, 2));
-  const std::vector<T> z = simt::Convert<T>(simt::RandomFloats(tokens * z_token_stride, rng, -4, 4));
+  const std::vector<T> z =
+      simt::Convert<T>(simt::RandomFloats(tokens * z_token_stride, rng, -4, 4));
   const std::vector<T> weight = simt::Convert<T>(simt::RandomFloats(d, rng, 0.5f, 1.5f));
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_z{std::span<const T>(z)};
   DeviceBuffer<T> d_weight{std::span<const T>(weight)}, d_y(std::max<int64_t>(1, rows * d));
@@ -66,7 +67,8 @@ TEST_P(GatedRmsNormKernelTest, MatchesReferenceAtAwkwardSizes) {
   struct Shape {
     int tokens, heads, d;
   };
-  for (Shape s : {Shape{1, 1, 128}, {3, 3, 40}, {5, 2, 13}, {17, 4, 128}, {2, 3, 256}, {0, 2, 16}}) {
+  for (Shape s :
+       {Shape{1, 1, 128}, {3, 3, 40}, {5, 2, 13}, {17, 4, 128}, {2, 3, 256}, {0, 2, 16}}) {
     for (bool in_place : {false, true}) {
       CheckGatedRmsNorm<float>(GetParam(), s.tokens, s.heads, s.d, in_place, rng);
       CheckGatedRmsNorm<__nv_bfloat16>(GetParam(), s.tokens, s.heads, s.d, in_place, rng);

@@ -29,14 +29,14 @@ void CheckGates(const simt::Schedule& schedule, int64_t rows, int heads, std::mt
   dt_bias[0] = 19.0f;  // alpha + dt_bias straddles the threshold 20 on head 0
   DeviceBuffer<T> d_ba{std::span<const T>(ba)};
   DeviceBuffer<float> d_a{std::span<const float>(a_coef)}, d_dt{std::span<const float>(dt_bias)};
-  DeviceBuffer<float> d_g(std::max<int64_t>(1, rows * heads)), d_beta(std::max<int64_t>(1, rows * heads));
+  DeviceBuffer<float> d_g(std::max<int64_t>(1, rows * heads)),
+      d_beta(std::max<int64_t>(1, rows * heads));
   simt::TestLauncher launcher(schedule);
   const T* b = d_ba.get();
-  ASSERT_TRUE(LaunchGdnGates(launcher, b, stride, b + heads, stride,
-                             static_cast<const float*>(d_a.get()),
-                             static_cast<const float*>(d_dt.get()), rows, heads, d_g.get(),
-                             d_beta.get())
-                  .ok());
+  ASSERT_TRUE(
+      LaunchGdnGates(launcher, b, stride, b + heads, stride, static_cast<const float*>(d_a.get()),
+                     static_cast<const float*>(d_dt.get()), rows, heads, d_g.get(), d_beta.get())
+          .ok());
   if (rows == 0) return;  // nothing to compare (the launch must still succeed)
   const std::vector<float> ba_read = simt::ToFloats<T>(ba);
   std::vector<float> g(rows * heads), beta(rows * heads);
@@ -71,8 +71,7 @@ TEST_P(GdnGatesKernelTest, MatchesCpuKernelAndReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, GdnGatesKernelTest,
-                         ::testing::ValuesIn(simt::TestSchedules()),
+INSTANTIATE_TEST_SUITE_P(Schedules, GdnGatesKernelTest, ::testing::ValuesIn(simt::TestSchedules()),
                          [](const auto& info) { return simt::ScheduleTestName(info.param); });
 
 }  // namespace

@@ -123,12 +123,12 @@ struct DeviceStep {
     simt::DeviceBuffer<DeviceRecurrentSequence> d_seqs{seqs};
     const T* base = qkv.get() + first_row * d.stride;
     const int64_t gates = first_row * d.p.num_v_heads;
-    const GdnDeviceInputs<T> in{base,     d.stride, base + d.k_offset(), d.stride,
-                                base + d.v_offset(), d.stride, g.get() + gates,
-                                beta.get() + gates};
-    const auto status = LaunchGatedDeltaRule(launcher, d.p, in, d_seqs.get(),
-                                             static_cast<int>(seqs.size()), states.get(),
-                                             out.get() + first_row * d.out_width(), form);
+    const GdnDeviceInputs<T> in{
+        base,     d.stride,        base + d.k_offset(), d.stride, base + d.v_offset(),
+        d.stride, g.get() + gates, beta.get() + gates};
+    const auto status =
+        LaunchGatedDeltaRule(launcher, d.p, in, d_seqs.get(), static_cast<int>(seqs.size()),
+                             states.get(), out.get() + first_row * d.out_width(), form);
     EXPECT_TRUE(status.ok()) << status;
   }
 
@@ -175,8 +175,9 @@ template <typename T>
 Result RunCpu(const StepData<T>& d, GdnForm form) {
   kernels::cpu::ThreadPool pool(1);
   const std::span<const float> qkv(d.qkv_read);
-  const kernels::cpu::GdnInputs in{qkv,          d.stride, qkv.subspan(d.k_offset()), d.stride,
-                                   qkv.subspan(d.v_offset()), d.stride, d.g, d.beta};
+  const kernels::cpu::GdnInputs in{
+      qkv, d.stride, qkv.subspan(d.k_offset()), d.stride, qkv.subspan(d.v_offset()), d.stride,
+      d.g, d.beta};
   Result r{std::vector<float>(d.rows * d.out_width()), d.states};
   if (d.rows == 0) return r;
   kernels::cpu::GatedDeltaRule(pool, CpuParams(d.p), in, d.cpu_seqs, r.states, r.out,
