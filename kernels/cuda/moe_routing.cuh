@@ -324,8 +324,8 @@ auto LaunchMoeRoute(Launcher& launcher, float* logits, int num_tokens, int num_e
                     bool normalize, int32_t* expert_ids, float* weights) {
   const int blocks = int(CeilDiv(num_tokens > 0 ? num_tokens : 1, kMoeRouteTokensPerBlock));
   const LaunchShape shape{dim3(blocks), dim3(32 * kMoeRouteTokensPerBlock), 0};
-  return launcher.Launch(shape, MoeRouteKernel<float>, logits, num_tokens, num_experts, k, normalize,
-                         expert_ids, weights);
+  return launcher.Launch(shape, MoeRouteKernel<float>, logits, num_tokens, num_experts, k,
+                         normalize, expert_ids, weights);
 }
 
 // Grouping only: expert_ids [n, k] (each in [0, E)) -> groups (every array sized as
