@@ -27,12 +27,17 @@
 // context) and all the query heads that share that KV head (up to kDecodeMaxHeads per block;
 // larger GQA ratios take several head chunks), so each K/V row is read once per group:
 //   1. q of the group, times scale, to shared memory as f32;
-//   2. scores: lanes_per_key = head_dim / 8 lanes per key, each loads 16 bytes of the K row
-//      (a key row is one 128/256-byte coalesced segment), dots with every head of the group and
-//      reduces with shuffles; scores to shared memory [heads][partition_size];
+//   2. scores: lanes_per_key = head_dim / 8 lanes per key (rounded up to a power of two: 80
+//      and 96 use 16 lanes, 10 or 12 of them loading), each loads 16 bytes of the K row (a key
+//      row is one coalesced segment), dots with every head of the group and reduces with
+//      shuffles; scores to shared memory [heads][partition_size];
 //   3. softmax per head (a warp per head): partition max m, p_j = exp(s_j - m), sum l;
 //   4. P·V: a thread owns 2 dims (4-byte loads, a warp covers 128 contiguous bytes of a V row)
-//      for a slice of the keys and all heads; slices summed through shared memory.
+//      for a slice of the keys and all heads; slices summed through shared memory (in q's
+//      buffer, dead by then).
+// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80 and 96 (the last two leave
+// some lanes / threads idle in steps 2 and 4). Shared memory at 256: 8 KiB static + the scores,
+// 8 heads x 1024 x 4 B = 32 KiB, within the 48 KiB default.
 // Unsplit (one partition) the block writes out = o / l directly. Split, it writes o / l, m and
 // l per (sequence, head, partition) to an f32 workspace, and PagedDecodeCombineKernel merges
 // the partitions: M = max m_i, w_i = l_i exp(m_i - M), out = Σ w_i o_i / Σ w_i.
@@ -143,6 +148,18 @@ struct alignas(2 * sizeof(T)) Vec2 {
 
 namespace decode_detail {
 
+// Lanes that read one key row in Scores: head_dim / 8 (16 bytes each) rounded up to a power of
+// two (80 and 96 -> 16 lanes, 10 or 12 of them loading); 64 -> 8, 128 -> 16, 256 -> 32.
+template <int kHeadDim>
+inline constexpr int kDecodeLanesPerKey =
+    kHeadDim / 8 <= 8 ? 8 : (kHeadDim / 8 <= 16 ? 16 : 32);
+
+// Threads summing P·V over one slice of the keys (2 dims each) and the slices per block:
+// 64 -> 2 slices of 64 threads, 128 -> 1 of 128, 256 -> 1 of 128 (2 dims x 128 = 256),
+// 80 -> 3 of 40 (8 threads idle), 96 -> 2 of 48 (32 idle).
+template <int kHeadDim>
+inline constexpr int kDecodeSlices = kDecodeThreads / (kHeadDim / 2);
+
 // Where key position `pos` of the sequence lives in a pool: the row of `kv_head`.
 template <int kHeadDim, typename T>
 __device__ __forceinline__ const T* KvRow(const T* pool, const int32_t* table, int pos,
@@ -158,8 +175,9 @@ __device__ __forceinline__ void Scores(const float* q_shared, const T* k_pool,
                                        const int32_t* table, int begin, int count, int heads,
                                        int block_size, int num_kv_heads, int kv_head,
                                        int scores_stride, float* scores) {
-  constexpr int kLanesPerKey = kHeadDim / 8;
+  constexpr int kLanesPerKey = kDecodeLanesPerKey<kHeadDim>;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
+  constexpr int kChunks = kHeadDim / 8;  // lanes with chunk >= kChunks load nothing, add 0
   const int lane = threadIdx.x % 32;
   const int chunk = lane % kLanesPerKey;  // 8 dims of the row
   const int keys_per_pass = (blockDim.x / 32) * kKeysPerWarp;
@@ -167,7 +185,7 @@ __device__ __forceinline__ void Scores(const float* q_shared, const T* k_pool,
   for (int base = 0; base < count; base += keys_per_pass) {  // warp-uniform trip count
     const int j = base + first;
     float k[8] = {};
-    if (j < count) {
+    if (j < count && chunk < kChunks) {
       const Vec8<T> row = *reinterpret_cast<const Vec8<T>*>(
           KvRow<kHeadDim>(k_pool, table, begin + j, block_size, num_kv_heads, kv_head) +
           chunk * 8);
@@ -175,10 +193,13 @@ __device__ __forceinline__ void Scores(const float* q_shared, const T* k_pool,
     }
     for (int g = 0; g < kDecodeMaxHeads; ++g) {
       if (g >= heads) break;
-      const float4* q4 = reinterpret_cast<const float4*>(q_shared + g * kHeadDim + chunk * 8);
-      const float4 a = q4[0], b = q4[1];
-      float dot = a.x * k[0] + a.y * k[1] + a.z * k[2] + a.w * k[3] + b.x * k[4] + b.y * k[5] +
-                  b.z * k[6] + b.w * k[7];
+      float dot = 0.0f;
+      if (chunk < kChunks) {
+        const float4* q4 = reinterpret_cast<const float4*>(q_shared + g * kHeadDim + chunk * 8);
+        const float4 a = q4[0], b = q4[1];
+        dot = a.x * k[0] + a.y * k[1] + a.z * k[2] + a.w * k[3] + b.x * k[4] + b.y * k[5] +
+              b.z * k[6] + b.w * k[7];
+      }
       for (int offset = kLanesPerKey / 2; offset > 0; offset >>= 1) {
         dot += __shfl_xor_sync(0xFFFFFFFFu, dot, offset);
       }
@@ -218,9 +239,10 @@ __device__ __forceinline__ void WeightedValues(const float* probs, int probs_str
                                                int count, int heads, int block_size,
                                                int num_kv_heads, int kv_head, float* slices) {
   constexpr int kThreadsPerRow = kHeadDim / 2;
-  constexpr int kSlices = kDecodeThreads / kThreadsPerRow;
+  constexpr int kSlices = kDecodeSlices<kHeadDim>;
   const int slice = threadIdx.x / kThreadsPerRow;
   const int d = (threadIdx.x % kThreadsPerRow) * 2;
+  if (slice >= kSlices) return;  // the idle threads of head_dim 80 / 96
   float acc[kDecodeMaxHeads][2] = {};
   for (int j = slice; j < count; j += kSlices) {
     const Vec2<T> pair = *reinterpret_cast<const Vec2<T>*>(
@@ -251,10 +273,15 @@ __global__ void __launch_bounds__(kDecodeThreads)
                                const int32_t* __restrict__ context_lens, T* __restrict__ out,
                                DecodeWorkspace workspace, PagedDecodeParams params,
                                int partition_size, int num_partitions) {
-  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 2 * kDecodeThreads && 32 % (kHeadDim / 8) == 0);
-  constexpr int kSlices = kDecodeThreads / (kHeadDim / 2);
-  TESSERA_SHARED(float, q_shared, kDecodeMaxHeads * kHeadDim);
-  TESSERA_SHARED(float, slices, kSlices * kDecodeMaxHeads * kHeadDim);
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 2 * kDecodeThreads);
+  constexpr int kSlices = decode_detail::kDecodeSlices<kHeadDim>;
+  static_assert(kSlices >= 1 && kHeadDim / 8 <= decode_detail::kDecodeLanesPerKey<kHeadDim>);
+  // q (steps 1-2) and the P·V slices (step 4) share one buffer: q is dead once the scores are
+  // in (two barriers separate them). At head_dim 256 this keeps static + dynamic shared memory
+  // (8 + 32 KiB) under the 48 KiB a launch gets without opting in.
+  TESSERA_SHARED(float, q_and_slices, kSlices * kDecodeMaxHeads * kHeadDim);
+  float* const q_shared = q_and_slices;
+  float* const slices = q_and_slices;
   TESSERA_SHARED(float, head_max, kDecodeMaxHeads);
   TESSERA_SHARED(float, head_sum, kDecodeMaxHeads);
   TESSERA_DYNAMIC_SHARED(float, scores);  // [heads][partition_size]

@@ -15,18 +15,20 @@
 // T: bf16, f16 or f32 (the runner's --dtype f32).
 //
 // Design (CUDA cores, no tensor cores). A block (4 warps) takes one sequence, one KV head and
-// kPrefillRows = 32 query rows (16 for f32 at head_dim 128, kPrefillRowsFor: shared memory):
-// the (token, head) pairs of tokens_per_block = 32 / group consecutive chunk tokens and all
-// `group` query heads of the KV head (groups > 32 take several head chunks), so a K/V tile
-// staged in shared memory serves every head of the group. Each warp owns 8 (or 4) rows and
-// keeps their online-softmax state (max, sum, head_dim / 32 output dims per
-// lane) in registers. Per KV tile of 32 keys (loaded through the block table with 4-byte
-// coalesced loads, zeros past the end): lane j scores key j against the row's q (broadcast from
-// shared memory, pre-scaled), causal mask, warp max/sum update, then the 32 probabilities go
-// through a per-warp shared buffer and each lane accumulates its dims of P·V. Tiles past the
-// block's last query position are skipped; rows whose position is below a tile skip it.
+// kPrefillRows = 32 query rows (16 at 80/96 and for f32 at 128, 8 at head_dim 256:
+// kPrefillRowsFor, shared memory): the (token, head) pairs of tokens_per_block = rows / group
+// consecutive chunk tokens and all `group` query heads of the KV head (larger groups take
+// several head chunks), so a K/V tile staged in shared memory serves every head of the group.
+// Each warp owns rows / 4 rows and keeps their online-softmax state (max, sum,
+// ceil(head_dim / 32) output dims per lane) in registers. Per KV tile of 32 keys (16 for f32 at
+// head_dim 256, kPrefillKvTileFor; loaded through the block table with 4-byte coalesced loads,
+// zeros past the end): lane j scores key j against the row's q (broadcast from shared memory,
+// pre-scaled), causal mask, warp max/sum update, then the tile's probabilities go through a
+// per-warp shared buffer and each lane accumulates its dims of P·V. Tiles past the block's last
+// query position are skipped; rows whose position is below a tile skip it.
 // Grid: KV heads x head chunks, sequences, ceil(max_query_len / tokens_per_block) (blocks past
-// a sequence's chunk exit at once; decode rows use group of the block's 32 rows).
+// a sequence's chunk exit at once; decode rows use group of the block's rows).
+// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80, 96.
 //
 // Bound (H100): compute on CUDA cores, and below FP32 peak (67 TFLOP/s): the score and P·V
 // inner loops issue about one shared-memory load per 1-2 FMAs, so shared-memory bandwidth (32
@@ -50,10 +52,24 @@ inline constexpr int kPrefillThreads = 128;
 inline constexpr int kPrefillRows = 32;  // (token, head) rows per block
 inline constexpr int kPrefillKvTile = 32;  // keys per shared-memory tile (one per lane)
 
-// Rows per block for T and kHeadDim: 32, except f32 with head_dim > 64, whose q rows and K/V
-// tiles (16 + 16.3 + 16 KiB) would pass the 48 KiB static shared-memory limit: 16 there.
+// Rows per block for T and kHeadDim, so that q rows + K/V tiles stay under the 48 KiB static
+// shared-memory limit: 32; 16 for f32 with head_dim > 64 (16 + 16.3 + 16 KiB at 128); 8 for
+// head_dim > 128 (256: 8 + 16.1 + 16 KiB in bf16/f16). Also 16 at head_dim 80 / 96 (3 dims per
+// lane): with 8 rows per warp, f16 at 96 spilled registers.
 template <typename T, int kHeadDim>
-inline constexpr int kPrefillRowsFor = sizeof(T) == 4 && kHeadDim > 64 ? 16 : kPrefillRows;
+inline constexpr int kPrefillRowsFor =
+    kHeadDim > 128 ? 8
+                   : ((sizeof(T) == 4 && kHeadDim > 64) || kHeadDim % 64 != 0 ? 16 : kPrefillRows);
+
+// Keys per K/V tile: one per lane (32), except f32 at head_dim > 128, whose 32-key tiles alone
+// (33 + 32 KiB) would not fit: 16 keys there (lanes 16..31 score nothing).
+template <typename T, int kHeadDim>
+inline constexpr int kPrefillKvTileFor = sizeof(T) == 4 && kHeadDim > 128 ? 16 : kPrefillKvTile;
+
+// Output dims per lane: lane + 32 c for c < ceil(head_dim / 32) (at 80 the last c uses lanes
+// 0..15 only).
+template <int kHeadDim>
+inline constexpr int kPrefillDimsPerLane = (kHeadDim + 31) / 32;
 
 struct PagedPrefillParams {
   int num_seqs = 0;
@@ -77,15 +93,15 @@ struct alignas(2 * sizeof(T)) PrefillPair {
 
 namespace prefill_detail {
 
-// Stages keys [k0, k0 + kPrefillKvTile) of the sequence's KV head into shared memory (zeros at
+// Stages keys [k0, k0 + kTile) of the sequence's KV head into shared memory (zeros at
 // and past kv_end): k_tile [keys][kHeadDim + 2] (padded: conflict-free per-lane rows),
 // v_tile [keys][kHeadDim].
-template <int kHeadDim, typename T>
+template <int kHeadDim, int kTile, typename T>
 __device__ __forceinline__ void LoadKvTile(const T* k_pool, const T* v_pool, const int32_t* table,
                                            int k0, int kv_end, int block_size, int num_kv_heads,
                                            int kv_head, T* k_tile, T* v_tile) {
   constexpr int kPairs = kHeadDim / 2;
-  for (int i = threadIdx.x; i < kPrefillKvTile * kPairs; i += blockDim.x) {
+  for (int i = threadIdx.x; i < kTile * kPairs; i += blockDim.x) {
     const int key = i / kPairs, d = (i % kPairs) * 2;
     const int pos = k0 + key;
     PrefillPair<T> k_pair, v_pair;
@@ -121,16 +137,17 @@ template <int kHeadDim>
 struct RowState {
   float max = -INFINITY;
   float sum = 0.0f;
-  float acc[kHeadDim / 32] = {};
+  float acc[kPrefillDimsPerLane<kHeadDim>] = {};
 };
 
-// Folds the tile's keys (positions k0 + lane, valid up to `position`) into `state`.
-template <int kHeadDim, typename T>
+// Folds the tile's keys (positions k0 + lane for lane < kTile, valid up to `position`) into
+// `state`.
+template <int kHeadDim, int kTile, typename T>
 __device__ __forceinline__ void AttendTile(const float* q_row, const T* k_tile, const T* v_tile,
                                            int k0, int position, float* warp_probs,
                                            RowState<kHeadDim>& state) {
   const int lane = threadIdx.x % 32;
-  const bool visible = k0 + lane <= position;
+  const bool visible = lane < kTile && k0 + lane <= position;
   const float score = visible ? Score<kHeadDim>(q_row, k_tile) : -INFINITY;
   const float new_max = fmaxf(state.max, WarpMax(score));  // finite: key k0 <= position
   const float alpha = __expf(state.max - new_max);
@@ -139,9 +156,11 @@ __device__ __forceinline__ void AttendTile(const float* q_row, const T* k_tile, 
   state.max = new_max;
   warp_probs[lane] = p;
   __syncwarp();
-  for (int c = 0; c < kHeadDim / 32; ++c) {
+  TESSERA_UNROLL
+  for (int c = 0; c < kPrefillDimsPerLane<kHeadDim>; ++c) {
+    if (kHeadDim % 32 != 0 && lane + 32 * c >= kHeadDim) continue;  // 80: the last 16 dims
     float acc = state.acc[c] * alpha;
-    for (int j = 0; j < kPrefillKvTile; ++j) {
+    for (int j = 0; j < kTile; ++j) {
       acc += warp_probs[j] * ToFloat(v_tile[j * kHeadDim + lane + 32 * c]);
     }
     state.acc[c] = acc;
@@ -159,12 +178,13 @@ __global__ void __launch_bounds__(kPrefillThreads)
                                 const int32_t* __restrict__ query_start_loc,
                                 const int32_t* __restrict__ context_lens, T* __restrict__ out,
                                 PagedPrefillParams params) {
-  static_assert(kHeadDim % 32 == 0);
+  static_assert(kHeadDim % 16 == 0);
   constexpr int kRows = kPrefillRowsFor<T, kHeadDim>;
+  constexpr int kTile = kPrefillKvTileFor<T, kHeadDim>;
   constexpr int kRowsPerWarp = kRows / (kPrefillThreads / 32);
   TESSERA_SHARED(float, q_shared, kRows * kHeadDim);
-  TESSERA_SHARED(T, k_tile, kPrefillKvTile * (kHeadDim + 2));
-  TESSERA_SHARED(T, v_tile, kPrefillKvTile * kHeadDim);
+  TESSERA_SHARED(T, k_tile, kTile * (kHeadDim + 2));
+  TESSERA_SHARED(T, v_tile, kTile * kHeadDim);
   TESSERA_SHARED(float, probs, kPrefillThreads);
 
   const int group = params.num_heads / params.num_kv_heads;
@@ -201,9 +221,9 @@ __global__ void __launch_bounds__(kPrefillThreads)
   float* warp_probs = probs + warp * 32;
   const int32_t* table = block_tables + size_t(seq) * params.max_blocks_per_seq;
   prefill_detail::RowState<kHeadDim> rows[kRowsPerWarp];
-  for (int k0 = 0; k0 < block_kv_end; k0 += kPrefillKvTile) {
+  for (int k0 = 0; k0 < block_kv_end; k0 += kTile) {
     __syncthreads();  // q staged / the previous tile no longer read
-    prefill_detail::LoadKvTile<kHeadDim>(k_pool, v_pool, table, k0, block_kv_end,
+    prefill_detail::LoadKvTile<kHeadDim, kTile>(k_pool, v_pool, table, k0, block_kv_end,
                                          params.block_size, params.num_kv_heads, kv_head, k_tile,
                                          v_tile);
     __syncthreads();
@@ -213,8 +233,8 @@ __global__ void __launch_bounds__(kPrefillThreads)
       const int t = r / heads_per_block, g = r % heads_per_block;
       const int position = start + first_token + t;
       if (t >= tokens || g >= heads || k0 > position) continue;  // warp-uniform
-      prefill_detail::AttendTile<kHeadDim>(q_shared + r * kHeadDim, k_tile, v_tile, k0, position,
-                                           warp_probs, rows[i]);
+      prefill_detail::AttendTile<kHeadDim, kTile>(q_shared + r * kHeadDim, k_tile, v_tile, k0,
+                                                  position, warp_probs, rows[i]);
     }
   }
   const int lane = threadIdx.x % 32;
@@ -226,7 +246,9 @@ __global__ void __launch_bounds__(kPrefillThreads)
     const size_t token = size_t(query_begin) + first_token + t;
     T* out_row = out + (token * params.num_heads + first_head + g) * kHeadDim;
     const float inv_sum = 1.0f / rows[i].sum;
-    for (int c = 0; c < kHeadDim / 32; ++c) {
+    TESSERA_UNROLL
+    for (int c = 0; c < kPrefillDimsPerLane<kHeadDim>; ++c) {
+      if (kHeadDim % 32 != 0 && lane + 32 * c >= kHeadDim) continue;  // 80: the last 16 dims
       out_row[lane + 32 * c] = FromFloat<T>(rows[i].acc[c] * inv_sum);
     }
   }

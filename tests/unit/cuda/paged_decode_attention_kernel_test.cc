@@ -1,8 +1,8 @@
 // Paged decode attention CUDA kernel on the emulator vs the contiguous-KV f64 CPU reference
 // (reference::Attention, one query at position context - 1), under every test schedule.
 // Combinations (not the full cross product, to stay well under 30 s): each case below mixes
-// one dtype (bf16 / f16 / f32), head dim (64 / 128), block size (1 / 16), GQA ratio (1 / 3 / 8,
-// and 16 = two head chunks), batch (1 / 3 / 17, ragged lengths from 1, 15, 16, 17, 97 and 0 =
+// one dtype (bf16 / f16 / f32), head dim (64 / 128; 256 / 80 / 96 in their own tests), block
+// size (1 / 16), GQA ratio (1 / 3 / 8, and 16 = two head chunks), batch (1 / 3 / 17, ragged lengths from 1, 15, 16, 17, 97 and 0 =
 // padding row) and partitioning: unsplit (heuristic, short contexts), split forced small (16, 32
 // and 5, a partition that is not a multiple of the block size) and split by the heuristic
 // (context 600); max_context_len far above every context (a graph captured at the model's
@@ -299,6 +299,31 @@ TEST_P(PagedDecodeAttentionKernelTest, PaddingRowsAreInert) {
   CheckPaddingRows<__nv_bfloat16, 64>(GetParam(), 45, 0, rng);      // unsplit
   CheckPaddingRows<__nv_bfloat16, 64>(GetParam(), 4096, 0, rng);    // split, heuristic
   CheckPaddingRows<float, 128>(GetParam(), 45, 16, rng);            // split, forced
+}
+
+// Head dims 256 (Qwen3-Next / Qwen3.5 full attention: 32 lanes per key, one P·V slice, q and
+// the slices sharing shared memory), 80 and 96 (16 lanes per key with 10 / 12 loading; 3 / 2
+// P·V slices with idle threads): unsplit, forced splits, the heuristic split at context 1100
+// (partitions of 1024: 8 heads x 4 KiB of scores, the 48 KiB limit at 256), two head chunks,
+// padding rows; batch invariance and inert padding at these dims too.
+TEST_P(PagedDecodeAttentionKernelTest, HeadDims256And80And96MatchContiguousReference) {
+  std::mt19937 rng(2025);
+  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 2, 8, {97, 0, 15}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 1, 8, {1100, 3}, 0, true}, rng);
+  CheckDecode<__half, 256>(GetParam(), {1, 1, 3, {17, 1, 33}, 16, true}, rng);
+  CheckDecode<float, 256>(GetParam(), {16, 2, 1, {40, 0}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 80>(GetParam(), {16, 2, 3, {17, 97, 0}, 0, false}, rng);
+  CheckDecode<float, 80>(GetParam(), {1, 1, 8, {97, 5}, 32, true}, rng);
+  CheckDecode<__half, 96>(GetParam(), {16, 1, 16, {97, 1}, 17, true}, rng);  // two head chunks
+  CheckDecode<__nv_bfloat16, 96>(GetParam(), {1, 2, 1, {15, 16, 17}, 0, false}, rng);
+}
+
+TEST_P(PagedDecodeAttentionKernelTest, HeadDims256And80And96InvariantAndInert) {
+  std::mt19937 rng(2026);
+  CheckBatchInvariance<__nv_bfloat16, 256>(GetParam(), {600, 1, 100, 0}, rng);
+  CheckBatchInvariance<float, 96>(GetParam(), {300, 17}, rng);
+  CheckPaddingRows<__half, 80>(GetParam(), 45, 16, rng);
+  CheckPaddingRows<__nv_bfloat16, 256>(GetParam(), 4096, 0, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedDecodeAttentionKernelTest,

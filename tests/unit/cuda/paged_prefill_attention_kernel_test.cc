@@ -3,11 +3,11 @@
 // every test schedule. Each launch holds several sequences of different chunk lengths (varlen
 // query_start_loc), chunks that start after cached positions, decode rows (chunk 1) and a
 // sequence with an empty chunk. Combinations (not the full cross product, to stay well under
-// 30 s): each case mixes one dtype (bf16 / f16 / f32), head dim (64 / 128), block size (1 /
-// 16), GQA ratio (1 / 3 / 8, and 40 = a 32-head chunk plus an 8-head chunk), batch (1 / 3 / 17)
-// and lengths from 1, 15, 16, 17, 97; a padding sequence with no tokens and no context. Block
-// tables are shuffled. Tolerance: the decode test's (paged_attention_test_util.h): f32 online
-// softmax, one rounding to T.
+// 30 s): each case mixes one dtype (bf16 / f16 / f32), head dim (64 / 128; 256 / 80 / 96 in
+// their own test), block size (1 / 16), GQA ratio (1 / 3 / 8, and 40 = a 32-head chunk plus
+// an 8-head chunk), batch (1 / 3 / 17) and lengths from 1, 15, 16, 17, 97; a padding sequence
+// with no tokens and no context. Block tables are shuffled. Tolerance: the decode test's
+// (paged_attention_test_util.h): f32 online softmax, one rounding to T.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -139,6 +139,21 @@ TEST_P(PagedPrefillAttentionKernelTest, F32MatchesContiguousReference) {
   CheckPrefill<float, 64>(GetParam(), {16, 2, 3, {{0, 15}, {0, 0}, {16, 17}, {96, 1}}}, rng);
   CheckPrefill<float, 128>(GetParam(), {1, 1, 40, {{3, 5}, {0, 0}, {0, 1}}}, rng);
   CheckPrefill<float, 128>(GetParam(), {16, 2, 1, {{0, 33}, {5, 2}}}, rng);
+}
+
+// Head dims 256 (Qwen3-Next / Qwen3.5 full attention: 8 rows per block, and 16-key K/V tiles in
+// f32), 80 and 96 (3 dims per lane, the last partial at 80; 16 rows per block), with several
+// head chunks (group 16 at 256, 40 at 80), chunks after cached positions, decode rows and a
+// padding sequence.
+TEST_P(PagedPrefillAttentionKernelTest, HeadDims256And80And96MatchContiguousReference) {
+  std::mt19937 rng(35);
+  CheckPrefill<__nv_bfloat16, 256>(GetParam(), {16, 2, 8, {{0, 40}, {33, 17}, {96, 1}}}, rng);
+  CheckPrefill<float, 256>(GetParam(), {1, 1, 3, {{0, 17}, {15, 0}, {16, 16}}}, rng);
+  CheckPrefill<__half, 256>(GetParam(), {16, 1, 16, {{3, 5}, {0, 1}}}, rng);
+  CheckPrefill<__nv_bfloat16, 80>(GetParam(), {16, 2, 3, {{0, 33}, {16, 17}, {96, 1}}}, rng);
+  CheckPrefill<float, 80>(GetParam(), {1, 1, 40, {{3, 5}, {0, 0}, {0, 1}}}, rng);
+  CheckPrefill<__half, 96>(GetParam(), {16, 1, 8, {{0, 97}}}, rng);
+  CheckPrefill<__nv_bfloat16, 96>(GetParam(), {1, 2, 1, {{15, 16}, {0, 0}}}, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedPrefillAttentionKernelTest,

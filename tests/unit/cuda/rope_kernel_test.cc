@@ -110,12 +110,17 @@ class RopeKernelTest : public simt::KernelTest {};
 
 TEST_P(RopeKernelTest, MatchesCpuApplyRopeBitForBit) {
   std::mt19937 rng(4321);
-  // {tokens, heads, kv heads, head_dim, rope_dim}: GQA 1, 3, 8; full and partial rotary dims.
+  // {tokens, heads, kv heads, head_dim, rope_dim}: GQA 1, 3, 8; full and partial rotary dims;
+  // head dims 64, 80, 128, 256.
   const RopeCase shapes[] = {{1, 4, 4, 64, 64, RopeMode::kNormal, Scaling::kNone},
                              {3, 6, 2, 128, 128, RopeMode::kNormal, Scaling::kNone},
                              {17, 8, 1, 64, 32, RopeMode::kNormal, Scaling::kNone},
                              {3, 3, 1, 128, 64, RopeMode::kNormal, Scaling::kNone},
-                             {2, 2, 2, 64, 2, RopeMode::kNormal, Scaling::kNone}};
+                             {2, 2, 2, 64, 2, RopeMode::kNormal, Scaling::kNone},
+                             // Qwen3-Next / Qwen3.5 full attention: head_dim 256, rope_dim 64
+                             // (partial_rotary_factor 0.25; NeoX in those models), GQA 8.
+                             {5, 16, 2, 256, 64, RopeMode::kNormal, Scaling::kNone},
+                             {3, 2, 2, 80, 80, RopeMode::kNormal, Scaling::kNone}};
   for (RopeCase c : shapes) {
     for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
       for (Scaling scaling :

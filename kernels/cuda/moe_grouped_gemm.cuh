@@ -1,0 +1,227 @@
+// Mixture-of-experts expert projections over the rows grouped by expert (moe_routing.cuh), the
+// SwiGLU between them, and the combine back to tokens: the device half of
+// kernels/cpu/moe_ffn.h's layer (steps 3-7; the router and the dense shared expert use the
+// ordinary GEMM path).
+//
+// Grouped GEMM. For every grouped row `row` in expert e's group (rows [offsets[e],
+// offsets[e + 1])):
+//   C[row, j] = Σ_i A[a_row(row), i] · W[e, j, i]      a_row(row) = row_tokens[row] (gather
+//   fused into the A read) or row itself when row_tokens is null (inputs already grouped)
+// A: [*, cols] of T; W: [E, rows_out, cols] of T (one tensor, the GGUF expert layout; the device
+// loader dequantizes to T); C: [n * k, rows_out] of TC (T or f32). T: bf16, f16 or f32.
+// Invariance (DESIGN.md §6): every C element is ONE thread's f32 chain
+//   acc = __fmaf_rn(A[r][0], W[e][j][0], acc); ... in i order from 0, one rounding to TC
+// (as batch_invariant_gemm.cuh), so a row's bits depend on its own input row and its expert only:
+// not on the group size, the other rows, its tile or the batch. One launch covers all experts:
+// grid (ceil(rows_out / 128), MoeMaxRowTiles(n * k, E)); block y takes the tile list entry y
+// (expert, first row) written by the grouping, -1 entries exit at once. A block (256 threads,
+// 8 warps) computes 8 rows x 128 columns: warp w owns row w of the tile (its A value is a
+// shared-memory broadcast), lane l columns l + 32 c (c < 4, conflict-free); per k step of 16 the
+// A rows (gathered) and the expert's W tile are staged in shared memory as f32, k-major. A warp
+// whose row is past its group's end skips the FMAs.
+//
+// Combine (moe_ffn.h step 7, the same operations in the same order):
+//   out[t] = w[t, 0] · y[slot_rows[t k]]; out[t] += w[t, r] · y[slot_rows[t k + r]], r = 1..k-1;
+//   out[t] += g[t] · shared[t], g = 1 / (1 + exp(-shared_gate_logit[t])) (1 without a gate
+//   logit; no term without a shared expert). f32, every product rounded before its add
+//   (__fmul_rn: never fused), one rounding to T. exp is expf: libm's under the emulator (the
+//   CPU's bits), CUDA's expf (<= 2 ulp) on a GPU.
+//
+// Bound (H100). Decode: memory bound on the used experts' weights, each read once per 128
+// columns: bytes = (distinct experts of the step) x 3 x ffn x hidden x sizeof(T) ÷ 3.35 TB/s
+// (Qwen3.5-MoE, 8 of 256 experts, hidden 2048, ffn 512, bf16: 8 x 6 MiB = 50 MB, ~15 µs per
+// layer for one token; a batch touching all 256 experts reads 1.6 GB, ~0.5 ms). But rows_out /
+// 128 x (tiles) blocks per projection (4 x 8 = 32 blocks for one token) under-fill 132 SMs and
+// each block runs one 2048-long dependent FMA chain per lane, so expect ~2-4x the memory bound
+// at batch 1. Prefill: compute on CUDA cores, the shared-memory loads (5 per 4 FMAs) hold it
+// near a quarter of the FP32 peak (~15 TFLOP/s) for FLOPs = 2 x n k x 3 x ffn x hidden. A
+// tensor-core version keeps the invariance only with a fixed k order per element
+// (batch_invariant_gemm.cuh's note).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/launch_shape.h"
+#include "kernels/cuda/launch_status.h"
+#include "kernels/cuda/moe_routing.cuh"
+
+namespace tessera::cuda {
+
+inline constexpr int kMoeGemmThreads = 256;  // 8 warps: one tile row each
+inline constexpr int kMoeGemmTileN = 128;
+inline constexpr int kMoeGemmTileK = 16;
+inline constexpr int kMoeGemmColsPerLane = kMoeGemmTileN / 32;
+inline constexpr int kMoeCombineThreads = 256;
+
+// The grouping a grouped GEMM reads (device pointers from MoeGroupsView).
+struct MoeGemmGroups {
+  const int32_t* offsets = nullptr;      // [E + 1]
+  const int32_t* row_tokens = nullptr;   // [n * k]; null: A rows are already the grouped rows
+  const int32_t* tile_expert = nullptr;  // [MoeMaxRowTiles]
+  const int32_t* tile_row0 = nullptr;
+};
+
+namespace moe_gemm_detail {
+
+// a_tile[kk][r] = A[a_row(row0 + r)][k0 + kk] as f32 (zeros past the group or k).
+template <typename T>
+__device__ __forceinline__ void LoadRows(const T* a, const int32_t* row_tokens, int row0,
+                                         int row_end, int cols, int k0, float* a_tile) {
+  for (int i = threadIdx.x; i < kMoeTileRows * kMoeGemmTileK; i += blockDim.x) {
+    const int r = i / kMoeGemmTileK, kk = i % kMoeGemmTileK;
+    const int row = row0 + r, col = k0 + kk;
+    float value = 0.0f;
+    if (row < row_end && col < cols) {
+      const int64_t a_row = row_tokens != nullptr ? __ldg(&row_tokens[row]) : row;
+      value = ToFloat(a[a_row * cols + col]);
+    }
+    a_tile[kk * kMoeTileRows + r] = value;
+  }
+}
+
+// w_tile[kk][j] = W_e[col0 + j][k0 + kk] as f32 (stride kMoeGemmTileN + 4; zeros outside).
+template <typename T>
+__device__ __forceinline__ void LoadWeights(const T* w_e, int rows_out, int cols, int col0,
+                                            int k0, float* w_tile) {
+  for (int i = threadIdx.x; i < kMoeGemmTileN * kMoeGemmTileK; i += blockDim.x) {
+    const int j = i / kMoeGemmTileK, kk = i % kMoeGemmTileK;
+    const int out_row = col0 + j, col = k0 + kk;
+    w_tile[kk * (kMoeGemmTileN + 4) + j] =
+        out_row < rows_out && col < cols ? ToFloat(w_e[int64_t{out_row} * cols + col]) : 0.0f;
+  }
+}
+
+}  // namespace moe_gemm_detail
+
+template <typename T, typename TC>
+__global__ void __launch_bounds__(kMoeGemmThreads)
+    MoeGroupedGemmKernel(const T* __restrict__ a, const T* __restrict__ w, TC* __restrict__ c,
+                         MoeGemmGroups groups, int rows_out, int cols) {
+  constexpr int kStride = kMoeGemmTileN + 4;
+  TESSERA_SHARED(float, a_tile, kMoeGemmTileK * kMoeTileRows);
+  TESSERA_SHARED(float, w_tile, kMoeGemmTileK * kStride);
+  const int expert = __ldg(&groups.tile_expert[blockIdx.y]);
+  if (expert < 0) return;  // block-uniform: past the last tile
+  const int row0 = __ldg(&groups.tile_row0[blockIdx.y]);
+  const int group_end = __ldg(&groups.offsets[expert + 1]);
+  const int row_end = row0 + kMoeTileRows < group_end ? row0 + kMoeTileRows : group_end;
+  const int col0 = blockIdx.x * kMoeGemmTileN;
+  const T* w_e = w + int64_t{expert} * rows_out * cols;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool row_used = row0 + warp < row_end;  // warp-uniform
+  float acc[kMoeGemmColsPerLane] = {};
+  for (int k0 = 0; k0 < cols; k0 += kMoeGemmTileK) {
+    __syncthreads();  // the previous tiles are no longer read
+    moe_gemm_detail::LoadRows(a, groups.row_tokens, row0, row_end, cols, k0, a_tile);
+    moe_gemm_detail::LoadWeights(w_e, rows_out, cols, col0, k0, w_tile);
+    __syncthreads();
+    if (!row_used) continue;
+    const int steps = cols - k0 < kMoeGemmTileK ? cols - k0 : kMoeGemmTileK;
+    for (int kk = 0; kk < steps; ++kk) {
+      const float a_value = a_tile[kk * kMoeTileRows + warp];
+      TESSERA_UNROLL
+      for (int j = 0; j < kMoeGemmColsPerLane; ++j) {
+        acc[j] = __fmaf_rn(a_value, w_tile[kk * kStride + lane + 32 * j], acc[j]);
+      }
+    }
+  }
+  if (!row_used) return;
+  TESSERA_UNROLL
+  for (int j = 0; j < kMoeGemmColsPerLane; ++j) {
+    const int col = col0 + lane + 32 * j;
+    if (col < rows_out) c[int64_t{row0 + warp} * rows_out + col] = FromFloat<TC>(acc[j]);
+  }
+}
+
+// One thread per (token, hidden element); grid (tokens, chunks of hidden).
+template <typename TY, typename T>
+__global__ void __launch_bounds__(kMoeCombineThreads)
+    MoeCombineKernel(const TY* __restrict__ y, const float* __restrict__ weights,
+                     const int32_t* __restrict__ slot_rows, const T* __restrict__ shared,
+                     const float* __restrict__ shared_gate_logits, T* __restrict__ out, int k,
+                     int hidden) {
+  const int i = blockIdx.y * blockDim.x + threadIdx.x;
+  if (i >= hidden) return;
+  const int64_t token = blockIdx.x;
+  const float* w = weights + token * k;
+  const int32_t* rows = slot_rows + token * k;
+  float o = __fmul_rn(w[0], ToFloat(y[int64_t{__ldg(&rows[0])} * hidden + i]));
+  for (int r = 1; r < k; ++r) {
+    o = o + __fmul_rn(w[r], ToFloat(y[int64_t{__ldg(&rows[r])} * hidden + i]));
+  }
+  if (shared != nullptr) {
+    const float gate = shared_gate_logits != nullptr
+                           ? __frcp_rn(1.0f + expf(-shared_gate_logits[token]))
+                           : 1.0f;
+    o = o + __fmul_rn(gate, ToFloat(shared[token * hidden + i]));
+  }
+  out[token * hidden + i] = FromFloat<T>(o);
+}
+
+// C = the grouped projection (header comment). Preconditions: `groups` from
+// LaunchMoeGroupByExpert for these num_slots = n * k and num_experts; every row_tokens entry a
+// row of a; c [num_slots, rows_out] overlaps nothing; rows_out >= 1, cols >= 0 (0: zeros).
+template <class Launcher, typename T, typename TC>
+auto LaunchMoeGroupedGemm(Launcher& launcher, const T* a, const T* w, TC* c,
+                          const MoeGemmGroups& groups, int num_slots, int num_experts,
+                          int rows_out, int cols) {
+  const int tiles = MoeMaxRowTiles(num_slots, num_experts);
+  const LaunchShape shape{dim3(CeilDiv(rows_out, kMoeGemmTileN), tiles > 0 ? tiles : 1),
+                          dim3(kMoeGemmThreads), 0};
+  return launcher.Launch(shape, MoeGroupedGemmKernel<T, TC>, a, w, c, groups, rows_out, cols);
+}
+
+// out [n, hidden] = the combine (header comment). y [n * k, hidden]; weights, slot_rows [n, k];
+// shared [n, hidden] or null (no shared expert); shared_gate_logits [n] or null (weight 1).
+// Preconditions: n >= 1, k >= 1, hidden >= 1; out overlaps no input.
+template <class Launcher, typename TY, typename T>
+auto LaunchMoeCombine(Launcher& launcher, const TY* y, const float* weights,
+                      const int32_t* slot_rows, const T* shared, const float* shared_gate_logits,
+                      T* out, int num_tokens, int k, int hidden) {
+  const LaunchShape shape{dim3(num_tokens, CeilDiv(hidden, kMoeCombineThreads)),
+                          dim3(kMoeCombineThreads), 0};
+  return launcher.Launch(shape, MoeCombineKernel<TY, T>, y, weights, slot_rows, shared,
+                         shared_gate_logits, out, k, hidden);
+}
+
+// The routed experts of one layer after the grouping (moe_ffn.h steps 3-6), four launches:
+// gate and up over the gathered token rows, SwiGLU in place into `gate`, down into y.
+template <typename T, typename TY>
+struct MoeExpertsArgs {
+  const T* x = nullptr;       // [n, hidden]
+  const T* gate_w = nullptr;  // [E, ffn, hidden]
+  const T* up_w = nullptr;    // [E, ffn, hidden]
+  const T* down_w = nullptr;  // [E, hidden, ffn]
+  T* gate = nullptr;          // scratch [n * k, ffn]; holds SwiGLU(gate, up) after
+  T* up = nullptr;            // scratch [n * k, ffn]
+  TY* y = nullptr;            // [n * k, hidden], grouped row order
+  int num_tokens = 0;
+  int k = 0;
+  int num_experts = 0;
+  int hidden = 0;
+  int ffn = 0;
+};
+
+// Preconditions: as LaunchMoeGroupedGemm; groups.row_tokens not null; n * k >= 1.
+template <class Launcher, typename T, typename TY>
+auto LaunchMoeExperts(Launcher& launcher, const MoeGemmGroups& groups,
+                      const MoeExpertsArgs<T, TY>& args) {
+  const int slots = args.num_tokens * args.k;
+  auto status = LaunchMoeGroupedGemm(launcher, args.x, args.gate_w, args.gate, groups, slots,
+                                     args.num_experts, args.ffn, args.hidden);
+  if (!LaunchSucceeded(status)) return status;
+  status = LaunchMoeGroupedGemm(launcher, args.x, args.up_w, args.up, groups, slots,
+                                args.num_experts, args.ffn, args.hidden);
+  if (!LaunchSucceeded(status)) return status;
+  status = LaunchSwiGlu(launcher, static_cast<const T*>(args.gate),
+                        static_cast<const T*>(args.up), args.gate, slots, args.ffn);
+  if (!LaunchSucceeded(status)) return status;
+  MoeGemmGroups grouped = groups;
+  grouped.row_tokens = nullptr;  // the SwiGLU rows are already in group order
+  return LaunchMoeGroupedGemm(launcher, static_cast<const T*>(args.gate), args.down_w, args.y,
+                              grouped, slots, args.num_experts, args.hidden, args.ffn);
+}
+
+}  // namespace tessera::cuda

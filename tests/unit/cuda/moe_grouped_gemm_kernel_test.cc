@@ -1,0 +1,195 @@
+// MoE grouped GEMM, combine and the whole routed layer on the device (moe_grouped_gemm.cuh,
+// moe_routing.cuh) under every test schedule, on fresh random inputs:
+//   - the grouped GEMM is bit for bit the host chain acc = fma(a, w, acc) in k order for every
+//     grouped row (gathered token rows or already-grouped rows), f32 and bf16, C in T or f32,
+//     n in {1, 3, 37}, E in {7, 60} (most experts empty at n = 1), awkward rows_out / cols;
+//     every row is written (NaN sentinels);
+//   - the combine is bit for bit moe_ffn.cc's Combine (rank order, multiply then add, gate last)
+//     with a gated, an ungated and no shared expert (under the emulator; on a GPU expf may move
+//     the gate by an ulp, so there a 1e-6 relative tolerance);
+// The whole layer and its batch invariance: moe_layer_kernel_test.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/moe_routing.h"
+#include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "tests/unit/cuda/kernel_test_env.h"
+
+namespace tessera::cuda {
+namespace {
+
+using simt::DeviceBuffer;
+using simt::SameBits;
+namespace cpu = ::tessera::kernels::cpu;
+
+// k distinct experts per token, uniformly.
+std::vector<int32_t> RandomExpertIds(int n, int k, int num_experts, std::mt19937& rng) {
+  std::vector<int32_t> all(num_experts), ids;
+  for (int e = 0; e < num_experts; ++e) all[e] = e;
+  for (int t = 0; t < n; ++t) {
+    std::shuffle(all.begin(), all.end(), rng);
+    ids.insert(ids.end(), all.begin(), all.begin() + k);
+  }
+  return ids;
+}
+
+// The grouping of expert_ids on the device (moe_routing_kernel_test checks it against the CPU).
+struct DeviceGroups {
+  DeviceGroups(const simt::Schedule& schedule, const int32_t* device_ids, int n, int k, int e)
+      : offsets(e + 1), row_tokens(size_t(n) * k), slot_rows(size_t(n) * k),
+        tile_expert(MoeMaxRowTiles(n * k, e) + 1), tile_row0(MoeMaxRowTiles(n * k, e) + 1) {
+    simt::TestLauncher launcher(schedule);
+    const auto status = LaunchMoeGroupByExpert(
+        launcher, device_ids, n, k, e,
+        MoeGroupsView{offsets.get(), row_tokens.get(), slot_rows.get(), tile_expert.get(),
+                      tile_row0.get()});
+    EXPECT_TRUE(status.ok()) << status;
+  }
+  MoeGemmGroups View(bool gather) const {
+    return {offsets.get(), gather ? row_tokens.get() : nullptr, tile_expert.get(),
+            tile_row0.get()};
+  }
+  DeviceBuffer<int32_t> offsets, row_tokens, slot_rows, tile_expert, tile_row0;
+};
+
+template <typename T, typename TC>
+void CheckGroupedGemm(const simt::Schedule& schedule, int n, int k, int num_experts, int rows_out,
+                      int cols, bool gather, std::mt19937& rng) {
+  const std::vector<int32_t> ids = RandomExpertIds(n, k, num_experts, rng);
+  DeviceBuffer<int32_t> d_ids{std::span<const int32_t>(ids)};
+  const DeviceGroups groups(schedule, d_ids.get(), n, k, num_experts);
+  const int slots = n * k, a_rows = gather ? n : slots;
+  const std::vector<T> a = simt::Convert<T>(simt::RandomFloats(size_t(a_rows) * cols, rng, -2, 2));
+  const std::vector<T> w =
+      simt::Convert<T>(simt::RandomFloats(size_t(num_experts) * rows_out * cols, rng));
+  DeviceBuffer<T> d_a{std::span<const T>(a)}, d_w{std::span<const T>(w)};
+  DeviceBuffer<TC> d_c(size_t(slots) * rows_out);
+  for (size_t i = 0; i < d_c.size(); ++i) {
+    d_c[i] = simt::FloatTo<TC>(std::numeric_limits<float>::quiet_NaN());
+  }
+  simt::TestLauncher launcher(schedule);
+  const auto status = LaunchMoeGroupedGemm(launcher, static_cast<const T*>(d_a.get()),
+                                           static_cast<const T*>(d_w.get()), d_c.get(),
+                                           groups.View(gather), slots, num_experts, rows_out, cols);
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<int32_t> offsets = groups.offsets.ToHost();
+  const std::vector<int32_t> row_tokens = groups.row_tokens.ToHost();
+  for (int e = 0; e < num_experts; ++e) {
+    for (int row = offsets[e]; row < offsets[e + 1]; ++row) {
+      const size_t a_row = gather ? row_tokens[row] : row;
+      for (int j = 0; j < rows_out; ++j) {
+        float acc = 0.0f;
+        for (int i = 0; i < cols; ++i) {
+          acc = std::fma(simt::AsFloat(a[a_row * cols + i]),
+                         simt::AsFloat(w[(size_t(e) * rows_out + j) * cols + i]), acc);
+        }
+        ASSERT_TRUE(SameBits(d_c[size_t(row) * rows_out + j], simt::FloatTo<TC>(acc)))
+            << "n " << n << " k " << k << " E " << num_experts << " expert " << e << " row "
+            << row << " col " << j << (gather ? " gathered" : "");
+      }
+    }
+  }
+}
+
+class MoeGroupedGemmKernelTest : public simt::KernelTest {};
+
+TEST_P(MoeGroupedGemmKernelTest, GroupedGemmIsTheKOrderedFmaChain) {
+  std::mt19937 rng(81);
+  for (auto [n, k, e, rows_out, cols] : {std::tuple{1, 1, 7, 33, 17}, {1, 2, 60, 129, 40},
+                                         {3, 2, 7, 130, 33}, {37, 8, 60, 70, 33},
+                                         {37, 1, 7, 9, 1}}) {
+    for (bool gather : {true, false}) {
+      CheckGroupedGemm<float, float>(GetParam(), n, k, e, rows_out, cols, gather, rng);
+      CheckGroupedGemm<__nv_bfloat16, __nv_bfloat16>(GetParam(), n, k, e, rows_out, cols, gather,
+                                                     rng);
+    }
+  }
+  CheckGroupedGemm<__nv_bfloat16, float>(GetParam(), 37, 8, 60, 70, 33, true, rng);
+  CheckGroupedGemm<__half, __half>(GetParam(), 3, 2, 7, 130, 33, true, rng);
+}
+
+// moe_ffn.cc's Combine on the host (f32, -ffp-contract=off: products rounded before the adds).
+std::vector<float> HostCombine(const std::vector<float>& y, const std::vector<float>& weights,
+                               const std::vector<int32_t>& slot_rows,
+                               const std::vector<float>* shared, const std::vector<float>* logits,
+                               int n, int k, int hidden) {
+  std::vector<float> out(size_t(n) * hidden);
+  for (int t = 0; t < n; ++t) {
+    float* o = out.data() + size_t(t) * hidden;
+    const float* row = y.data() + size_t(slot_rows[t * k]) * hidden;
+    for (int i = 0; i < hidden; ++i) o[i] = weights[t * k] * row[i];
+    for (int r = 1; r < k; ++r) {
+      row = y.data() + size_t(slot_rows[t * k + r]) * hidden;
+      for (int i = 0; i < hidden; ++i) o[i] += weights[t * k + r] * row[i];
+    }
+    if (shared == nullptr) continue;
+    const float gate = logits ? 1.0f / (1.0f + std::exp(-(*logits)[t])) : 1.0f;
+    for (int i = 0; i < hidden; ++i) o[i] += gate * (*shared)[size_t(t) * hidden + i];
+  }
+  return out;
+}
+
+template <typename T>
+void CheckCombine(const simt::Schedule& schedule, int n, int k, int num_experts, int hidden,
+                  bool with_shared, bool with_gate, std::mt19937& rng) {
+  const std::vector<int32_t> ids = RandomExpertIds(n, k, num_experts, rng);
+  cpu::ExpertGroups groups;
+  cpu::GroupByExpert(ids, n, k, num_experts, &groups);
+  const std::vector<float> y = simt::RandomFloats(size_t(n) * k * hidden, rng, -2, 2);
+  const std::vector<float> weights = simt::RandomFloats(size_t(n) * k, rng, 0, 1);
+  const std::vector<T> shared_t = simt::Convert<T>(simt::RandomFloats(size_t(n) * hidden, rng));
+  const std::vector<float> shared = simt::ToFloats<T>(shared_t);
+  const std::vector<float> logits = simt::RandomFloats(n, rng, -4, 4);
+  DeviceBuffer<float> d_y{std::span<const float>(y)}, d_w{std::span<const float>(weights)};
+  DeviceBuffer<float> d_logits{std::span<const float>(logits)};
+  DeviceBuffer<int32_t> d_rows{std::span<const int32_t>(groups.slot_rows)};
+  DeviceBuffer<T> d_shared{std::span<const T>(shared_t)}, d_out(size_t(n) * hidden);
+  simt::TestLauncher launcher(schedule);
+  const auto status = LaunchMoeCombine(
+      launcher, static_cast<const float*>(d_y.get()), static_cast<const float*>(d_w.get()),
+      static_cast<const int32_t*>(d_rows.get()),
+      with_shared ? static_cast<const T*>(d_shared.get()) : nullptr,
+      with_gate ? static_cast<const float*>(d_logits.get()) : nullptr, d_out.get(), n, k, hidden);
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<float> expected =
+      HostCombine(y, weights, groups.slot_rows, with_shared ? &shared : nullptr,
+                  with_gate ? &logits : nullptr, n, k, hidden);
+  for (size_t i = 0; i < expected.size(); ++i) {
+#if TESSERA_KERNEL_TEST_ON_GPU
+    const double rounding = sizeof(T) < 4 ? 1.0 / 128 : 0.0;  // the one rounding to T
+    ASSERT_NEAR(simt::AsFloat(d_out[i]), expected[i],
+                (1e-6 + rounding) * (1 + std::fabs(expected[i])));
+#else
+    ASSERT_TRUE(SameBits(d_out[i], simt::FloatTo<T>(expected[i])))
+        << "n " << n << " k " << k << " element " << i << " shared " << with_shared << " gate "
+        << with_gate << ": " << simt::AsFloat(d_out[i]) << " vs " << expected[i];
+#endif
+  }
+}
+
+TEST_P(MoeGroupedGemmKernelTest, CombineIsTheCpuOrder) {
+  std::mt19937 rng(82);
+  for (auto [n, k, e, hidden] : {std::tuple{1, 1, 7, 33}, {3, 2, 7, 300}, {37, 8, 60, 40}}) {
+    for (auto [shared, gate] : {std::pair{true, true}, {true, false}, {false, false}}) {
+      CheckCombine<float>(GetParam(), n, k, e, hidden, shared, gate, rng);
+      CheckCombine<__nv_bfloat16>(GetParam(), n, k, e, hidden, shared, gate, rng);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, MoeGroupedGemmKernelTest,
+                         ::testing::ValuesIn(simt::TestSchedules()),
+                         [](const auto& info) { return simt::ScheduleTestName(info.param); });
+
+}  // namespace
+}  // namespace tessera::cuda
