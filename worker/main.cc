@@ -197,12 +197,20 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
   }
   const KvPoolInfo kv = built.runner->kv_pool();
+  const ModelLayerInfo layers = built.runner->layer_info();
+  // A hybrid's linear-attention layers hold a recurrent state per sequence instead of K/V.
+  const std::string state =
+      layers.linear_layers == 0
+          ? std::string()
+          : absl::StrFormat(", recurrent state %.2f MiB per sequence (%d linear-attention layers)",
+                            static_cast<double>(layers.state_bytes_per_sequence) / kMiB,
+                            layers.linear_layers);
   std::fprintf(stderr, "%s\n",
-               absl::StrFormat("tessera-worker: %s (%s), %d KV blocks of %d tokens (%.0f MiB), "
+               absl::StrFormat("tessera-worker: %s (%s), %d KV blocks of %d tokens (%.0f MiB)%s, "
                                "max %d sequences, %s",
                                worker->service->description().model_name(), config.architecture,
                                kv.num_blocks, kv.block_size,
-                               static_cast<double>(kv.bytes) / kMiB, max_num_seqs,
+                               static_cast<double>(kv.bytes) / kMiB, state, max_num_seqs,
                                options.device)
                    .c_str());
   return absl::OkStatus();

@@ -181,7 +181,8 @@ DecodeRow RunDecode(const Bench& b, const Options& o, int batch, int context) {
   TimeDecode(b, o.steps, tokens, tables, &r);
   for (int s = 0; s < batch; ++s) b.runner->EndSequence(s);
   r.weight_bytes = b.weight_bytes;
-  r.kv_bytes = ContextKvBytes(b.runner->config(), batch, context, b.kv_element_bytes);
+  r.kv_bytes = ContextKvBytes(b.runner->config(), b.runner->layer_info(), batch, context,
+                              b.kv_element_bytes);
   return r;
 }
 

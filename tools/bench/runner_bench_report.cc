@@ -88,9 +88,11 @@ int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
   return bytes;
 }
 
-int64_t ContextKvBytes(const model::ModelConfig& c, int batch, int context, int element_bytes) {
-  return int64_t{batch} * context * c.num_layers * 2 * c.num_kv_heads * c.head_dim *
-         element_bytes;
+int64_t ContextKvBytes(const model::ModelConfig& c, const worker::ModelLayerInfo& layers,
+                       int batch, int context, int element_bytes) {
+  const int64_t kv = int64_t{batch} * context * layers.attention_layers * 2 * c.num_kv_heads *
+                     c.head_dim * element_bytes;
+  return kv + int64_t{batch} * 2 * layers.state_bytes_per_sequence;  // state read and written
 }
 
 void PrintSetup(const BenchSetup& s) {

@@ -16,6 +16,7 @@
 
 #include "common/model/model_config.h"
 #include "worker/cpu/cpu_model_weights.h"
+#include "worker/model_runner.h"
 #include "worker/models/weight_declaration.h"
 
 namespace tessera::bench {
@@ -54,9 +55,10 @@ int64_t DecodeWeightBytes(const model::ModelConfig& config, int element_bytes);
 // The cpu backend's, as the loaded weights store them (quantized formats included).
 int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
                           const worker::CpuModelWeights& weights);
-// K/V bytes of `batch` sequences of `context` tokens.
-int64_t ContextKvBytes(const model::ModelConfig& config, int batch, int context,
-                       int element_bytes);
+// K/V bytes of `batch` sequences of `context` tokens over the attention layers, plus their
+// recurrent state (linear-attention layers), read and written once per decode step.
+int64_t ContextKvBytes(const model::ModelConfig& config, const worker::ModelLayerInfo& layers,
+                       int batch, int context, int element_bytes);
 
 // Table lines on stdout, each row flushed as it is measured (long GPU runs show progress).
 void PrintSetup(const BenchSetup& setup);

@@ -1,7 +1,7 @@
 // The generated hybrid Gated-DeltaNet models (tools/convert/tiny_hybrid_model.h), for each of
 // qwen35, qwen35moe and qwen3next: the file reads back through the real config reader and tensor
 // checker with the options it was made from (layer kinds, GDN widths, value-head order,
-// experts, rope sections), worker::LoadModel accepts it up to the runner, the values are finite
+// experts, rope sections), worker::LoadModel loads it and the cpu runner runs it, the values are finite
 // at the documented scales, the matrix storage options hold, and the bytes depend on the
 // options and the seed only.
 #include "tools/convert/tiny_hybrid_model.h"
@@ -24,6 +24,7 @@
 #include "common/model/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
 
 namespace tessera::convert {
@@ -155,20 +156,39 @@ TEST_P(TinyHybridModelTest, EveryTensorPassesTheCheckerAndNoneIsExtra) {
   EXPECT_EQ(f->tensors().size(), expected);
 }
 
-// main's worker has no hybrid runner yet: LoadModel must get past the config and tensor checks
-// and stop only at the weights binding, for the architecture. Once a hybrid runner lands, the
-// load succeeds.
-TEST_P(TinyHybridModelTest, LoadModelAcceptsTheFileUpToTheRunner) {
+// The file loads (every declared weight bound) and the cpu runner computes finite logits for a
+// 20-token prompt followed by 4 decode steps.
+TEST_P(TinyHybridModelTest, LoadsAndRunsOnTheCpuRunner) {
   const std::string path = TempPath("load");
   ASSERT_TRUE(WriteTinyHybridGguf(TinyHybridOptions{.arch = arch()}, path).ok());
   absl::StatusOr<std::unique_ptr<worker::LoadedModel>> loaded = worker::LoadModel(path);
   std::filesystem::remove(path);
-  if (loaded.ok()) {
-    EXPECT_EQ((*loaded)->config.architecture, arch_name());
-    EXPECT_TRUE((*loaded)->config.hybrid.has_value());
-  } else {
-    EXPECT_THAT(loaded.status().message(),
-                HasSubstr(absl::StrCat("architecture '", arch_name(), "' is not supported")));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const worker::LoadedModel& model = **loaded;
+  EXPECT_EQ(model.config.architecture, arch_name());
+  EXPECT_GT(model.plan.num_linear_layers, 0);
+  kernels::cpu::ThreadPool pool(2);
+  worker::CpuModelRunner runner(model.config, &model.plan, model.weights.get(), &pool,
+                                worker::CpuRunnerOptions{.block_size = 16, .num_kv_blocks = 4,
+                                                         .max_num_seqs = 1});
+  std::vector<int32_t> tokens(20);
+  for (int i = 0; i < 20; ++i) tokens[i] = 3 + (i * 37) % 200;
+  const std::vector<int32_t> table = {1, 2, 3};
+  worker::SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  runner.BeginSequence(0, greedy, tokens, {});
+  for (int step = 0; step < 5; ++step) {
+    const size_t start = step == 0 ? 0 : tokens.size() - 1;
+    const worker::SequenceWork work{
+        .tokens = std::span<const int32_t>(tokens).subspan(start),
+        .start_pos = static_cast<int32_t>(start), .block_table = table, .needs_logits = true,
+        .slot = 0};
+    worker::StepLogits logits;
+    ASSERT_TRUE(runner.Forward({&work, 1}, &logits).ok());
+    for (float v : logits.values) ASSERT_TRUE(std::isfinite(v)) << "step " << step;
+    worker::StepSamples samples;
+    ASSERT_TRUE(runner.Step({&work, 1}, &samples).ok());
+    tokens.push_back(samples.rows.at(0).token);
   }
 }
 

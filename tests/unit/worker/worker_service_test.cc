@@ -111,6 +111,31 @@ TEST_F(WorkerServiceTest, DescribeReportsModelAndCapacity) {
   EXPECT_EQ(response.device(), "2 threads, test");
   EXPECT_THAT(response.features(), ::testing::Contains("logprobs"));
   EXPECT_EQ(response.max_logprobs(), 20);
+  // An attention-only model shares cached prefixes by block and has no recurrent state.
+  EXPECT_THAT(response.features(), ::testing::Contains("prefix_cache"));
+  EXPECT_EQ(response.prefix_sharing(), v1::PREFIX_SHARING_BLOCKS);
+  EXPECT_EQ(response.attention_layers(), config().num_layers);
+  EXPECT_EQ(response.linear_attention_layers(), 0);
+  EXPECT_EQ(response.state_bytes_per_sequence(), 0);
+}
+
+// A hybrid model's Describe: its layer kinds and per-sequence state, and no prefix sharing (its
+// recurrent state has no snapshots at block boundaries yet).
+TEST(WorkerServiceDescribeTest, AHybridModelReportsItsStateAndSharesNoPrefix) {
+  auto model = LoadModel("tests/data/hybrid/tiny-qwen3next.gguf");
+  ASSERT_TRUE(model.ok()) << model.status();
+  kernels::cpu::ThreadPool pool(1);
+  CpuModelRunner runner((*model)->config, &(*model)->plan, (*model)->weights.get(), &pool,
+                        {.block_size = 16, .num_kv_blocks = 8, .max_num_seqs = 2});
+  WorkerService service(&runner, WorkerServiceOptions{.max_num_seqs = 2});
+  const v1::DescribeResponse& d = service.description();
+  EXPECT_EQ(d.architecture(), "qwen3next");
+  EXPECT_EQ(d.prefix_sharing(), v1::PREFIX_SHARING_NONE);
+  EXPECT_THAT(d.features(), ::testing::Not(::testing::Contains("prefix_cache")));
+  EXPECT_EQ(d.attention_layers(), 1);
+  EXPECT_EQ(d.linear_attention_layers(), 3);
+  // 3 GDN layers x (conv (4-1) x (2*2*16 + 4*16) + state 4 x 16 x 16) floats.
+  EXPECT_EQ(d.state_bytes_per_sequence(), 3 * (3 * 128 + 4 * 16 * 16) * 4);
 }
 
 TEST_F(WorkerServiceTest, PipelinedRunMatchesOfflineGeneration) {
