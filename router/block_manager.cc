@@ -11,6 +11,9 @@ BlockManager::BlockManager(int32_t num_blocks, PrefixCacheOptions cache)
   free_ids_.reserve(static_cast<size_t>(num_blocks - 1));
   for (BlockId id = num_blocks - 1; id >= 1; --id) free_ids_.push_back(id);
   if (cache.enabled) cache_.emplace(num_blocks, cache.block_size, cache.hash_bits);
+  if (cache.enabled && cache.state_snapshot_slots > 0) {
+    snapshots_.emplace(cache.state_snapshot_slots, num_blocks);
+  }
 }
 
 void BlockManager::CheckId(BlockId id) const {
@@ -60,6 +63,7 @@ BlockId BlockManager::Allocate() {
     id = lru_head_;
     LruUnlink(id);
     cache_->Erase(id);
+    if (snapshots_.has_value()) snapshots_->OnBlockEvicted(id);
   }
   BlockState& block = At(id);
   TESSERA_CHECK(block.ref_count == 0, "a block on the free list has references");

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "router/prefix_cache.h"
+#include "router/state_snapshots.h"
 
 namespace tessera::router {
 
@@ -36,6 +37,9 @@ struct PrefixCacheOptions {
   bool enabled = false;
   int32_t block_size = 16;
   int32_t hash_bits = 64;  // see PrefixCache
+  // > 0 (hybrid models, with the cache enabled): a cached prefix also needs the worker's
+  // recurrent-state snapshot at its end; the ids are kept in StateSnapshots.
+  int32_t state_snapshot_slots = 0;
 };
 
 class BlockManager {
@@ -92,6 +96,11 @@ class BlockManager {
   // Takes a reference to an indexed block found by a lookup; a cached free block leaves the
   // LRU. Precondition: IsCached(id).
   void Reuse(BlockId id);
+  // Hybrid models: the state snapshots attached to cached blocks (an evicted block frees its
+  // own). Precondition for snapshots(): needs_snapshots().
+  bool needs_snapshots() const { return snapshots_.has_value(); }
+  StateSnapshots& snapshots() { return *snapshots_; }
+  const StateSnapshots& snapshots() const { return *snapshots_; }
   // Indexes a full, allocated block (PrefixCache::Insert); returns the link later blocks of the
   // chain must name as their parent. Precondition: RefCount(id) >= 1, !IsCached(id).
   BlockLink Register(BlockId id, uint64_t hash, BlockLink parent, SaltId salt,
@@ -118,6 +127,7 @@ class BlockManager {
   BlockId lru_tail_ = kNullBlock;
   int32_t num_lru_ = 0;
   std::optional<PrefixCache> cache_;  // set when prefix caching is on
+  std::optional<StateSnapshots> snapshots_;  // set when cached prefixes need state snapshots
 };
 
 }  // namespace tessera::router

@@ -183,8 +183,10 @@ void Engine::HandleConnected(WorkerConnected& event) {
       .num_blocks = static_cast<int32_t>(d.num_kv_blocks()),
       .max_context = d.max_context(),
       .max_waiting = config_.max_waiting,
-      // A hybrid model's worker does not advertise prefix sharing (DESIGN.md §4).
+      // A hybrid model's worker shares prefixes only with state snapshots (DESIGN.md §4).
       .enable_prefix_cache = config_.enable_prefix_cache && WorkerSharesPrefixes(d),
+      .state_snapshot_slots =
+          d.prefix_sharing() == wv1::PREFIX_SHARING_STATE_SNAPSHOTS ? d.state_snapshot_slots() : 0,
       .reserve_horizon_tokens = config_.reserve_horizon_tokens,
   });
   if (!scheduler.ok()) {
@@ -425,12 +427,14 @@ void Engine::BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightS
       sequence->mutable_tokens()->Add(tokens.begin(), tokens.end());
       sequence->set_num_prompt_tokens(scheduled.num_prompt_tokens);
       sequence->set_num_cached_tokens(scheduled.start_position);
+      sequence->set_restore_snapshot(scheduled.restore_snapshot);
     }
     wv1::SequenceStep* sequence = plan->add_sequences();
     sequence->set_slot(scheduled.slot);
     sequence->set_num_tokens(scheduled.num_tokens);
     const std::span<const BlockId> blocks = step.NewBlocks(scheduled);
     sequence->mutable_new_blocks()->Add(blocks.begin(), blocks.end());
+    sequence->set_save_snapshot(scheduled.save_snapshot);
     if (scheduled.samples) in_flight->sampling_requests.push_back(scheduled.request_id);
   }
 }

@@ -76,6 +76,17 @@ RouterMetrics::RouterMetrics(std::shared_ptr<prometheus::Registry> registry,
                                   "Looked-up tokens served from cached KV blocks");
   prefix_cache_enabled_ = AddGauge(r, "tessera_prefix_cache_enabled",
                                    "1 when prefixes are shared; 0 e.g. for hybrid models");
+  auto& cold = prometheus::BuildCounter()
+                   .Name("tessera_prefix_cache_cold_total")
+                   .Help("Hybrid models: admissions that ran cold although blocks were cached "
+                         "(no_snapshot), and state snapshot saves skipped (snapshot_pool_full)")
+                   .Register(r);
+  prefix_cold_no_snapshot_ = &cold.Add({{"reason", "no_snapshot"}});
+  prefix_cold_pool_full_ = &cold.Add({{"reason", "snapshot_pool_full"}});
+  snapshots_saved_ = AddCounter(r, "tessera_state_snapshots_saved_total",
+                                "Recurrent-state snapshots the worker was asked to save");
+  snapshots_evicted_ = AddCounter(r, "tessera_state_snapshots_evicted_total",
+                                  "State snapshots taken back (LRU) for newer ones");
   kv_blocks_used_ = AddGauge(r, "tessera_kv_blocks_used", "Logical KV blocks in use");
   kv_blocks_capacity_ = AddGauge(r, "tessera_kv_blocks_capacity",
                               "Usable logical KV blocks (0 while no worker is connected)");
@@ -132,6 +143,14 @@ void RouterMetrics::ObserveScheduler(const SchedulerStats* stats) {
            prefix_cache_queries_);
   AddSince(stats == nullptr ? 0 : stats->prefix_cache_hit_tokens, &last_prefix_hits_,
            prefix_cache_hits_);
+  AddSince(stats == nullptr ? 0 : stats->prefix_cache_cold_no_snapshot, &last_cold_no_snapshot_,
+           prefix_cold_no_snapshot_);
+  AddSince(stats == nullptr ? 0 : stats->state_snapshots_unavailable, &last_cold_pool_full_,
+           prefix_cold_pool_full_);
+  AddSince(stats == nullptr ? 0 : stats->state_snapshots_saved, &last_snapshots_saved_,
+           snapshots_saved_);
+  AddSince(stats == nullptr ? 0 : stats->state_snapshots_evicted, &last_snapshots_evicted_,
+           snapshots_evicted_);
 }
 
 }  // namespace tessera::router

@@ -12,7 +12,14 @@
 //   generation_tokens_total            counter   tokens delivered (= sum of completion_tokens)
 //   prefix_cache_queries_total         counter   tokens looked up at (re)admission (cache on)
 //   prefix_cache_hits_total            counter   of those, tokens served from cached blocks
-//   prefix_cache_enabled               gauge     1 when prefixes are shared (0: off, or hybrid)
+//   prefix_cache_enabled               gauge     1 when prefixes are shared (0: off, or a hybrid
+//                                                model's worker without state snapshots)
+//   prefix_cache_cold_total{reason}    counter   hybrid models: admissions that ran cold although
+//                                                blocks were cached (no_snapshot: none of them
+//                                                ended at a state snapshot), and snapshot saves
+//                                                skipped (snapshot_pool_full: every id reserved)
+//   state_snapshots_saved_total        counter   snapshots the worker was asked to save
+//   state_snapshots_evicted_total      counter   snapshots taken back for newer ones (LRU)
 //   kv_blocks_used, kv_blocks_capacity gauge     logical KV blocks (null block excluded); DESIGN
 //                                                says kv_blocks_total, but a gauge named *_total
 //                                                fails `promtool check metrics` (counter suffix)
@@ -112,6 +119,10 @@ class RouterMetrics {
   prometheus::Counter* prefix_cache_queries_ = nullptr;
   prometheus::Counter* prefix_cache_hits_ = nullptr;
   prometheus::Gauge* prefix_cache_enabled_ = nullptr;
+  prometheus::Counter* prefix_cold_no_snapshot_ = nullptr;
+  prometheus::Counter* prefix_cold_pool_full_ = nullptr;
+  prometheus::Counter* snapshots_saved_ = nullptr;
+  prometheus::Counter* snapshots_evicted_ = nullptr;
   prometheus::Gauge* kv_blocks_used_ = nullptr;
   prometheus::Gauge* kv_blocks_capacity_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;
@@ -123,6 +134,10 @@ class RouterMetrics {
   static void AddSince(int64_t total, int64_t* last_seen, prometheus::Counter* counter);
   int64_t last_prefix_queries_ = 0;  // scheduler totals already counted
   int64_t last_prefix_hits_ = 0;
+  int64_t last_cold_no_snapshot_ = 0;
+  int64_t last_cold_pool_full_ = 0;
+  int64_t last_snapshots_saved_ = 0;
+  int64_t last_snapshots_evicted_ = 0;
 };
 
 }  // namespace tessera::router

@@ -48,6 +48,11 @@ struct ScheduledRequest {
   int32_t new_blocks_begin = 0;
   int32_t num_new_blocks = 0;
 
+  // Hybrid models' recurrent-state snapshots (0 = none): restore one at admission (is_new, with
+  // start_position cached tokens), save one after this chunk (its end is a block boundary).
+  int32_t restore_snapshot = 0;
+  int32_t save_snapshot = 0;
+
   // Meaningful when is_new: the prompt length and how many known tokens (prompt + tokens
   // generated before a preemption) the plan must carry; read them with Scheduler::Tokens().
   int32_t num_prompt_tokens = 0;

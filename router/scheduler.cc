@@ -15,7 +15,8 @@ namespace {
 PrefixCacheOptions CacheOptions(const SchedulerConfig& config) {
   return PrefixCacheOptions{.enabled = config.enable_prefix_cache,
                             .block_size = config.block_size,
-                            .hash_bits = config.prefix_cache_hash_bits};
+                            .hash_bits = config.prefix_cache_hash_bits,
+                            .state_snapshot_slots = config.state_snapshot_slots};
 }
 
 }  // namespace
@@ -173,6 +174,7 @@ bool Scheduler::ScheduleOneRunning(Request& r, StepKinds kinds, Budget& budget,
   int32_t n = std::min(remaining, budget.tokens);
   if (prefill) n = std::min(n, budget.prefill_tokens);
   if (n <= 0) return true;  // prefill cap used up; decodes may still fit
+  n = ChunkToSnapshotBoundary(r, r.num_computed, n);
   const auto blocks_begin = static_cast<int32_t>(step->new_block_ids.size());
   if (!ReserveBlocks(r, r.num_computed + n, step)) return false;  // r preempted itself
   EmitChunk(r, n, /*is_new=*/false, blocks_begin, budget, step);
@@ -217,8 +219,11 @@ void Scheduler::EmitChunk(Request& r, int32_t num_tokens, bool is_new, int32_t n
   if (is_new) {
     e.num_prompt_tokens = r.num_prompt_tokens;
     e.num_known_tokens = r.num_given;
+    e.restore_snapshot = r.restore_snapshot;
+    r.restore_snapshot = kNoSnapshot;
   }
   r.num_computed += num_tokens;
+  e.save_snapshot = MaybeSaveSnapshot(r);
   e.samples = r.num_computed == r.num_known();
   if (e.samples) {
     TESSERA_CHECK(r.num_pending <= 1,
@@ -333,6 +338,7 @@ void Scheduler::Retire(Request& r) {
 }
 
 void Scheduler::Forget(Request& r) {
+  DropPendingSnapshot(r);
   ReleaseSalt(r);
   requests_.erase(r.id);  // destroys r
 }
@@ -378,6 +384,10 @@ SchedulerStats Scheduler::stats() const {
   s.num_blocks_cached_free = blocks_.NumCachedFree();
   s.prefix_cache_query_tokens = prefix_query_tokens_;
   s.prefix_cache_hit_tokens = prefix_hit_tokens_;
+  s.prefix_cache_cold_no_snapshot = prefix_cold_no_snapshot_;
+  s.state_snapshots_saved = snapshots_saved_;
+  s.state_snapshots_unavailable = snapshots_unavailable_;
+  s.state_snapshots_evicted = blocks_.needs_snapshots() ? blocks_.snapshots().num_evicted() : 0;
   s.num_preemptions = num_preemptions_;
   s.num_preemptions_without_progress = num_preemptions_without_progress_;
   s.num_steps = num_steps_;

@@ -97,6 +97,12 @@ struct SchedulerStats {
   // preemption included) and those served from the cache. 0 with the cache off.
   int64_t prefix_cache_query_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
+  // Hybrid models: lookups whose cached blocks had no state snapshot at any boundary (the
+  // request ran cold), snapshots saved, and saves skipped because every id was reserved.
+  int64_t prefix_cache_cold_no_snapshot = 0;
+  int64_t state_snapshots_saved = 0;
+  int64_t state_snapshots_unavailable = 0;
+  int64_t state_snapshots_evicted = 0;
   int64_t num_preemptions = 0;   // total since creation
   // Of them, victims that had not made progress since their admission (no request that could
   // be preempted had; see scheduler_admission.cc).
@@ -219,6 +225,19 @@ class Scheduler {
   void AttachPrefix(Request& r, const PrefixHit& hit, ScheduledStep* step);
   // Indexes `r`'s blocks that became full of computed, known tokens.
   void RegisterFullBlocks(Request& r);
+  // Hybrid models' state snapshots (scheduler_prefix.cc; no-ops when none are needed). The
+  // boundary an admission with `cached` hit tokens wants a snapshot at (0 = none).
+  int32_t SnapshotBoundary(const Request& r, int32_t cached) const;
+  // `n` tokens from `start`, cut so the chunk ends at r's snapshot boundary when it would cross
+  // it (the worker saves the state at the end of a chunk).
+  int32_t ChunkToSnapshotBoundary(const Request& r, int32_t start, int32_t n) const;
+  // After r's chunk: the id to save into when the chunk ended at the boundary (reserved and
+  // pending until the block registers), else 0.
+  SnapshotId MaybeSaveSnapshot(Request& r);
+  void TrimToSnapshot(uint64_t salt_hash, PrefixHit* hit);
+  void AttachPendingSnapshot(Request& r);
+  // A pending id whose block will not be registered goes back.
+  void DropPendingSnapshot(Request& r);
   // Interns r.cache_salt in the current pool's cache; ReleaseSalt drops the reference.
   void AcquireSalt(Request& r);
   void ReleaseSalt(Request& r);
@@ -248,6 +267,10 @@ class Scheduler {
   int64_t num_failed_ = 0;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  int64_t prefix_cold_no_snapshot_ = 0;
+  int64_t snapshots_saved_ = 0;
+  int64_t snapshots_unavailable_ = 0;
+  std::vector<uint64_t> hit_hashes_;    // LookupPrefix: the chain hash after each hit block
   std::array<int64_t, kNumFinishReasons> num_finished_{};
 };
 

@@ -27,6 +27,7 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
            AtLeast("prefix_cache_hash_bits", c.prefix_cache_hash_bits, 1),
            AtLeast("reserve_horizon_tokens", c.reserve_horizon_tokens, 0),
            AtLeast("max_overtakes", c.max_overtakes, 0),
+           AtLeast("state_snapshot_slots", c.state_snapshot_slots, 0),
        }) {
     if (!s.ok()) return s;
   }

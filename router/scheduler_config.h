@@ -31,6 +31,11 @@ struct SchedulerConfig {
   // Bits kept of every prefix-cache hash, in [1, 64]. Only tests lower it (to force collisions:
   // hits are confirmed by content, so a narrow hash costs hit rate, never correctness).
   int32_t prefix_cache_hash_bits = 64;
+  // Hybrid models (the worker's Describe says PREFIX_SHARING_STATE_SNAPSHOTS): the worker's
+  // recurrent-state snapshots. A cached prefix is used only up to a block the worker holds the
+  // state at the end of; each admission asks for a snapshot at its prompt's last full block
+  // (cutting the prefill chunk there). 0: the model needs none (attention only).
+  int32_t state_snapshot_slots = 0;
 
   // Fair progress under KV pressure (issue 15; policy and its justification in
   // scheduler_admission.cc). A request is admitted only if the free blocks cover its known tokens

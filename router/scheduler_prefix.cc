@@ -20,6 +20,7 @@ void Scheduler::ReleaseSalt(Request& r) {
 
 Scheduler::PrefixHit Scheduler::LookupPrefix(const Request& r) {
   hit_ids_.clear();
+  hit_hashes_.clear();
   PrefixHit hit;
   if (!blocks_.caching()) return hit;
   const PrefixCache& cache = blocks_.cache();
@@ -35,12 +36,33 @@ Scheduler::PrefixHit Scheduler::LookupPrefix(const Request& r) {
     const BlockId id = cache.Find(hash, hit.link, r.salt, block_tokens);
     if (id == kNullBlock) break;
     hit_ids_.push_back(id);
-    if (blocks_.RefCount(id) == 0) ++hit.num_revived;
+    hit_hashes_.push_back(hash);
     hit.hash = hash;
     hit.link = cache.LinkOf(id);
   }
+  if (blocks_.needs_snapshots()) TrimToSnapshot(cache.SaltHash(r.salt), &hit);
+  for (const BlockId id : hit_ids_) hit.num_revived += blocks_.RefCount(id) == 0 ? 1 : 0;
   hit.num_blocks = static_cast<int32_t>(hit_ids_.size());
   return hit;
+}
+
+// A hybrid's linear-attention layers need their state where the hit ends: keep the longest run
+// of hit blocks whose last block carries a snapshot.
+void Scheduler::TrimToSnapshot(uint64_t salt_hash, PrefixHit* hit) {
+  const StateSnapshots& snapshots = blocks_.snapshots();
+  size_t keep = hit_ids_.size();
+  while (keep > 0 && snapshots.SnapshotOf(hit_ids_[keep - 1]) == kNoSnapshot) --keep;
+  if (keep == 0 && !hit_ids_.empty()) ++prefix_cold_no_snapshot_;
+  hit_ids_.resize(keep);
+  hit_hashes_.resize(keep);
+  if (keep == 0) {  // a cold start: the chain begins at the salt
+    hit->hash = salt_hash;
+    hit->link = BlockLink{};
+    return;
+  }
+  hit->hash = hit_hashes_.back();
+  hit->link = blocks_.cache().LinkOf(hit_ids_.back());
+  hit->snapshot = snapshots.SnapshotOf(hit_ids_.back());
 }
 
 void Scheduler::AttachPrefix(Request& r, const PrefixHit& hit, ScheduledStep* step) {
@@ -54,6 +76,8 @@ void Scheduler::AttachPrefix(Request& r, const PrefixHit& hit, ScheduledStep* st
   }
   r.num_cached_tokens = hit.num_blocks * config_.block_size;
   r.num_computed = r.num_cached_tokens;
+  r.restore_snapshot = hit.snapshot;
+  if (hit.snapshot != kNoSnapshot) blocks_.snapshots().Touch(hit.snapshot);
   r.num_hashed_blocks = hit.num_blocks;
   r.chain_hash = hit.hash;
   r.chain_link = hit.link;
@@ -81,7 +105,61 @@ void Scheduler::RegisterFullBlocks(Request& r) {
     // through it so the next block is findable from the indexed copy.
     r.chain_link = blocks_.Register(r.block_table[b], r.chain_hash, r.chain_link, r.salt,
                                     block_tokens);
+    if (r.pending_snapshot != kNoSnapshot &&
+        (r.num_hashed_blocks + 1) * block_size == r.snapshot_boundary) {
+      AttachPendingSnapshot(r);
+    }
   }
+}
+
+// The saved state describes the block ending at the boundary: the indexed copy of it (this
+// request's block, or the copy another request registered first).
+void Scheduler::AttachPendingSnapshot(Request& r) {
+  StateSnapshots& snapshots = blocks_.snapshots();
+  if (blocks_.cache().Contains(r.chain_link.block)) {
+    snapshots.Attach(r.pending_snapshot, r.chain_link.block);
+  } else {
+    snapshots.Release(r.pending_snapshot);  // not indexed (a full hash bucket)
+  }
+  r.pending_snapshot = kNoSnapshot;
+  r.snapshot_boundary = 0;
+}
+
+int32_t Scheduler::SnapshotBoundary(const Request& r, int32_t cached) const {
+  if (!blocks_.needs_snapshots()) return 0;
+  // The last whole block within the first prompt - 1 tokens: what a later lookup of the same
+  // prompt can hit (LookupPrefix always recomputes the last token).
+  const int32_t boundary = (r.num_prompt_tokens - 1) / config_.block_size * config_.block_size;
+  return boundary > cached ? boundary : 0;
+}
+
+int32_t Scheduler::ChunkToSnapshotBoundary(const Request& r, int32_t start, int32_t n) const {
+  const int32_t boundary = r.snapshot_boundary;
+  return start < boundary && boundary < start + n ? boundary - start : n;
+}
+
+SnapshotId Scheduler::MaybeSaveSnapshot(Request& r) {
+  if (r.snapshot_boundary == 0 || r.num_computed != r.snapshot_boundary ||
+      r.pending_snapshot != kNoSnapshot) {
+    return kNoSnapshot;
+  }
+  const SnapshotId id = blocks_.snapshots().Reserve();
+  if (id == kNoSnapshot) {
+    ++snapshots_unavailable_;
+    r.snapshot_boundary = 0;
+    return kNoSnapshot;
+  }
+  ++snapshots_saved_;
+  // Attached when the block ending at the boundary registers (FinishStep: EmitChunk queued it).
+  r.pending_snapshot = id;
+  return id;
+}
+
+void Scheduler::DropPendingSnapshot(Request& r) {
+  if (r.pending_snapshot == kNoSnapshot) return;
+  blocks_.snapshots().Release(r.pending_snapshot);
+  r.pending_snapshot = kNoSnapshot;
+  r.snapshot_boundary = 0;
 }
 
 }  // namespace tessera::router

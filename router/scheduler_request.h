@@ -54,6 +54,13 @@ struct Scheduler::Request {
   int32_t num_hashed_blocks = 0;
   uint64_t chain_hash = 0;
   BlockLink chain_link;
+  // Hybrid models (BlockManager::needs_snapshots): the block boundary (tokens) of the prompt's
+  // last full block, where the worker saves the recurrent state (0 = none wanted); the id a
+  // plan saved into, attached to the block ending there once it is indexed; the id the
+  // admission restores (sent with the first chunk).
+  int32_t snapshot_boundary = 0;
+  SnapshotId pending_snapshot = kNoSnapshot;
+  SnapshotId restore_snapshot = kNoSnapshot;
 
   int32_t num_generated() const {
     return static_cast<int32_t>(tokens.size()) - num_prompt_tokens;
@@ -81,6 +88,7 @@ struct Scheduler::PrefixHit {
   int32_t num_revived = 0;  // of them, cached free blocks (they leave the free pool)
   uint64_t hash = 0;        // chain state after the last hit block (salt hash when none)
   BlockLink link;
+  SnapshotId snapshot = kNoSnapshot;  // hybrid models: the state at the hit's end
 };
 
 }  // namespace tessera::router

@@ -81,6 +81,9 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
         "--num-kv-blocks must be 0 (size from --kv-cache-mb) or >= 2 (block 0 is reserved)");
   }
   if (r.kv_cache_mb < 0) return absl::InvalidArgumentError("--kv-cache-mb must be >= 0");
+  if (r.state_snapshot_mb < 0) {
+    return absl::InvalidArgumentError("--state-snapshot-mb must be >= 0");
+  }
   if (r.max_num_seqs < 1) return absl::InvalidArgumentError("--max-num-seqs must be >= 1");
   if (r.max_num_batched_tokens < 1) {
     return absl::InvalidArgumentError("--max-num-batched-tokens must be >= 1");
@@ -254,6 +257,10 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
       ->capture_default_str();
   app.add_option("--kv-cache-mb", r->kv_cache_mb,
                  "KV pool size in MiB (0 = cpu: 2048; cuda: from --gpu-memory-utilization)")
+      ->capture_default_str();
+  app.add_option("--state-snapshot-mb", r->state_snapshot_mb,
+                 "hybrid models: MiB of recurrent-state snapshots for prefix caching (cpu; 0 = "
+                 "none: a hybrid then shares no prefix)")
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", r->gpu_memory_utilization,
                  "cuda: fraction of device memory for weights, buffers and the KV pool")

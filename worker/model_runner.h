@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "common/model/model_config.h"
+#include "common/util/check.h"
 #include "worker/graph_miss_reason.h"
 #include "worker/sampler/sampler.h"
 #include "worker/sampler/sampling_params.h"
@@ -102,6 +103,14 @@ class ModelRunner {
   // The model's layer kinds as this runner holds them (Describe reports them).
   virtual ModelLayerInfo layer_info() const = 0;
 
+  // Snapshots of one sequence's recurrent state for prefix caching on hybrid models, ids
+  // [1, state_snapshot_slots()]; 0 slots (the default) for runners or models without them.
+  virtual int state_snapshot_slots() const { return 0; }
+  // Copies slot's recurrent state into `snapshot` / `snapshot` into slot's state. Preconditions
+  // (aborts): 1 <= snapshot <= state_snapshot_slots(), 0 <= slot < max_num_seqs().
+  virtual void SaveStateSnapshot(int slot, int snapshot) { NoSnapshots(slot, snapshot); }
+  virtual void RestoreStateSnapshot(int snapshot, int slot) { NoSnapshots(slot, snapshot); }
+
   // Starts `slot`'s sampling state and clears its recurrent state. `generated` holds tokens the sequence generated before a
   // preemption: they count for its penalties and advance its RNG as sampling them did.
   // Preconditions (the step executor validated them): slot in range and not started; params
@@ -124,6 +133,11 @@ class ModelRunner {
   // instead of sampling them (no sampling state is read or changed, and recurrent state is left
   // as it was: Forward then Step on the same tokens computes them twice from the same state).
   virtual absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) = 0;
+
+ private:
+  static void NoSnapshots(int, int) {
+    TESSERA_CHECK(false, "a state snapshot was asked of a runner that holds none");
+  }
 };
 
 }  // namespace tessera::worker

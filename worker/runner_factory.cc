@@ -63,7 +63,8 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
                        .num_kv_blocks = num_blocks,
                        .activations = activations,
                        .kv_dtype = kv_dtype,
-                       .max_num_seqs = flags.max_num_seqs});
+                       .max_num_seqs = flags.max_num_seqs,
+                       .state_snapshot_bytes = flags.state_snapshot_mb * kMiB});
   built.description = absl::StrCat(
       "cpu: ", threads, threads == 1 ? " thread, " : " threads, ",
       util::ToAbsl(kernels::cpu::IsaName(kernels::cpu::BestIsa())), ", ",

@@ -33,6 +33,9 @@ struct RunnerFlags {
   int block_size = 16;
   int64_t num_kv_blocks = 0;         // including the null block; 0 = from the size flags
   int64_t kv_cache_mb = 0;           // 0 = backend default (cpu 2048 MiB; cuda: utilization)
+  // Recurrent-state snapshots for prefix caching on hybrid models (cpu); 0 = no snapshots, so
+  // a hybrid shares no prefix.
+  int64_t state_snapshot_mb = 512;
   double gpu_memory_utilization = 0.90;
   int max_num_seqs = 256;
   int max_num_batched_tokens = 2048;

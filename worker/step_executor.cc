@@ -36,12 +36,14 @@ StepExecutor::StepExecutor(ModelRunner* runner, const StepExecutorOptions& optio
       num_blocks_(runner->kv_pool().num_blocks),
       max_logprobs_(std::min(kMaxLogprobs, runner->config().vocab_size)),
       max_blocks_per_seq_((max_context_ + block_size_ - 1) / block_size_),
+      num_snapshots_(runner->state_snapshot_slots()),
       slots_(options.max_num_seqs, num_blocks_, block_size_),
       slot_marks_(static_cast<size_t>(options.max_num_seqs)),
       block_in_table_(static_cast<size_t>(num_blocks_), 0),
       ref_delta_epoch_(static_cast<size_t>(num_blocks_), 0),
       table_ref_delta_(static_cast<size_t>(num_blocks_), 0),
-      cached_ref_delta_(static_cast<size_t>(num_blocks_), 0) {
+      cached_ref_delta_(static_cast<size_t>(num_blocks_), 0),
+      snapshot_marks_(static_cast<size_t>(num_snapshots_) + 1, 0) {
   TESSERA_CHECK(max_context_ >= 1, "StepExecutor: the model needs a context length");
   TESSERA_CHECK(options.max_num_seqs <= runner->max_num_seqs(),
                 "StepExecutor: more slots than the runner has sampling slots");
@@ -78,6 +80,7 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
                                               status.message()));
     }
   }
+  SaveSnapshots(plan);
   const Clock::time_point step_end = Clock::now();
   stats_.info = samples_.info;
 
@@ -133,6 +136,15 @@ void StepExecutor::ApplyNewSequences(const v1::StepPlan& plan) {
     const size_t num_prompt = static_cast<size_t>(seq.num_prompt_tokens());
     runner_->BeginSequence(seq.slot(), SamplingParamsFromProto(sampling),
                            tokens.first(num_prompt), tokens.subspan(num_prompt));
+    // A prefix hit on a hybrid model: the recurrent state at the cached prefix's end.
+    if (seq.restore_snapshot() > 0) runner_->RestoreStateSnapshot(seq.restore_snapshot(), seq.slot());
+  }
+}
+
+// After the step: the recurrent states the router asked to keep (hybrid prefix caching).
+void StepExecutor::SaveSnapshots(const v1::StepPlan& plan) {
+  for (const v1::SequenceStep& seq : plan.sequences()) {
+    if (seq.save_snapshot() > 0) runner_->SaveStateSnapshot(seq.slot(), seq.save_snapshot());
   }
 }
 

@@ -33,7 +33,10 @@
 // past max_context; block ids outside [1, num_blocks), a block listed twice in one slot's table,
 // a table longer than max_context needs or too short for the positions computed; writes into a
 // block that a live slot holds as cached (shared), or that another live slot's table lists (a
-// block is written only by the one sequence that owns it).
+// block is written only by the one sequence that owns it); state snapshot ids outside
+// [1, the runner's snapshots], a restore without cached tokens, two saves into one snapshot.
+// Snapshots (hybrid prefix caching): a restore is applied right after its admission, saves
+// after the runner's step (the state after the step's tokens).
 //
 // Ownership: owns the slot table and the step's scratch; borrows the runner (which must outlive
 // it). Threading: single-threaded — every call comes from the worker's step thread, the only
@@ -132,6 +135,7 @@ class StepExecutor {
   absl::Status ValidateSequences(const tessera::worker::v1::StepPlan& plan);
   absl::Status ValidateSequence(const tessera::worker::v1::SequenceStep& seq, int index,
                                 const SlotView& view);
+  absl::Status ValidateSnapshotSave(const tessera::worker::v1::SequenceStep& seq, int index);
   absl::Status ValidateBlocks(const tessera::worker::v1::SequenceStep& seq, int index,
                               const SlotView& view);
   absl::Status ValidateWrites(const tessera::worker::v1::StepPlan& plan);
@@ -147,6 +151,7 @@ class StepExecutor {
   void ApplyDrops(const tessera::worker::v1::StepPlan& plan);
   void ApplyNewSequences(const tessera::worker::v1::StepPlan& plan);
   void AppendBlocksAndBuildBatch(const tessera::worker::v1::StepPlan& plan);
+  void SaveSnapshots(const tessera::worker::v1::StepPlan& plan);
   void SampleAndFill(tessera::worker::v1::StepResult* result);
   void FillTimings(Clock::time_point received, Clock::time_point step_start,
                    Clock::time_point step_end, tessera::worker::v1::StepTimings* timings) const;
@@ -158,6 +163,7 @@ class StepExecutor {
   const int64_t num_blocks_;
   const int max_logprobs_;
   const int32_t max_blocks_per_seq_;  // ceil(max_context / block_size)
+  const int num_snapshots_;           // the runner's state snapshots, ids [1, num_snapshots_]
   SlotTable slots_;
   uint64_t last_step_ = 0;
   uint64_t plan_step_ = 0;  // the plan being validated (for messages)
@@ -170,6 +176,7 @@ class StepExecutor {
   std::vector<uint64_t> ref_delta_epoch_;      // [num_blocks] epoch_ when the deltas are valid
   std::vector<int32_t> table_ref_delta_;       // [num_blocks] change of SlotTable::block_refs
   std::vector<int32_t> cached_ref_delta_;      // [num_blocks] change of SlotTable::cached_refs
+  std::vector<uint64_t> snapshot_marks_;       // [num_snapshots + 1] epoch_ when saved by the plan
 
   // Step buffers, reused every step.
   std::vector<SequenceWork> batch_;

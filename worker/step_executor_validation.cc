@@ -131,6 +131,12 @@ absl::Status StepExecutor::ValidateNewSequence(const v1::NewSequence& seq, int i
                                 " must be a multiple of block_size ", block_size_,
                                 " in [0, ", num_tokens, ") (the tokens given)"));
   }
+  const int32_t restore = seq.restore_snapshot();
+  if (restore < 0 || restore > num_snapshots_ || (restore > 0 && cached == 0)) {
+    return Invalid(absl::StrCat(field(), ".restore_snapshot = ", restore, " must be 0 or in [1, ",
+                                num_snapshots_, "] (the worker's state snapshots) with "
+                                "num_cached_tokens > 0 (the position it was taken at)"));
+  }
   const int32_t top = seq.sampling().top_logprobs();
   if (top < 0 || top > max_logprobs_) {
     return Invalid(absl::StrCat(field(), ".sampling.top_logprobs = ", top, " is outside [0, ",
@@ -218,6 +224,23 @@ absl::Status StepExecutor::ValidateSequence(const v1::SequenceStep& seq, int ind
                                 view.num_computed, ", ", end, ") of slot ", seq.slot(),
                                 " run past max_context ", max_context_));
   }
+  return ValidateSnapshotSave(seq, index);
+}
+
+absl::Status StepExecutor::ValidateSnapshotSave(const v1::SequenceStep& seq, int index) {
+  const int32_t save = seq.save_snapshot();
+  if (save == 0) return absl::OkStatus();
+  if (save < 0 || save > num_snapshots_) {
+    return Invalid(absl::StrCat("sequences[", index, "].save_snapshot = ", save,
+                                " must be 0 or in [1, ", num_snapshots_,
+                                "] (the worker's state snapshots)"));
+  }
+  uint64_t& mark = snapshot_marks_[static_cast<size_t>(save)];
+  if (mark == epoch_) {
+    return Invalid(absl::StrCat("sequences[", index, "].save_snapshot = ", save,
+                                " is named by two sequences of the plan"));
+  }
+  mark = epoch_;
   return absl::OkStatus();
 }
 

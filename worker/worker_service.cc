@@ -95,13 +95,17 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
   for (const char* feature : {"logprobs", "penalties", "seed", "chunked_prefill", "preemption"}) {
     d.add_features(feature);
   }
-  // A hybrid model's linear-attention state has no snapshot at block boundaries yet, so a cached
-  // prefix could not restore it (DESIGN.md §4): no prefix sharing, and the router's metrics say
-  // so. A property of the runner's model, never a name the worker tests (DESIGN.md §5).
+  // A hybrid model's linear-attention layers need their recurrent state at a cached prefix's
+  // end: it shares prefixes only through state snapshots (DESIGN.md §4), and none without them.
+  // A property of the runner's model, never a name the worker tests (DESIGN.md §5).
   const ModelLayerInfo layers = runner.layer_info();
-  const bool shares_blocks = layers.linear_layers == 0;
-  if (shares_blocks) d.add_features("prefix_cache");
-  d.set_prefix_sharing(shares_blocks ? v1::PREFIX_SHARING_BLOCKS : v1::PREFIX_SHARING_NONE);
+  const int snapshots = runner.state_snapshot_slots();
+  const v1::PrefixSharing sharing = layers.linear_layers == 0 ? v1::PREFIX_SHARING_BLOCKS
+                                    : snapshots > 0 ? v1::PREFIX_SHARING_STATE_SNAPSHOTS
+                                                    : v1::PREFIX_SHARING_NONE;
+  if (sharing != v1::PREFIX_SHARING_NONE) d.add_features("prefix_cache");
+  d.set_prefix_sharing(sharing);
+  d.set_state_snapshot_slots(snapshots);
   d.set_attention_layers(layers.attention_layers);
   d.set_linear_attention_layers(layers.linear_layers);
   d.set_state_bytes_per_sequence(layers.state_bytes_per_sequence);

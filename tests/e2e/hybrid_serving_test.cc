@@ -2,8 +2,9 @@
 // gated-attention layer, 8 experts of which 2 are used, a shared expert) served end to end by
 // tessera-worker (cpu) and tessera-router as real processes: concurrent greedy requests give
 // each one's sequential tokens (each sequence's recurrent state lives in its own slot), a tiny KV
-// pool forces preemptions and the recomputed sequences keep their tokens, a repeated prompt gets
-// no prefix-cache hit (the recurrent state has no snapshot at block boundaries yet), and
+// pool forces preemptions and the recomputed sequences keep their tokens, a repeated prompt is
+// served from the prefix cache through a recurrent-state snapshot and gives the cold run's
+// tokens (without snapshots, --state-snapshot-mb 0, it runs cold and the router counts why), and
 // ModelInfo names the architecture.
 #include <future>
 #include <string>
@@ -92,9 +93,24 @@ TEST_F(HybridServingTest, ConcurrentRequestsGiveEachOnesSequentialTokens) {
   ExpectEverythingReleased(*serving_);
 }
 
-TEST_F(HybridServingTest, ARepeatedPromptIsRecomputedNotServedFromThePrefixCache) {
-  const v1::GenerateRequest request = GreedyIds(70, 3, 4);
+// 70 tokens: the whole blocks within the first 69 end at 64, where the first run saves the state.
+TEST_F(HybridServingTest, ARepeatedPromptRestoresTheStateSnapshotAndGivesTheColdTokens) {
+  const v1::GenerateRequest request = GreedyIds(70, 33, 12);
   auto stub = serving_->NewStub();
+  const StreamResult first = RunGenerate(*stub, request);
+  const StreamResult second = RunGenerate(*stub, request);
+  ASSERT_TRUE(first.status.ok() && second.status.ok());
+  EXPECT_EQ(first.last.usage().cached_tokens(), 0u);
+  EXPECT_EQ(second.last.usage().cached_tokens(), 64u);
+  EXPECT_EQ(second.token_ids, first.token_ids);
+}
+
+TEST_F(HybridServingTest, WithoutSnapshotsARepeatedPromptRunsCold) {
+  ServingProcesses cold;
+  cold.set_model(kHybridModel);
+  ASSERT_TRUE(cold.Start({"--device", "cpu", "--threads", "2", "--state-snapshot-mb", "0"}).ok());
+  const v1::GenerateRequest request = GreedyIds(70, 33, 12);
+  auto stub = cold.NewStub();
   const StreamResult first = RunGenerate(*stub, request);
   const StreamResult second = RunGenerate(*stub, request);
   ASSERT_TRUE(first.status.ok() && second.status.ok());

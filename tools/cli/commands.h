@@ -91,6 +91,7 @@ struct ServeOptions {
   int max_num_batched_tokens = 0;
   int max_waiting = 0;                // router waiting-queue capacity; 0: its default
   int kv_cache_mb = 0;
+  int64_t state_snapshot_mb = -1;  // worker: -1 = its default
   int64_t num_kv_blocks = 0;          // worker KV blocks (incl. the null block); 0: from MiB
   int block_size = 0;                 // tokens per KV block; 0: the worker's default
   bool mmap_weights = false;          // worker maps the GGUF instead of copying it

@@ -125,6 +125,8 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                   "router: token budget per step");
   cmd->add_option("--max-waiting", serve.max_waiting, "router: waiting-queue capacity");
   cmd->add_option("--kv-cache-mb", serve.kv_cache_mb, "worker: KV pool size in MiB");
+  cmd->add_option("--state-snapshot-mb", serve.state_snapshot_mb,
+                  "worker: hybrid models' recurrent-state snapshots for prefix caching, MiB");
   cmd->add_option("--num-kv-blocks", serve.num_kv_blocks,
                   "worker: KV pool blocks including the null block (instead of --kv-cache-mb)");
   cmd->add_option("--block-size", serve.block_size, "worker: tokens per KV block");

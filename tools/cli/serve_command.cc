@@ -357,6 +357,7 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o) {
   AddIfSet(args, "--threads", o.threads, 0);
   AddIfSet(args, "--max-num-seqs", o.max_num_seqs, 0);
   AddIfSet(args, "--kv-cache-mb", o.kv_cache_mb, 0);
+  AddIfSet(args, "--state-snapshot-mb", o.state_snapshot_mb, int64_t{-1});
   AddIfSet(args, "--num-kv-blocks", o.num_kv_blocks, int64_t{0});
   AddIfSet(args, "--block-size", o.block_size, 0);
   AddIfSet(args, "--activations", o.activations);

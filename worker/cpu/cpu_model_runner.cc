@@ -100,7 +100,7 @@ CpuModelRunner::CpuModelRunner(const model::ModelConfig& config, const ModelPlan
   TESSERA_CHECK(static_cast<int>(weights->tensors.size()) == plan->weights.size(),
                 "weights were not bound from the plan's declaration");
   AllocateKvPools();
-  AllocateRecurrentState();
+  AllocateRecurrentState(options.state_snapshot_bytes);
 }
 
 void CpuModelRunner::AllocateKvPools() {
@@ -129,7 +129,23 @@ int64_t CpuModelRunner::KvBlockBytes(const ModelPlan& plan, const model::ModelCo
          config.head_dim * cpu::KvDtypeBytes(dtype);
 }
 
-void CpuModelRunner::AllocateRecurrentState() {
+namespace {
+
+// Visits each (slot's conv state, slot's delta-rule state) of the batch, in a fixed order.
+template <typename Fn>
+void ForEachSlotState(const CpuRecurrentState& state, std::span<const SequenceWork> batch,
+                      int64_t conv_floats, int64_t ssm_floats, Fn fn) {
+  for (const SequenceWork& s : batch) {
+    for (size_t l = 0; l < state.conv.size(); ++l) {
+      fn(state.conv[l].subspan(s.slot * conv_floats, conv_floats));
+      fn(state.ssm[l].subspan(s.slot * ssm_floats, ssm_floats));
+    }
+  }
+}
+
+}  // namespace
+
+void CpuModelRunner::AllocateRecurrentState(int64_t snapshot_bytes) {
   if (plan_->num_linear_layers == 0) return;
   const model::GdnDims& d = config_.hybrid->gdn;
   conv_floats_per_slot_ = int64_t{d.conv_kernel - 1} * model::GdnConvChannels(d);
@@ -147,6 +163,42 @@ void CpuModelRunner::AllocateRecurrentState() {
     state_.ssm.emplace_back(base, slots * ssm_floats_per_slot_);
     base += slots * ssm_floats_per_slot_;
   }
+  const int64_t snapshot_floats = state_floats_per_slot_;
+  num_snapshots_ = static_cast<int>(std::min<int64_t>(
+      snapshot_bytes / (snapshot_floats * static_cast<int64_t>(sizeof(float))), kMaxStateSnapshots));
+  if (num_snapshots_ == 0) return;
+  absl::StatusOr<util::HugePageBuffer> snapshots = util::HugePageBuffer::Allocate(
+      static_cast<size_t>(num_snapshots_ * snapshot_floats) * sizeof(float));
+  TESSERA_CHECK(snapshots.ok(), "CpuModelRunner: cannot reserve the state snapshot pool");
+  snapshot_memory_ = *std::move(snapshots);
+}
+
+void CpuModelRunner::SaveStateSnapshot(int slot, int snapshot) {
+  TESSERA_CHECK(snapshot >= 1 && snapshot <= num_snapshots_, "SaveStateSnapshot: no such snapshot");
+  TESSERA_CHECK(slot >= 0 && slot < samplers_.max_num_seqs(), "SaveStateSnapshot: no such slot");
+  float* out = reinterpret_cast<float*>(snapshot_memory_.data()) +
+               (snapshot - 1) * state_floats_per_slot_;
+  const SequenceWork one{.tokens = {}, .start_pos = 0, .block_table = {}, .needs_logits = false,
+                         .slot = slot};
+  ForEachSlotState(state_, {&one, 1}, conv_floats_per_slot_, ssm_floats_per_slot_,
+                   [&out](std::span<const float> state) {
+                     out = std::copy(state.begin(), state.end(), out);
+                   });
+}
+
+void CpuModelRunner::RestoreStateSnapshot(int snapshot, int slot) {
+  TESSERA_CHECK(snapshot >= 1 && snapshot <= num_snapshots_,
+                "RestoreStateSnapshot: no such snapshot");
+  TESSERA_CHECK(slot >= 0 && slot < samplers_.max_num_seqs(), "RestoreStateSnapshot: no such slot");
+  const float* in = reinterpret_cast<const float*>(snapshot_memory_.data()) +
+                    (snapshot - 1) * state_floats_per_slot_;
+  const SequenceWork one{.tokens = {}, .start_pos = 0, .block_table = {}, .needs_logits = false,
+                         .slot = slot};
+  ForEachSlotState(state_, {&one, 1}, conv_floats_per_slot_, ssm_floats_per_slot_,
+                   [&in](std::span<float> state) {
+                     std::copy_n(in, state.size(), state.begin());
+                     in += state.size();
+                   });
 }
 
 void CpuModelRunner::ClearState(int slot) {
@@ -156,21 +208,6 @@ void CpuModelRunner::ClearState(int slot) {
   }
 }
 
-namespace {
-
-// Visits each (slot's conv state, slot's delta-rule state) of the batch, in a fixed order.
-template <typename Fn>
-void ForEachSlotState(const CpuRecurrentState& state, std::span<const SequenceWork> batch,
-                      int64_t conv_floats, int64_t ssm_floats, Fn fn) {
-  for (const SequenceWork& s : batch) {
-    for (size_t l = 0; l < state.conv.size(); ++l) {
-      fn(state.conv[l].subspan(s.slot * conv_floats, conv_floats));
-      fn(state.ssm[l].subspan(s.slot * ssm_floats, ssm_floats));
-    }
-  }
-}
-
-}  // namespace
 
 void CpuModelRunner::SaveStates(std::span<const SequenceWork> batch) {
   saved_states_.clear();

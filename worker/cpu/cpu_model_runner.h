@@ -73,7 +73,12 @@ struct CpuRunnerOptions {
   kernels::cpu::Isa isa = kernels::cpu::BestIsa();
   // Sampling slots [0, max_num_seqs) (BeginSequence); >= 1.
   int max_num_seqs = 256;
+  // Memory for recurrent-state snapshots (hybrid prefix caching): as many whole snapshots as fit,
+  // at most kMaxStateSnapshots; none for models without linear layers. Committed as used.
+  int64_t state_snapshot_bytes = 0;
 };
+
+inline constexpr int kMaxStateSnapshots = 65535;
 
 class CpuModelRunner final : public ModelRunner {
  public:
@@ -89,6 +94,9 @@ class CpuModelRunner final : public ModelRunner {
   // of dtype.
   static int64_t KvBlockBytes(const ModelPlan& plan, const model::ModelConfig& config,
                               int block_size, kernels::cpu::KvDtype dtype);
+  int state_snapshot_slots() const override { return num_snapshots_; }
+  void SaveStateSnapshot(int slot, int snapshot) override;
+  void RestoreStateSnapshot(int snapshot, int slot) override;
   ModelLayerInfo layer_info() const override {
     return {.attention_layers = plan_->num_attention_layers,
             .linear_layers = plan_->num_linear_layers,
@@ -113,8 +121,9 @@ class CpuModelRunner final : public ModelRunner {
  private:
   // Carves the K and V pools of every attention layer out of kv_memory_.
   void AllocateKvPools();
-  // Carves every linear layer's per-slot state out of state_memory_ (committed by ClearState).
-  void AllocateRecurrentState();
+  // Carves every linear layer's per-slot state out of state_memory_ (committed by ClearState),
+  // and reserves the snapshot pool.
+  void AllocateRecurrentState(int64_t snapshot_bytes);
   void ClearState(int slot);
   // Forward leaves no trace: the states of the batch's slots are saved before and restored after.
   void SaveStates(std::span<const SequenceWork> batch);
@@ -137,6 +146,8 @@ class CpuModelRunner final : public ModelRunner {
   int64_t ssm_floats_per_slot_ = 0;    // per linear layer
   int64_t state_floats_per_slot_ = 0;  // all linear layers
   std::vector<float> saved_states_;    // Forward's copies
+  util::HugePageBuffer snapshot_memory_;  // [num_snapshots_, state_floats_per_slot_]
+  int num_snapshots_ = 0;
   CpuModelOps ops_;
   SlotSamplers samplers_;
   StepLogits step_logits_;  // Step's forward output, reused every step

@@ -107,7 +107,9 @@ void CancelRandom(EngineDriver& d, std::mt19937& rng) {
 
 // kTinyHash keeps 3 bits of every hash: nearly every lookup meets colliding blocks, so only the
 // exact content confirmation keeps hits correct.
-enum class CacheMode { kOff, kOn, kTinyHash };
+// kSnapshots: a hybrid model's cache, 3 state snapshots (so they are evicted all the time): every
+// hit must end at a block whose snapshot holds exactly its tokens' state (FakeWorker checks).
+enum class CacheMode { kOff, kOn, kTinyHash, kSnapshots };
 
 class SchedulerRandomTest
     : public ::testing::TestWithParam<std::tuple<RandomCase, uint32_t, CacheMode>> {};
@@ -127,6 +129,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
   c.enable_prefix_cache = prefix_cache;
   c.reserve_horizon_tokens = p.reserve_horizon;
   if (mode == CacheMode::kTinyHash) c.prefix_cache_hash_bits = 3;
+  if (mode == CacheMode::kSnapshots) c.state_snapshot_slots = 3;
   absl::StatusOr<std::unique_ptr<Scheduler>> made = Scheduler::Create(c);
   ASSERT_TRUE(made.ok()) << made.status();
   Scheduler& s = **made;
@@ -176,6 +179,11 @@ TEST_P(SchedulerRandomTest, InvariantsHoldUnderRandomLoad) {
     int64_t cached = 0;
     for (const auto& [id, sc] : d.scripts()) cached += sc.cached_tokens;
     EXPECT_EQ(cached, st.prefix_cache_hit_tokens);
+    if (mode == CacheMode::kSnapshots) {
+      EXPECT_GT(d.worker().num_snapshots_restored(), 0);
+      EXPECT_GT(st.state_snapshots_saved, 0);
+      EXPECT_LE(s.blocks().snapshots().num_attached(), 3);
+    }
   } else {
     EXPECT_EQ(st.prefix_cache_query_tokens, 0);
     EXPECT_EQ(d.worker().num_cached_blocks_read(), 0);
@@ -221,13 +229,14 @@ INSTANTIATE_TEST_SUITE_P(
     Load, SchedulerRandomTest,
     ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values(1u, 2u, 3u),
                        ::testing::Values(CacheMode::kOff, CacheMode::kOn,
-                                         CacheMode::kTinyHash)),
+                                         CacheMode::kTinyHash, CacheMode::kSnapshots)),
     [](const ::testing::TestParamInfo<SchedulerRandomTest::ParamType>& info) {
       return std::string(std::get<0>(info.param).name) + "_seed" +
              std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) == CacheMode::kOn         ? "_prefix_cache"
-              : std::get<2>(info.param) == CacheMode::kTinyHash ? "_prefix_cache_3bit_hash"
-                                                                : "");
+             (std::get<2>(info.param) == CacheMode::kOn          ? "_prefix_cache"
+              : std::get<2>(info.param) == CacheMode::kTinyHash  ? "_prefix_cache_3bit_hash"
+              : std::get<2>(info.param) == CacheMode::kSnapshots ? "_state_snapshots"
+                                                                 : "");
     });
 
 }  // namespace

@@ -101,6 +101,7 @@ class FakeWorker {
   }
 
   int64_t num_cached_blocks_read() const { return num_cached_blocks_read_; }
+  int64_t num_snapshots_restored() const { return num_snapshots_restored_; }
   // The cache salt of request `id`: a cached block must come from a writer with the same salt.
   void SetSalt(RequestId id, std::string_view salt) { salts_[id] = std::string(salt); }
 
@@ -120,6 +121,11 @@ class FakeWorker {
     int32_t cached_refs = 0;  // of them, as a cached (read-only) prefix block
     std::vector<int32_t> context;  // tokens [0, last position written into it]
     std::string salt;              // its writer's cache salt
+  };
+
+  struct Snapshot {
+    std::vector<int32_t> context;  // the tokens whose state it holds
+    std::string salt;
   };
 
   Block& B(BlockId b) { return blocks_[static_cast<size_t>(b)]; }
@@ -163,6 +169,7 @@ class FakeWorker {
                r.start_position / config_.block_size,
                std::vector<int32_t>(known.begin(), known.begin() + r.num_known_tokens), {},
                salts_.contains(r.request_id) ? salts_.at(r.request_id) : std::string()};
+      CheckRestore(s, r);
     } else {
       EXPECT_TRUE(s.live && s.id == r.request_id)
           << "request " << r.request_id << " continues in slot " << r.slot << " it does not hold";
@@ -187,6 +194,29 @@ class FakeWorker {
     EXPECT_EQ(static_cast<int32_t>(s.table.size()),
               BlockManager::BlocksFor(s.computed + r.num_tokens, config_.block_size))
         << "request " << r.request_id;
+  }
+
+  // Hybrid models: a cached prefix comes with the state snapshot taken after exactly its tokens
+  // (saved by an earlier plan); nothing else restores one.
+  void CheckRestore(const Slot& s, const ScheduledRequest& r) {
+    if (config_.state_snapshot_slots == 0 || !config_.enable_prefix_cache) {
+      EXPECT_EQ(r.restore_snapshot, 0) << "request " << r.request_id;
+      return;
+    }
+    if (r.start_position == 0) {
+      EXPECT_EQ(r.restore_snapshot, 0) << "request " << r.request_id << " restores a cold start";
+      return;
+    }
+    ASSERT_GE(r.restore_snapshot, 1) << "request " << r.request_id << " has cached tokens but "
+                                     << "no state snapshot";
+    ASSERT_LE(r.restore_snapshot, config_.state_snapshot_slots);
+    ASSERT_TRUE(snapshots_.contains(r.restore_snapshot)) << "snapshot never saved";
+    const Snapshot& snapshot = snapshots_.at(r.restore_snapshot);
+    const std::vector<int32_t> expected(s.given.begin(), s.given.begin() + r.start_position);
+    EXPECT_EQ(snapshot.context, expected) << "snapshot " << r.restore_snapshot << " of request "
+                                          << r.request_id << " holds another prefix's state";
+    EXPECT_EQ(snapshot.salt, s.salt) << "snapshot crosses cache salts";
+    ++num_snapshots_restored_;
   }
 
   // A cached block holds the K/V of exactly the reader's tokens up to its end, computed before.
@@ -215,6 +245,15 @@ class FakeWorker {
       block.salt = s.salt;
     }
     s.computed = end;
+    if (r.save_snapshot != 0) {
+      ASSERT_GE(r.save_snapshot, 1);
+      ASSERT_LE(r.save_snapshot, config_.state_snapshot_slots);
+      EXPECT_EQ(end % bs, 0) << "a state snapshot off a block boundary";
+      Snapshot& snapshot = snapshots_[r.save_snapshot];
+      snapshot.context.clear();
+      for (int32_t p = 0; p < end; ++p) snapshot.context.push_back(TokenAt(s, p));
+      snapshot.salt = s.salt;
+    }
   }
 
   const Scheduler& scheduler_;
@@ -222,6 +261,8 @@ class FakeWorker {
   std::vector<Slot> slots_;
   std::vector<Block> blocks_;  // [num_blocks]
   int64_t num_cached_blocks_read_ = 0;
+  int64_t num_snapshots_restored_ = 0;
+  std::map<int32_t, Snapshot> snapshots_;  // by id, as the last plan saved it
   std::map<RequestId, std::string> salts_;
 };
 
