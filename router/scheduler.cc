@@ -338,7 +338,7 @@ void Scheduler::Retire(Request& r) {
 }
 
 void Scheduler::Forget(Request& r) {
-  DropPendingSnapshot(r);
+  DropPendingSnapshots(r);
   ReleaseSalt(r);
   requests_.erase(r.id);  // destroys r
 }

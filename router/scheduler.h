@@ -226,18 +226,20 @@ class Scheduler {
   // Indexes `r`'s blocks that became full of computed, known tokens.
   void RegisterFullBlocks(Request& r);
   // Hybrid models' state snapshots (scheduler_prefix.cc; no-ops when none are needed). The
-  // boundary an admission with `cached` hit tokens wants a snapshot at (0 = none).
-  int32_t SnapshotBoundary(const Request& r, int32_t cached) const;
-  // `n` tokens from `start`, cut so the chunk ends at r's snapshot boundary when it would cross
-  // it (the worker saves the state at the end of a chunk).
+  // boundaries an admission with `hit` wants snapshots at (Request::snapshot_marks).
+  void SetSnapshotBoundaries(Request& r, const PrefixHit& hit) const;
+  // `n` tokens from `start`, cut so the chunk ends at r's next snapshot boundary when it would
+  // cross it (the worker saves the state at the end of a chunk).
   int32_t ChunkToSnapshotBoundary(const Request& r, int32_t start, int32_t n) const;
-  // After r's chunk: the id to save into when the chunk ended at the boundary (reserved and
+  // After r's chunk: the id to save into when the chunk ended at a boundary (reserved and
   // pending until the block registers), else 0.
   SnapshotId MaybeSaveSnapshot(Request& r);
+  // Keeps the longest run of hit blocks whose last block carries a snapshot.
   void TrimToSnapshot(uint64_t salt_hash, PrefixHit* hit);
-  void AttachPendingSnapshot(Request& r);
-  // A pending id whose block will not be registered goes back.
-  void DropPendingSnapshot(Request& r);
+  // Attaches r's pending id for the boundary `block_end` to the block just indexed there.
+  void AttachPendingSnapshot(Request& r, int32_t block_end);
+  // Pending ids whose blocks will not be registered go back.
+  void DropPendingSnapshots(Request& r);
   // Interns r.cache_salt in the current pool's cache; ReleaseSalt drops the reference.
   void AcquireSalt(Request& r);
   void ReleaseSalt(Request& r);

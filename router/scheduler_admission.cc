@@ -141,7 +141,7 @@ Scheduler::Admission Scheduler::TryAdmit(Request& r, size_t index, Budget& budge
   const auto known = static_cast<int32_t>(r.tokens.size());
   const PrefixHit hit = LookupPrefix(r);
   const int32_t cached = hit.num_blocks * config_.block_size;
-  r.snapshot_boundary = SnapshotBoundary(r, cached);
+  SetSnapshotBoundaries(r, hit);
   const int32_t n = ChunkToSnapshotBoundary(
       r, cached, std::min({known - cached, budget.tokens, budget.prefill_tokens}));
   const int32_t needed = BlockManager::BlocksFor(cached + n, config_.block_size) - hit.num_blocks;
@@ -198,8 +198,7 @@ void Scheduler::Preempt(Request& victim, ScheduledStep* step) {
   ReleaseSlot(victim);
   victim.running = false;
   victim.num_computed = 0;  // recompute: prompt + generated so far are re-prefilled
-  DropPendingSnapshot(victim);
-  victim.snapshot_boundary = 0;
+  DropPendingSnapshots(victim);
   victim.num_given = 0;
   ++victim.num_preemptions;
   waiting_.push_front(&victim);

@@ -52,6 +52,7 @@ void Scheduler::TrimToSnapshot(uint64_t salt_hash, PrefixHit* hit) {
   const StateSnapshots& snapshots = blocks_.snapshots();
   size_t keep = hit_ids_.size();
   while (keep > 0 && snapshots.SnapshotOf(hit_ids_[keep - 1]) == kNoSnapshot) --keep;
+  hit->num_cached_blocks = static_cast<int32_t>(hit_ids_.size());
   if (keep == 0 && !hit_ids_.empty()) ++prefix_cold_no_snapshot_;
   hit_ids_.resize(keep);
   hit_hashes_.resize(keep);
@@ -105,61 +106,75 @@ void Scheduler::RegisterFullBlocks(Request& r) {
     // through it so the next block is findable from the indexed copy.
     r.chain_link = blocks_.Register(r.block_table[b], r.chain_hash, r.chain_link, r.salt,
                                     block_tokens);
-    if (r.pending_snapshot != kNoSnapshot &&
-        (r.num_hashed_blocks + 1) * block_size == r.snapshot_boundary) {
-      AttachPendingSnapshot(r);
-    }
+    AttachPendingSnapshot(r, (r.num_hashed_blocks + 1) * block_size);
   }
 }
 
 // The saved state describes the block ending at the boundary: the indexed copy of it (this
 // request's block, or the copy another request registered first).
-void Scheduler::AttachPendingSnapshot(Request& r) {
-  StateSnapshots& snapshots = blocks_.snapshots();
-  if (blocks_.cache().Contains(r.chain_link.block)) {
-    snapshots.Attach(r.pending_snapshot, r.chain_link.block);
-  } else {
-    snapshots.Release(r.pending_snapshot);  // not indexed (a full hash bucket)
+void Scheduler::AttachPendingSnapshot(Request& r, int32_t block_end) {
+  for (Request::SnapshotMark& mark : r.snapshot_marks) {
+    if (mark.pending == kNoSnapshot || mark.boundary != block_end) continue;
+    StateSnapshots& snapshots = blocks_.snapshots();
+    if (blocks_.cache().Contains(r.chain_link.block)) {
+      snapshots.Attach(mark.pending, r.chain_link.block);
+    } else {
+      snapshots.Release(mark.pending);  // not indexed (a full hash bucket)
+    }
+    mark = {};
   }
-  r.pending_snapshot = kNoSnapshot;
-  r.snapshot_boundary = 0;
 }
 
-int32_t Scheduler::SnapshotBoundary(const Request& r, int32_t cached) const {
-  if (!blocks_.needs_snapshots()) return 0;
+void Scheduler::SetSnapshotBoundaries(Request& r, const PrefixHit& hit) const {
+  r.snapshot_marks = {};
+  if (!blocks_.needs_snapshots()) return;
+  const int32_t bs = config_.block_size;
+  const int32_t cached = hit.num_blocks * bs;
+  // Cached blocks beyond the hit (no snapshot at their end): a prefix other requests share.
+  const int32_t shared = hit.num_cached_blocks * bs;
   // The last whole block within the first prompt - 1 tokens: what a later lookup of the same
   // prompt can hit (LookupPrefix always recomputes the last token).
-  const int32_t boundary = (r.num_prompt_tokens - 1) / config_.block_size * config_.block_size;
-  return boundary > cached ? boundary : 0;
+  const int32_t prompt_end = (r.num_prompt_tokens - 1) / bs * bs;
+  size_t next = 0;
+  for (const int32_t boundary : {shared, prompt_end}) {
+    if (boundary <= cached || (next > 0 && boundary <= r.snapshot_marks[next - 1].boundary)) {
+      continue;
+    }
+    r.snapshot_marks[next++].boundary = boundary;
+  }
 }
 
 int32_t Scheduler::ChunkToSnapshotBoundary(const Request& r, int32_t start, int32_t n) const {
-  const int32_t boundary = r.snapshot_boundary;
-  return start < boundary && boundary < start + n ? boundary - start : n;
+  for (const Request::SnapshotMark& mark : r.snapshot_marks) {
+    if (start < mark.boundary && mark.boundary < start + n) return mark.boundary - start;
+  }
+  return n;
 }
 
 SnapshotId Scheduler::MaybeSaveSnapshot(Request& r) {
-  if (r.snapshot_boundary == 0 || r.num_computed != r.snapshot_boundary ||
-      r.pending_snapshot != kNoSnapshot) {
-    return kNoSnapshot;
+  for (Request::SnapshotMark& mark : r.snapshot_marks) {
+    if (mark.boundary == 0 || mark.pending != kNoSnapshot || mark.boundary != r.num_computed) {
+      continue;
+    }
+    const SnapshotId id = blocks_.snapshots().Reserve();
+    if (id == kNoSnapshot) {
+      ++snapshots_unavailable_;
+      mark = {};
+      return kNoSnapshot;
+    }
+    ++snapshots_saved_;
+    // Attached when the block ending at the boundary registers (FinishStep: EmitChunk queued it).
+    mark.pending = id;
+    return id;
   }
-  const SnapshotId id = blocks_.snapshots().Reserve();
-  if (id == kNoSnapshot) {
-    ++snapshots_unavailable_;
-    r.snapshot_boundary = 0;
-    return kNoSnapshot;
-  }
-  ++snapshots_saved_;
-  // Attached when the block ending at the boundary registers (FinishStep: EmitChunk queued it).
-  r.pending_snapshot = id;
-  return id;
+  return kNoSnapshot;
 }
 
-void Scheduler::DropPendingSnapshot(Request& r) {
-  if (r.pending_snapshot == kNoSnapshot) return;
-  blocks_.snapshots().Release(r.pending_snapshot);
-  r.pending_snapshot = kNoSnapshot;
-  r.snapshot_boundary = 0;
+void Scheduler::DropPendingSnapshots(Request& r) {
+  for (Request::SnapshotMark& mark : r.snapshot_marks) {
+    if (mark.pending != kNoSnapshot) blocks_.snapshots().Release(mark.pending);
+    mark = {};
+  }
 }
 
 }  // namespace tessera::router

@@ -6,6 +6,7 @@
 // Owner: the router's engine thread (via Scheduler).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,12 +55,17 @@ struct Scheduler::Request {
   int32_t num_hashed_blocks = 0;
   uint64_t chain_hash = 0;
   BlockLink chain_link;
-  // Hybrid models (BlockManager::needs_snapshots): the block boundary (tokens) of the prompt's
-  // last full block, where the worker saves the recurrent state (0 = none wanted); the id a
-  // plan saved into, attached to the block ending there once it is indexed; the id the
+  // Hybrid models (BlockManager::needs_snapshots): block boundaries (tokens, ascending; 0 =
+  // unused) where the worker saves the recurrent state for later hits — the end of the longest
+  // cached prefix the admission found without a snapshot (a shared system prompt: the next
+  // request with it hits) and the end of the prompt's last full block — each with the id a
+  // plan saved into, attached to the block ending there once it is indexed. And the id the
   // admission restores (sent with the first chunk).
-  int32_t snapshot_boundary = 0;
-  SnapshotId pending_snapshot = kNoSnapshot;
+  struct SnapshotMark {
+    int32_t boundary = 0;
+    SnapshotId pending = kNoSnapshot;
+  };
+  std::array<SnapshotMark, 2> snapshot_marks{};
   SnapshotId restore_snapshot = kNoSnapshot;
 
   int32_t num_generated() const {
@@ -89,6 +95,8 @@ struct Scheduler::PrefixHit {
   uint64_t hash = 0;        // chain state after the last hit block (salt hash when none)
   BlockLink link;
   SnapshotId snapshot = kNoSnapshot;  // hybrid models: the state at the hit's end
+  // Hybrid models: cached blocks found before trimming to the last one with a snapshot.
+  int32_t num_cached_blocks = 0;
 };
 
 }  // namespace tessera::router

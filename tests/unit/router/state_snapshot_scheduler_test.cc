@@ -85,6 +85,29 @@ TEST(StateSnapshotSchedulerTest, CachedBlocksWithoutASnapshotAtTheirEndRunCold) 
   EXPECT_EQ(s->stats().prefix_cache_hit_tokens, 0);
 }
 
+// The second request with a shared system prompt pays for it once more, cut at the end of the
+// shared cached blocks where it saves the state; the third one hits there.
+TEST(StateSnapshotSchedulerTest, ASharedPrefixGetsASnapshotAtItsEndForTheNextRequest) {
+  auto s = MakeScheduler(Config(4));
+  EngineDriver d(*s);
+  const auto with_question = [](std::vector<int32_t> question) {
+    std::vector<int32_t> prompt = Prompt(8);  // the shared "system prompt": two blocks
+    prompt.insert(prompt.end(), question.begin(), question.end());
+    return prompt;
+  };
+  AdmitAlone(d, 1, with_question({70, 71, 72, 73, 74}));  // saves at 12 (its last full block)
+  d.RunToIdle();
+  const ScheduledRequest second = AdmitAlone(d, 2, with_question({80, 81, 82, 83, 84}));
+  EXPECT_EQ(second.start_position, 0);   // blocks 0-8 cached, but no state at 8
+  EXPECT_EQ(second.num_tokens, 8);       // cut at the shared prefix's end
+  EXPECT_GE(second.save_snapshot, 1);
+  d.RunToIdle();
+  const ScheduledRequest third = AdmitAlone(d, 3, with_question({90, 91, 92, 93, 94}));
+  EXPECT_EQ(third.start_position, 8);
+  EXPECT_EQ(third.restore_snapshot, second.save_snapshot);
+  d.RunToIdle();
+}
+
 TEST(StateSnapshotSchedulerTest, TheLeastRecentlyUsedSnapshotIsTakenBackWhenIdsRunOut) {
   auto s = MakeScheduler(Config(1));
   EngineDriver d(*s);
