@@ -28,7 +28,8 @@
 // query position are skipped; rows whose position is below a tile skip it.
 // Grid: KV heads x head chunks, sequences, ceil(max_query_len / tokens_per_block) (blocks past
 // a sequence's chunk exit at once; decode rows use group of the block's rows).
-// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80, 96.
+// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80, 96, and 32 (the tiny test
+// models; 16 rows per block, one dim per lane).
 //
 // Bound (H100): compute on CUDA cores, and below FP32 peak (67 TFLOP/s): the score and P·V
 // inner loops issue about one shared-memory load per 1-2 FMAs, so shared-memory bandwidth (32
