@@ -156,7 +156,7 @@ TEST_P(PagedPrefillAttentionKernelTest, HeadDims256And80And96MatchContiguousRefe
   CheckPrefill<__nv_bfloat16, 96>(GetParam(), {1, 2, 1, {{15, 16}, {0, 0}}}, rng);
 }
 
-// Head dim 32 (the tiny hybrid test models, tests/data/hybrid: one dim per lane, 16 rows per
+// Head dim 32 (the tiny hybrid test models, tests/data/hybrid: one dim per lane, 64 rows per
 // block): GQA 2, chunks after cached positions, decode rows and a padding sequence.
 TEST_P(PagedPrefillAttentionKernelTest, HeadDim32MatchesContiguousReference) {
   std::mt19937 rng(32);
