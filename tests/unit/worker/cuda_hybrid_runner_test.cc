@@ -8,7 +8,8 @@
 //   - the 70-token prompt in chunks of 5 (state carried across steps; the GDN rule's recurrent
 //     form below 8 tokens), the same logits and tokens;
 //   - a decode batch of 3 sequences replaying a graph (bucket 4: one inert padding row) gives the
-//     bits of the same steps run eagerly;
+//     bits of the same steps run eagerly; a step mixing a prefill and a decode (laid out decode
+//     first) advances each sequence's own state;
 //   - EndSequence drops a slot's state, BeginSequence starts from zero (even over state a
 //     non-sampling step left in an ended slot), and a preempted sequence recomputed from prompt +
 //     generated tokens gives the same tokens;
@@ -300,6 +301,34 @@ TEST_P(CudaHybridRunnerTest, DecodeBatchOfThreeReplayingAGraphEqualsEager) {
       EXPECT_EQ(a.token, prompts_[i].greedy[step]) << "step " << step << ", sequence " << i;
     }
   }
+}
+
+// A step mixing a prefill (first in the batch) and a decode: the runner lays the decode row out
+// first, and each sequence's recurrent entry must follow its rows, not the batch order.
+TEST_P(CudaHybridRunnerTest, AMixedStepLaysOutEachSequencesStateWithItsRows) {
+  auto cuda = MakeCuda(DataType::kF32);
+  ASSERT_NE(cuda, nullptr);
+  Driver driver(cuda.get());
+  const HybridPrompt& one = prompts_[0];
+  const HybridPrompt& seven = prompts_[1];
+  driver.Begin(0, one.ids);
+  std::vector<int32_t> next = {0, driver.Prefill(0, one.ids, 0, 512)};
+  driver.Begin(1, seven.ids);
+  std::vector<SequenceWork> batch = {driver.Work(1, seven.ids, 0, true),
+                                     driver.Work(0, {&next[1], 1}, 1, true)};
+  std::vector<int32_t> got[2] = {{}, {next[1]}};
+  StepSamples samples;
+  for (int step = 0; step < 3; ++step) {  // the mixed step, then two decode steps
+    ASSERT_TRUE(cuda->Step(batch, &samples).ok());
+    for (int i = 0; i < 2; ++i) {
+      next[i] = samples.rows.at(i).token;
+      got[i].push_back(next[i]);
+      const int position = batch[i].start_pos + static_cast<int>(batch[i].tokens.size());
+      batch[i] = driver.Work(1 - i, {&next[i], 1}, position, true);
+    }
+  }
+  EXPECT_EQ(got[0], std::vector<int32_t>(seven.greedy.begin(), seven.greedy.begin() + 3));
+  EXPECT_EQ(got[1], std::vector<int32_t>(one.greedy.begin(), one.greedy.begin() + 4));
 }
 
 TEST_P(CudaHybridRunnerTest, PreemptedAndRecomputedGivesTheSameTokens) {
