@@ -4,7 +4,12 @@
 //   LaunchAddBias      inout[r, c] += bias[c]                [rows, width] row-major (qkv/o bias)
 //   LaunchGatherRows   dst[r, :] = src[row_indices[r], :]    bit copy (last-token hidden rows
 //                                                            before the LM head)
-// Every kernel is a grid-stride loop over 16-byte vectors (vector_access.cuh: 8 halves or 4
+//   LaunchCopyColumnGroups  dst[r·dst_row + g·dst_group + j] = src[r·src_row + g·src_group + j]
+//                      j < width, g < groups, r < rows: bit copy of one part of a row made of
+//                      `groups` groups of parts (the model ops' SplitHeads, one launch per part)
+//   LaunchSigmoidMul   inout[i] *= 1 / (1 + expf(-gate[i]))  (gated attention's output gate; the
+//                      cpu backend's expression, f32, one rounding to T)
+// AddInPlace, AddBias and GatherRows are grid-stride loops over 16-byte vectors (vector_access.cuh: 8 halves or 4
 // floats) when its pointers are 16-byte aligned (and, for AddBias/GatherRows, the row is a whole
 // number of vectors), else over single elements; AddInPlace finishes an odd tail element-wise.
 // Preconditions: no overlap between inout and delta/bias, or between src and dst; row_indices
@@ -18,6 +23,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/vector_access.cuh"
 
@@ -109,6 +115,32 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
+// One element per iteration (the column groups are narrow and at any offset: no vectors).
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    CopyColumnGroupsKernel(const T* __restrict__ src, int64_t src_row, int64_t src_group,
+                           T* __restrict__ dst, int64_t dst_row, int64_t dst_group, int rows,
+                           int groups, int width) {
+  using namespace elementwise_detail;
+  const int64_t total = int64_t{rows} * groups * width;
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t j = i % width;
+    const int64_t g = (i / width) % groups;
+    const int64_t r = i / (int64_t{width} * groups);
+    dst[r * dst_row + g * dst_group + j] = src[r * src_row + g * src_group + j];
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    SigmoidMulKernel(const T* __restrict__ gate, T* __restrict__ inout, int64_t count) {
+  using namespace elementwise_detail;
+  for (int64_t i = GlobalThread(); i < count; i += GridThreads()) {
+    const float sigmoid = 1.0f / (1.0f + expf(-ToFloat(gate[i])));
+    inout[i] = FromFloat<T>(ToFloat(inout[i]) * sigmoid);
+  }
+}
+
 // Blocks for `units` work items of a grid-stride loop (at least 1).
 inline LaunchShape ElementwiseShape(int64_t units) {
   int64_t blocks = (units + kElementwiseThreads - 1) / kElementwiseThreads;
@@ -133,6 +165,23 @@ auto LaunchGatherRows(Launcher& launcher, const T* src, const int32_t* row_indic
                       int num_rows, int width) {
   return launcher.Launch(ElementwiseShape(int64_t{num_rows} * width / kVec16<T> + 1),
                          GatherRowsKernel<T>, src, row_indices, dst, num_rows, width);
+}
+
+// Preconditions: rows, groups, width >= 0; src and dst do not overlap; strides such that every
+// index stays inside its buffer.
+template <class Launcher, typename T>
+auto LaunchCopyColumnGroups(Launcher& launcher, const T* src, int64_t src_row, int64_t src_group,
+                            T* dst, int64_t dst_row, int64_t dst_group, int rows, int groups,
+                            int width) {
+  return launcher.Launch(ElementwiseShape(int64_t{rows} * groups * width),
+                         CopyColumnGroupsKernel<T>, src, src_row, src_group, dst, dst_row,
+                         dst_group, rows, groups, width);
+}
+
+// Preconditions: count >= 0; gate and inout do not overlap.
+template <class Launcher, typename T>
+auto LaunchSigmoidMul(Launcher& launcher, const T* gate, T* inout, int64_t count) {
+  return launcher.Launch(ElementwiseShape(count), SigmoidMulKernel<T>, gate, inout, count);
 }
 
 }  // namespace tessera::cuda

@@ -36,7 +36,8 @@
 //      for a slice of the keys and all heads; slices summed through shared memory (in q's
 //      buffer, dead by then).
 // Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80 and 96 (the last two leave
-// some lanes / threads idle in steps 2 and 4). Shared memory at 256: 8 KiB static + the scores,
+// some lanes / threads idle in steps 2 and 4), 32 (the tiny test models: 8 lanes per key with 4
+// loading, 8 P·V slices). Shared memory at 256: 8 KiB static + the scores,
 // 8 heads x 1024 x 4 B = 32 KiB, within the 48 KiB default.
 // Unsplit (one partition) the block writes out = o / l directly. Split, it writes o / l, m and
 // l per (sequence, head, partition) to an f32 workspace, and PagedDecodeCombineKernel merges

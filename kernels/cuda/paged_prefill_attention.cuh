@@ -28,7 +28,8 @@
 // query position are skipped; rows whose position is below a tile skip it.
 // Grid: KV heads x head chunks, sequences, ceil(max_query_len / tokens_per_block) (blocks past
 // a sequence's chunk exit at once; decode rows use group of the block's rows).
-// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80, 96.
+// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80, 96, and 32 (the tiny test
+// models; 64 rows per block, one dim per lane).
 //
 // Bound (H100): compute on CUDA cores, and below FP32 peak (67 TFLOP/s): the score and P·V
 // inner loops issue about one shared-memory load per 1-2 FMAs, so shared-memory bandwidth (32
@@ -55,11 +56,14 @@ inline constexpr int kPrefillKvTile = 32;  // keys per shared-memory tile (one p
 // Rows per block for T and kHeadDim, so that q rows + K/V tiles stay under the 48 KiB static
 // shared-memory limit: 32; 16 for f32 with head_dim > 64 (16 + 16.3 + 16 KiB at 128); 8 for
 // head_dim > 128 (256: 8 + 16.1 + 16 KiB in bf16/f16). Also 16 at head_dim 80 / 96 (3 dims per
-// lane): with 8 rows per warp, f16 at 96 spilled registers.
+// lane): with 8 rows per warp, f16 at 96 spilled registers. 64 at head_dim 32 (one dim per lane,
+// 16 rows per warp; ptxas spilled f16 and bf16 at 16 rows and f16 at 32 for sm_90a).
 template <typename T, int kHeadDim>
 inline constexpr int kPrefillRowsFor =
-    kHeadDim > 128 ? 8
-                   : ((sizeof(T) == 4 && kHeadDim > 64) || kHeadDim % 64 != 0 ? 16 : kPrefillRows);
+    kHeadDim == 32 ? 64
+    : kHeadDim > 128
+        ? 8
+        : (kHeadDim > 64 && (sizeof(T) == 4 || kHeadDim % 64 != 0) ? 16 : kPrefillRows);
 
 // Keys per K/V tile: one per lane (32), except f32 at head_dim > 128, whose 32-key tiles alone
 // (33 + 32 KiB) would not fit: 16 keys there (lanes 16..31 score nothing).

@@ -4,8 +4,9 @@
 // each one's sequential tokens (each sequence's recurrent state lives in its own slot), a tiny KV
 // pool forces preemptions and the recomputed sequences keep their tokens, a repeated prompt is
 // served from the prefix cache through a recurrent-state snapshot and gives the cold run's
-// tokens (without snapshots, --state-snapshot-mb 0, it runs cold and the router counts why), and
-// ModelInfo names the architecture.
+// tokens (without snapshots, --state-snapshot-mb 0, it runs cold), and ModelInfo names the
+// architecture. The same model on the cuda runner's emulated device (`--device emulated --dtype
+// f32`) serves concurrent greedy requests with the cpu worker's tokens.
 #include <future>
 #include <string>
 #include <vector>
@@ -146,6 +147,35 @@ TEST_F(HybridServingTest, PreemptionUnderATinyKvPoolKeepsTheTokens) {
   }
   EXPECT_GT(tight.Stats().preemptions(), 0);
   ExpectEverythingReleased(tight);
+}
+
+// The cuda runner (SIMT-emulated device, f32) serves the hybrid too: concurrent greedy requests
+// (decode steps replaying CUDA graphs with padding rows, prompts through the chunked GDN form)
+// give exactly the cpu worker's tokens.
+TEST_F(HybridServingTest, TheEmulatedCudaWorkerServesTheCpuWorkersTokens) {
+#if !TESSERA_E2E_WITH_EMULATED
+  GTEST_SKIP() << "this build has no SIMT emulator (--device emulated)";
+#else
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(GreedyIds(1 + 23 * i, 20 + i, 8));
+  const std::vector<std::vector<int32_t>> expected = Sequential(requests);
+  ServingProcesses emulated;
+  emulated.set_model(kHybridModel);
+  ASSERT_TRUE(emulated.Start({"--device", "emulated", "--dtype", "f32", "--max-num-seqs", "8",
+                              "--emulated-memory-mb", "512"})
+                  .ok());
+  const std::vector<StreamResult> got = RunConcurrently(emulated, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(got[i].status.ok()) << got[i].status.error_message();
+    EXPECT_EQ(got[i].token_ids, expected[i]) << "request " << i;
+  }
+  auto stub = emulated.NewStub();
+  grpc::ClientContext context;
+  v1::ModelInfoResponse info;
+  ASSERT_TRUE(stub->ModelInfo(&context, v1::ModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.backend(), "cuda");
+  ExpectEverythingReleased(emulated);
+#endif
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "worker/cuda/cuda_model_runner.h"
 
 #include <algorithm>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -49,15 +48,10 @@ CudaModelRunner::~CudaModelRunner() {
 absl::Status CudaModelRunner::CheckRunnable(const model::ModelConfig& config,
                                             const ModelPlan& plan,
                                             const CudaRunnerOptions& options) {
-  if (plan.num_linear_layers > 0 || !std::holds_alternative<LlamaPlan>(plan.body)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the cuda backend does not run '", config.architecture,
-        "' yet (no Gated DeltaNet or MoE kernels on the device); use --device cpu"));
-  }
   if (!DeviceKernels::SupportsHeadDim(config.head_dim)) {
     return absl::FailedPreconditionError(
         absl::StrCat("the cuda backend has no attention kernel for head_dim ", config.head_dim,
-                     " (built: 64, 128)"));
+                     " (built: 32, 64, 80, 96, 128, 256)"));
   }
   if (options.block_size < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return absl::InvalidArgumentError(
@@ -95,6 +89,9 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
 absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> weights) {
   TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
   TESSERA_RETURN_IF_ERROR(kernels_->PrepareSampling(config_.vocab_size));
+  if (plan_.num_linear_layers > 0) {
+    TESSERA_RETURN_IF_ERROR(kernels_->PrepareGatedDeltaRule(options_.dtype));
+  }
   weights_ = std::move(weights);
   const int max_tokens = std::max(options_.max_num_batched_tokens, options_.max_num_seqs);
   const int table_stride = (config_.context_length + options_.block_size - 1) / options_.block_size;
@@ -114,6 +111,7 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
                            DeviceStepInputs::Create(*runtime_, capacity, delta_capacity,
                                                     penalty_capacity));
   inputs_ = std::make_unique<DeviceStepInputs>(std::move(inputs));
+  TESSERA_RETURN_IF_ERROR(AllocateRecurrentState());
   const DeviceOpsOptions ops_options{.batch_invariant = options_.batch_invariant,
                                      .max_tokens = max_tokens,
                                      .max_rows = options_.max_num_seqs,
@@ -122,7 +120,7 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
                                                              ? 0
                                                              : options_.decode_partition};
   TESSERA_ASSIGN_OR_RETURN(ops_, DeviceModelOps::Create(*runtime_, *kernels_, config_, plan_,
-                                                        *weights_, kv_, ops_options));
+                                                        *weights_, kv_, state_, ops_options));
   // Last: the pool takes what the weights, step buffers and activations left.
   TESSERA_RETURN_IF_ERROR(AllocateKvPool());
   TESSERA_ASSIGN_OR_RETURN(step_start_, runtime_->CreateEvent());
@@ -203,16 +201,22 @@ void CudaModelRunner::BeginSequence(int slot, const SamplingParams& params,
                                     std::span<const int32_t> generated) {
   sampling_.Begin(slot, params, prompt, generated);
   tables_->Reset(slot);  // a new sequence: its whole table goes over with its first step
+  ClearState(slot);      // a new or re-admitted sequence recomputes from its first token
 }
 
-void CudaModelRunner::EndSequence(int slot) { sampling_.End(slot); }
+void CudaModelRunner::EndSequence(int slot) {
+  sampling_.End(slot);
+  ClearState(slot);
+}
 
 absl::Status CudaModelRunner::Validate(std::span<const SequenceWork> batch, bool sampling) {
   const BatchLimits limits{.block_size = options_.block_size,
                            .num_blocks = kv_.num_blocks,
                            .max_tokens = std::max(options_.max_num_batched_tokens,
                                                   options_.max_num_seqs),
-                           .max_sequences = options_.max_num_seqs};
+                           .max_sequences = options_.max_num_seqs,
+                           .recurrent_slots =
+                               plan_.num_linear_layers > 0 ? options_.max_num_seqs : 0};
   std::function<bool(int32_t)> started;
   if (sampling) started = [this](int32_t slot) { return sampling_.started(slot); };
   TESSERA_RETURN_IF_ERROR(ValidateStepBatch(batch, config_, limits, started));

@@ -16,8 +16,14 @@
 // the device sampler eagerly; ONE device->host copy of the sampled ids and logprobs (the only
 // wait on the hot path). Device time comes from events around the step's work.
 //
-// Hybrid plans (linear-attention or MoE layers) are refused at Create until their device kernels
-// are wired in (UNIMPLEMENTED naming the architecture).
+// Hybrid plans (Gated DeltaNet linear-attention layers, MoE FFNs): every linear layer has an f32
+// recurrent state per slot on the device (conv [max_num_seqs, K-1, C], delta rule
+// [max_num_seqs, h_v, d_k, d_v], the cpu backend's layouts; cuda_runner_state.cc), allocated at
+// creation before the KV pool and zeroed (runtime Fill) when a sequence begins or ends, so a
+// preempted sequence recomputes from its first token. Each step's sequences name their slot in
+// the step inputs (one entry per laid-out sequence, padding rows inert), so a decode graph's
+// state pointers never move. Forward saves the batch's slot states to a scratch and restores
+// them after the pass: it leaves recurrent state as it found it.
 //
 // Ownership: owns the runtime, kernels, a copy of the plan, device weights, KV pool, step
 // buffers, ops and graph cache; borrows nothing after Create (the host weights may be freed). Threading: one thread
@@ -84,8 +90,10 @@ class CudaModelRunner final : public ModelRunner {
   std::string backend_name() const override { return "cuda"; }
   int max_num_seqs() const override { return options_.max_num_seqs; }
   ModelLayerInfo layer_info() const override {
-    return {.attention_layers = plan_.num_attention_layers, .linear_layers = 0,
-            .state_bytes_per_sequence = 0};
+    return {.attention_layers = plan_.num_attention_layers,
+            .linear_layers = plan_.num_linear_layers,
+            .state_bytes_per_sequence =
+                state_floats_per_slot() * static_cast<int64_t>(sizeof(float))};
   }
   void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated) override;
@@ -116,6 +124,20 @@ class CudaModelRunner final : public ModelRunner {
   int64_t KvBlockBytes() const;
   absl::Status Validate(std::span<const SequenceWork> batch, bool sampling);
 
+  // Recurrent state of the linear layers (cuda_runner_state.cc).
+  absl::Status AllocateRecurrentState();
+  int64_t state_floats_per_slot() const {
+    return plan_.num_linear_layers * (conv_floats_per_slot_ + ssm_floats_per_slot_);
+  }
+  // Zeroes `slot`'s state in every linear layer (enqueued; a failure is kept in state_error_).
+  void ClearState(int slot);
+  // Forward: the batch's slot states copied to / back from saved_states_ (grow-only).
+  absl::Status SaveStates(std::span<const SequenceWork> batch);
+  absl::Status RestoreStates(std::span<const SequenceWork> batch);
+  // A graph capture's warm-up run (graph_cache.h): the laid-out step with every recurrent entry
+  // inert, so the replay that follows advances the state once; then the real entries go back.
+  absl::Status WarmUpWithoutState();
+
   // Lays `batch` out in the step buffers for `rows_to_run` sequences (>= batch size; the rest
   // inert padding); `sampling` (Step) fills the rows' sampler parameters and syncs block tables
   // by appended entries, else (Forward) by comparing whole tables. (cuda_step_layout.cc)
@@ -142,6 +164,11 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<DeviceBlockTables> tables_;
   DeviceKvPools kv_;
   device::DeviceMemory kv_memory_;
+  DeviceRecurrentState state_;
+  device::DeviceMemory state_memory_;
+  device::DeviceMemory saved_states_;
+  int64_t conv_floats_per_slot_ = 0, ssm_floats_per_slot_ = 0;
+  absl::Status state_error_;  // the first failed ClearState, returned by the next step
   std::unique_ptr<DeviceModelOps> ops_;
   std::unique_ptr<GraphCache> graphs_;
   DeviceSlotSampling sampling_;
@@ -154,6 +181,7 @@ class CudaModelRunner final : public ModelRunner {
   std::vector<int32_t> rows_in_batch_order_;
   std::vector<float> device_logits_;     // Forward: the rows' logits as the device has them
   std::vector<bool> slot_seen_;          // Validate: slots used by the batch
+  std::vector<cuda::DeviceRecurrentSequence> recurrent_entries_;  // WarmUpWithoutState
   std::vector<int32_t> penalty_tokens_, penalty_counts_;
   std::vector<uint8_t> penalty_in_prompt_;
 };

@@ -44,6 +44,7 @@ absl::Status CudaModelRunner::CaptureEagerGraphs() {
 
 absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
   const Clock::time_point start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(state_error_);
   TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/true));
   const int n = static_cast<int>(batch.size());
   const bool graphable = Graphable(batch);
@@ -52,9 +53,16 @@ absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamp
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
   const double input_seconds = SecondsSince(start);
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
-  auto enqueue = [this](int rows) {
+  // A capture runs the step twice (warm-up, then the replay): recurrent state must advance once.
+  bool warm_up_without_state =
+      graphable && plan_.num_linear_layers > 0 && graphs_->WillCapture(n);
+  auto enqueue = [this, &warm_up_without_state](int rows) {
     TESSERA_CHECK(rows == inputs_->shape().num_decode + inputs_->shape().num_prefill,
                   "CudaModelRunner: the graph cache ran a different row count than laid out");
+    if (warm_up_without_state && !runtime_->capturing()) {
+      warm_up_without_state = false;
+      return WarmUpWithoutState();
+    }
     return EnqueueStep(/*sample=*/true);
   };
   absl::StatusOr<GraphStepOutcome> outcome =
@@ -109,10 +117,14 @@ void CudaModelRunner::CollectSamples(std::span<const SequenceWork> batch, StepSa
 }
 
 absl::Status CudaModelRunner::Forward(std::span<const SequenceWork> batch, StepLogits* logits) {
+  TESSERA_RETURN_IF_ERROR(state_error_);
   TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/false));
   LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/false);
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+  // The pass advances the batch's recurrent state; Forward leaves it as it found it.
+  TESSERA_RETURN_IF_ERROR(SaveStates(batch));
   TESSERA_RETURN_IF_ERROR(EnqueueStep(/*sample=*/false));
+  TESSERA_RETURN_IF_ERROR(RestoreStates(batch));
   const size_t rows = row_sequence_.size();
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
   device_logits_.resize(rows * vocab);

@@ -53,7 +53,7 @@ void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_ru
 }
 
 // Sequence `s`, the j-th laid out: its tokens from *token on, its block table (deltas), its
-// attention entry and, when it samples, its row.
+// attention and recurrent-state entries and, when it samples, its row.
 void CudaModelRunner::LaySequence(const SequenceWork& s, int j, int num_decode, int* token,
                                   bool sampling) {
   const int bs = options_.block_size;
@@ -64,6 +64,8 @@ void CudaModelRunner::LaySequence(const SequenceWork& s, int j, int num_decode, 
     inputs_->positions()[*token] = pos;
     inputs_->slot_mapping()[*token] = s.block_table[pos / bs] * bs + pos % bs;
   }
+  inputs_->recurrent()[j] = {.token_begin = *token - len, .num_tokens = len,
+                             .state_slot = s.slot};
   const int context = s.start_pos + len;
   const int needed = (context + bs - 1) / bs;
   if (sampling) {
@@ -101,14 +103,17 @@ void CudaModelRunner::SetSamplingRow(int row, int slot, int position) {
 }
 
 // Inert rows after the real ones (a decode graph's bucket is larger than the batch): token 0 at
-// position 0, no KV write (slot -1), no sampling; as decode rows their context is 0 (the kernel
+// position 0, no KV write (slot -1), no recurrent state (state slot -1), no sampling; as decode rows their context is 0 (the kernel
 // writes zeros), as prefill rows (batch-invariant mode) they attend to position 0 of the null
 // block 0, which is zeroed and never written.
 void CudaModelRunner::LayOutPadding(int first_token, int count, bool sampling) {
   const StepShape& shape = inputs_->shape();
+  const int first_sequence = shape.num_decode + shape.num_prefill - count;
   int row = shape.num_rows - count;
   for (int i = 0; i < count; ++i, ++row) {
     const int token = first_token + i;
+    inputs_->recurrent()[first_sequence + i] = {.token_begin = token, .num_tokens = 1,
+                                                .state_slot = -1};
     inputs_->token_ids()[token] = 0;
     inputs_->positions()[token] = 0;
     inputs_->slot_mapping()[token] = -1;

@@ -16,23 +16,60 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/block_tables.cuh"
+#include "kernels/cuda/gated_delta_common.cuh"
 #include "kernels/cuda/gguf_blocks.cuh"
+#include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/random_uniform.cuh"
+#include "kernels/cuda/recurrent_sequence.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sampling_types.h"
 #include "kernels/device/device_runtime.h"
 
 namespace tessera::worker {
 
+// The gated delta rule's per-token inputs (gated_delta_common.cuh's GdnDeviceInputs<T>, untyped:
+// q, k, v of the call's data type; g and beta f32).
+struct GdnRuleInputs {
+  const void* q = nullptr;
+  int64_t q_stride = 0;
+  const void* k = nullptr;
+  int64_t k_stride = 0;
+  const void* v = nullptr;
+  int64_t v_stride = 0;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+};
+
+// The routed experts of one MoE layer (moe_grouped_gemm.cuh's MoeExpertsArgs<T, float>, untyped:
+// x, the expert stacks and the gate/up scratch of the call's data type; y f32).
+struct MoeExpertsInputs {
+  const void* x = nullptr;       // [n, hidden]
+  const void* gate_w = nullptr;  // [E, ffn, hidden]
+  const void* up_w = nullptr;    // [E, ffn, hidden]
+  const void* down_w = nullptr;  // [E, hidden, ffn]
+  void* gate = nullptr;          // scratch [n * k, ffn]
+  void* up = nullptr;            // scratch [n * k, ffn]
+  float* y = nullptr;            // [n * k, hidden], grouped row order
+  int num_tokens = 0;
+  int k = 0;
+  int num_experts = 0;
+  int hidden = 0;
+  int ffn = 0;
+};
+
 class DeviceKernels {
  public:
   using DataType = device::DataType;
   virtual ~DeviceKernels() = default;
 
-  // Head sizes the attention kernels are built for.
-  static bool SupportsHeadDim(int head_dim) { return head_dim == 64 || head_dim == 128; }
+  // Head sizes the attention kernels are built for (32: the tiny hybrid test models).
+  static bool SupportsHeadDim(int head_dim) {
+    return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 ||
+           head_dim == 128 || head_dim == 256;
+  }
 
   // out[t] = table[ids[t]] (table in its GGUF format), stored as `type`.
   virtual absl::Status Embedding(DataType type, cuda::GgufFormat table_format,
@@ -73,6 +110,52 @@ class DeviceKernels {
   // a and b of `type`, c of c_type.
   virtual absl::Status BatchInvariantGemm(DataType type, DataType c_type, const void* a,
                                           const void* b, void* c, int m, int n, int k) = 0;
+  // The hybrid layer kinds (worker/models/model_ops.h).
+  // dst[r·dst_row + g·dst_group + j] = src[r·src_row + g·src_group + j] (elementwise.cuh).
+  virtual absl::Status CopyColumnGroups(DataType type, const void* src, int64_t src_row,
+                                        int64_t src_group, void* dst, int64_t dst_row,
+                                        int64_t dst_group, int rows, int groups, int width) = 0;
+  // inout *= sigmoid(gate), count elements (elementwise.cuh).
+  virtual absl::Status SigmoidMul(DataType type, const void* gate, void* inout,
+                                  int64_t count) = 0;
+  // Causal conv1d + SiLU over every sequence's rows with the per-slot conv states
+  // [slots, K-1, channels] f32 (causal_conv1d.cuh); weight [channels, K] of `type`.
+  virtual absl::Status CausalConv1d(DataType type, const void* x, int64_t x_stride,
+                                    const void* weight,
+                                    const cuda::DeviceRecurrentSequence* sequences, int num_seqs,
+                                    float* states, void* out, int64_t out_stride, int channels,
+                                    int kernel_size) = 0;
+  // g, beta [rows, heads] f32 from the pre-activation gates b, alpha of `type` (gdn_gates.cuh).
+  virtual absl::Status GdnGates(DataType type, const void* b, int64_t b_stride, const void* alpha,
+                                int64_t alpha_stride, const float* a_coef, const float* dt_bias,
+                                int64_t rows, int heads, float* g, float* beta) = 0;
+  // Lets GatedDeltaRule use the chunked form's shared memory for `type`. Once per type, before
+  // any step or capture (gated_delta_rule.cuh's AllowGatedDeltaRuleSharedMemory).
+  virtual absl::Status PrepareGatedDeltaRule(DataType type) = 0;
+  // The rule over every sequence from its slot of `states` [slots, h_v, d_k, d_v] f32, each
+  // sequence in the form kAuto picks (gated_delta_rule.cuh); out [rows, h_v, d_v] of `type`.
+  virtual absl::Status GatedDeltaRule(DataType type, const cuda::GdnDeviceParams& params,
+                                      const GdnRuleInputs& inputs,
+                                      const cuda::DeviceRecurrentSequence* sequences,
+                                      int num_seqs, float* states, void* out) = 0;
+  // y = RmsNorm(x) * weight * silu(z) per (token, head) row of d (gated_rms_norm.cuh).
+  virtual absl::Status GatedRmsNorm(DataType type, const void* x, const void* z,
+                                    int64_t z_token_stride, const void* weight, void* y,
+                                    int64_t num_tokens, int heads, int d, float eps) = 0;
+  // Router logits [n, E] f32 (softmaxed in place) -> top-k experts and weights, then the
+  // grouping by expert and the grouped GEMM's tile list (moe_routing.cuh).
+  virtual absl::Status MoeRouting(float* logits, int num_tokens, int num_experts, int k,
+                                  bool normalize, int32_t* expert_ids, float* weights,
+                                  const cuda::MoeGroupsView& groups) = 0;
+  // Gate and up of every token's experts, SwiGLU, down into y (moe_grouped_gemm.cuh).
+  virtual absl::Status MoeExperts(DataType type, const cuda::MoeGemmGroups& groups,
+                                  const MoeExpertsInputs& inputs) = 0;
+  // out [n, hidden] = Σ_r w[t, r] · y[slot_rows[t k + r]] + sigmoid(shared gate) · shared
+  // (moe_grouped_gemm.cuh); shared and shared_gate_logits may be null.
+  virtual absl::Status MoeCombine(DataType type, const float* y, const float* weights,
+                                  const int32_t* slot_rows, const void* shared,
+                                  const float* shared_gate_logits, void* out, int num_tokens,
+                                  int k, int hidden) = 0;
   // Block tables (block_tables.cuh): deltas into the persistent per-slot tables, then the
   // step's rows gathered from them.
   virtual absl::Status ScatterTableDeltas(const cuda::TableDelta* deltas, const int32_t* count,

@@ -11,9 +11,15 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/batch_invariant_gemm.cuh"
 #include "kernels/cuda/block_tables.cuh"
+#include "kernels/cuda/causal_conv1d.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gated_delta_rule.cuh"
+#include "kernels/cuda/gated_rms_norm.cuh"
+#include "kernels/cuda/gdn_gates.cuh"
 #include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/random_uniform.cuh"
@@ -39,11 +45,15 @@ absl::Status WithElementType(device::DataType type, Fn&& fn) {
 template <typename Fn>
 absl::Status WithHeadDim(int head_dim, Fn&& fn) {
   switch (head_dim) {
+    case 32: return fn(std::integral_constant<int, 32>{});
     case 64: return fn(std::integral_constant<int, 64>{});
+    case 80: return fn(std::integral_constant<int, 80>{});
+    case 96: return fn(std::integral_constant<int, 96>{});
     case 128: return fn(std::integral_constant<int, 128>{});
+    case 256: return fn(std::integral_constant<int, 256>{});
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("no attention kernel for head_dim ", head_dim, " (built: 64, 128)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "no attention kernel for head_dim ", head_dim, " (built: 32, 64, 80, 96, 128, 256)"));
 }
 
 template <class Launcher, class ToStatus>
@@ -173,6 +183,126 @@ class DeviceKernelsFor final : public DeviceKernels {
         return absl::InvalidArgumentError("batch-invariant GEMM: c must be f32 or a's type");
       }
       return Gemm<T, T>(a, b, c, m, n, k);
+    });
+  }
+
+  absl::Status CopyColumnGroups(DataType type, const void* src, int64_t src_row, int64_t src_group,
+                                void* dst, int64_t dst_row, int64_t dst_group, int rows,
+                                int groups, int width) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchCopyColumnGroups<Launcher, T>(
+          launcher_, static_cast<const T*>(src), src_row, src_group, static_cast<T*>(dst),
+          dst_row, dst_group, rows, groups, width));
+    });
+  }
+
+  absl::Status SigmoidMul(DataType type, const void* gate, void* inout, int64_t count) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchSigmoidMul<Launcher, T>(
+          launcher_, static_cast<const T*>(gate), static_cast<T*>(inout), count));
+    });
+  }
+
+  absl::Status CausalConv1d(DataType type, const void* x, int64_t x_stride, const void* weight,
+                            const cuda::DeviceRecurrentSequence* sequences, int num_seqs,
+                            float* states, void* out, int64_t out_stride, int channels,
+                            int kernel_size) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchCausalConv1d<Launcher, T>(
+          launcher_, static_cast<const T*>(x), x_stride, static_cast<const T*>(weight), sequences,
+          num_seqs, states, static_cast<T*>(out), out_stride, channels, kernel_size,
+          /*apply_silu=*/true));
+    });
+  }
+
+  absl::Status GdnGates(DataType type, const void* b, int64_t b_stride, const void* alpha,
+                        int64_t alpha_stride, const float* a_coef, const float* dt_bias,
+                        int64_t rows, int heads, float* g, float* beta) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchGdnGates<Launcher, T>(
+          launcher_, static_cast<const T*>(b), b_stride, static_cast<const T*>(alpha),
+          alpha_stride, a_coef, dt_bias, rows, heads, g, beta));
+    });
+  }
+
+  absl::Status PrepareGatedDeltaRule(DataType type) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::AllowGatedDeltaRuleSharedMemory<T>(launcher_));
+    });
+  }
+
+  absl::Status GatedDeltaRule(DataType type, const cuda::GdnDeviceParams& params,
+                              const GdnRuleInputs& in,
+                              const cuda::DeviceRecurrentSequence* sequences, int num_seqs,
+                              float* states, void* out) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      const cuda::GdnDeviceInputs<T> inputs{.q = static_cast<const T*>(in.q),
+                                            .q_stride = in.q_stride,
+                                            .k = static_cast<const T*>(in.k),
+                                            .k_stride = in.k_stride,
+                                            .v = static_cast<const T*>(in.v),
+                                            .v_stride = in.v_stride,
+                                            .g = in.g,
+                                            .beta = in.beta};
+      return to_status_(cuda::LaunchGatedDeltaRule<Launcher, T>(
+          launcher_, params, inputs, sequences, num_seqs, states, static_cast<T*>(out),
+          cuda::GdnForm::kAuto));
+    });
+  }
+
+  absl::Status GatedRmsNorm(DataType type, const void* x, const void* z, int64_t z_token_stride,
+                            const void* weight, void* y, int64_t num_tokens, int heads, int d,
+                            float eps) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchGatedRmsNorm<Launcher, T>(
+          launcher_, static_cast<const T*>(x), static_cast<const T*>(z), z_token_stride,
+          static_cast<const T*>(weight), static_cast<T*>(y), num_tokens, heads, d, eps));
+    });
+  }
+
+  absl::Status MoeRouting(float* logits, int num_tokens, int num_experts, int k, bool normalize,
+                          int32_t* expert_ids, float* weights,
+                          const cuda::MoeGroupsView& groups) override {
+    return to_status_(cuda::LaunchMoeRouting(launcher_, logits, num_tokens, num_experts, k,
+                                             normalize, expert_ids, weights, groups));
+  }
+
+  absl::Status MoeExperts(DataType type, const cuda::MoeGemmGroups& groups,
+                          const MoeExpertsInputs& in) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      const cuda::MoeExpertsArgs<T, float> args{.x = static_cast<const T*>(in.x),
+                                                .gate_w = static_cast<const T*>(in.gate_w),
+                                                .up_w = static_cast<const T*>(in.up_w),
+                                                .down_w = static_cast<const T*>(in.down_w),
+                                                .gate = static_cast<T*>(in.gate),
+                                                .up = static_cast<T*>(in.up),
+                                                .y = in.y,
+                                                .num_tokens = in.num_tokens,
+                                                .k = in.k,
+                                                .num_experts = in.num_experts,
+                                                .hidden = in.hidden,
+                                                .ffn = in.ffn};
+      return to_status_(cuda::LaunchMoeExperts<Launcher, T, float>(launcher_, groups, args));
+    });
+  }
+
+  absl::Status MoeCombine(DataType type, const float* y, const float* weights,
+                          const int32_t* slot_rows, const void* shared,
+                          const float* shared_gate_logits, void* out, int num_tokens, int k,
+                          int hidden) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchMoeCombine<Launcher, float, T>(
+          launcher_, y, weights, slot_rows, static_cast<const T*>(shared), shared_gate_logits,
+          static_cast<T*>(out), num_tokens, k, hidden));
     });
   }
 

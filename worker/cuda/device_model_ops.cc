@@ -13,24 +13,26 @@ using device::DataType;
 absl::StatusOr<std::unique_ptr<DeviceModelOps>> DeviceModelOps::Create(
     device::DeviceRuntime& runtime, DeviceKernels& kernels, const model::ModelConfig& config,
     const ModelPlan& plan, const DeviceModelWeights& weights, const DeviceKvPools& kv,
-    const DeviceOpsOptions& options) {
+    const DeviceRecurrentState& state, const DeviceOpsOptions& options) {
   std::unique_ptr<DeviceModelOps> ops(
-      new DeviceModelOps(runtime, kernels, config, plan, weights, kv, options));
+      new DeviceModelOps(runtime, kernels, config, plan, weights, kv, state, options));
   TESSERA_RETURN_IF_ERROR(ops->AllocateActivations());
   TESSERA_RETURN_IF_ERROR(ops->AllocateDecodeWorkspace());
+  TESSERA_RETURN_IF_ERROR(ops->AllocateMoeWorkspace());
   return ops;
 }
 
 DeviceModelOps::DeviceModelOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
                                const model::ModelConfig& config, const ModelPlan& plan,
                                const DeviceModelWeights& weights, const DeviceKvPools& kv,
-                               const DeviceOpsOptions& options)
+                               const DeviceRecurrentState& state, const DeviceOpsOptions& options)
     : runtime_(runtime),
       kernels_(kernels),
       config_(config),
       plan_(plan),
       weights_(weights),
       kv_(kv),
+      state_(state),
       options_(options),
       dtype_(weights.dtype),
       slot_of_(static_cast<size_t>(plan.activations.size())) {}
@@ -113,11 +115,6 @@ void DeviceModelOps::Check(const absl::Status& status) {
   if (status_.ok() && !status.ok()) status_ = status;
 }
 
-void DeviceModelOps::Unimplemented(const char* op) {
-  Check(absl::UnimplementedError(
-      absl::StrCat(op, " has no kernels on the cuda backend yet (hybrid models run on cpu)")));
-}
-
 void DeviceModelOps::Embed(WeightId table_id, ActId out) {
   if (!status_.ok()) return;
   const cuda::GgufFormat table = dtype_ == DataType::kF32   ? cuda::GgufFormat::kF32
@@ -145,11 +142,15 @@ void DeviceModelOps::RmsNorm(ActId in, WeightId weight_id, ActId out, int groups
 }
 
 void DeviceModelOps::Gemm(ActId in, const DeviceWeight& weight, ActId out) {
-  const int m = Rows(in);
-  if (m == 0) return;  // no row samples this step
   const DataType c_type = plan_.activations[out].type == ActType::kF32 ? DataType::kF32 : dtype_;
+  GemmRows(Buffer(in), Rows(in), weight, Buffer(out), c_type);
+}
+
+void DeviceModelOps::GemmRows(const void* a, int m, const DeviceWeight& weight, void* c,
+                              DataType c_type) {
+  if (m == 0 || !status_.ok()) return;  // no row samples this step
   if (options_.batch_invariant) {
-    Check(kernels_.BatchInvariantGemm(dtype_, c_type, Buffer(in), weight.data, Buffer(out), m,
+    Check(kernels_.BatchInvariantGemm(dtype_, c_type, a, weight.data, c, m,
                                       static_cast<int>(weight.rows),
                                       static_cast<int>(weight.cols)));
     return;
@@ -157,9 +158,9 @@ void DeviceModelOps::Gemm(ActId in, const DeviceWeight& weight, ActId out) {
   Check(runtime_.Gemm({.a_type = dtype_,
                        .b_type = dtype_,
                        .c_type = c_type,
-                       .a = Buffer(in),
+                       .a = a,
                        .b = weight.data,
-                       .c = Buffer(out),
+                       .c = c,
                        .m = m,
                        .n = weight.rows,
                        .k = weight.cols}));
@@ -186,53 +187,6 @@ void DeviceModelOps::Rope(ActId inout, int num_heads) {
                       /*num_kv_heads=*/0, config_.head_dim, config_.rope_dim));
 }
 
-void DeviceModelOps::Attend(int layer, ActId q, ActId k, ActId v, ActId out) {
-  if (!status_.ok()) return;
-  Check(kernels_.KvWrite(dtype_, Buffer(k), Buffer(v), kv_.k[layer], kv_.v[layer],
-                         inputs_->device_slot_mapping(), Rows(k), config_.num_kv_heads,
-                         config_.head_dim));
-  const StepShape& shape = inputs_->shape();
-  const size_t decode_bytes = size_t(shape.num_decode) * Width(q) * device::DataTypeBytes(dtype_);
-  if (shape.num_decode > 0) DecodeAttention(layer, Buffer(q), Buffer(out));
-  if (shape.num_prefill > 0) {
-    PrefillAttention(layer, static_cast<const uint8_t*>(Buffer(q)) + decode_bytes,
-                     static_cast<uint8_t*>(Buffer(out)) + decode_bytes);
-  }
-}
-
-void DeviceModelOps::DecodeAttention(int layer, const void* q, void* out) {
-  if (!status_.ok()) return;
-  const cuda::PagedDecodeParams params{
-      .num_seqs = inputs_->shape().num_decode,
-      .num_heads = config_.num_heads,
-      .num_kv_heads = config_.num_kv_heads,
-      .block_size = kv_.block_size,
-      .max_blocks_per_seq = attention_.table_stride,
-      .max_context_len = std::max(attention_.decode_max_context, 1),
-      .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),
-      .num_sms = options_.num_sms,
-      .partition_size = options_.decode_partition};
-  Check(kernels_.DecodeAttention(dtype_, config_.head_dim, params, q, kv_.k[layer], kv_.v[layer],
-                                 attention_.decode_tables, inputs_->device_decode_lens(),
-                                 out, decode_workspace_.as<float>()));
-}
-
-void DeviceModelOps::PrefillAttention(int layer, const void* q, void* out) {
-  if (!status_.ok()) return;
-  const cuda::PagedPrefillParams params{
-      .num_seqs = inputs_->shape().num_prefill,
-      .num_heads = config_.num_heads,
-      .num_kv_heads = config_.num_kv_heads,
-      .block_size = kv_.block_size,
-      .max_blocks_per_seq = attention_.table_stride,
-      .max_query_len = std::max(attention_.prefill_max_query, 1),
-      .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
-  Check(kernels_.PrefillAttention(dtype_, config_.head_dim, params, q, kv_.k[layer],
-                                  kv_.v[layer], attention_.prefill_tables,
-                                  inputs_->device_prefill_query_start(),
-                                  inputs_->device_prefill_lens(), out));
-}
-
 void DeviceModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
   if (!status_.ok()) return;
   Check(kernels_.SwiGlu(dtype_, Buffer(gate), Buffer(up), Buffer(out), Rows(gate), Width(gate)));
@@ -249,17 +203,5 @@ void DeviceModelOps::GatherLastRows(ActId in, ActId out) {
   Check(kernels_.GatherRows(dtype_, Buffer(in), inputs_->device_last_rows(), Buffer(out),
                             Rows(out), Width(in)));
 }
-
-void DeviceModelOps::SplitHeads(ActId, int, std::initializer_list<SplitPart>) {
-  Unimplemented("SplitHeads");
-}
-
-void DeviceModelOps::SigmoidMul(ActId, ActId) { Unimplemented("SigmoidMul"); }
-
-void DeviceModelOps::LinearAttend(int, const GdnOpWeights&, const GdnOpActs&) {
-  Unimplemented("LinearAttend (Gated DeltaNet)");
-}
-
-void DeviceModelOps::MoeFfn(ActId, const MoeOpWeights&, ActId) { Unimplemented("MoeFfn"); }
 
 }  // namespace tessera::worker

@@ -10,11 +10,18 @@
 // position), so a sequence's results do not depend on what else is in the step, nor on how its
 // prompt was chunked.
 //
+// Hybrid layer kinds (device_layer_ops.cc): SplitHeads and SigmoidMul are elementwise kernels;
+// LinearAttend runs the Gated DeltaNet mixer (conv -> gates -> delta rule -> gated RMSNorm, the
+// cpu backend's order) on the runner's per-(linear layer, slot) f32 recurrent state, each
+// sequence's slot from the step inputs' recurrent entries; MoeFfn runs the router GEMM (f32
+// logits), the device routing and grouping, the grouped expert GEMMs, the shared expert on the
+// ordinary GEMM path with its gate logit, and the combine, over a workspace sized at creation for
+// max_tokens.
+//
 // A launch error is kept (the first one) and later ops do nothing; the runner reads status()
-// after the forward pass. The hybrid layer kinds (SplitHeads, SigmoidMul, LinearAttend, MoeFfn)
-// have no device kernels yet: they record UNIMPLEMENTED, and CudaModelRunner refuses such plans
-// before any step (issue 30's CUDA part). Ownership: owns its activations; borrows weights, kernels, runtime,
-// KV pools and step inputs from its runner. Threading: the step thread only.
+// after the forward pass. Ownership: owns its activations and the MoE workspace; borrows weights,
+// kernels, runtime, KV pools, recurrent state and step inputs from its runner. Threading: the
+// step thread only.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +51,30 @@ struct DeviceKvPools {
 
 // What the attention of one step needs beyond the step inputs: host-side maxima that size the
 // kernels' grids (for a graph, the values of its bucket, fixed at capture).
+// Every linear (GDN) layer's recurrent state, f32 on the device, the cpu backend's layouts:
+// conv [num_slots, K-1, channels] and delta rule [num_slots, h_v, d_k, d_v] (empty without linear
+// layers). Owned by the runner.
+struct DeviceRecurrentState {
+  std::vector<float*> conv, ssm;  // [linear layers]
+};
+
+// MoeFfn's scratch for max_tokens tokens (one allocation; device_layer_ops.cc). The gate/up
+// scratch and the shared expert's rows are of the compute type, the rest as typed.
+struct DeviceMoeWorkspace {
+  device::DeviceMemory memory;
+  float* logits = nullptr;        // [tokens, experts], softmaxed in place by the routing
+  float* shared_logit = nullptr;  // [tokens]
+  int32_t* expert_ids = nullptr;  // [tokens, k]
+  float* weights = nullptr;       // [tokens, k]
+  cuda::MoeGroupsView groups;
+  void* gate = nullptr;           // [tokens * k, expert ffn]
+  void* up = nullptr;             // [tokens * k, expert ffn]
+  float* y = nullptr;             // [tokens * k, hidden]
+  void* shared_gate = nullptr;    // [tokens, shared ffn]
+  void* shared_up = nullptr;      // [tokens, shared ffn]
+  void* shared_out = nullptr;     // [tokens, hidden]
+};
+
 struct DeviceStepAttention {
   int decode_max_context = 0;  // >= every decode sequence's context length
   int prefill_max_query = 0;   // >= every prefill chunk
@@ -62,11 +93,11 @@ struct DeviceOpsOptions {
 
 class DeviceModelOps {
  public:
-  // Borrows plan and weights (they must outlive the ops).
+  // Borrows plan, weights, KV pools and recurrent state (they must outlive the ops).
   static absl::StatusOr<std::unique_ptr<DeviceModelOps>> Create(
       device::DeviceRuntime& runtime, DeviceKernels& kernels, const model::ModelConfig& config,
       const ModelPlan& plan, const DeviceModelWeights& weights, const DeviceKvPools& kv,
-      const DeviceOpsOptions& options);
+      const DeviceRecurrentState& state, const DeviceOpsOptions& options);
 
   // Points the ops at the step `inputs` describe (shape and device addresses).
   void BeginStep(const DeviceStepInputs& inputs, const DeviceStepAttention& attention);
@@ -95,17 +126,21 @@ class DeviceModelOps {
   DeviceModelOps(device::DeviceRuntime& runtime, DeviceKernels& kernels,
                  const model::ModelConfig& config, const ModelPlan& plan,
                  const DeviceModelWeights& weights, const DeviceKvPools& kv,
-                 const DeviceOpsOptions& options);
+                 const DeviceRecurrentState& state, const DeviceOpsOptions& options);
   absl::Status AllocateActivations();
   absl::Status AllocateDecodeWorkspace();
+  absl::Status AllocateMoeWorkspace();  // device_layer_ops.cc
   int Rows(ActId act) const;
   int Width(ActId act) const { return static_cast<int>(plan_.activations[act].width); }
   void* Buffer(ActId act) const;
   size_t ElementBytes(ActId act) const;
   // Keeps the first error.
   void Check(const absl::Status& status);
-  void Unimplemented(const char* op);
   void Gemm(ActId in, const DeviceWeight& weight, ActId out);
+  // c [m, weight.rows] of c_type = a [m, weight.cols] (compute type) · weightᵀ.
+  void GemmRows(const void* a, int m, const DeviceWeight& weight, void* c,
+                device::DataType c_type);
+  void SharedExpert(ActId in, const MoeOpWeights& w);  // device_layer_ops.cc
   void DecodeAttention(int kv_layer, const void* q, void* out);
   void PrefillAttention(int kv_layer, const void* q, void* out);
 
@@ -115,6 +150,7 @@ class DeviceModelOps {
   const ModelPlan& plan_;
   const DeviceModelWeights& weights_;
   const DeviceKvPools& kv_;
+  const DeviceRecurrentState& state_;
   DeviceOpsOptions options_;
   device::DataType dtype_;
   const DeviceStepInputs* inputs_ = nullptr;
@@ -128,6 +164,7 @@ class DeviceModelOps {
   std::vector<int> slot_of_;
   int spare_ = 0;
   device::DeviceMemory decode_workspace_;
+  DeviceMoeWorkspace moe_;
   int64_t activation_bytes_ = 0;
 };
 

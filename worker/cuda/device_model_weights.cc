@@ -86,6 +86,9 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
     out.rows = 1;
     out.cols = spec.elements();
     TESSERA_ASSIGN_OR_RETURN(out.data, up.Upload(w.values));
+    TESSERA_ASSIGN_OR_RETURN(const void* values,
+                             up.UploadBytes(w.values.data(), w.values.size() * sizeof(float)));
+    out.values = static_cast<const float*>(values);
   } else if (spec.role == WeightRole::kExperts) {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.experts.format, w.experts.data,
                                                        out.experts * out.rows, out.cols,

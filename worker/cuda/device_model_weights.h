@@ -1,7 +1,7 @@
 // A model's weights on a device, in the runner's compute type (bf16, f16 or f32), indexed by
 // WeightId (the plan's WeightDeclaration): every GGUF tensor is dequantized on the host
 // (common/gguf, bit-exact with ggml) and rounded once to the compute type at load, then
-// uploaded; a tied output head is the embedding table's id. Also uploads the RoPE cos/sin table
+// uploaded (kDense tensors in f32 as well); a tied output head is the embedding table's id. Also uploads the RoPE cos/sin table
 // the rope kernel reads. (Weights of a synthetic shape, random and made on the device:
 // dummy_model_weights.h.)
 //
@@ -23,9 +23,13 @@
 namespace tessera::worker {
 
 // One tensor on the device: row-major [experts ×] [rows, cols] (rows = output features);
-// data is null for an optional tensor the model lacks.
+// data is null for an optional tensor the model lacks. A kDense tensor (norms, biases, conv
+// kernels, per-head constants) is also kept in f32 (`values`) for the kernels that read small
+// per-layer constants in f32 whatever the compute type (the Gated DeltaNet gates); null when
+// uploaded without it (synthetic weights).
 struct DeviceWeight {
   const void* data = nullptr;
+  const float* values = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t experts = 1;

@@ -35,6 +35,7 @@ StepInputLayout StepInputLayout::For(const StepShape& shape) {
   l.prefill_slots = Place<int32_t>(&at, shape.num_prefill);
   l.prefill_query_start = Place<int32_t>(&at, shape.num_prefill + 1);
   l.prefill_lens = Place<int32_t>(&at, shape.num_prefill);
+  l.recurrent = Place<cuda::DeviceRecurrentSequence>(&at, shape.num_decode + shape.num_prefill);
   l.last_rows = Place<int32_t>(&at, shape.num_rows);
   l.params = Place<cuda::SamplingRowParams>(&at, shape.num_rows);
   l.penalty_offsets = Place<int32_t>(&at, shape.num_rows + 1);

@@ -1,6 +1,7 @@
 // DeviceStepInputs: the device runner's persistent step buffers. Every step's inputs (token ids,
 // positions, KV slot mapping, block tables and context lengths of its decode and prefill
-// sequences, the rows that sample and their sampling parameters) are written into one host
+// sequences, each sequence's recurrent-state entry for the linear-attention layers, the rows
+// that sample and their sampling parameters) are written into one host
 // staging area laid out exactly as a region of the persistent device input buffer, and go over
 // in ONE host->device copy; the sampler's outputs (ids, logprobs, top-N) come back in one
 // device->host copy. Nothing is allocated on the device after construction.
@@ -30,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/block_tables.cuh"
+#include "kernels/cuda/recurrent_sequence.cuh"
 #include "kernels/cuda/sampling_types.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
@@ -51,6 +53,7 @@ struct StepInputLayout {
   size_t token_ids = 0, positions = 0, slot_mapping = 0;
   size_t decode_slots = 0, decode_lens = 0;
   size_t prefill_slots = 0, prefill_query_start = 0, prefill_lens = 0;
+  size_t recurrent = 0;
   size_t last_rows = 0, params = 0, penalty_offsets = 0;
   size_t delta_count = 0, deltas = 0;
   size_t deltas_end(int64_t n) const { return deltas + size_t(n) * sizeof(cuda::TableDelta); }
@@ -91,6 +94,12 @@ class DeviceStepInputs {
   std::span<int32_t> prefill_lens() {
     return Host<int32_t>(layout_.prefill_lens, shape_.num_prefill);
   }
+  // Every sequence's rows and recurrent-state slot, in the activations' order (decode sequences
+  // then prefill; inert padding entries: slot -1), [num_decode + num_prefill].
+  std::span<cuda::DeviceRecurrentSequence> recurrent() {
+    return Host<cuda::DeviceRecurrentSequence>(layout_.recurrent,
+                                               shape_.num_decode + shape_.num_prefill);
+  }
   std::span<int32_t> last_rows() { return Host<int32_t>(layout_.last_rows, shape_.num_rows); }
   std::span<cuda::SamplingRowParams> params() {
     return Host<cuda::SamplingRowParams>(layout_.params, shape_.num_rows);
@@ -117,6 +126,9 @@ class DeviceStepInputs {
     return Device<int32_t>(layout_.prefill_query_start);
   }
   const int32_t* device_prefill_lens() const { return Device<int32_t>(layout_.prefill_lens); }
+  const cuda::DeviceRecurrentSequence* device_recurrent() const {
+    return Device<cuda::DeviceRecurrentSequence>(layout_.recurrent);
+  }
   const int32_t* device_last_rows() const { return Device<int32_t>(layout_.last_rows); }
   const int32_t* device_delta_count() const { return Device<int32_t>(layout_.delta_count); }
   const cuda::TableDelta* device_deltas() const {

@@ -7,7 +7,8 @@
 // reading only the runner's persistent input buffers (so a replay computes whatever those
 // buffers hold at that moment), with padding rows marked inert by the runner (slot −1). It must
 // be idempotent: a capture runs it once eagerly (warm-up) before recording it, and the replay
-// that follows runs the same step again.
+// that follows runs the same step again. (A runner whose step advances state in place, like
+// recurrent layers, asks WillCapture first and runs its warm-up without that state.)
 //
 // Owned by its runner; called from the runner's (step) thread only.
 #pragma once
@@ -64,6 +65,8 @@ class GraphCache {
   // mode), else `rows` (graphs off, oversize, or eager mode before the bucket is captured). The
   // runner lays out that many input rows (padding inert) before calling RunDecode.
   int RowsToRun(int rows) const;
+  // Whether RunDecode(rows) will capture a graph (and so call EnqueueStep twice, warm-up first).
+  bool WillCapture(int rows) const { return PlanDecode(rows).capture; }
   int64_t replays() const { return replays_; }
   int64_t captures() const { return captures_; }
   int64_t misses(GraphMissReason reason) const { return misses_[static_cast<size_t>(reason)]; }

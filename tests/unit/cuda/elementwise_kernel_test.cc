@@ -1,10 +1,16 @@
 // Elementwise kernels (elementwise.cuh) on the emulator vs their CPU references, bit for bit
 // (both add in f32 and round once to T): bf16, f16 and f32; counts and widths that are not a
 // multiple of the 16-byte vector (tails), and pointers offset by one element (the scalar path);
-// under every test schedule.
+// under every test schedule. The column-group copy is checked as the model ops use it: a row of
+// `groups` groups of parts split into outputs at column offsets (SplitHeads, worker/models/
+// model_ops.h), against the cpu backend's loop; SigmoidMul against the cpu backend's expression.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -87,8 +93,75 @@ void CheckGatherRows(const simt::Schedule& schedule, int src_rows, int num_rows,
   }
 }
 
+// SplitHeads of rows [groups x (w0 | w1 | w2)] into three outputs: part p to out_p (width
+// out_width[p], group g at column offset[p] + g * w_p). Part 2 lands at an offset inside a wider
+// output (columns before it stay untouched).
+template <typename T>
+void CheckSplitHeads(const simt::Schedule& schedule, int rows, int groups,
+                     const std::array<int, 3>& widths, std::mt19937& rng) {
+  const int group_width = widths[0] + widths[1] + widths[2];
+  const std::array<int, 3> offset = {0, 0, 5};
+  std::array<int, 3> out_width{};
+  for (int p = 0; p < 3; ++p) out_width[p] = offset[p] + groups * widths[p];
+  const std::vector<T> in =
+      simt::Convert<T>(simt::RandomFloats(size_t(rows) * groups * group_width, rng, -4, 4));
+  DeviceBuffer<T> d_in{std::span<const T>(in)};
+  std::array<std::vector<T>, 3> expected;
+  std::vector<std::unique_ptr<DeviceBuffer<T>>> d_out;  // not movable
+  for (int p = 0; p < 3; ++p) {
+    expected[p] = simt::Convert<T>(simt::RandomFloats(size_t(rows) * out_width[p], rng, -4, 4));
+    d_out.push_back(std::make_unique<DeviceBuffer<T>>(std::span<const T>(expected[p])));
+  }
+  for (int r = 0; r < rows; ++r) {  // the cpu backend's SplitHeads loop
+    const T* row = in.data() + size_t(r) * groups * group_width;
+    for (int g = 0; g < groups; ++g) {
+      for (int p = 0; p < 3; ++p) {
+        std::copy_n(row, widths[p],
+                    expected[p].data() + size_t(r) * out_width[p] + offset[p] + g * widths[p]);
+        row += widths[p];
+      }
+    }
+  }
+  simt::TestLauncher launcher(schedule);
+  int part_offset = 0;
+  for (int p = 0; p < 3; ++p) {
+    ASSERT_TRUE(LaunchCopyColumnGroups(launcher, static_cast<const T*>(d_in.get()) + part_offset,
+                                       int64_t{groups} * group_width, int64_t{group_width},
+                                       d_out[p]->get() + offset[p], int64_t{out_width[p]},
+                                       int64_t{widths[p]}, rows, groups, widths[p])
+                    .ok());
+    part_offset += widths[p];
+  }
+  for (int p = 0; p < 3; ++p) {
+    for (size_t i = 0; i < expected[p].size(); ++i) {
+      ASSERT_TRUE(SameBits((*d_out[p])[i], expected[p][i]))
+          << "rows " << rows << " groups " << groups << " part " << p << " i " << i;
+    }
+  }
+}
+
+template <typename T>
+void CheckSigmoidMul(const simt::Schedule& schedule, int64_t count, std::mt19937& rng) {
+  const std::vector<T> gate = simt::Convert<T>(simt::RandomFloats(count, rng, -12, 12));
+  const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(count, rng, -4, 4));
+  DeviceBuffer<T> d_gate{std::span<const T>(gate)}, d_x{std::span<const T>(x)};
+  simt::TestLauncher launcher(schedule);
+  ASSERT_TRUE(
+      LaunchSigmoidMul(launcher, static_cast<const T*>(d_gate.get()), d_x.get(), count).ok());
+  for (int64_t i = 0; i < count; ++i) {  // the cpu backend's SigmoidMul expression
+    const float sigmoid = 1.0f / (1.0f + std::exp(-simt::AsFloat(gate[i])));
+    const T expected = simt::FloatTo<T>(simt::AsFloat(x[i]) * sigmoid);
+    ASSERT_TRUE(SameBits(d_x[i], expected)) << "count " << count << " i " << i;
+  }
+}
+
 template <typename T>
 void CheckAll(const simt::Schedule& schedule, std::mt19937& rng) {
+  for (auto [rows, groups] : {std::pair{1, 1}, {3, 2}, {17, 4}}) {
+    CheckSplitHeads<T>(schedule, rows, groups, {1, 3, 2}, rng);
+    CheckSplitHeads<T>(schedule, rows, groups, {16, 16, 7}, rng);
+  }
+  for (int64_t count : {1, 15, 16, 17, 97}) CheckSigmoidMul<T>(schedule, count, rng);
   for (int offset : {0, 1}) {
     for (int64_t count : {1, 7, 8, 9, 1003}) CheckAddInPlace<T>(schedule, count, offset, rng);
     for (auto [rows, width] : {std::pair{1, 1}, {3, 8}, {5, 17}, {4, 64}, {2, 130}}) {

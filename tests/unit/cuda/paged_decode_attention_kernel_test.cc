@@ -326,6 +326,18 @@ TEST_P(PagedDecodeAttentionKernelTest, HeadDims256And80And96InvariantAndInert) {
   CheckPaddingRows<__nv_bfloat16, 256>(GetParam(), 4096, 0, rng);
 }
 
+// Head dim 32 (the tiny hybrid test models, tests/data/hybrid: 8 lanes per key with 4 loading,
+// 8 P·V slices of 16 threads): unsplit, forced and heuristic splits, padding rows; batch
+// invariance and inert padding.
+TEST_P(PagedDecodeAttentionKernelTest, HeadDim32MatchesContiguousReferenceInvariantAndInert) {
+  std::mt19937 rng(2032);
+  CheckDecode<float, 32>(GetParam(), {16, 2, 2, {97, 0, 15, 1}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 32>(GetParam(), {1, 1, 3, {17, 16, 33}, 16, true}, rng);
+  CheckDecode<__half, 32>(GetParam(), {16, 1, 8, {600, 5}, 0, true}, rng);
+  CheckBatchInvariance<float, 32>(GetParam(), {300, 17}, rng);
+  CheckPaddingRows<__nv_bfloat16, 32>(GetParam(), 45, 16, rng);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedDecodeAttentionKernelTest,
                          ::testing::ValuesIn(simt::TestSchedules()),
                          [](const auto& info) { return simt::ScheduleTestName(info.param); });

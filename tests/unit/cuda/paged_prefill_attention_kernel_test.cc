@@ -156,6 +156,15 @@ TEST_P(PagedPrefillAttentionKernelTest, HeadDims256And80And96MatchContiguousRefe
   CheckPrefill<__nv_bfloat16, 96>(GetParam(), {1, 2, 1, {{15, 16}, {0, 0}}}, rng);
 }
 
+// Head dim 32 (the tiny hybrid test models, tests/data/hybrid: one dim per lane, 64 rows per
+// block): GQA 2, chunks after cached positions, decode rows and a padding sequence.
+TEST_P(PagedPrefillAttentionKernelTest, HeadDim32MatchesContiguousReference) {
+  std::mt19937 rng(32);
+  CheckPrefill<float, 32>(GetParam(), {16, 2, 2, {{0, 70}, {33, 5}, {7, 1}, {0, 0}}}, rng);
+  CheckPrefill<__nv_bfloat16, 32>(GetParam(), {1, 1, 3, {{0, 17}, {15, 1}}}, rng);
+  CheckPrefill<__half, 32>(GetParam(), {16, 2, 1, {{3, 16}}}, rng);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, PagedPrefillAttentionKernelTest,
                          ::testing::ValuesIn(simt::TestSchedules()),
                          [](const auto& info) { return simt::ScheduleTestName(info.param); });

@@ -341,18 +341,30 @@ TEST_F(CudaRunnerTest, DeviceSamplingIsDeterministicAcrossPreemption) {
   EXPECT_EQ(router.request(id).tokens, first[0].tokens);
 }
 
-// Until the device ops of the hybrid layer kinds are wired in, a hybrid plan is refused before
-// any device work, naming the architecture (the cpu backend serves it).
-TEST_F(CudaRunnerTest, AHybridModelIsRefusedNamingItsArchitecture) {
+// A hybrid plan (Gated DeltaNet + MoE layers) runs on the device: it reports its linear layers
+// and their state (cuda_hybrid_runner_test checks its numbers), and every sequence needs its own
+// state slot.
+TEST_F(CudaRunnerTest, AHybridModelRunsWithItsRecurrentStatePerSlot) {
   auto model = LoadModel("tests/data/hybrid/tiny-qwen3next.gguf");
   ASSERT_TRUE(model.ok()) << model.status();
   auto runtime = device::OpenDevice(TestDeviceOptions());
   ASSERT_TRUE(runtime.ok());
   auto runner = CudaModelRunner::Create(*std::move(runtime), (*model)->config, (*model)->plan,
-                                        *(*model)->weights, {});
-  ASSERT_FALSE(runner.ok());
-  EXPECT_EQ(runner.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(runner.status().message().find("'qwen3next'"), std::string::npos) << runner.status();
+                                        *(*model)->weights,
+                                        {.dtype = DataType::kF32, .block_size = kBlockSize,
+                                         .num_kv_blocks = kNumBlocks, .max_num_seqs = 2,
+                                         .max_num_batched_tokens = 16});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const ModelLayerInfo info = (*runner)->layer_info();
+  EXPECT_EQ(info.attention_layers, 1);
+  EXPECT_EQ(info.linear_layers, 3);
+  EXPECT_EQ(info.state_bytes_per_sequence,
+            model::PerSequenceStateBytes((*model)->config.hybrid.value()).total);
+  const std::vector<int32_t> tokens = {5, 6}, table = {1};
+  const SequenceWork work = Work(tokens, 0, table, true, /*slot=*/2);  // beyond max_num_seqs
+  StepLogits logits;
+  const absl::Status status = (*runner)->Forward({&work, 1}, &logits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
 }
 
 TEST_F(CudaRunnerTest, UnsupportedHeadDimIsOneClearError) {

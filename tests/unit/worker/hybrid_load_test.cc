@@ -1,7 +1,7 @@
 // LoadModel on hybrid Gated-DeltaNet files (issue 30): a malformed file is one error naming the
 // key or tensor, before any weight is bound; a well-formed one loads with the hybrid plan (its
-// layer counts, every declared weight bound), and the cuda backend refuses it naming the
-// architecture until its device kernels are wired in.
+// layer counts, every declared weight bound). (Both backends run it: hybrid_oracle_test,
+// cuda_hybrid_runner_test.)
 #include <string>
 #include <variant>
 
