@@ -259,8 +259,8 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                  "KV pool size in MiB (0 = cpu: 2048; cuda: from --gpu-memory-utilization)")
       ->capture_default_str();
   app.add_option("--state-snapshot-mb", r->state_snapshot_mb,
-                 "hybrid models: MiB of recurrent-state snapshots for prefix caching (cpu; 0 = "
-                 "none: a hybrid then shares no prefix)")
+                 "hybrid models: MiB of recurrent-state snapshots for prefix caching (at most 4 "
+                 "per sequence slot; 0 = none: a hybrid then shares no prefix)")
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", r->gpu_memory_utilization,
                  "cuda: fraction of device memory for weights, buffers and the KV pool")

@@ -20,6 +20,7 @@
 // and scratch buffers; one thread (the worker's step thread) calls it at a time.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -84,6 +85,10 @@ struct KvPoolInfo {
   int64_t num_blocks = 0;  // block 0 is the reserved null block (DESIGN.md §4)
   int64_t bytes = 0;
 };
+
+// The most state snapshots a runner keeps, whatever memory it is given: 4 per sequence slot
+// (each is one cached prefix's end; the router evicts the least recently used), at most 65535.
+inline int MaxStateSnapshots(int max_num_seqs) { return std::min(65535, 4 * max_num_seqs); }
 
 struct ModelLayerInfo {
   int attention_layers = 0;          // with a paged KV pool

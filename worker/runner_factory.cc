@@ -86,7 +86,9 @@ absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) 
                            .max_num_seqs = flags.max_num_seqs,
                            .max_num_batched_tokens = flags.max_num_batched_tokens,
                            .graphs = graphs,
-                           .batch_invariant = flags.batch_invariant};
+                           .batch_invariant = flags.batch_invariant,
+                           .decode_partition = 0,
+                           .state_snapshot_bytes = flags.state_snapshot_mb * kMiB};
 }
 
 BuiltRunner DescribeDeviceRunner(const RunnerFlags& flags,

@@ -165,7 +165,8 @@ void CpuModelRunner::AllocateRecurrentState(int64_t snapshot_bytes) {
   }
   const int64_t snapshot_floats = state_floats_per_slot_;
   num_snapshots_ = static_cast<int>(std::min<int64_t>(
-      snapshot_bytes / (snapshot_floats * static_cast<int64_t>(sizeof(float))), kMaxStateSnapshots));
+      snapshot_bytes / (snapshot_floats * static_cast<int64_t>(sizeof(float))),
+      MaxStateSnapshots(samplers_.max_num_seqs())));
   if (num_snapshots_ == 0) return;
   absl::StatusOr<util::HugePageBuffer> snapshots = util::HugePageBuffer::Allocate(
       static_cast<size_t>(num_snapshots_ * snapshot_floats) * sizeof(float));

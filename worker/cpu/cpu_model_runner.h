@@ -74,11 +74,11 @@ struct CpuRunnerOptions {
   // Sampling slots [0, max_num_seqs) (BeginSequence); >= 1.
   int max_num_seqs = 256;
   // Memory for recurrent-state snapshots (hybrid prefix caching): as many whole snapshots as fit,
-  // at most kMaxStateSnapshots; none for models without linear layers. Committed as used.
+  // at most MaxStateSnapshots(max_num_seqs); none for models without linear layers. Committed
+  // as used.
   int64_t state_snapshot_bytes = 0;
 };
 
-inline constexpr int kMaxStateSnapshots = 65535;
 
 class CpuModelRunner final : public ModelRunner {
  public:

@@ -64,6 +64,9 @@ struct CudaRunnerOptions {
   CudaGraphMode graphs = CudaGraphMode::kLazy;
   bool batch_invariant = false;
   int decode_partition = 0;  // > 0 forces the decode attention's split (tests)
+  // Device memory for recurrent-state snapshots (hybrid prefix caching), taken before the KV
+  // pool: as many whole snapshots as fit, at most MaxStateSnapshots(max_num_seqs); none without linear layers.
+  int64_t state_snapshot_bytes = 0;
 };
 
 // "bf16" | "f16" | "f32"; INVALID_ARGUMENT naming the accepted values otherwise.
@@ -89,6 +92,11 @@ class CudaModelRunner final : public ModelRunner {
   KvPoolInfo kv_pool() const override;
   std::string backend_name() const override { return "cuda"; }
   int max_num_seqs() const override { return options_.max_num_seqs; }
+  int state_snapshot_slots() const override { return num_snapshots_; }
+  // Enqueued device copies, ordered with the steps on the runtime's stream; a failure is kept
+  // and returned by the next step.
+  void SaveStateSnapshot(int slot, int snapshot) override;
+  void RestoreStateSnapshot(int snapshot, int slot) override;
   ModelLayerInfo layer_info() const override {
     return {.attention_layers = plan_.num_attention_layers,
             .linear_layers = plan_.num_linear_layers,
@@ -134,6 +142,8 @@ class CudaModelRunner final : public ModelRunner {
   // Forward: the batch's slot states copied to / back from saved_states_ (grow-only).
   absl::Status SaveStates(std::span<const SequenceWork> batch);
   absl::Status RestoreStates(std::span<const SequenceWork> batch);
+  // Copies between `slot`'s state and snapshot `snapshot` (to_snapshot: slot -> snapshot).
+  void CopySnapshot(int slot, int snapshot, bool to_snapshot);
   // A graph capture's warm-up run (graph_cache.h): the laid-out step with every recurrent entry
   // inert, so the replay that follows advances the state once; then the real entries go back.
   absl::Status WarmUpWithoutState();
@@ -167,6 +177,8 @@ class CudaModelRunner final : public ModelRunner {
   DeviceRecurrentState state_;
   device::DeviceMemory state_memory_;
   device::DeviceMemory saved_states_;
+  device::DeviceMemory snapshot_memory_;  // [num_snapshots_, state floats per slot]
+  int num_snapshots_ = 0;
   int64_t conv_floats_per_slot_ = 0, ssm_floats_per_slot_ = 0;
   absl::Status state_error_;  // the first failed ClearState, returned by the next step
   std::unique_ptr<DeviceModelOps> ops_;

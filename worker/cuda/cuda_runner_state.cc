@@ -2,6 +2,7 @@
 // (linear layer, slot) f32 on the device in the cpu backend's layouts (cuda_model_runner.h).
 #include <algorithm>
 
+#include "common/util/check.h"
 #include "common/util/status_macros.h"
 #include "worker/cuda/cuda_model_runner.h"
 
@@ -41,7 +42,40 @@ absl::Status CudaModelRunner::AllocateRecurrentState() {
     state_.ssm.push_back(base);
     base += slots * ssm_floats_per_slot_;
   }
+  const int64_t snapshot_bytes = state_floats_per_slot() * static_cast<int64_t>(sizeof(float));
+  num_snapshots_ = static_cast<int>(
+      std::min<int64_t>(options_.state_snapshot_bytes / snapshot_bytes,
+                       MaxStateSnapshots(options_.max_num_seqs)));
+  if (num_snapshots_ == 0) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(snapshot_memory_,
+                           device::DeviceMemory::Allocate(
+                               *runtime_, static_cast<size_t>(num_snapshots_ * snapshot_bytes)));
   return absl::OkStatus();
+}
+
+void CudaModelRunner::CopySnapshot(int slot, int snapshot, bool to_snapshot) {
+  TESSERA_CHECK(snapshot >= 1 && snapshot <= num_snapshots_, "state snapshot id out of range");
+  TESSERA_CHECK(slot >= 0 && slot < options_.max_num_seqs, "state snapshot slot out of range");
+  float* stored = snapshot_memory_.as<float>() + (snapshot - 1) * state_floats_per_slot();
+  const SequenceWork one{.tokens = {}, .start_pos = 0, .block_table = {}, .needs_logits = false,
+                         .slot = slot};
+  state_error_.Update(ForEachSlotState(
+      state_, {&one, 1}, conv_floats_per_slot_, ssm_floats_per_slot_,
+      [&](float* state, int64_t floats) {
+        const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+        const absl::Status status = to_snapshot ? runtime_->CopyOnDevice(stored, state, bytes)
+                                                : runtime_->CopyOnDevice(state, stored, bytes);
+        stored += floats;
+        return status;
+      }));
+}
+
+void CudaModelRunner::SaveStateSnapshot(int slot, int snapshot) {
+  CopySnapshot(slot, snapshot, /*to_snapshot=*/true);
+}
+
+void CudaModelRunner::RestoreStateSnapshot(int snapshot, int slot) {
+  CopySnapshot(slot, snapshot, /*to_snapshot=*/false);
 }
 
 void CudaModelRunner::ClearState(int slot) {

@@ -200,7 +200,8 @@ class CudaHybridRunnerTest : public ::testing::TestWithParam<int> {
   }
 
   std::unique_ptr<CudaModelRunner> MakeCuda(DataType dtype,
-                                            CudaGraphMode graphs = CudaGraphMode::kLazy) {
+                                            CudaGraphMode graphs = CudaGraphMode::kLazy,
+                                            int64_t state_snapshot_bytes = 0) {
     auto runtime = device::OpenDevice(TestDeviceOptions());
     EXPECT_TRUE(runtime.ok()) << runtime.status();
     if (!runtime.ok()) return nullptr;
@@ -208,7 +209,8 @@ class CudaHybridRunnerTest : public ::testing::TestWithParam<int> {
         *std::move(runtime), model_->config, model_->plan, *model_->weights,
         {.dtype = dtype, .block_size = kHybridBlockSize,
          .num_kv_blocks = 1 + kSlots * kBlocksPerSlot, .max_num_seqs = kSlots,
-         .max_num_batched_tokens = 128, .graphs = graphs});
+         .max_num_batched_tokens = 128, .graphs = graphs,
+         .state_snapshot_bytes = state_snapshot_bytes});
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
   }
@@ -372,6 +374,41 @@ TEST_P(CudaHybridRunnerTest, ForwardLeavesTheRecurrentStateAsItFoundIt) {
   EXPECT_EQ(cuda->layer_info().state_bytes_per_sequence,
             cpu_->layer_info().state_bytes_per_sequence);
   EXPECT_GT(cuda->layer_info().state_bytes_per_sequence, 0);
+}
+
+// Prefix caching on a hybrid: the state saved after a prompt's first block and restored into
+// another slot (which reads that block's K/V) continues exactly as the sequence that saved it.
+TEST_P(CudaHybridRunnerTest, AStateSnapshotRestoredIntoAnotherSlotContinuesExactly) {
+  const int64_t state_bytes = cpu_->layer_info().state_bytes_per_sequence;
+  auto cuda = MakeCuda(DataType::kF32, CudaGraphMode::kLazy, 2 * state_bytes);
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_EQ(cuda->state_snapshot_slots(), 2);
+  Driver driver(cuda.get());
+  const std::vector<int32_t>& ids = prompts_[2].ids;  // 70 tokens
+  const std::span<const int32_t> head = std::span<const int32_t>(ids).first(kHybridBlockSize);
+  const std::span<const int32_t> rest = std::span<const int32_t>(ids).subspan(kHybridBlockSize);
+  driver.Begin(0, ids);
+  const SequenceWork first_block = driver.Work(0, head, 0, false);
+  StepSamples none;
+  ASSERT_TRUE(cuda->Step({&first_block, 1}, &none).ok());
+  cuda->SaveStateSnapshot(0, 2);
+  const std::vector<float> saver = driver.Logits(0, rest, kHybridBlockSize);
+  // Slot 1: slot 0's first block, then its own; the state from snapshot 2.
+  std::vector<int32_t> table(driver.Table(1).begin(), driver.Table(1).end());
+  table[0] = driver.Table(0)[0];
+  driver.Begin(1, ids);
+  cuda->RestoreStateSnapshot(2, 1);
+  const SequenceWork hit{.tokens = rest, .start_pos = kHybridBlockSize, .block_table = table,
+                         .needs_logits = true, .slot = 1};
+  StepLogits restored;
+  ASSERT_TRUE(cuda->Forward({&hit, 1}, &restored).ok());
+  EXPECT_EQ(restored.values, saver);
+  // Without the snapshot the same tokens compute something else.
+  cuda->EndSequence(1);
+  driver.Begin(1, ids);
+  StepLogits cold;
+  ASSERT_TRUE(cuda->Forward({&hit, 1}, &cold).ok());
+  EXPECT_NE(cold.values, saver);
 }
 
 // bf16 against the cpu runner's f32 run under the margin rule (tests/testing/greedy_comparison.h):
