@@ -9,7 +9,6 @@
 // pool and a killed worker behave as on cpu; the worker's graph replays rise in steady decode and
 // its step metrics are exported.
 #include <cstdio>
-#include <future>
 #include <string>
 #include <vector>
 
@@ -105,24 +104,6 @@ void ExpectCpuBackendsTokens(const std::vector<StreamResult>& expected,
   }
 }
 
-// Runs the requests concurrently; each stream's result.
-std::vector<StreamResult> RunAll(const ServingProcesses& serving,
-                                 const std::vector<v1::GenerateRequest>& requests) {
-  std::vector<std::future<StreamResult>> futures;
-  for (const v1::GenerateRequest& r : requests) {
-    futures.push_back(std::async(std::launch::async, [&serving, r] {
-      auto stub = serving.NewStub();
-      return RunGenerate(*stub, r);
-    }));
-  }
-  std::vector<StreamResult> results;
-  for (auto& f : futures) {
-    results.push_back(f.get());
-    EXPECT_TRUE(results.back().status.ok()) << results.back().status.error_message();
-  }
-  return results;
-}
-
 // The value of an unlabeled counter/gauge in a Prometheus exposition (-1 when absent).
 double MetricValue(const std::string& exposition, const std::string& name) {
   for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
@@ -183,8 +164,8 @@ class CudaWorkerTest : public ::testing::Test {
 TEST_F(CudaWorkerTest, ConcurrentGreedyRequestsGiveTheCpuBackendsTokens) {
   std::vector<v1::GenerateRequest> requests;
   for (int i = 0; i < 6; ++i) requests.push_back(GreedyIds(1 + 7 * i, i, 6 + 3 * i));
-  const auto expected = RunAll(*cpu_, requests);
-  const auto got = RunAll(*device_, requests);
+  const auto expected = RunConcurrently(*cpu_, requests);
+  const auto got = RunConcurrently(*device_, requests);
   ExpectCpuBackendsTokens(expected, got);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(got[i].token_ids.size(), static_cast<size_t>(6 + 3 * i));
@@ -212,7 +193,7 @@ TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {
   const std::string before = ScrapeWorker(*device_);
   const double replays = MetricValue(before, "tessera_graph_replays_total");
   ASSERT_GE(replays, 0) << before;
-  RunAll(*device_, {GreedyIds(5, 1, 24), GreedyIds(9, 2, 24)});
+  RunConcurrently(*device_, {GreedyIds(5, 1, 24), GreedyIds(9, 2, 24)});
   const std::string after = ScrapeWorker(*device_);
   EXPECT_GE(MetricValue(after, "tessera_graph_replays_total"), replays + 20);
   EXPECT_GT(MetricValue(after, "tessera_graph_captures_total"), 0);
@@ -235,12 +216,12 @@ TEST_F(CudaWorkerTest, CancelMidStreamFreesBlocksAndWorkerSlot) {
 TEST_F(CudaWorkerTest, PreemptionUnderATinyKvPoolKeepsTheTokens) {
   std::vector<v1::GenerateRequest> requests;
   for (int i = 0; i < 4; ++i) requests.push_back(GreedyIds(20, 10 + i, 40));
-  const auto expected = RunAll(*cpu_, requests);
+  const auto expected = RunConcurrently(*cpu_, requests);
   ServingProcesses tight;
   tight.set_model(*model_path_);
   ASSERT_TRUE(
       tight.Start(DeviceWorkerArgs({"--num-kv-blocks", "10"}), {"--kv-reserve-horizon", "0"}).ok());
-  const auto got = RunAll(tight, requests);
+  const auto got = RunConcurrently(tight, requests);
   ExpectCpuBackendsTokens(expected, got);
   EXPECT_GT(tight.Stats().preemptions(), 0);
   ExpectEverythingReleased(tight);
@@ -257,8 +238,8 @@ TEST_F(CudaWorkerTest, ZzWorkerKilledEndsStreamsWithUnavailableAndRecovers) {
       << result.status.error_message();
   ASSERT_TRUE(device_->StartWorker(DeviceWorkerArgs(), device_->worker_port()).ok());
   ASSERT_TRUE(device_->WaitConnected().ok());
-  const auto expected = RunAll(*cpu_, {GreedyIds(6, 5, 8)});
-  ExpectCpuBackendsTokens(expected, RunAll(*device_, {GreedyIds(6, 5, 8)}));
+  const auto expected = RunConcurrently(*cpu_, {GreedyIds(6, 5, 8)});
+  ExpectCpuBackendsTokens(expected, RunConcurrently(*device_, {GreedyIds(6, 5, 8)}));
   ExpectEverythingReleased(*device_);
 }
 

@@ -7,7 +7,6 @@
 // tokens (without snapshots, --state-snapshot-mb 0, it runs cold), and ModelInfo names the
 // architecture. The same model on the cuda runner's emulated device (`--device emulated --dtype
 // f32`) serves concurrent greedy requests with the cpu worker's tokens.
-#include <future>
 #include <string>
 #include <vector>
 
@@ -32,20 +31,6 @@ v1::GenerateRequest GreedyIds(int length, int seed, int max_tokens) {
   request.set_max_tokens(max_tokens);
   request.set_ignore_eos(true);
   return request;
-}
-
-std::vector<StreamResult> RunConcurrently(const ServingProcesses& serving,
-                                          const std::vector<v1::GenerateRequest>& requests) {
-  std::vector<std::future<StreamResult>> futures;
-  for (const v1::GenerateRequest& r : requests) {
-    futures.push_back(std::async(std::launch::async, [&serving, r] {
-      auto stub = serving.NewStub();
-      return RunGenerate(*stub, r);
-    }));
-  }
-  std::vector<StreamResult> results;
-  for (auto& f : futures) results.push_back(f.get());
-  return results;
 }
 
 class HybridServingTest : public ::testing::Test {

@@ -1,6 +1,7 @@
 #include "tests/e2e/serving_harness.h"
 
 #include <csignal>
+#include <future>
 #include <regex>
 #include <thread>
 
@@ -180,6 +181,23 @@ StreamResult RunGenerate(
   }
   result.status = reader->Finish();
   return result;
+}
+
+std::vector<StreamResult> RunConcurrently(const ServingProcesses& serving,
+                                          const std::vector<v1::GenerateRequest>& requests) {
+  std::vector<std::future<StreamResult>> futures;
+  for (const v1::GenerateRequest& r : requests) {
+    futures.push_back(std::async(std::launch::async, [&serving, r] {
+      auto stub = serving.NewStub();
+      return RunGenerate(*stub, r);
+    }));
+  }
+  std::vector<StreamResult> results;
+  for (auto& f : futures) {
+    results.push_back(f.get());
+    EXPECT_TRUE(results.back().status.ok()) << results.back().status.error_message();
+  }
+  return results;
 }
 
 }  // namespace tessera::e2e

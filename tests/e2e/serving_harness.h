@@ -91,4 +91,9 @@ StreamResult RunGenerate(
     const std::function<void(const ::tessera::v1::GenerateResponse&, grpc::ClientContext&)>&
         on_response = nullptr);
 
+// Runs every request on its own stream at once (one client thread each); the results in request
+// order. A stream that did not end OK is a test failure naming its error.
+std::vector<StreamResult> RunConcurrently(
+    const ServingProcesses& serving, const std::vector<::tessera::v1::GenerateRequest>& requests);
+
 }  // namespace tessera::e2e
