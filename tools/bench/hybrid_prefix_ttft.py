@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Time to first token on a hybrid model with a shared system prompt: cold vs a prefix hit.
 
 Starts tessera-worker (cpu) and tessera-router on a hybrid GGUF (e.g. one made by
@@ -11,7 +11,7 @@ of a --system-tokens shared prefix followed by a different --question-tokens que
 Then the same requests on a worker started with --state-snapshot-mb 0 (every one cold).
 Prints the TTFT of each request and the medians; loopback only, every loop bounded.
 
-  tools/bench/hybrid_prefix_ttft.py --model /tmp/h.gguf --system-tokens 1000 --question-tokens 20
+  /usr/bin/python3 tools/bench/hybrid_prefix_ttft.py --model /tmp/h.gguf  (Debian python3-grpcio)
 """
 import argparse
 import os
