@@ -22,13 +22,14 @@ struct SyntheticModel {
   int32_t eos_token_id = 0;  // in [0, config.vocab_size)
 };
 
-// The shape called `name` ("llama-3.1-8b", "qwen2.5-1.5b", "tiny"). `vocab_size` > 0 replaces
+// The shape called `name` ("llama-3.1-8b", "qwen2.5-1.5b", "qwen3-next-80b-a3b-l12", "tiny",
+// "tiny-hybrid"; the hybrids carry their HybridLayout in config.hybrid). `vocab_size` > 0 replaces
 // the shape's vocabulary (to match a router's tokenizer); BOS/EOS ids it no longer holds become
 // vocab_size - 2 and vocab_size - 1. INVALID_ARGUMENT listing the known names for an unknown
 // one, or for a vocab_size override below 2.
 absl::StatusOr<SyntheticModel> MakeSyntheticModel(std::string_view name, int vocab_size = 0);
 
-// "llama-3.1-8b, qwen2.5-1.5b, tiny" (for flag help and errors).
+// "llama-3.1-8b, qwen2.5-1.5b, ..." (for flag help and errors).
 std::string SyntheticShapeNames();
 
 }  // namespace tessera::model

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <string>
 
 #include "common/util/status_macros.h"
 #include "kernels/cpu/rope.h"
@@ -20,10 +21,25 @@ class DummyFiller {
       : runtime_(runtime), kernels_(kernels), dtype_(dtype), seed_(seed), out_(out) {}
 
   absl::StatusOr<const void*> Fill(int64_t count, float center, float scale) {
-    TESSERA_ASSIGN_OR_RETURN(void* data, Allocate(count * device::DataTypeBytes(dtype_)));
-    TESSERA_RETURN_IF_ERROR(kernels_.RandomUniform(
-        dtype_, data, count,
-        {.seed = seed_, .stream = next_stream_++, .center = center, .scale = scale}));
+    return FillAs(dtype_, count, {.seed = seed_, .stream = next_stream_++, .center = center,
+                                  .scale = scale});
+  }
+
+  // A dense tensor in the compute type and, from the same stream (so the same values before
+  // rounding), in f32 for the kernels that read small constants in f32.
+  absl::Status FillDense(int64_t count, float center, float scale, DeviceWeight* out) {
+    const cuda::RandomUniformParams params{.seed = seed_, .stream = next_stream_++,
+                                           .center = center, .scale = scale};
+    TESSERA_ASSIGN_OR_RETURN(out->data, FillAs(dtype_, count, params));
+    TESSERA_ASSIGN_OR_RETURN(const void* values, FillAs(device::DataType::kF32, count, params));
+    out->values = static_cast<const float*>(values);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<const void*> FillAs(device::DataType type, int64_t count,
+                                     const cuda::RandomUniformParams& params) {
+    TESSERA_ASSIGN_OR_RETURN(void* data, Allocate(count * device::DataTypeBytes(type)));
+    TESSERA_RETURN_IF_ERROR(kernels_.RandomUniform(type, data, count, params));
     return static_cast<const void*>(data);
   }
 
@@ -31,7 +47,6 @@ class DummyFiller {
   absl::StatusOr<const void*> Matrix(int64_t count, int64_t cols) {
     return Fill(count, 0.0f, 1.0f / std::sqrt(static_cast<float>(cols)));
   }
-  absl::StatusOr<const void*> Ones(int64_t count) { return Fill(count, 1.0f, 0.0f); }
   absl::StatusOr<const void*> Bias(int64_t count) { return Fill(count, 0.0f, kDummyBiasScale); }
 
   absl::StatusOr<void*> Allocate(size_t bytes) {
@@ -51,6 +66,22 @@ class DummyFiller {
   uint32_t next_stream_ = 0;
 };
 
+// The range of a required dense tensor's synthetic values, by its name.
+// The Gated DeltaNet constants are also kept in f32 (the gate kernel reads them so).
+struct DenseValues {
+  bool known = false;
+  float center = 0.0f;
+  float scale = 0.0f;
+  bool f32_copy = false;
+};
+DenseValues DenseValuesFor(const std::string& name) {
+  if (absl::EndsWith(name, "norm.weight")) return {true, 1.0f, 0.0f, false};  // norms: 1
+  if (absl::EndsWith(name, "ssm_a")) return {true, -1.0f, 0.5f, true};  // -exp(A_log) < 0
+  if (absl::EndsWith(name, "ssm_dt.bias")) return {true, -2.0f, 1.0f, true};  // decays in (0, 1)
+  if (absl::EndsWith(name, "ssm_conv1d.weight")) return {true, 0.0f, 0.5f, true};
+  return {};
+}
+
 // One declared tensor's synthetic values (see the header for the rules).
 absl::StatusOr<DeviceWeight> FillTensor(DummyFiller& f, const WeightSpec& spec,
                                         const model::SyntheticModel& model) {
@@ -69,11 +100,16 @@ absl::StatusOr<DeviceWeight> FillTensor(DummyFiller& f, const WeightSpec& spec,
     }
     return out;
   }
-  if (!absl::EndsWith(spec.name, "norm.weight")) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--load-format dummy cannot make '", spec.name, "' (only matrices, norms and biases)"));
+  const DenseValues values = DenseValuesFor(spec.name);
+  if (!values.known) {
+    return absl::UnimplementedError(absl::StrCat("--load-format dummy cannot make '", spec.name,
+                                                 "' (no synthetic values for it)"));
   }
-  TESSERA_ASSIGN_OR_RETURN(out.data, f.Ones(spec.elements()));
+  if (values.f32_copy) {
+    TESSERA_RETURN_IF_ERROR(f.FillDense(spec.elements(), values.center, values.scale, &out));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(out.data, f.Fill(spec.elements(), values.center, values.scale));
+  }
   return out;
 }
 

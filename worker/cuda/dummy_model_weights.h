@@ -9,7 +9,9 @@
 // ±1/sqrt(cols) (an input row of RMS 1 keeps an output RMS of about 1/sqrt(3) through every
 // projection, so activations stay finite through many layers); norm weights exactly 1; the
 // optional q/k/v biases (when the shape has them) in ±kDummyBiasScale; other optional tensors
-// absent.
+// absent. The Gated DeltaNet constants of hybrid shapes: ssm_a in (-1.5, -0.5) (it is
+// -exp(A_log)), ssm_dt.bias in (-3, -1), ssm_conv1d in ±0.5, each also in f32
+// (DeviceWeight::values) from the same stream.
 //
 // Ownership: the result owns its device memory; the runtime must outlive it. Loader thread.
 #pragma once
@@ -30,8 +32,7 @@ inline constexpr float kDummyBiasScale = 0.02f;
 
 // Errors: the runtime's (too little memory names the size) or a failed launch. load_seconds
 // covers allocation, the fills (waited for) and the RoPE upload.
-// UNIMPLEMENTED for a declaration with tensors other than matrices, norms and biases (the
-// hybrids' per-head constants need values of their own).
+// UNIMPLEMENTED naming a dense tensor with no synthetic rule (a new model's constant).
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> MakeDummyModelWeights(
     device::DeviceRuntime& runtime, DeviceKernels& kernels, const WeightDeclaration& declaration,
     const model::SyntheticModel& model, device::DataType dtype, uint64_t seed);

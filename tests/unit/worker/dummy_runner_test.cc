@@ -113,6 +113,36 @@ TEST(DummyRunner, WeightsAreAFunctionOfTheSeed) {
   EXPECT_LT(equal, 8);
 }
 
+// A hybrid shape (Gated DeltaNet + gated attention + experts): its constants made on the device
+// too (ssm_a, dt bias, conv kernels, with their f32 copies); a prefill then decode steps give
+// finite logits, and the runner reports its recurrent state.
+TEST(DummyRunner, TinyHybridShapeRunsWithFiniteLogits) {
+  RunnerFlags flags = DummyFlags(3);
+  flags.dummy_shape = "tiny-hybrid";
+  BuiltRunner built = Build(flags);
+  ASSERT_NE(built.runner, nullptr);
+  EXPECT_EQ(built.runner->layer_info().linear_layers, 3);
+  EXPECT_GT(built.runner->layer_info().state_bytes_per_sequence, 0);
+  ModelRunner& runner = *built.runner;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<int32_t> tokens = {1, 17, 300, 5, 511, 42, 9};
+  runner.BeginSequence(0, greedy, tokens, {});
+  const std::vector<int32_t> table = {1};
+  for (int step = 0; step < 3; ++step) {
+    const size_t start = step == 0 ? 0 : tokens.size() - 1;
+    const SequenceWork work{.tokens = std::span<const int32_t>(tokens).subspan(start),
+                            .start_pos = static_cast<int32_t>(start), .block_table = table,
+                            .needs_logits = true, .slot = 0};
+    StepLogits logits;
+    ASSERT_TRUE(runner.Forward({&work, 1}, &logits).ok());
+    for (float v : logits.values) ASSERT_TRUE(std::isfinite(v)) << "step " << step;
+    StepSamples samples;
+    ASSERT_TRUE(runner.Step({&work, 1}, &samples).ok());
+    tokens.push_back(samples.rows.at(0).token);
+  }
+}
+
 TEST(DummyRunner, FlagErrorsNameTheProblem) {
   RunnerFlags flags = DummyFlags(0);
   flags.dummy_shape = "llama-9";
@@ -120,7 +150,7 @@ TEST(DummyRunner, FlagErrorsNameTheProblem) {
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(built.status().message(),
               HasSubstr("--load-format dummy: unknown synthetic model shape 'llama-9' (known: "
-                        "llama-3.1-8b, qwen2.5-1.5b, tiny)"));
+                        "llama-3.1-8b, qwen2.5-1.5b, tiny, qwen3-next-80b-a3b-l12, tiny-hybrid)"));
 
   flags = DummyFlags(0);
   flags.device = "cpu";
