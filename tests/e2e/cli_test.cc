@@ -301,7 +301,7 @@ TEST_F(WorkerDeviceFlags, DummyLoadFormatReadsNoModelFileAndNeedsADevice) {
   ExpectOneLineError(Worker(Head64(), "--load-format dummy --dummy-shape llama-9 --device "
                                       "emulated"),
                      "unknown synthetic model shape 'llama-9' (known: llama-3.1-8b, "
-                     "qwen2.5-1.5b, tiny)");
+                     "qwen2.5-1.5b, tiny, qwen3-next-80b-a3b-l12, tiny-hybrid)");
   ExpectOneLineError(Worker(Head64(), "--load-format gguf"),
                      "unknown --load-format 'gguf' (expected auto or dummy)");
 }
