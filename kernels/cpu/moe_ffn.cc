@@ -204,8 +204,8 @@ void RunPass(ThreadPool& pool, const MoeFfnConfig& config, const MoeFfnWeights& 
 WeightView ExpertWeightsView::Expert(int64_t e) const {
   TESSERA_CHECK(e >= 0 && e < num_experts, "ExpertWeightsView: expert index out of range");
   const auto* base = static_cast<const uint8_t*>(data);
-  return WeightView{format, base + static_cast<size_t>(e * rows) * RowBytes(format, cols), rows,
-                    cols};
+  const int64_t row = e * (expert_rows > 0 ? expert_rows : rows) + first_row;
+  return WeightView{format, base + static_cast<size_t>(row) * RowBytes(format, cols), rows, cols};
 }
 
 void CheckMoeFfnWeights(const MoeFfnConfig& config, const MoeFfnWeights& w) {

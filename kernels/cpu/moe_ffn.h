@@ -38,12 +38,17 @@ namespace tessera::kernels::cpu {
 
 // num_experts matrices [rows, cols] in one format, back to back: a GGUF 3-D expert tensor
 // (ffn_gate_exps etc., GGUF dims [cols, rows, num_experts]). Non-owning, like WeightView.
+// A part of each expert's matrix can be viewed: llama.cpp's fused `ffn_gate_up_exps`
+// [num_experts, 2 * ffn, hidden] holds each expert's gate rows then its up rows, so its gate is
+// {rows = ffn, expert_rows = 2 * ffn, first_row = 0} and its up {..., first_row = ffn}.
 struct ExpertWeightsView {
   WeightFormat format = WeightFormat::kF32;
   const void* data = nullptr;
   int64_t num_experts = 0;
   int64_t rows = 0;
   int64_t cols = 0;
+  int64_t expert_rows = 0;  // rows from one expert's matrix to the next's; 0 = rows
+  int64_t first_row = 0;    // the view's first row within each expert's matrix
 
   // Expert e's matrix [rows, cols]. Precondition: 0 <= e < num_experts.
   WeightView Expert(int64_t e) const;

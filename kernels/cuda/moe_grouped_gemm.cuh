@@ -98,7 +98,7 @@ __device__ __forceinline__ void LoadWeights(const T* w_e, int rows_out, int cols
 template <typename T, typename TC>
 __global__ void __launch_bounds__(kMoeGemmThreads)
     MoeGroupedGemmKernel(const T* __restrict__ a, const T* __restrict__ w, TC* __restrict__ c,
-                         MoeGemmGroups groups, int rows_out, int cols) {
+                         MoeGemmGroups groups, int rows_out, int cols, int expert_rows) {
   constexpr int kStride = kMoeGemmTileN + 4;
   TESSERA_SHARED(float, a_tile, kMoeGemmTileK * kMoeTileRows);
   TESSERA_SHARED(float, w_tile, kMoeGemmTileK * kStride);
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kMoeGemmThreads)
   const int group_end = __ldg(&groups.offsets[expert + 1]);
   const int row_end = row0 + kMoeTileRows < group_end ? row0 + kMoeTileRows : group_end;
   const int col0 = blockIdx.x * kMoeGemmTileN;
-  const T* w_e = w + int64_t{expert} * rows_out * cols;
+  const T* w_e = w + int64_t{expert} * expert_rows * cols;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool row_used = row0 + warp < row_end;  // warp-uniform
   float acc[kMoeGemmColsPerLane] = {};
@@ -163,14 +163,17 @@ __global__ void __launch_bounds__(kMoeCombineThreads)
 // C = the grouped projection (header comment). Preconditions: `groups` from
 // LaunchMoeGroupByExpert for these num_slots = n * k and num_experts; every row_tokens entry a
 // row of a; c [num_slots, rows_out] overlaps nothing; rows_out >= 1, cols >= 0 (0: zeros).
+// `expert_rows` (0 = rows_out) is the rows from one expert's matrix to the next's: a view of
+// part of each matrix (the gate or up half of a fused gate_up stack, w pointing at its first row).
 template <class Launcher, typename T, typename TC>
 auto LaunchMoeGroupedGemm(Launcher& launcher, const T* a, const T* w, TC* c,
                           const MoeGemmGroups& groups, int num_slots, int num_experts,
-                          int rows_out, int cols) {
+                          int rows_out, int cols, int expert_rows = 0) {
   const int tiles = MoeMaxRowTiles(num_slots, num_experts);
   const LaunchShape shape{dim3(CeilDiv(rows_out, kMoeGemmTileN), tiles > 0 ? tiles : 1),
                           dim3(kMoeGemmThreads), 0};
-  return launcher.Launch(shape, MoeGroupedGemmKernel<T, TC>, a, w, c, groups, rows_out, cols);
+  return launcher.Launch(shape, MoeGroupedGemmKernel<T, TC>, a, w, c, groups, rows_out, cols,
+                         expert_rows > 0 ? expert_rows : rows_out);
 }
 
 // out [n, hidden] = the combine (header comment). y [n * k, hidden]; weights, slot_rows [n, k];
@@ -202,6 +205,9 @@ struct MoeExpertsArgs {
   int num_experts = 0;
   int hidden = 0;
   int ffn = 0;
+  // > 0: gate_w and up_w are the two halves of a fused gate_up stack [E, 2 * ffn, hidden]
+  // (gate_w = its start, up_w = its start + ffn rows) and this is 2 * ffn.
+  int gate_up_expert_rows = 0;
 };
 
 // Preconditions: as LaunchMoeGroupedGemm; groups.row_tokens not null; n * k >= 1.
@@ -210,10 +216,11 @@ auto LaunchMoeExperts(Launcher& launcher, const MoeGemmGroups& groups,
                       const MoeExpertsArgs<T, TY>& args) {
   const int slots = args.num_tokens * args.k;
   auto status = LaunchMoeGroupedGemm(launcher, args.x, args.gate_w, args.gate, groups, slots,
-                                     args.num_experts, args.ffn, args.hidden);
+                                     args.num_experts, args.ffn, args.hidden,
+                                     args.gate_up_expert_rows);
   if (!LaunchSucceeded(status)) return status;
   status = LaunchMoeGroupedGemm(launcher, args.x, args.up_w, args.up, groups, slots,
-                                args.num_experts, args.ffn, args.hidden);
+                                args.num_experts, args.ffn, args.hidden, args.gate_up_expert_rows);
   if (!LaunchSucceeded(status)) return status;
   status = LaunchSwiGlu(launcher, static_cast<const T*>(args.gate),
                         static_cast<const T*>(args.up), args.gate, slots, args.ffn);

@@ -80,9 +80,21 @@ void CpuModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
   const model::MoeDims& m = *config_.hybrid->moe;
   const auto experts = [this](WeightId id) { return (*weights_)[id].experts; };
   const cpu::WeightView none{};
+  cpu::ExpertWeightsView gate, up;
+  if (w.gate_up_exps != kNoWeight) {  // fused: each expert's gate rows, then its up rows
+    const cpu::ExpertWeightsView fused = experts(w.gate_up_exps);
+    gate = fused;
+    gate.rows = fused.rows / 2;
+    gate.expert_rows = fused.rows;
+    up = gate;
+    up.first_row = gate.rows;
+  } else {
+    gate = experts(w.gate_exps);
+    up = experts(w.up_exps);
+  }
   cpu::MoeFfnWeights weights{.router = Matrix(w.router),
-                             .gate = experts(w.gate_exps),
-                             .up = experts(w.up_exps),
+                             .gate = gate,
+                             .up = up,
                              .down = experts(w.down_exps),
                              .shared_gate = Has(w.shared_gate) ? Matrix(w.shared_gate) : none,
                              .shared_up = Has(w.shared_up) ? Matrix(w.shared_up) : none,

@@ -58,6 +58,7 @@ struct MoeExpertsInputs {
   int num_experts = 0;
   int hidden = 0;
   int ffn = 0;
+  int gate_up_expert_rows = 0;   // > 0: gate_w/up_w are halves of a fused [E, 2 * ffn, hidden]
 };
 
 class DeviceKernels {

@@ -289,7 +289,8 @@ class DeviceKernelsFor final : public DeviceKernels {
                                                 .k = in.k,
                                                 .num_experts = in.num_experts,
                                                 .hidden = in.hidden,
-                                                .ffn = in.ffn};
+                                                .ffn = in.ffn,
+                                                .gate_up_expert_rows = in.gate_up_expert_rows};
       return to_status_(cuda::LaunchMoeExperts<Launcher, T, float>(launcher_, groups, args));
     });
   }

@@ -156,18 +156,27 @@ void DeviceModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
   Check(kernels_.MoeRouting(moe_.logits, n, m.num_experts, k, /*normalize=*/true,
                             moe_.expert_ids, moe_.weights, moe_.groups));
   if (!status_.ok()) return;
-  const DeviceWeight& gate_exps = weights_[w.gate_exps];
   const cuda::MoeGemmGroups groups{.offsets = moe_.groups.offsets,
                                    .row_tokens = moe_.groups.row_tokens,
                                    .tile_expert = moe_.groups.tile_expert,
                                    .tile_row0 = moe_.groups.tile_row0};
-  Check(kernels_.MoeExperts(dtype_, groups,
-                            {.x = Buffer(in), .gate_w = gate_exps.data,
-                             .up_w = weights_[w.up_exps].data,
-                             .down_w = weights_[w.down_exps].data, .gate = moe_.gate,
-                             .up = moe_.up, .y = moe_.y, .num_tokens = n, .k = k,
-                             .num_experts = m.num_experts, .hidden = config_.hidden_size,
-                             .ffn = static_cast<int>(gate_exps.rows)}));
+  MoeExpertsInputs experts{.x = Buffer(in), .down_w = weights_[w.down_exps].data,
+                           .gate = moe_.gate, .up = moe_.up, .y = moe_.y, .num_tokens = n,
+                           .k = k, .num_experts = m.num_experts,
+                           .hidden = config_.hidden_size};
+  if (w.gate_up_exps != kNoWeight) {  // fused: each expert's gate rows, then its up rows
+    const DeviceWeight& fused = weights_[w.gate_up_exps];
+    experts.ffn = static_cast<int>(fused.rows / 2);
+    experts.gate_w = fused.data;
+    experts.up_w = static_cast<const uint8_t*>(fused.data) +
+                   static_cast<size_t>(experts.ffn) * fused.cols * device::DataTypeBytes(dtype_);
+    experts.gate_up_expert_rows = static_cast<int>(fused.rows);
+  } else {
+    experts.ffn = static_cast<int>(weights_[w.gate_exps].rows);
+    experts.gate_w = weights_[w.gate_exps].data;
+    experts.up_w = weights_[w.up_exps].data;
+  }
+  Check(kernels_.MoeExperts(dtype_, groups, experts));
   if (!status_.ok()) return;
   const bool shared_gate = shared && Has(w.shared_expert_gate);
   Check(kernels_.MoeCombine(dtype_, moe_.y, moe_.weights, moe_.groups.slot_rows,
@@ -204,7 +213,9 @@ std::pair<int64_t, int64_t> MoeFfnWidths(const ModelPlan& plan, const DeviceMode
   if (const auto* hybrid = std::get_if<HybridPlan>(&plan.body)) {
     for (const HybridLayerIds& layer : hybrid->layers) {
       if (layer.moe.router == kNoWeight) continue;
-      expert = std::max(expert, w[layer.moe.gate_exps].rows);
+      expert = std::max(expert, layer.moe.gate_up_exps != kNoWeight
+                                    ? w[layer.moe.gate_up_exps].rows / 2
+                                    : w[layer.moe.gate_exps].rows);
       if (layer.moe.shared_gate != kNoWeight && w[layer.moe.shared_gate].data != nullptr) {
         shared = std::max(shared, w[layer.moe.shared_gate].rows);
       }

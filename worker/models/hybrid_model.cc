@@ -64,7 +64,9 @@ HybridLayerIds DeclareLayer(const model::ModelConfig& c, const model::HybridTens
   layer.ffn_up = id("ffn_up.weight");
   layer.ffn_down = id("ffn_down.weight");
   layer.moe = {.router = id("ffn_gate_inp.weight"), .gate_exps = id("ffn_gate_exps.weight"),
-               .up_exps = id("ffn_up_exps.weight"), .down_exps = id("ffn_down_exps.weight"),
+               .up_exps = id("ffn_up_exps.weight"),
+               .gate_up_exps = id("ffn_gate_up_exps.weight"),
+               .down_exps = id("ffn_down_exps.weight"),
                .shared_gate = id("ffn_gate_shexp.weight"), .shared_up = id("ffn_up_shexp.weight"),
                .shared_down = id("ffn_down_shexp.weight"),
                .shared_expert_gate = id("ffn_gate_inp_shexp.weight")};
@@ -120,11 +122,6 @@ absl::StatusOr<HybridPlan> DeclareHybrid(const model::ModelConfig& c,
                                          const model::HybridTensorForms& forms,
                                          WeightDeclaration* weights, ActivationTable* acts) {
   TESSERA_CHECK(c.hybrid.has_value(), "DeclareHybrid needs a hybrid config");
-  if (forms.moe_fused_gate_up) {
-    return absl::UnimplementedError(
-        "blk.0.ffn_gate_up_exps.weight: fused expert gate/up tensors are not supported yet "
-        "(re-convert with separate ffn_gate_exps and ffn_up_exps)");
-  }
   HybridPlan plan;
   plan.forms = forms;
   plan.head = DeclareModelHead(c, weights);

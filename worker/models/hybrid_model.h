@@ -55,8 +55,8 @@ struct HybridPlan {
   model::HybridTensorForms forms;
 };
 
-// Precondition: config.hybrid is set. UNIMPLEMENTED for storage forms the ops cannot run yet
-// (fused ffn_gate_up_exps).
+// Precondition: config.hybrid is set. `forms` picks the storage of the optional fused tensors
+// (legacy `ssm_in`, `ffn_gate_up_exps`), as CheckHybridTensors detected them.
 absl::StatusOr<HybridPlan> DeclareHybrid(const model::ModelConfig& config,
                                          const model::HybridTensorForms& forms,
                                          WeightDeclaration* weights, ActivationTable* acts);

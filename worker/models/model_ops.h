@@ -66,6 +66,9 @@ struct MoeOpWeights {
   WeightId router = kNoWeight;       // ffn_gate_inp [experts, hidden]
   WeightId gate_exps = kNoWeight;    // ffn_gate_exps [experts, expert ffn, hidden]
   WeightId up_exps = kNoWeight;      // ffn_up_exps
+  // ffn_gate_up_exps [experts, 2 * expert ffn, hidden]: each expert's gate rows then its up
+  // rows (llama.cpp's fused form), instead of the two above.
+  WeightId gate_up_exps = kNoWeight;
   WeightId down_exps = kNoWeight;    // ffn_down_exps [experts, hidden, expert ffn]
   WeightId shared_gate = kNoWeight;  // ffn_gate_shexp [shared ffn, hidden]
   WeightId shared_up = kNoWeight;    // ffn_up_shexp

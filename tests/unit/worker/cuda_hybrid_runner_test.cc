@@ -30,6 +30,7 @@
 
 #include "common/util/check.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/fused_experts_gguf.h"
 #include "tests/testing/greedy_comparison.h"
 #include "tests/unit/worker/cuda_runner_fixture.h"
 
@@ -409,6 +410,39 @@ TEST_P(CudaHybridRunnerTest, AStateSnapshotRestoredIntoAnotherSlotContinuesExact
   StepLogits cold;
   ASSERT_TRUE(cuda->Forward({&hit, 1}, &cold).ok());
   EXPECT_NE(cold.values, saver);
+}
+
+// llama.cpp's fused ffn_gate_up_exps (each expert's gate rows, then its up rows) on the device:
+// the grouped GEMMs read the two halves with an expert stride; same logits as the separate file.
+TEST(CudaHybridFusedExperts, TheFusedGateUpStackGivesTheSeparateTensorsLogits) {
+  const std::string fused_path = ::testing::TempDir() + "/fused-tiny-qwen35moe.gguf";
+  ASSERT_TRUE(testing_util::WriteFusedGateUpCopy("tests/data/hybrid/tiny-qwen35moe.gguf",
+                                                 fused_path)
+                  .ok());
+  std::vector<std::vector<float>> logits;
+  for (const std::string& path : {std::string("tests/data/hybrid/tiny-qwen35moe.gguf"),
+                                  fused_path}) {
+    auto model = LoadModel(path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto runtime = device::OpenDevice(TestDeviceOptions());
+    if (!runtime.ok() && kOnGpu) {
+      testing_util::SkipOrFailWithoutGpu(std::string(runtime.status().message()));
+      return;
+    }
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    auto runner = CudaModelRunner::Create(
+        *std::move(runtime), (*model)->config, (*model)->plan, *(*model)->weights,
+        {.dtype = DataType::kF32, .block_size = kHybridBlockSize,
+         .num_kv_blocks = 1 + kBlocksPerSlot, .max_num_seqs = 1, .max_num_batched_tokens = 128});
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Driver driver(runner->get());
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 20; ++i) prompt.push_back(3 + (i * 7919) % 250);
+    driver.Begin(0, prompt);
+    logits.push_back(driver.Logits(0, prompt, 0));
+  }
+  ASSERT_FALSE(logits[0].empty());
+  EXPECT_EQ(logits[1], logits[0]);
 }
 
 // bf16 against the cpu runner's f32 run under the margin rule (tests/testing/greedy_comparison.h):
