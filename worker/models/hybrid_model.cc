@@ -3,7 +3,6 @@
 #include <string>
 #include <string_view>
 
-#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/util/absl_compat.h"
@@ -118,9 +117,8 @@ HybridActs DeclareActivations(const model::ModelConfig& c, const model::HybridTe
 
 }  // namespace
 
-absl::StatusOr<HybridPlan> DeclareHybrid(const model::ModelConfig& c,
-                                         const model::HybridTensorForms& forms,
-                                         WeightDeclaration* weights, ActivationTable* acts) {
+HybridPlan DeclareHybrid(const model::ModelConfig& c, const model::HybridTensorForms& forms,
+                         WeightDeclaration* weights, ActivationTable* acts) {
   TESSERA_CHECK(c.hybrid.has_value(), "DeclareHybrid needs a hybrid config");
   HybridPlan plan;
   plan.forms = forms;

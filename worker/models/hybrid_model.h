@@ -57,9 +57,8 @@ struct HybridPlan {
 
 // Precondition: config.hybrid is set. `forms` picks the storage of the optional fused tensors
 // (legacy `ssm_in`, `ffn_gate_up_exps`), as CheckHybridTensors detected them.
-absl::StatusOr<HybridPlan> DeclareHybrid(const model::ModelConfig& config,
-                                         const model::HybridTensorForms& forms,
-                                         WeightDeclaration* weights, ActivationTable* acts);
+HybridPlan DeclareHybrid(const model::ModelConfig& config, const model::HybridTensorForms& forms,
+                         WeightDeclaration* weights, ActivationTable* acts);
 
 template <class Ops>
 void HybridGdnMixer(Ops& ops, const model::ModelConfig& config, const HybridActs& a,

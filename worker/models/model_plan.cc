@@ -2,7 +2,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/util/status_macros.h"
 
 namespace tessera::worker {
 
@@ -22,8 +21,7 @@ absl::StatusOr<ModelPlan> PlanModel(const model::ModelConfig& config,
     return plan;
   }
   if (config.hybrid.has_value()) {
-    TESSERA_ASSIGN_OR_RETURN(HybridPlan hybrid,
-                             DeclareHybrid(config, forms, &plan.weights, &plan.activations));
+    HybridPlan hybrid = DeclareHybrid(config, forms, &plan.weights, &plan.activations);
     plan.head = hybrid.head;
     plan.logits = hybrid.acts.logits;
     plan.num_attention_layers = model::CountLayers(*config.hybrid, model::LayerKind::kAttention);
