@@ -52,6 +52,10 @@ for lib in "$bundle"/lib/*; do
   strip --strip-unneeded "$lib"
   patchelf --set-rpath '$ORIGIN' "$lib"
 done
+# Test data the gpu tests read relative to their working directory (validate.sh runs them from
+# the bundle's root).
+mkdir -p "$bundle/tests/data"
+cp -r "$root/tests/data/hybrid" "$bundle/tests/data/"
 cp "$root/tools/gpu/validate.sh" "$root/tools/gpu/validate_serving.sh" "$root/tools/gpu/report.py" \
   "$bundle/"
 {

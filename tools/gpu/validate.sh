@@ -9,7 +9,9 @@
 #   ceilings   measured device-to-device copy bandwidth and cuBLAS bf16 GEMM rate
 #   tests      every GPU test binary with TESSERA_EXPECT_GPU=1 (a skip is a failure here)
 #   decode     step time at batch 1/8/64/256 x context 512/4096 and prefill tokens/s on synthetic
-#              Llama-3.1-8B and Qwen2.5-1.5B shapes (--load-format dummy: weights made on the GPU)
+#              Llama-3.1-8B and Qwen2.5-1.5B shapes, and (full only) the hybrid Gated-DeltaNet +
+#              MoE Qwen3-Next-80B-A3B widths at 12 of 48 layers (--load-format dummy: weights
+#              made on the GPU)
 #   kernels    the kernel bench, L2 flushed between iterations (full only)
 #   serving    tessera serve --device cuda on the 1.5B shape: throughput at concurrency 64 and
 #              256, TTFT/ITL at 32, graph reuse under staggered lengths (full only)
@@ -94,7 +96,8 @@ export bin out test_timeout
 log "tests (at most ${test_timeout}s each, ${tests_total}s in all)"
 : >"$out/tests/exit_codes.txt"
 (cd "$bin" && ls -1 | grep -E '_test$') >"$out/tests/binaries.txt"
-timeout "$tests_total" xargs -P 4 -I{} bash -c 'run_test {}' <"$out/tests/binaries.txt"
+# From the bundle's root: tests read tests/data/... relative to their working directory.
+(cd "$here" && timeout "$tests_total" xargs -P 4 -I{} bash -c 'run_test {}' <"$out/tests/binaries.txt")
 log "tests done: $(awk '$2 != 0' "$out/tests/exit_codes.txt" | wc -l) binaries failed"
 
 # --- decode and prefill on synthetic models -------------------------------------------------
@@ -116,6 +119,7 @@ if [ "$quick" = 1 ]; then
 else
   decode llama-3.1-8b 1,8,64,256 512,4096 512,4096 120
   decode qwen2.5-1.5b 1,8,64,256 512,4096 512,4096 80
+  decode qwen3-next-80b-a3b-l12 1,8,64 512,4096 512 50
 fi
 
 # --- the kernel bench -----------------------------------------------------------------------
