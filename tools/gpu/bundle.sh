@@ -2,7 +2,8 @@
 # Builds the relocatable GPU bundle (DESIGN.md §13) on a machine without a GPU:
 #   tools/gpu/bundle.sh [OUTPUT.tar.xz]     (default: build-gpu/tessera-gpu-bundle.tar.xz)
 # A separate Release build in build-gpu/ (-DTESSERA_CUDA=ON, sm_90a, the GPU kernel tests on,
-# no sanitizer copies) of the `gpu-bundle` target only (cmake/GpuBundle.cmake: tessera,
+# no sanitizer copies; -lineinfo, so compute-sanitizer names source lines) of the `gpu-bundle`
+# target only (cmake/GpuBundle.cmake: tessera,
 # tessera-worker, tessera-router, the runner and kernel benches, the tiny-model maker and every
 # test labelled gpu). The executables are stripped into tessera-gpu/bin/, the shared libraries
 # they need that a CUDA machine does not have (gRPC, protobuf, absl, re2, c-ares,
@@ -20,7 +21,7 @@ max_bytes=$((40 * 1024 * 1024))
 "$root/scripts/install_deps.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
   -DTESSERA_CUDA_ARCHS=90a -DTESSERA_GPU_KERNEL_TESTS=ON -DTESSERA_SANITIZER_TESTS=OFF \
-  -DTESSERA_FUZZ=OFF >/dev/null
+  -DTESSERA_FUZZ=OFF -DCMAKE_CUDA_FLAGS=-lineinfo >/dev/null
 cmake --build "$build" --target gpu-bundle --parallel "$(nproc)"
 
 stage=$(mktemp -d -t tessera-gpu-bundle.XXXXXX)

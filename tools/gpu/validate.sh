@@ -159,7 +159,7 @@ if [ "$quick" = 0 ]; then
     export -f sanitize
     export sanitizer
     for tool in memcheck racecheck; do
-      sanitize_timeout=$(time_for 60)
+      sanitize_timeout=$(time_for 120)
       [ "$sanitize_timeout" -gt 0 ] || { out_of_time "sanitizer $tool"; continue; }
       export sanitize_timeout
       log "sanitizer $tool (at most ${sanitize_timeout}s per binary)"

@@ -13,6 +13,10 @@
 //                           when one is (tests/testing/gpu_expectation.h)
 #pragma once
 
+#ifndef TESSERA_KERNEL_TEST_ON_GPU
+#define TESSERA_KERNEL_TEST_ON_GPU 0  // the emulated build
+#endif
+
 #if TESSERA_KERNEL_TEST_ON_GPU
 
 #include <cuda_runtime.h>
