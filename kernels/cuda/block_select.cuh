@@ -98,8 +98,10 @@ struct SelectShared {
   unsigned long long mass_totals[kSelectWarps];
   int first_bin;
   int last_bin;
-  unsigned int count_before;
-  unsigned long long mass_before;
+  // Written by the chosen bin's thread alone (no read-modify-write of shared memory: a compiler
+  // may hoist the read of such an update to every thread, a race compute-sanitizer reports).
+  unsigned int chosen_count_before;         // elements in the bins before the chosen one
+  unsigned long long chosen_mass_before;  // their mass
   unsigned int count_at;
   unsigned long long mass_at;
   unsigned long long total_mass;
@@ -135,10 +137,8 @@ template <bool kWithMass, class Source>
 __device__ __forceinline__ SelectResult RadixSelect(const Source& source, int size,
                                                     SelectTarget target, SelectShared& s) {
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    s.count_before = 0;
-    s.mass_before = 0;
-  }
+  unsigned int count_before = 0;  // the same in every thread
+  unsigned long long mass_before = 0;
   uint32_t prefix = 0;
   uint32_t mask = 0;
   unsigned long long goal = target.absolute;
@@ -174,7 +174,7 @@ __device__ __forceinline__ SelectResult RadixSelect(const Source& source, int si
       }
     }
     const unsigned long long reached =
-        target.by_mass ? s.mass_before + mass_incl : s.count_before + count_incl;
+        target.by_mass ? mass_before + mass_incl : count_before + count_incl;
     if (count > 0) {
       if (reached >= goal) atomicMin(&s.first_bin, tid);
       atomicMax(&s.last_bin, tid);
@@ -182,16 +182,18 @@ __device__ __forceinline__ SelectResult RadixSelect(const Source& source, int si
     __syncthreads();
     const int bin = s.first_bin < kSelectThreads ? s.first_bin : s.last_bin;
     if (tid == bin) {
-      s.count_before += count_incl - count;
-      s.mass_before += mass_incl - mass;
+      s.chosen_count_before = count_incl - count;
+      s.chosen_mass_before = mass_incl - mass;
       s.count_at = count;
       s.mass_at = mass;
     }
     __syncthreads();
+    count_before += s.chosen_count_before;
+    mass_before += s.chosen_mass_before;
     prefix |= static_cast<uint32_t>(bin) << shift;
     mask |= 0xFFu << shift;
   }
-  const SelectResult result{prefix, s.count_before, s.mass_before, s.count_at, s.mass_at};
+  const SelectResult result{prefix, count_before, mass_before, s.count_at, s.mass_at};
   __syncthreads();  // the next select may reset s
   return result;
 }

@@ -98,14 +98,21 @@ def sanitizer_results(out):
     for line in read(os.path.join(out, "tests", "sanitizer_codes.txt")).splitlines():
         tool, name, code = line.split()
         log = read(os.path.join(out, "logs", "sanitizer-%s-%s.txt" % (tool, name)))
-        summary = re.search(r"ERROR SUMMARY: (\d+) error", log)
+        # memcheck ends with "ERROR SUMMARY: N errors", racecheck with
+        # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
+        summary = re.search(r"ERROR SUMMARY: (\d+) error", log) or \
+            re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) error", log)
         if "Device not supported" in log or "not supported on this" in log:
             verdict = "tool unavailable on this machine: " + log.strip().splitlines()[0][:200]
         elif code == "124":
             verdict = "timed out (no verdict)"
         elif summary:
-            verdict = "clean" if summary.group(1) == "0" and code != "86" else \
-                "%s errors" % summary.group(1)
+            if summary.group(1) == "0" and code == "0":
+                verdict = "clean"
+            elif summary.group(1) == "0":
+                verdict = "no sanitizer errors, but the program exited %s" % code
+            else:
+                verdict = "%s errors" % summary.group(1)
         else:
             verdict = "exit %s, no summary: %s" % (code, log.strip()[-200:])
         results.append({"tool": tool, "binary": name, "verdict": verdict})

@@ -146,7 +146,10 @@ fi
 # --- compute-sanitizer over the kernel tests ------------------------------------------------
 sanitize() {  # TOOL NAME
   local tool=$1 name=$2
-  timeout "$sanitize_timeout" "$sanitizer" --tool "$tool" --error-exitcode 86 "$bin/$name" --gtest_brief=1 \
+  # Tests named *LaunchError* provoke a failing launch on purpose, which memcheck counts as an
+  # error of the program: they are left out here (the tests step runs them).
+  timeout "$sanitize_timeout" "$sanitizer" --tool "$tool" --error-exitcode 86 "$bin/$name" \
+    --gtest_brief=1 --gtest_filter='-*LaunchError*' \
     >"$out/logs/sanitizer-$tool-$name.txt" 2>&1
   echo "$tool $name $?" >>"$out/tests/sanitizer_codes.txt"
 }

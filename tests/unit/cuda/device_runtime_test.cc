@@ -87,9 +87,15 @@ TEST_F(DeviceRuntimeTest, CopiesRoundTrip) {
 }
 
 TEST_F(DeviceRuntimeTest, AllocationReducesFreeMemory) {
-  const uint64_t before = *runtime_->FreeMemoryBytes();
-  Allocate(8 << 20);
-  EXPECT_LE(*runtime_->FreeMemoryBytes(), before - (8 << 20));
+  // On a GPU other processes (the kit runs test binaries in parallel) change the free memory
+  // between two readings, so the allocation must show in one of a few tries, not in each.
+  bool reduced = false;
+  for (int attempt = 0; attempt < 5 && !reduced; ++attempt) {
+    const uint64_t before = *runtime_->FreeMemoryBytes();
+    Allocate(8 << 20);
+    reduced = *runtime_->FreeMemoryBytes() <= before - (8 << 20);
+  }
+  EXPECT_TRUE(reduced) << "five 8 MiB allocations never reduced the free memory by 8 MiB";
   EXPECT_GT(runtime_->properties().total_memory_bytes, uint64_t{8} << 20);
   EXPECT_FALSE(runtime_->properties().name.empty());
 }

@@ -149,6 +149,13 @@ float SigmoidMulGpuTolerance() {
   return std::is_same_v<T, __half> ? 0x1p-10f : 0x1p-7f;
 }
 
+// The spacing of T's subnormals: the absolute error one rounding of a tiny result can have.
+template <typename T>
+float SmallestStep() {
+  if (std::is_same_v<T, float>) return 0x1p-149f;
+  return std::is_same_v<T, __half> ? 0x1p-24f : 0x1p-133f;
+}
+
 template <typename T>
 void CheckSigmoidMul(const simt::Schedule& schedule, int64_t count, std::mt19937& rng) {
   const std::vector<T> gate = simt::Convert<T>(simt::RandomFloats(count, rng, -12, 12));
@@ -166,8 +173,10 @@ void CheckSigmoidMul(const simt::Schedule& schedule, int64_t count, std::mt19937
       continue;
     }
     // A GPU's expf is within 2 ulp (CUDA C++ Programming Guide, mathematical functions), so
-    // the f32 result is within a few f32 ulp and a 16-bit one within one of its own ulp.
-    EXPECT_NEAR(simt::AsFloat(d_x[i]), exact, SigmoidMulGpuTolerance<T>() * std::fabs(exact) + 1e-30f)
+    // the f32 result is within a few f32 ulp and a 16-bit one within one of its own ulp (one
+    // subnormal step for a tiny result).
+    EXPECT_NEAR(simt::AsFloat(d_x[i]), exact,
+                SigmoidMulGpuTolerance<T>() * std::fabs(exact) + SmallestStep<T>())
         << "count " << count << " i " << i;
   }
 }

@@ -386,7 +386,7 @@ TEST_F(SamplingKernelLargeVocabTest, MatchesReference) {
 // A vocabulary whose penalty bitmap (52 KB) is beyond CUDA's default 48 KiB of shared memory:
 // the launch fails unless the kernel opted in (the emulator models the limit as a GPU applies
 // it), and after opting in it matches the reference. Greedy rows keep the emulator time short.
-TEST_F(SamplingKernelLargeVocabTest, PenaltyBitmapAboveDefaultSharedMemoryNeedsTheOptIn) {
+TEST_F(SamplingKernelLargeVocabTest, LargePenaltyBitmapIsALaunchErrorWithoutTheOptIn) {
   constexpr int kVocab = 416003;
   ASSERT_GT(SamplingPenaltyBitmapBytes(kVocab), size_t{48} * 1024);
   std::mt19937 rng(43);
