@@ -10,69 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/gguf/gguf_file.h"
+#include "common/gguf/gguf_header_encoder.h"
 #include "common/util/check.h"
 
 namespace tessera::gguf {
 namespace {
-
-class ByteSink {
- public:
-  explicit ByteSink(std::vector<uint8_t>* out) : out_(out) {}
-
-  template <typename T>
-  void Put(T value) {
-    static_assert(std::is_arithmetic_v<T>);
-    using U = std::conditional_t<
-        sizeof(T) == 1, uint8_t,
-        std::conditional_t<sizeof(T) == 2, uint16_t,
-                           std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
-    U bits;
-    std::memcpy(&bits, &value, sizeof(T));
-    for (size_t i = 0; i < sizeof(T); ++i) out_->push_back(static_cast<uint8_t>(bits >> (8 * i)));
-  }
-  void PutString(std::string_view s) {
-    Put<uint64_t>(s.size());
-    out_->insert(out_->end(), s.begin(), s.end());
-  }
-  void PutBytes(std::span<const uint8_t> bytes) {
-    out_->insert(out_->end(), bytes.begin(), bytes.end());
-  }
-  void PadTo(uint64_t alignment) {
-    while (out_->size() % alignment != 0) out_->push_back(0);
-  }
-  size_t size() const { return out_->size(); }
-
- private:
-  std::vector<uint8_t>* out_;
-};
-
-// Writes the payload of `value` (without its type id, which the caller writes).
-void PutValue(const GgufValue& value, ByteSink* sink) {
-  std::visit(
-      [sink](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>) {
-          sink->Put<uint8_t>(v ? 1 : 0);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          sink->PutString(v);
-        } else if constexpr (std::is_same_v<T, GgufArray>) {
-          sink->Put<uint32_t>(static_cast<uint32_t>(v.element_type));
-          sink->Put<uint64_t>(v.elements.size());
-          for (const GgufValue& e : v.elements) {
-            TESSERA_CHECK(e.type() == v.element_type,
-                          "GgufWriter: array element type differs from the array's element_type");
-            PutValue(e, sink);
-          }
-        } else {
-          sink->Put<T>(v);
-        }
-      },
-      value.storage());
-}
-
-uint64_t AlignUp(uint64_t offset, uint64_t alignment) {
-  return (offset + alignment - 1) / alignment * alignment;
-}
 
 template <typename T>
 GgufValue MakeValue(T v) {
@@ -130,44 +72,21 @@ void GgufWriter::AddFloat32Array(std::string key, const std::vector<float>& valu
 
 void GgufWriter::AddTensor(std::string name, std::vector<uint64_t> dims, GgmlType type,
                            std::span<const uint8_t> data) {
-  const GgmlTypeInfo& info = GetGgmlTypeInfo(type);
-  TESSERA_CHECK(!dims.empty() && dims.size() <= static_cast<size_t>(kGgufMaxDims),
-                "GgufWriter::AddTensor: need 1..4 dims");
-  TESSERA_CHECK(dims[0] % info.block_size == 0,
-                "GgufWriter::AddTensor: dims[0] must be a multiple of the block size");
-  uint64_t num_elements = 1;
-  for (uint64_t d : dims) num_elements *= d;
-  TESSERA_CHECK(data.size() == num_elements / info.block_size * info.type_size,
+  GgufTensorSpec spec{std::move(name), std::move(dims), type};
+  TESSERA_CHECK(data.size() == GgufTensorDataBytes(spec),
                 "GgufWriter::AddTensor: data size does not match dims and type");
-  tensors_.push_back(PendingTensor{std::move(name), std::move(dims), type,
+  tensors_.push_back(PendingTensor{std::move(spec.name), std::move(spec.dims), type,
                                    std::vector<uint8_t>(data.begin(), data.end())});
 }
 
 std::vector<uint8_t> GgufWriter::Serialize() const {
-  std::vector<uint8_t> out;
-  ByteSink sink(&out);
-  sink.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("GGUF"), 4));
-  sink.Put<uint32_t>(version_);
-  sink.Put<uint64_t>(tensors_.size());
-  sink.Put<uint64_t>(metadata_.size());
-  for (const auto& [key, value] : metadata_) {
-    sink.PutString(key);
-    sink.Put<uint32_t>(static_cast<uint32_t>(value.type()));
-    PutValue(value, &sink);
-  }
-  uint64_t offset = 0;  // relative to the data section
+  std::vector<GgufTensorSpec> specs;
+  specs.reserve(tensors_.size());
+  for (const PendingTensor& t : tensors_) specs.push_back({t.name, t.dims, t.type});
+  std::vector<uint8_t> out = EncodeGgufHeader(version_, alignment_, metadata_, specs);
   for (const PendingTensor& t : tensors_) {
-    sink.PutString(t.name);
-    sink.Put<uint32_t>(static_cast<uint32_t>(t.dims.size()));
-    for (uint64_t d : t.dims) sink.Put<uint64_t>(d);
-    sink.Put<uint32_t>(static_cast<uint32_t>(t.type));
-    sink.Put<uint64_t>(offset);
-    offset = AlignUp(offset + t.data.size(), alignment_);
-  }
-  sink.PadTo(alignment_);
-  for (const PendingTensor& t : tensors_) {
-    sink.PutBytes(t.data);
-    sink.PadTo(alignment_);
+    out.insert(out.end(), t.data.begin(), t.data.end());
+    out.resize(GgufAlignUp(out.size(), alignment_), 0);
   }
   return out;
 }

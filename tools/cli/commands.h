@@ -32,6 +32,16 @@ absl::Status RunTokenize(const TokenizeOptions& options);
 
 absl::Status RunDevices();
 
+struct QuantizeCommandOptions {
+  std::string target;  // nvfp4 or q8_0
+  std::string input_path;
+  std::string output_path;
+  bool quantize_embeddings = false;
+  bool quantize_output = false;
+};
+// tools/quantize: the block linear layers of input_path to `target`, streamed to output_path.
+absl::Status RunQuantize(const QuantizeCommandOptions& options);
+
 struct GenerateOptions {
   std::string model_path = kDefaultModelPath;
   std::string prompt;          // raw prompt text (no template)

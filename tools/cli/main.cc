@@ -15,6 +15,7 @@ namespace {
 using tessera::cli::BenchOptions;
 using tessera::cli::GenerateOptions;
 using tessera::cli::InspectOptions;
+using tessera::cli::QuantizeCommandOptions;
 using tessera::cli::ServeOptions;
 using tessera::cli::TokenizeOptions;
 
@@ -32,6 +33,19 @@ constexpr char kDeviceHelp[] =
     "backend: auto (cuda when a CUDA GPU is usable, else cpu), cpu, cuda, or emulated (the cuda "
     "backend on the CPU through the SIMT emulator; slow, for tests)";
 constexpr char kDtypeHelp[] = "cuda compute type: bf16 (default), f16 or f32";
+
+CLI::App* AddQuantize(CLI::App& app, QuantizeCommandOptions& q) {
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "convert a model's linear layers to NVFP4 or Q8_0 (embeddings, output head "
+                  "and norms keep their type unless asked)");
+  cmd->add_option("--to", q.target, "target type: nvfp4 or q8_0")->required();
+  cmd->add_option("input", q.input_path, "GGUF model to read")->required();
+  cmd->add_option("output", q.output_path, "GGUF file to write")->required();
+  cmd->add_flag("--quantize-embeddings", q.quantize_embeddings,
+                "quantize token_embd.weight too");
+  cmd->add_flag("--quantize-output", q.quantize_output, "quantize output.weight too");
+  return cmd;
+}
 
 CLI::App* AddInspect(CLI::App& app, InspectOptions& inspect) {
   CLI::App* cmd = app.add_subcommand("inspect", "print a model's architecture, "
@@ -212,6 +226,8 @@ int main(int argc, char** argv) {
   CLI::App* bench_cmd = AddBench(app, bench);
   CLI::App* serve_cmd = AddServe(app, serve);
   CLI::App* devices_cmd = app.add_subcommand("devices", "list the CUDA devices this build can use");
+  QuantizeCommandOptions quantize;
+  CLI::App* quantize_cmd = AddQuantize(app, quantize);
 
   CLI11_PARSE(app, argc, argv);
   if (inspect_cmd->parsed()) return ReportAndExit(tessera::cli::RunInspect(inspect));
@@ -232,5 +248,6 @@ int main(int argc, char** argv) {
     return ReportAndExit(tessera::cli::RunServe(serve));
   }
   if (devices_cmd->parsed()) return ReportAndExit(tessera::cli::RunDevices());
+  if (quantize_cmd->parsed()) return ReportAndExit(tessera::cli::RunQuantize(quantize));
   return 1;
 }
