@@ -1,0 +1,112 @@
+// QuantizeModel: header from the plan, then each tensor copied or requantized in row chunks.
+#include "tools/quantize/quantize_model.h"
+
+#include <algorithm>
+#include <memory>
+#include <span>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/dequantize.h"
+#include "common/gguf/gguf_stream_writer.h"
+
+namespace tessera::quantize {
+namespace {
+
+constexpr uint64_t kChunkElements = uint64_t{1} << 22;  // 16 MiB of f32 rows at a time
+
+// llama.cpp's llama_ftype for a file whose matrices are mostly `type`, if it has one.
+std::optional<uint32_t> LlamaFileType(gguf::GgmlType type) {
+  if (type == gguf::GgmlType::kQ8_0) return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+  return std::nullopt;
+}
+
+gguf::GgufMetadataList OutputMetadata(const gguf::GgufFile& in, gguf::GgmlType target) {
+  gguf::GgufMetadataList metadata;
+  for (const gguf::GgufMetadataEntry& e : in.metadata()) {
+    if (e.key == "general.file_type" || e.key == "general.quantized_by") continue;
+    metadata.emplace_back(e.key, e.value);
+  }
+  if (const std::optional<uint32_t> file_type = LlamaFileType(target)) {
+    metadata.emplace_back("general.file_type", gguf::GgufValue(gguf::GgufValue::Storage(
+                                                   std::in_place_type<uint32_t>, *file_type)));
+  }
+  metadata.emplace_back("general.quantized_by",
+                        gguf::GgufValue(gguf::GgufValue::Storage(
+                            std::in_place_type<std::string>, std::string("tessera quantize"))));
+  return metadata;
+}
+
+// The tensor's rows dequantized and requantized, a chunk of whole rows at a time.
+absl::StatusOr<std::vector<uint8_t>> Requantize(const gguf::GgufFile& in,
+                                                const TensorDecision& d) {
+  const gguf::GgufTensorInfo& t = *d.tensor;
+  const uint64_t row_elements = t.dims[0];
+  const uint64_t rows = t.num_elements / row_elements;
+  const uint64_t row_bytes = t.num_bytes / rows;
+  const uint64_t chunk_rows = std::max<uint64_t>(1, kChunkElements / row_elements);
+  const std::span<const uint8_t> data = in.TensorData(t);
+  std::vector<uint8_t> out;
+  std::vector<float> values;
+  for (uint64_t row = 0; row < rows; row += chunk_rows) {
+    const uint64_t n = std::min(chunk_rows, rows - row);
+    values.resize(n * row_elements);
+    absl::Status status = gguf::DequantizeToF32(t.type, data.subspan(row * row_bytes, n * row_bytes),
+                                                n * row_elements, values);
+    if (!status.ok()) return absl::Status(status.code(), absl::StrCat(t.name, ": ", status.message()));
+    absl::StatusOr<std::vector<uint8_t>> blocks = gguf::QuantizeFromF32(d.output_type, values);
+    if (!blocks.ok()) {
+      return absl::Status(blocks.status().code(),
+                          absl::StrCat(t.name, ": ", blocks.status().message()));
+    }
+    out.insert(out.end(), blocks->begin(), blocks->end());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<QuantizeSummary> QuantizeModel(const gguf::GgufFile& in,
+                                              const std::vector<TensorDecision>& plan,
+                                              const std::string& out_path,
+                                              const ProgressCallback& progress) {
+  std::vector<gguf::GgufTensorSpec> specs;
+  QuantizeProgress state;
+  state.tensors_total = plan.size();
+  gguf::GgmlType target = gguf::GgmlType::kF32;
+  for (const TensorDecision& d : plan) {
+    specs.push_back({d.tensor->name, d.tensor->dims, d.output_type});
+    state.bytes_total += d.tensor->num_bytes;
+    if (d.action == TensorAction::kQuantize) target = d.output_type;
+  }
+  auto writer = gguf::GgufStreamWriter::Create(out_path, OutputMetadata(in, target), specs);
+  if (!writer.ok()) return writer.status();
+  QuantizeSummary summary;
+  for (const TensorDecision& d : plan) {
+    state.current = d.tensor->name;
+    if (progress) progress(state);
+    absl::Status written;
+    if (d.action == TensorAction::kQuantize) {
+      absl::StatusOr<std::vector<uint8_t>> bytes = Requantize(in, d);
+      if (!bytes.ok()) return bytes.status();
+      written = (*writer)->WriteNext(*bytes);
+      ++summary.quantized;
+      summary.quantized_elements += d.tensor->num_elements;
+      summary.quantized_output_bytes += bytes->size();
+      summary.output_bytes += bytes->size();
+    } else {
+      written = (*writer)->WriteNext(in.TensorData(*d.tensor));
+      ++summary.copied;
+      summary.output_bytes += d.tensor->num_bytes;
+    }
+    if (!written.ok()) return written;
+    summary.input_bytes += d.tensor->num_bytes;
+    ++state.tensors_done;
+    state.bytes_done += d.tensor->num_bytes;
+  }
+  state.current = "";
+  if (progress) progress(state);
+  if (absl::Status finished = (*writer)->Finish(); !finished.ok()) return finished;
+  return summary;
+}
+
+}  // namespace tessera::quantize
