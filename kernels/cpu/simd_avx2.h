@@ -130,6 +130,40 @@ TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32
   *hi = Fma(*hi, d, m);
 }
 
+// 16 E2M1 codes (one per byte, < 16) -> their doubled values (int8, common/gguf/fp4_codec.h) as
+// floats, times the halved scale d: exact, the same products as the scalar copy.
+TESSERA_SIMD_INLINE F32x16 Fp4Values(__m128i codes, F32x16 d) {
+  const __m128i doubled = _mm_loadu_si128(
+      reinterpret_cast<const __m128i*>(::tessera::gguf::fp4::kE2M1Doubled));
+  const __m128i values = _mm_shuffle_epi8(doubled, codes);
+  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(values));
+  const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(values, 8)));
+  return {_mm256_mul_ps(lo, d.lo), _mm256_mul_ps(hi, d.hi)};
+}
+// The low and the high nibbles of the 16 bytes at p, one per byte.
+TESSERA_SIMD_INLINE void SplitNibbles(const uint8_t* p, __m128i* low, __m128i* high) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  *low = _mm_and_si128(bytes, mask);
+  *high = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+}
+// MXFP4 codes: lo[j] = value of p[j] & 15, hi[j] = value of p[j] >> 4, for the 16 bytes at p.
+TESSERA_SIMD_INLINE void Fp4Nibbles(const uint8_t* p, F32x16 d, F32x16* lo, F32x16* hi) {
+  __m128i low, high;
+  SplitNibbles(p, &low, &high);
+  *lo = Fp4Values(low, d);
+  *hi = Fp4Values(high, d);
+}
+// NVFP4 sub-blocks: the 8 bytes at p give lo = values of their low nibbles then of their high
+// nibbles, scaled by d0; the 8 bytes at p + 8 give hi the same way, scaled by d1.
+TESSERA_SIMD_INLINE void Fp4NibbleGroups(const uint8_t* p, F32x16 d0, F32x16 d1, F32x16* lo,
+                                         F32x16* hi) {
+  __m128i low, high;
+  SplitNibbles(p, &low, &high);
+  *lo = Fp4Values(_mm_unpacklo_epi64(low, high), d0);
+  *hi = Fp4Values(_mm_unpackhi_epi64(low, high), d1);
+}
+
 // Same algorithm and constants as scalar::ExpLane, with FMA (bit-identical to avx512::Exp).
 TESSERA_SIMD_INLINE __m256 Exp8(__m256 x) {
   using namespace ::tessera::kernels::cpu::scalar;  // constants

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "common/gguf/fp4_codec.h"
 #include "common/util/half.h"
 #include "kernels/cpu/float16.h"
 #include "kernels/cpu/simd_target.h"
@@ -136,6 +137,30 @@ TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32
   LoadNibbles(p, lo, hi);
   *lo = Fma(*lo, d, m);
   *hi = Fma(*hi, d, m);
+}
+
+// E2M1 code -> its doubled value times the halved scale (exact; common/gguf/fp4_codec.h).
+TESSERA_SIMD_INLINE float Fp4Lane(int code, float scale_half) {
+  return static_cast<float>(gguf::fp4::kE2M1Doubled[code]) * scale_half;
+}
+// MXFP4 codes: lo[j] = value of p[j] & 15, hi[j] = value of p[j] >> 4, for the 16 bytes at p,
+// scaled by d (one halved scale broadcast to every lane).
+TESSERA_SIMD_INLINE void Fp4Nibbles(const uint8_t* p, F32x16 d, F32x16* lo, F32x16* hi) {
+  for (int i = 0; i < 16; ++i) {
+    lo->v[i] = Fp4Lane(p[i] & 0x0F, d.v[0]);
+    hi->v[i] = Fp4Lane(p[i] >> 4, d.v[0]);
+  }
+}
+// NVFP4 sub-blocks: the 8 bytes at p give lo = values of their low nibbles then of their high
+// nibbles, scaled by d0; the 8 bytes at p + 8 give hi the same way, scaled by d1.
+TESSERA_SIMD_INLINE void Fp4NibbleGroups(const uint8_t* p, F32x16 d0, F32x16 d1, F32x16* lo,
+                                         F32x16* hi) {
+  for (int i = 0; i < 8; ++i) {
+    lo->v[i] = Fp4Lane(p[i] & 0x0F, d0.v[0]);
+    lo->v[i + 8] = Fp4Lane(p[i] >> 4, d0.v[0]);
+    hi->v[i] = Fp4Lane(p[8 + i] & 0x0F, d1.v[0]);
+    hi->v[i + 8] = Fp4Lane(p[8 + i] >> 4, d1.v[0]);
+  }
 }
 
 // Shared constants of the exp approximation (Cephes expf: range reduction by ln 2 split in two
