@@ -61,7 +61,7 @@ inline constexpr std::array<float, 256> kUe4m3Half = MakeUe4m3HalfTable();
 }  // namespace internal
 
 // Half the value of an NVFP4 sub-block scale byte (UE4M3), as ggml's ggml_ue4m3_to_fp32.
-inline float Ue4m3ToFloatHalf(uint8_t d) { return internal::kUe4m3Half[d]; }
+constexpr float Ue4m3ToFloatHalf(uint8_t d) { return internal::kUe4m3Half[d]; }
 
 // The nearest E4M3 byte (bias 7, 3 mantissa bits, subnormals, max 448) to x, ties to even;
 // saturates at 448 (0x7E), so the NaN code 0x7F is never produced. 0 for x <= 0 and NaN.

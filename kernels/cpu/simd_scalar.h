@@ -143,23 +143,26 @@ TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32
 TESSERA_SIMD_INLINE float Fp4Lane(int code, float scale_half) {
   return static_cast<float>(gguf::fp4::kE2M1Doubled[code]) * scale_half;
 }
-// MXFP4 codes: lo[j] = value of p[j] & 15, hi[j] = value of p[j] >> 4, for the 16 bytes at p,
-// scaled by d (one halved scale broadcast to every lane).
-TESSERA_SIMD_INLINE void Fp4Nibbles(const uint8_t* p, F32x16 d, F32x16* lo, F32x16* hi) {
+// One MXFP4 block's codes (16 bytes at qs) with E8M0 scale e: lo[j] = value of qs[j] & 15,
+// hi[j] = value of qs[j] >> 4.
+TESSERA_SIMD_INLINE void Mxfp4Chunk(const uint8_t* qs, uint8_t e, F32x16* lo, F32x16* hi) {
+  const float d = gguf::fp4::E8M0ToFloatHalf(e);
   for (int i = 0; i < 16; ++i) {
-    lo->v[i] = Fp4Lane(p[i] & 0x0F, d.v[0]);
-    hi->v[i] = Fp4Lane(p[i] >> 4, d.v[0]);
+    lo->v[i] = Fp4Lane(qs[i] & 0x0F, d);
+    hi->v[i] = Fp4Lane(qs[i] >> 4, d);
   }
 }
-// NVFP4 sub-blocks: the 8 bytes at p give lo = values of their low nibbles then of their high
-// nibbles, scaled by d0; the 8 bytes at p + 8 give hi the same way, scaled by d1.
-TESSERA_SIMD_INLINE void Fp4NibbleGroups(const uint8_t* p, F32x16 d0, F32x16 d1, F32x16* lo,
-                                         F32x16* hi) {
+// Two NVFP4 sub-blocks (8 code bytes each at qs, UE4M3 scales scales[0], scales[1]): lo = the
+// first's values (low nibbles of its bytes, then high nibbles), hi = the second's.
+TESSERA_SIMD_INLINE void Nvfp4Chunk(const uint8_t* qs, const uint8_t* scales, F32x16* lo,
+                                    F32x16* hi) {
+  const float d0 = gguf::fp4::Ue4m3ToFloatHalf(scales[0]);
+  const float d1 = gguf::fp4::Ue4m3ToFloatHalf(scales[1]);
   for (int i = 0; i < 8; ++i) {
-    lo->v[i] = Fp4Lane(p[i] & 0x0F, d0.v[0]);
-    lo->v[i + 8] = Fp4Lane(p[i] >> 4, d0.v[0]);
-    hi->v[i] = Fp4Lane(p[8 + i] & 0x0F, d1.v[0]);
-    hi->v[i + 8] = Fp4Lane(p[8 + i] >> 4, d1.v[0]);
+    lo->v[i] = Fp4Lane(qs[i] & 0x0F, d0);
+    lo->v[i + 8] = Fp4Lane(qs[i] >> 4, d0);
+    hi->v[i] = Fp4Lane(qs[8 + i] & 0x0F, d1);
+    hi->v[i + 8] = Fp4Lane(qs[8 + i] >> 4, d1);
   }
 }
 
