@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Python packages the e2e tests need beyond Debian's: the real `openai` client (PyPI, pinned),
-# installed into the git-ignored virtual environment .venv-e2e/. It is made from Debian's
+# Python packages the tests need beyond Debian's (PyPI, pinned): the real `openai` client for the
+# e2e tests and `gguf` (ggml-org's gguf-py, the MXFP4/NVFP4 oracle of gguf_test), installed into
+# the git-ignored virtual environment .venv-e2e/. It is made from Debian's
 # /usr/bin/python3 with --system-site-packages, so it also sees python3-grpcio. Idempotent: does
 # nothing when the pinned versions are already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv-e2e"
-requirements=("openai==3.51.0")
+requirements=("openai==3.51.0" "gguf==0.19.0")
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${requirements[@]}" <<'PY'
 import sys
 from importlib.metadata import version, PackageNotFoundError

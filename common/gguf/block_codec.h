@@ -31,6 +31,10 @@ void DecodeQ5_0(const uint8_t* block, float* out);
 void DecodeQ5_1(const uint8_t* block, float* out);
 void DecodeQ8_0(const uint8_t* block, float* out);
 
+// 4-bit float blocks: MXFP4 (32 elements), NVFP4 (64 elements) (dequantize_fp4.cc).
+void DecodeMxfp4(const uint8_t* block, float* out);
+void DecodeNvfp4(const uint8_t* block, float* out);
+
 // K-quant 256-element super-blocks (dequantize_kquants.cc).
 void DecodeQ2_K(const uint8_t* block, float* out);
 void DecodeQ3_K(const uint8_t* block, float* out);

@@ -89,6 +89,8 @@ BlockDecoder FindDecoder(GgmlType type) {
     case GgmlType::kQ5_0: return internal::DecodeQ5_0;
     case GgmlType::kQ5_1: return internal::DecodeQ5_1;
     case GgmlType::kQ8_0: return internal::DecodeQ8_0;
+    case GgmlType::kMxfp4: return internal::DecodeMxfp4;
+    case GgmlType::kNvfp4: return internal::DecodeNvfp4;
     case GgmlType::kQ2_K: return internal::DecodeQ2_K;
     case GgmlType::kQ3_K: return internal::DecodeQ3_K;
     case GgmlType::kQ4_K: return internal::DecodeQ4_K;

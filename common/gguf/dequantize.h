@@ -27,6 +27,8 @@ absl::StatusOr<std::vector<float>> DequantizeToF32(GgmlType type, std::span<cons
 
 // Reference encoders (round-to-nearest, as ggml's reference quantizers) used to build test models.
 // `src.size()` must be a multiple of the block size. UNIMPLEMENTED for unsupported types.
+// NVFP4 is encoded with tensor scale 1 (the blocks alone decode to the values); for the two-level
+// form with a per-tensor scale use QuantizeNvfp4Tensor (quantize_fp4.h).
 absl::StatusOr<std::vector<uint8_t>> QuantizeFromF32(GgmlType type, std::span<const float> src);
 
 // IEEE half / bfloat16 conversions (common/util/half.h).

@@ -10,7 +10,7 @@ namespace {
 
 // Block geometry from ggml-common.h: block_size elements are stored in type_size bytes.
 // K-quants use super-blocks of QK_K = 256 elements.
-constexpr std::array<GgmlTypeInfo, 20> kTypes = {{
+constexpr std::array<GgmlTypeInfo, 22> kTypes = {{
     {GgmlType::kF32, "F32", 1, 4},
     {GgmlType::kF16, "F16", 1, 2},
     {GgmlType::kQ4_0, "Q4_0", 32, 2 + 16},                  // d, qs[16]
@@ -31,6 +31,8 @@ constexpr std::array<GgmlTypeInfo, 20> kTypes = {{
     {GgmlType::kI64, "I64", 1, 8},
     {GgmlType::kF64, "F64", 1, 8},
     {GgmlType::kBF16, "BF16", 1, 2},
+    {GgmlType::kMxfp4, "MXFP4", 32, 1 + 16},  // e (E8M0), qs[16]
+    {GgmlType::kNvfp4, "NVFP4", 64, 4 + 32},  // d[4] (UE4M3), qs[32]
 }};
 
 const GgmlTypeInfo* Find(uint32_t raw_type) {

@@ -29,6 +29,8 @@ enum class GgmlType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMxfp4 = 39,  // 4-bit floats, E8M0 scale per 32 (docs/design/fp4-formats.md)
+  kNvfp4 = 40,  // 4-bit floats, UE4M3 scale per 16, in 64-element blocks (same doc)
 };
 
 struct GgmlTypeInfo {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/gguf/dequantize.h"
+#include "common/gguf/quantize_fp4.h"
 
 namespace tessera::gguf {
 namespace {
@@ -117,6 +118,18 @@ void EncodeQ8_0(const float* x, uint8_t* block) {
   }
 }
 
+void EncodeMxfp4(const float* x, uint8_t* block) {
+  QuantizeMxfp4Block(std::span<const float, kMxfp4BlockElements>(x, kMxfp4BlockElements),
+                     std::span<uint8_t, kMxfp4BlockBytes>(block, kMxfp4BlockBytes));
+}
+
+// Without a tensor scale (s = 1): the blocks alone decode to the values, as ggml's
+// quantize_row_nvfp4_ref writes them. QuantizeNvfp4Tensor (quantize_fp4.h) is the two-level form.
+void EncodeNvfp4(const float* x, uint8_t* block) {
+  QuantizeNvfp4Block(std::span<const float, kNvfp4BlockElements>(x, kNvfp4BlockElements), 1.0f,
+                     std::span<uint8_t, kNvfp4BlockBytes>(block, kNvfp4BlockBytes));
+}
+
 void EncodeF32(const float* x, uint8_t* out) { std::memcpy(out, x, sizeof(float)); }
 void EncodeF16(const float* x, uint8_t* out) { StoreU16(FloatToHalf(*x), out); }
 void EncodeBf16(const float* x, uint8_t* out) { StoreU16(FloatToBf16(*x), out); }
@@ -133,6 +146,8 @@ BlockEncoder FindEncoder(GgmlType type) {
     case GgmlType::kQ5_0: return EncodeQ5_0;
     case GgmlType::kQ5_1: return EncodeQ5_1;
     case GgmlType::kQ8_0: return EncodeQ8_0;
+    case GgmlType::kMxfp4: return EncodeMxfp4;
+    case GgmlType::kNvfp4: return EncodeNvfp4;
     default: return nullptr;
   }
 }

@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+
+#include "common/gguf/fp4_codec.h"
 
 #include "common/util/check.h"
 #include "kernels/cpu/quant.h"
@@ -71,7 +74,8 @@ TESSERA_END_TARGET
 
 bool MatmulSupportsFormat(WeightFormat format) {
   return format == WeightFormat::kF32 || format == WeightFormat::kQ8_0 ||
-         format == WeightFormat::kQ4_0 || format == WeightFormat::kQ4_1;
+         format == WeightFormat::kQ4_0 || format == WeightFormat::kQ4_1 ||
+         format == WeightFormat::kMxfp4 || format == WeightFormat::kNvfp4;
 }
 
 namespace {

@@ -8,10 +8,10 @@
 //   (((l0+l8)+(l4+l12)) + ((l2+l10)+(l6+l14))) + (((l1+l9)+(l5+l13)) + ((l3+l11)+(l7+l15)))
 // (ReduceAdd in simd_scalar.h). kScalar uses unfused multiply-adds (isa.h).
 //
-// Quantized weights (Q8_0, Q4_0, Q4_1) stay in their GGUF blocks: for m <= 2 each block is
-// dequantized in registers, for larger m each 16-row panel is dequantized once into f32 scratch
-// and reused for all m rows (for m <= 16, four weight rows at a time, so that the f32 rows and x
-// stay in L1 together). Dequantization is exact (quant.h), so either way Matmul on quantized
+// Quantized weights (Q8_0, Q4_0, Q4_1, MXFP4, NVFP4) stay in their GGUF blocks: for m <= 2 each
+// 32-element chunk (a block; half a 64-element NVFP4 block) is dequantized in registers, for
+// larger m each 16-row panel is dequantized once into f32 scratch and reused for all m rows (for
+// m <= 16, four weight rows at a time, so that the f32 rows and x stay in L1 together). Dequantization is exact (quant.h), so either way Matmul on quantized
 // weights is bit-identical to Matmul on the same weights dequantized to f32 at load — the weight
 // format is purely a speed/memory choice. Activations stay f32 (no activation quantization).
 //
@@ -32,7 +32,7 @@ namespace tessera::kernels::cpu {
 // Rows of w handled as one unit (dequantization panel, partition granule).
 inline constexpr int kMatmulPanelRows = 16;
 
-// True for the weight formats Matmul accepts: kF32, kQ8_0, kQ4_0, kQ4_1.
+// True for the weight formats Matmul accepts: kF32, kQ8_0, kQ4_0, kQ4_1, kMxfp4, kNvfp4.
 bool MatmulSupportsFormat(WeightFormat format);
 
 // y[m, n] = x[m, k] · w[n, k]ᵀ, with n = w.rows, k = w.cols.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/gguf/fp4_codec.h"
 #include "common/util/check.h"
 #include "common/util/half.h"
 
@@ -56,6 +57,36 @@ void DequantizeQ4_1(const uint8_t* row, int64_t num_blocks, float* out) {
   }
 }
 
+float Fp4Value(uint8_t code, float scale_half) {
+  return static_cast<float>(gguf::fp4::kE2M1Doubled[code]) * scale_half;  // exact
+}
+
+void DequantizeMxfp4(const uint8_t* row, int64_t num_blocks, float* out) {
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const auto block = LoadBlock<BlockMxfp4>(row + b * sizeof(BlockMxfp4));
+    const float d = gguf::fp4::E8M0ToFloatHalf(block.e);
+    float* dst = out + b * kQuantBlockSize;
+    for (int j = 0; j < kHalfBlock; ++j) {
+      dst[j] = Fp4Value(block.qs[j] & 0x0F, d);
+      dst[j + kHalfBlock] = Fp4Value(block.qs[j] >> 4, d);
+    }
+  }
+}
+
+void DequantizeNvfp4(const uint8_t* row, int64_t num_blocks, float* out) {
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const auto block = LoadBlock<BlockNvfp4>(row + b * sizeof(BlockNvfp4));
+    for (int s = 0; s < kNvfp4SubBlocks; ++s) {
+      const float d = gguf::fp4::Ue4m3ToFloatHalf(block.d[s]);
+      float* dst = out + b * 2 * kQuantBlockSize + 16 * s;
+      for (int j = 0; j < 8; ++j) {
+        dst[j] = Fp4Value(block.qs[8 * s + j] & 0x0F, d);
+        dst[j + 8] = Fp4Value(block.qs[8 * s + j] >> 4, d);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void DequantizeRow(WeightFormat format, const void* row, std::span<float> out) {
@@ -81,6 +112,10 @@ void DequantizeRow(WeightFormat format, const void* row, std::span<float> out) {
       return DequantizeQ4_0(bytes, k / block, out.data());
     case WeightFormat::kQ4_1:
       return DequantizeQ4_1(bytes, k / block, out.data());
+    case WeightFormat::kMxfp4:
+      return DequantizeMxfp4(bytes, k / block, out.data());
+    case WeightFormat::kNvfp4:
+      return DequantizeNvfp4(bytes, k / block, out.data());
   }
 }
 

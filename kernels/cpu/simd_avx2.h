@@ -130,6 +130,78 @@ TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32
   *hi = Fma(*hi, d, m);
 }
 
+// FP4 values: 8 E2M1 codes, one per 32-bit lane (bits 0-3; higher bits are ignored), are decoded
+// with one vpermps over a table of the 8 scaled magnitudes (it reads bits 0-2) and an XOR that
+// moves bit 3, the sign, to bit 31. The table entries carry i << 28 XORed in, which cancels the
+// magnitude bits the shift also brings to bits 28-30. Code 8 (E2M1 -0, ggml's 0) decodes to -0
+// here, +0 elsewhere: as an FMA multiplicand it adds nothing either way, because a matmul
+// accumulator starts at +0 and, rounding to nearest, only -0 + -0 is -0, so it is never -0 (and
+// inf * 0 is the same default NaN for both signs); the outputs keep the same bits.
+
+// Table bits for magnitudes `m` (codes 0-7, scaled): m[i] ^ i << 28.
+TESSERA_SIMD_INLINE __m256 Fp4SignTable(__m256 magnitudes) {
+  const __m256i shifts = _mm256_setr_epi32(0, 1 << 28, 2 << 28, 3 << 28, 4 << 28, 5 << 28,
+                                           6 << 28, 7 << 28);
+  return _mm256_xor_ps(magnitudes, _mm256_castsi256_ps(shifts));
+}
+TESSERA_SIMD_INLINE __m256 Fp4Lanes(__m256i codes, __m256 table) {
+  const __m256 value = _mm256_permutevar8x32_ps(table, codes);
+  return _mm256_xor_ps(value, _mm256_castsi256_ps(_mm256_slli_epi32(codes, 28)));
+}
+// The bytes p[0..7] and p[8..15], one per 32-bit lane.
+TESSERA_SIMD_INLINE void LoadBytes8x2(const uint8_t* p, __m256i* first, __m256i* second) {
+  *first = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  *second = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
+}
+
+// The vpermps table of every UE4M3 scale byte (8 KiB): looking it up costs less than decoding
+// the scale and scaling the magnitudes for each 16-element sub-block. Entries are the exact
+// products kE2M1Doubled[i] * Ue4m3ToFloatHalf(d), as bits, with i << 28 XORed in.
+struct alignas(32) Nvfp4SignTable {
+  uint32_t bits[8];
+};
+constexpr std::array<Nvfp4SignTable, 256> MakeNvfp4SignTables() {
+  std::array<Nvfp4SignTable, 256> tables{};
+  for (int d = 0; d < 256; ++d) {
+    for (uint32_t i = 0; i < 8; ++i) {
+      const float value = static_cast<float>(gguf::fp4::kE2M1Doubled[i]) *
+                          gguf::fp4::Ue4m3ToFloatHalf(static_cast<uint8_t>(d));
+      tables[d].bits[i] = std::bit_cast<uint32_t>(value) ^ (i << 28);
+    }
+  }
+  return tables;
+}
+inline constexpr std::array<Nvfp4SignTable, 256> kNvfp4SignTables = MakeNvfp4SignTables();
+
+// One MXFP4 block's codes (16 bytes at qs) with E8M0 scale e: lo[j] = value of qs[j] & 15,
+// hi[j] = value of qs[j] >> 4.
+TESSERA_SIMD_INLINE void Mxfp4Chunk(const uint8_t* qs, uint8_t e, F32x16* lo, F32x16* hi) {
+  const __m256 magnitudes = _mm256_mul_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 6, 8, 12),
+                                          _mm256_set1_ps(gguf::fp4::E8M0ToFloatHalf(e)));
+  const __m256 table = Fp4SignTable(magnitudes);
+  __m256i a, b;
+  LoadBytes8x2(qs, &a, &b);
+  lo->lo = Fp4Lanes(a, table);
+  lo->hi = Fp4Lanes(b, table);
+  hi->lo = Fp4Lanes(_mm256_srli_epi32(a, 4), table);
+  hi->hi = Fp4Lanes(_mm256_srli_epi32(b, 4), table);
+}
+// Two NVFP4 sub-blocks (8 code bytes each at qs, UE4M3 scales scales[0], scales[1]): lo = the
+// first's values (low nibbles of its bytes, then high nibbles), hi = the second's.
+TESSERA_SIMD_INLINE void Nvfp4Chunk(const uint8_t* qs, const uint8_t* scales, F32x16* lo,
+                                    F32x16* hi) {
+  const __m256 first = _mm256_load_ps(
+      reinterpret_cast<const float*>(kNvfp4SignTables[scales[0]].bits));
+  const __m256 second = _mm256_load_ps(
+      reinterpret_cast<const float*>(kNvfp4SignTables[scales[1]].bits));
+  __m256i a, b;
+  LoadBytes8x2(qs, &a, &b);
+  lo->lo = Fp4Lanes(a, first);
+  lo->hi = Fp4Lanes(_mm256_srli_epi32(a, 4), first);
+  hi->lo = Fp4Lanes(b, second);
+  hi->hi = Fp4Lanes(_mm256_srli_epi32(b, 4), second);
+}
+
 // Same algorithm and constants as scalar::ExpLane, with FMA (bit-identical to avx512::Exp).
 TESSERA_SIMD_INLINE __m256 Exp8(__m256 x) {
   using namespace ::tessera::kernels::cpu::scalar;  // constants

@@ -140,6 +140,53 @@ TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32
   hi->v = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
 }
 
+// The 16 E2M1 values (doubled, common/gguf/fp4_codec.h) times a halved scale: exact, the same
+// products as the scalar copy; each lane then picks its code's value with a permute, which reads
+// only the index's low 4 bits.
+TESSERA_SIMD_INLINE __m512 Fp4Table(float scale_half) {
+  const __m512 doubled = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  return _mm512_mul_ps(doubled, _mm512_set1_ps(scale_half));
+}
+// One MXFP4 block's codes (16 bytes at qs) with E8M0 scale e: lo[j] = value of qs[j] & 15,
+// hi[j] = value of qs[j] >> 4.
+TESSERA_SIMD_INLINE void Mxfp4Chunk(const uint8_t* qs, uint8_t e, F32x16* lo, F32x16* hi) {
+  const __m512 table = Fp4Table(gguf::fp4::E8M0ToFloatHalf(e));
+  const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  lo->v = _mm512_permutexvar_ps(bytes, table);
+  hi->v = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+}
+// The permute table of every UE4M3 scale byte (16 KiB): the exact products
+// kE2M1Doubled[i] * Ue4m3ToFloatHalf(d). Looking it up costs less than decoding the scale and
+// scaling the 16 values for each 16-element sub-block.
+struct alignas(64) Nvfp4Table {
+  float values[16];
+};
+constexpr std::array<Nvfp4Table, 256> MakeNvfp4Tables() {
+  std::array<Nvfp4Table, 256> tables{};
+  for (int d = 0; d < 256; ++d) {
+    for (int i = 0; i < 16; ++i) {
+      tables[d].values[i] = static_cast<float>(gguf::fp4::kE2M1Doubled[i]) *
+                            gguf::fp4::Ue4m3ToFloatHalf(static_cast<uint8_t>(d));
+    }
+  }
+  return tables;
+}
+inline constexpr std::array<Nvfp4Table, 256> kNvfp4Tables = MakeNvfp4Tables();
+
+// Two NVFP4 sub-blocks (8 code bytes each at qs, UE4M3 scales scales[0], scales[1]): lo = the
+// first's values (low nibbles of its bytes, then high nibbles), hi = the second's.
+TESSERA_SIMD_INLINE void Nvfp4Chunk(const uint8_t* qs, const uint8_t* scales, F32x16* lo,
+                                    F32x16* hi) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m512i shift = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+  const __m512i first = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(bytes, bytes));  // qs[0..7] twice
+  const __m512i second = _mm512_cvtepu8_epi32(_mm_unpackhi_epi64(bytes, bytes));
+  lo->v = _mm512_permutexvar_ps(_mm512_srlv_epi32(first, shift),
+                                _mm512_load_ps(kNvfp4Tables[scales[0]].values));
+  hi->v = _mm512_permutexvar_ps(_mm512_srlv_epi32(second, shift),
+                                _mm512_load_ps(kNvfp4Tables[scales[1]].values));
+}
+
 // Same algorithm and constants as scalar::ExpLane, with FMA.
 TESSERA_SIMD_INLINE F32x16 Exp(F32x16 a) {
   using namespace ::tessera::kernels::cpu::scalar;  // constants

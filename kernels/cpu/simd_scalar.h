@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "common/gguf/fp4_codec.h"
 #include "common/util/half.h"
 #include "kernels/cpu/float16.h"
 #include "kernels/cpu/simd_target.h"
@@ -136,6 +137,33 @@ TESSERA_SIMD_INLINE void AffineNibbles(const uint8_t* p, F32x16 d, F32x16 m, F32
   LoadNibbles(p, lo, hi);
   *lo = Fma(*lo, d, m);
   *hi = Fma(*hi, d, m);
+}
+
+// E2M1 code -> its doubled value times the halved scale (exact; common/gguf/fp4_codec.h).
+TESSERA_SIMD_INLINE float Fp4Lane(int code, float scale_half) {
+  return static_cast<float>(gguf::fp4::kE2M1Doubled[code]) * scale_half;
+}
+// One MXFP4 block's codes (16 bytes at qs) with E8M0 scale e: lo[j] = value of qs[j] & 15,
+// hi[j] = value of qs[j] >> 4.
+TESSERA_SIMD_INLINE void Mxfp4Chunk(const uint8_t* qs, uint8_t e, F32x16* lo, F32x16* hi) {
+  const float d = gguf::fp4::E8M0ToFloatHalf(e);
+  for (int i = 0; i < 16; ++i) {
+    lo->v[i] = Fp4Lane(qs[i] & 0x0F, d);
+    hi->v[i] = Fp4Lane(qs[i] >> 4, d);
+  }
+}
+// Two NVFP4 sub-blocks (8 code bytes each at qs, UE4M3 scales scales[0], scales[1]): lo = the
+// first's values (low nibbles of its bytes, then high nibbles), hi = the second's.
+TESSERA_SIMD_INLINE void Nvfp4Chunk(const uint8_t* qs, const uint8_t* scales, F32x16* lo,
+                                    F32x16* hi) {
+  const float d0 = gguf::fp4::Ue4m3ToFloatHalf(scales[0]);
+  const float d1 = gguf::fp4::Ue4m3ToFloatHalf(scales[1]);
+  for (int i = 0; i < 8; ++i) {
+    lo->v[i] = Fp4Lane(qs[i] & 0x0F, d0);
+    lo->v[i + 8] = Fp4Lane(qs[i] >> 4, d0);
+    hi->v[i] = Fp4Lane(qs[8 + i] & 0x0F, d1);
+    hi->v[i + 8] = Fp4Lane(qs[8 + i] >> 4, d1);
+  }
 }
 
 // Shared constants of the exp approximation (Cephes expf: range reduction by ln 2 split in two

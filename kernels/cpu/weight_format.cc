@@ -18,6 +18,10 @@ std::string_view WeightFormatName(WeightFormat format) {
       return "Q4_0";
     case WeightFormat::kQ4_1:
       return "Q4_1";
+    case WeightFormat::kMxfp4:
+      return "MXFP4";
+    case WeightFormat::kNvfp4:
+      return "NVFP4";
   }
   return "unknown";
 }
@@ -30,6 +34,8 @@ gguf::GgmlType ToGgmlType(WeightFormat format) {
     case WeightFormat::kQ8_0: return gguf::GgmlType::kQ8_0;
     case WeightFormat::kQ4_0: return gguf::GgmlType::kQ4_0;
     case WeightFormat::kQ4_1: return gguf::GgmlType::kQ4_1;
+    case WeightFormat::kMxfp4: return gguf::GgmlType::kMxfp4;
+    case WeightFormat::kNvfp4: return gguf::GgmlType::kNvfp4;
   }
   TESSERA_CHECK(false, "ToGgmlType: not a WeightFormat value");
 }
@@ -42,6 +48,8 @@ std::optional<WeightFormat> WeightFormatFromGgml(gguf::GgmlType type) {
     case gguf::GgmlType::kQ8_0: return WeightFormat::kQ8_0;
     case gguf::GgmlType::kQ4_0: return WeightFormat::kQ4_0;
     case gguf::GgmlType::kQ4_1: return WeightFormat::kQ4_1;
+    case gguf::GgmlType::kMxfp4: return WeightFormat::kMxfp4;
+    case gguf::GgmlType::kNvfp4: return WeightFormat::kNvfp4;
     default: return std::nullopt;
   }
 }
@@ -55,7 +63,10 @@ int64_t FormatBlockElements(WeightFormat format) {
     case WeightFormat::kQ8_0:
     case WeightFormat::kQ4_0:
     case WeightFormat::kQ4_1:
+    case WeightFormat::kMxfp4:
       return kQuantBlockSize;
+    case WeightFormat::kNvfp4:
+      return 2 * kQuantBlockSize;
   }
   return 1;
 }
@@ -73,6 +84,10 @@ size_t FormatBlockBytes(WeightFormat format) {
       return 18;
     case WeightFormat::kQ4_1:
       return 20;
+    case WeightFormat::kMxfp4:
+      return 17;
+    case WeightFormat::kNvfp4:
+      return 36;
   }
   return 4;
 }

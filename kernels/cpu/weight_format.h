@@ -1,7 +1,8 @@
 // Weight storage formats the CPU kernels read, and a non-owning view of a weight matrix.
 //
 // Layout is GGUF/ggml's: a tensor with GGUF dims [k, n] is n rows of k contiguous elements; for
-// block formats each row is k / 32 consecutive blocks (see quant.h for the block layouts).
+// block formats each row is k / FormatBlockElements consecutive blocks (32 elements, 64 for
+// NVFP4; see quant.h for the block layouts).
 #pragma once
 
 #include <optional>
@@ -21,8 +22,12 @@ enum class WeightFormat {
   kQ8_0,  // 32-element blocks: f16 d, 32 x int8 q; value = d * q
   kQ4_0,  // 32-element blocks: f16 d, 16 bytes of nibbles; value = d * (q - 8)
   kQ4_1,  // 32-element blocks: f16 d, f16 m, 16 bytes of nibbles; value = d * q + m
+  kMxfp4,  // 32-element blocks: E8M0 scale, 16 bytes of E2M1 nibbles (ggml type 39)
+  kNvfp4,  // 64-element blocks: 4 UE4M3 scales (one per 16), 32 bytes of E2M1 nibbles (type 40)
 };
 
+// Elements per block of Q8_0, Q4_0, Q4_1 and MXFP4, and the unit the matmul walks k in (an NVFP4
+// block is two such chunks).
 inline constexpr int kQuantBlockSize = 32;
 
 std::string_view WeightFormatName(WeightFormat format);

@@ -1,6 +1,7 @@
 // Google Benchmark for the CPU kernels at SmolLM2-135M shapes (hidden 576, ffn 1536, vocab
 // 49152, 9 heads / 3 KV heads of 64): matmul with f32 / Q8_0 / Q4_1 weights for m = 1 (decode)
-// and m = 8, 512 (prefill), paged-attention decode, and the sampler at vocab 49152.
+// and m = 8, 512 (prefill), paged-attention decode, and the sampler at vocab 49152. Also the 4-bit
+// float formats (NVFP4, MXFP4) against Q4_1 on a 2048 x 2048 weight at m = 1 and 16.
 // Build Release (build-kern-rel) for numbers; see docs/perf/cpu-kernels.md.
 #include <cmath>
 #include <cstdint>
@@ -93,6 +94,16 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
           b->Args({static_cast<int64_t>(f), s[0], s[1], m, threads, isa});
         }
       }
+    }
+  }
+  // 4-bit floats against Q4_1 (4.5 and 4.25 bits per weight against 5), 2048 x 2048, on the best
+  // ISA and on AVX2.
+  for (WeightFormat f : {WeightFormat::kQ4_1, WeightFormat::kNvfp4, WeightFormat::kMxfp4}) {
+    for (int64_t m : {1, 16}) {
+      for (int64_t threads : {1, 2}) {
+        b->Args({static_cast<int64_t>(f), 2048, 2048, m, threads, isa});
+      }
+      b->Args({static_cast<int64_t>(f), 2048, 2048, m, 1, static_cast<int64_t>(Isa::kAvx2)});
     }
   }
   // ISA comparison on one decode and one prefill shape, one thread.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,26 @@ bool SameShape(const std::vector<uint64_t>& actual, const std::vector<uint64_t>&
     if (a != e) return false;
   }
   return true;
+}
+
+// The per-tensor scale llama.cpp's converter writes beside an NVFP4 matrix `X.weight`:
+// `X.scale` (docs/design/fp4-formats.md). OK unless the file has it and the declaration does not
+// declare it, i.e. no model op would multiply the matmul output by it.
+absl::Status CheckNvfp4ScaleDeclared(const gguf::GgufFile& file,
+                                     const WeightDeclaration& declaration,
+                                     const WeightSpec& spec) {
+  const gguf::GgufTensorInfo* info = file.FindTensor(spec.name);
+  constexpr std::string_view kSuffix = ".weight";
+  if (info == nullptr || info->type != gguf::GgmlType::kNvfp4 || !spec.name.ends_with(kSuffix)) {
+    return absl::OkStatus();
+  }
+  const std::string scale = spec.name.substr(0, spec.name.size() - kSuffix.size()) + ".scale";
+  if (file.FindTensor(scale) == nullptr || declaration.Find(scale) != kNoWeight) {
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      "tensor '", spec.name, "' is NVFP4 with a per-tensor scale '", scale,
+      "' that this model does not apply yet; its outputs would be wrong without it"));
 }
 
 // Resolves one declared tensor at a time and keeps the f32 copies it has to make.
@@ -123,6 +144,7 @@ absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
   auto weights = std::make_unique<CpuModelWeights>();
   TensorBinder binder(file, weights.get());
   for (const WeightSpec& spec : declaration.specs()) {
+    TESSERA_RETURN_IF_ERROR(CheckNvfp4ScaleDeclared(file, declaration, spec));
     TESSERA_ASSIGN_OR_RETURN(CpuWeight weight, binder.Bind(spec));
     weights->tensors.push_back(weight);
   }

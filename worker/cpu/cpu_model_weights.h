@@ -2,10 +2,15 @@
 // (worker/models/weight_declaration.h) and indexed by WeightId.
 //
 // Matmul weights (kMatrix, kExperts) in a format the kernels read directly (F32, Q8_0, Q4_0,
-// Q4_1) stay in the loaded GGUF — kernels/cpu/matmul.h shows that is bit-identical to
-// dequantizing them and faster (docs/perf/cpu-kernels.md); every other type (F16, BF16,
+// Q4_1, MXFP4, NVFP4) stay in the loaded GGUF — kernels/cpu/matmul.h shows that is bit-identical
+// to dequantizing them and faster (docs/perf/cpu-kernels.md); every other type (F16, BF16,
 // K-quants, ...) is dequantized to f32 once at load into buffers owned here. kDense tensors are
 // f32 (views into the file when stored as F32).
+//
+// An NVFP4 matrix may come with a per-tensor scale, the F32 tensor `<name less .weight>.scale`
+// ([1], or [experts] for an expert stack; docs/design/fp4-formats.md) that multiplies its
+// matmul output. Binding fails when the file has one the declaration does not declare: running
+// without it would silently give wrong outputs.
 //
 // Ownership: views point into the GgufFile (which must outlive this) or into `owned`.
 // Immutable after load; any thread may read.
@@ -43,7 +48,8 @@ struct CpuModelWeights {
 
 // Binds every declared tensor. INVALID_ARGUMENT naming the tensor when a required one is missing
 // ("model has no tensor 'blk.0.attn_q.weight'"), has another shape, cannot be dequantized, or
-// (spec.positive) holds a value that is not finite and positive.
+// (spec.positive) holds a value that is not finite and positive; UNIMPLEMENTED naming the
+// sidecar when an NVFP4 matrix has a per-tensor scale the declaration leaves out.
 absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
     const gguf::GgufFile& file, const WeightDeclaration& declaration);
 

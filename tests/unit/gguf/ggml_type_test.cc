@@ -20,7 +20,8 @@ TEST(GgmlTypeTest, BlockGeometryMatchesGgml) {
       {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
       {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {24, "I8", 1, 1},
       {25, "I16", 1, 2},      {26, "I32", 1, 4},      {27, "I64", 1, 8},
-      {28, "F64", 1, 8},      {30, "BF16", 1, 2},
+      {28, "F64", 1, 8},      {30, "BF16", 1, 2},     {39, "MXFP4", 32, 17},
+      {40, "NVFP4", 64, 36},
   };
   for (const Expected& e : kTable) {
     SCOPED_TRACE(e.name);
@@ -36,7 +37,7 @@ TEST(GgmlTypeTest, BlockGeometryMatchesGgml) {
 }
 
 TEST(GgmlTypeTest, UnknownIds) {
-  for (uint32_t id : {4u, 5u, 16u, 23u, 29u, 31u, 39u, 40u, 1000u}) {
+  for (uint32_t id : {4u, 5u, 16u, 23u, 29u, 31u, 38u, 41u, 1000u}) {
     EXPECT_FALSE(LookupGgmlType(id).has_value()) << id;
   }
   EXPECT_EQ(GgmlTypeName(static_cast<GgmlType>(4)), "unknown(4)");

@@ -39,13 +39,18 @@ TEST_P(CpuMatmulTest, F32MatchesReferenceOnAwkwardSizes) {
   }
 }
 
+constexpr WeightFormat kQuantFormats[] = {WeightFormat::kQ8_0, WeightFormat::kQ4_0,
+                                          WeightFormat::kQ4_1, WeightFormat::kMxfp4,
+                                          WeightFormat::kNvfp4};
+
 TEST_P(CpuMatmulTest, QuantizedMatchesReference) {
   ThreadPool pool(2);
   uint64_t seed = 100;
-  for (WeightFormat format : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1}) {
+  for (WeightFormat format : kQuantFormats) {
     for (int64_t m : {1, 3, 8, 17}) {
       for (int64_t n : {1, 15, 16, 17, 97}) {
-        for (int64_t k : {32, 96, 576}) {
+        for (int64_t k : {32, 64, 96, 192, 576}) {
+          if (k % FormatBlockElements(format) != 0) continue;
           auto w = MakeWeights(format, n, k, ++seed);
           const auto x = RandomVector(m * k, ++seed);
           std::vector<float> y(m * n), ref(m * n);
@@ -59,17 +64,40 @@ TEST_P(CpuMatmulTest, QuantizedMatchesReference) {
   }
 }
 
-// Keeping weights quantized is a pure speed choice: same bits as dequantizing at load.
+// Keeping weights quantized is a pure speed choice: same bits as dequantizing at load. k = 576
+// and 320 are multiples of 64 but not of 128 (an odd number of NVFP4 blocks per row).
 TEST_P(CpuMatmulTest, QuantizedIsBitIdenticalToDequantizedF32) {
   ThreadPool pool(2);
-  for (WeightFormat format : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1}) {
-    auto w = MakeWeights(format, 97, 576, 7);
-    auto f = testing::DequantizedCopy(w.view);
-    for (int64_t m : {1, 2, 5, 33}) {
-      const auto x = RandomVector(m * 576, 8 + m);
-      std::vector<float> yq(m * 97), yf(m * 97);
+  for (WeightFormat format : kQuantFormats) {
+    for (int64_t k : {576, 320, 1024}) {
+      auto w = MakeWeights(format, 97, k, 7);
+      auto f = testing::DequantizedCopy(w.view);
+      for (int64_t m : {1, 2, 5, 16, 33}) {
+        const auto x = RandomVector(m * k, 8 + m);
+        std::vector<float> yq(m * 97), yf(m * 97);
+        Matmul(pool, x, m, w.view, yq, GetParam());
+        Matmul(pool, x, m, f.view, yf, GetParam());
+        ASSERT_TRUE(BitEqual(yq, yf)) << WeightFormatName(format) << " k=" << k << " m=" << m;
+      }
+    }
+  }
+}
+
+// The FP4 formats' matmul reads the values ggml's decoder gives (gguf::DequantizeToF32, checked
+// against ggml's own Python port in gguf_test), for blocks with every scale byte and code.
+TEST_P(CpuMatmulTest, Fp4MatchesGgufDequantization) {
+  ThreadPool pool(2);
+  for (WeightFormat format : {WeightFormat::kMxfp4, WeightFormat::kNvfp4}) {
+    const int64_t n = 33, k = 320;
+    auto w = testing::RandomBlockWeights(format, n, k, 5);
+    const auto values = gguf::DequantizeToF32(ToGgmlType(format), w.bytes, n * k);
+    ASSERT_TRUE(values.ok());
+    const WeightView f{WeightFormat::kF32, values->data(), n, k};
+    for (int64_t m : {1, 2, 3, 17}) {
+      const auto x = RandomVector(m * k, 30 + m);
+      std::vector<float> yq(m * n), yf(m * n);
       Matmul(pool, x, m, w.view, yq, GetParam());
-      Matmul(pool, x, m, f.view, yf, GetParam());
+      Matmul(pool, x, m, f, yf, GetParam());
       ASSERT_TRUE(BitEqual(yq, yf)) << WeightFormatName(format) << " m=" << m;
     }
   }
@@ -77,9 +105,10 @@ TEST_P(CpuMatmulTest, QuantizedIsBitIdenticalToDequantizedF32) {
 
 // DESIGN.md §6: row i's output must not depend on m, its index, other rows, or the threads.
 TEST_P(CpuMatmulTest, BatchInvariantBitExact) {
-  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ8_0, WeightFormat::kQ4_1}) {
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ8_0, WeightFormat::kQ4_1,
+                              WeightFormat::kMxfp4, WeightFormat::kNvfp4}) {
     for (int64_t k : {576, 97}) {
-      if (format != WeightFormat::kF32 && k % 32 != 0) continue;
+      if (k % FormatBlockElements(format) != 0) continue;
       const int64_t n = 53;
       auto w = MakeWeights(format, n, k, 11);
       const auto probe = RandomVector(k, 12);
@@ -107,11 +136,8 @@ TEST_P(CpuMatmulTest, BatchInvariantBitExact) {
 // One parallel region over several matrices' panels (ranges spanning two matrices) gives each
 // output the bits of its own Matmul, with mixed formats and row counts that are not multiples of
 // the panel size.
-TEST_P(CpuMatmulTest, SameInputMatchesSeparateMatmuls) {
-  const int64_t k = 96;
+void ExpectSameInputMatchesSeparate(int64_t k, const WeightFormat (&formats)[4], Isa isa) {
   const int64_t rows[] = {17, 1, 40, 15};
-  const WeightFormat formats[] = {WeightFormat::kQ4_1, WeightFormat::kQ8_0, WeightFormat::kF32,
-                                  WeightFormat::kQ4_0};
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (int64_t m : {1, 3, 8, 17}) {
@@ -126,15 +152,27 @@ TEST_P(CpuMatmulTest, SameInputMatchesSeparateMatmuls) {
         }
         for (size_t i = 0; i < count; ++i) outputs.push_back({weights[i].view, fused[i]});
         const auto x = RandomVector(m * k, 50 + m);
-        MatmulSameInput(pool, x, m, outputs, GetParam());
+        MatmulSameInput(pool, x, m, outputs, isa);
         for (size_t i = 0; i < count; ++i) {
-          Matmul(pool, x, m, weights[i].view, separate[i], GetParam());
+          Matmul(pool, x, m, weights[i].view, separate[i], isa);
           ASSERT_TRUE(BitEqual(fused[i], separate[i]))
-              << "threads=" << threads << " m=" << m << " outputs=" << count << " output " << i;
+              << "k=" << k << " threads=" << threads << " m=" << m << " outputs=" << count
+              << " output " << i;
         }
       }
     }
   }
+}
+
+TEST_P(CpuMatmulTest, SameInputMatchesSeparateMatmuls) {
+  ExpectSameInputMatchesSeparate(96,
+                                 {WeightFormat::kQ4_1, WeightFormat::kQ8_0, WeightFormat::kF32,
+                                  WeightFormat::kQ4_0},
+                                 GetParam());
+  ExpectSameInputMatchesSeparate(192,
+                                 {WeightFormat::kNvfp4, WeightFormat::kMxfp4, WeightFormat::kF32,
+                                  WeightFormat::kNvfp4},
+                                 GetParam());
 }
 
 // Independent problems, each with its own x, m (0 included), k and format, in one parallel
@@ -145,9 +183,11 @@ TEST_P(CpuMatmulTest, ManyMatchesSeparateMatmuls) {
     WeightFormat format;
     int64_t m, n, k;
   };
-  const Shape shapes[] = {{WeightFormat::kQ4_0, 3, 17, 64}, {WeightFormat::kF32, 1, 5, 45},
-                          {WeightFormat::kQ8_0, 0, 16, 32}, {WeightFormat::kF32, 17, 40, 97},
-                          {WeightFormat::kQ4_1, 2, 1, 96},  {WeightFormat::kQ8_0, 9, 33, 128}};
+  const Shape shapes[] = {{WeightFormat::kQ4_0, 3, 17, 64},   {WeightFormat::kF32, 1, 5, 45},
+                          {WeightFormat::kQ8_0, 0, 16, 32},   {WeightFormat::kF32, 17, 40, 97},
+                          {WeightFormat::kQ4_1, 2, 1, 96},    {WeightFormat::kQ8_0, 9, 33, 128},
+                          {WeightFormat::kNvfp4, 6, 19, 320}, {WeightFormat::kMxfp4, 1, 18, 96},
+                          {WeightFormat::kNvfp4, 2, 16, 64}};
   constexpr float kSentinel = -3.5f;
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
@@ -173,6 +213,13 @@ TEST_P(CpuMatmulTest, ManyMatchesSeparateMatmuls) {
   }
 }
 
+TEST(CpuMatmulFormatTest, SupportedFormats) {
+  for (WeightFormat format : kQuantFormats) EXPECT_TRUE(MatmulSupportsFormat(format));
+  EXPECT_TRUE(MatmulSupportsFormat(WeightFormat::kF32));
+  EXPECT_FALSE(MatmulSupportsFormat(WeightFormat::kF16));
+  EXPECT_FALSE(MatmulSupportsFormat(WeightFormat::kBF16));
+}
+
 TEST(CpuMatmulDeathTest, SameInputRejectsDifferentK) {
   ThreadPool pool(2);
   auto a = MakeWeights(WeightFormat::kF32, 4, 32, 1);
@@ -186,13 +233,16 @@ TEST(CpuMatmulDeathTest, SameInputRejectsDifferentK) {
 TEST(CpuMatmulIsaTest, Avx2AndAvx512AreBitIdentical) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
   ThreadPool pool(2);
-  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ4_1}) {
-    auto w = MakeWeights(format, 97, 608, 21);
-    const auto x = RandomVector(9 * 608, 22);
-    std::vector<float> a(9 * 97), b(9 * 97);
-    Matmul(pool, x, 9, w.view, a, Isa::kAvx2);
-    Matmul(pool, x, 9, w.view, b, Isa::kAvx512);
-    EXPECT_TRUE(BitEqual(a, b)) << WeightFormatName(format);
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ4_1, WeightFormat::kMxfp4,
+                              WeightFormat::kNvfp4}) {
+    auto w = MakeWeights(format, 97, 640, 21);
+    for (int64_t m : {1, 9}) {
+      const auto x = RandomVector(m * 640, 22);
+      std::vector<float> a(m * 97), b(m * 97);
+      Matmul(pool, x, m, w.view, a, Isa::kAvx2);
+      Matmul(pool, x, m, w.view, b, Isa::kAvx512);
+      EXPECT_TRUE(BitEqual(a, b)) << WeightFormatName(format) << " m=" << m;
+    }
   }
 }
 
@@ -201,7 +251,7 @@ TEST(CpuMatmulIsaTest, Avx2AndAvx512AreBitIdentical) {
 TEST(CpuMatmulEdgeTest, EmptyShapesAreNoOps) {
   ThreadPool pool(2);
   constexpr float kSentinel = -12345.5f;
-  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ4_1}) {
+  for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kQ4_1, WeightFormat::kNvfp4}) {
     auto w = MakeWeights(format, 4, 64, 1);
     for (Isa isa : SupportedIsas()) {
       SCOPED_TRACE(std::string(WeightFormatName(format)) + " " + std::string(IsaName(isa)));

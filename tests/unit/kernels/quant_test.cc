@@ -75,6 +75,65 @@ TEST(CpuQuantTest, Q4_0Values) {
   for (int j = 0; j < 16; ++j) EXPECT_EQ(out[j], 0.25f * (j - 8));
 }
 
+// MXFP4: e = 126 (halved scale 2^-2), byte j = code j (low) | code 15 - j (high); value =
+// doubled E2M1 value / 4 = E2M1 value / 2.
+TEST(CpuQuantTest, Mxfp4Values) {
+  const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  BlockMxfp4 block{};
+  block.e = 126;
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  std::vector<float> out(32);
+  DequantizeRow(WeightFormat::kMxfp4, &block, out);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], 0.5f * e2m1[j]) << j;
+    EXPECT_EQ(out[j + 16], 0.5f * e2m1[15 - j]) << j;
+  }
+}
+
+// NVFP4: scales 1, 2, 0.5, 0 (UE4M3 0x38, 0x40, 0x30, 0x00); in sub-block s byte j holds code j
+// (element 16s + j) and code 8 + j (element 16s + j + 8), so each sub-block runs through the codes.
+TEST(CpuQuantTest, Nvfp4Values) {
+  const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  const float scales[4] = {1.0f, 2.0f, 0.5f, 0.0f};
+  BlockNvfp4 block{{0x38, 0x40, 0x30, 0x00}, {}};
+  for (int s = 0; s < 4; ++s) {
+    for (int j = 0; j < 8; ++j) block.qs[8 * s + j] = static_cast<uint8_t>(j | ((8 + j) << 4));
+  }
+  std::vector<float> out(64);
+  DequantizeRow(WeightFormat::kNvfp4, &block, out);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], scales[i / 16] * e2m1[i % 16]) << i;
+}
+
+// The kernels' FP4 rows hold exactly what the GGUF decoder (bit-identical to ggml) gives.
+TEST(CpuQuantTest, Fp4RowsMatchGgufDequantization) {
+  for (WeightFormat format : {WeightFormat::kMxfp4, WeightFormat::kNvfp4}) {
+    const int64_t rows = 64, cols = 256;
+    auto w = testing::RandomBlockWeights(format, rows, cols, 17);
+    const auto expected = gguf::DequantizeToF32(ToGgmlType(format), w.bytes, rows * cols);
+    ASSERT_TRUE(expected.ok());
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(format, w.view.Row(r), row);
+      ASSERT_TRUE(testing::BitEqual(row, {expected->data() + r * cols, static_cast<size_t>(cols)}))
+          << WeightFormatName(format) << " row " << r;
+    }
+  }
+}
+
+TEST(CpuQuantTest, Fp4Geometry) {
+  EXPECT_EQ(FormatBlockElements(WeightFormat::kMxfp4), 32);
+  EXPECT_EQ(FormatBlockBytes(WeightFormat::kMxfp4), 17u);
+  EXPECT_EQ(FormatBlockElements(WeightFormat::kNvfp4), 64);
+  EXPECT_EQ(FormatBlockBytes(WeightFormat::kNvfp4), 36u);
+  EXPECT_EQ(RowBytes(WeightFormat::kNvfp4, 576), 9u * 36);
+  EXPECT_EQ(RowBytes(WeightFormat::kMxfp4, 576), 18u * 17);
+  EXPECT_EQ(WeightFormatFromGgml(gguf::GgmlType::kMxfp4), WeightFormat::kMxfp4);
+  EXPECT_EQ(WeightFormatFromGgml(gguf::GgmlType::kNvfp4), WeightFormat::kNvfp4);
+  EXPECT_EQ(ToGgmlType(WeightFormat::kNvfp4), gguf::GgmlType::kNvfp4);
+  EXPECT_EQ(WeightFormatName(WeightFormat::kMxfp4), "MXFP4");
+  EXPECT_DEATH(RowBytes(WeightFormat::kNvfp4, 96), "multiple of the format's block size");
+}
+
 TEST(CpuQuantTest, QuantizeDequantizeErrorIsBounded) {
   const auto x = RandomVector(32 * 37, 3);
   for (WeightFormat format : {WeightFormat::kQ8_0, WeightFormat::kQ4_0, WeightFormat::kQ4_1}) {

@@ -54,6 +54,24 @@ inline OwnedWeights MakeWeights(WeightFormat format, int64_t rows, int64_t cols,
   return w;
 }
 
+// A matrix [rows, cols] of random MXFP4 / NVFP4 blocks: random codes, and scale bytes from the
+// whole range (MXFP4 exponents below 231, so that dot products of values in [-1, 1] over a few
+// thousand elements stay finite; every UE4M3 byte, 0x7F and 0xFF included).
+inline OwnedWeights RandomBlockWeights(WeightFormat format, int64_t rows, int64_t cols,
+                                       uint64_t seed) {
+  TESSERA_CHECK(format == WeightFormat::kMxfp4 || format == WeightFormat::kNvfp4,
+                "RandomBlockWeights: FP4 formats only");
+  std::mt19937_64 rng(seed);
+  OwnedWeights w;
+  w.bytes.resize(RowBytes(format, cols) * static_cast<size_t>(rows));
+  for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(rng());
+  if (format == WeightFormat::kMxfp4) {
+    for (size_t i = 0; i < w.bytes.size(); i += sizeof(BlockMxfp4)) w.bytes[i] %= 231;
+  }
+  w.view = WeightView{format, w.bytes.data(), rows, cols};
+  return w;
+}
+
 // The same matrix dequantized to f32.
 inline OwnedWeights DequantizedCopy(const WeightView& w) {
   OwnedWeights out;

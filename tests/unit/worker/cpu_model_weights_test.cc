@@ -1,14 +1,16 @@
 // Binding a model's declared weights for the cpu kernels: the tiny generated model
-// (F32/F16/Q8_0/Q4_1 tensors, so both the mmapped and the dequantized-at-load paths), and
-// rejection of what we cannot run.
+// (F32/F16/Q8_0/Q4_1 tensors, so both the mmapped and the dequantized-at-load paths), MXFP4/NVFP4
+// matrices (mmapped, same tokens as their f32 values), and rejection of what we cannot run.
 #include "tests/unique_temp_path.h"
 #include "worker/cpu/cpu_model_weights.h"
 
 #include <filesystem>
+#include <random>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/gguf/dequantize.h"
 #include "common/gguf/gguf_writer.h"
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_model_runner.h"
@@ -41,6 +43,113 @@ TEST(CpuModelWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
   const std::vector<int32_t> first = generate();
   EXPECT_EQ(first.size(), 10u);
   EXPECT_EQ(first, generate());
+}
+
+// A one-layer llama whose matrices (embedding included) are MXFP4 or NVFP4, or, with
+// `as_f32`, the same matrices dequantized to F32; norms are F32 ones. `extra_scale`: also a
+// per-tensor scale tensor of that name, as llama.cpp's converter writes beside NVFP4 matrices.
+std::vector<uint8_t> Fp4Llama(const WeightDeclaration& declaration, bool as_f32,
+                              const std::string& extra_scale = "") {
+  gguf::GgufWriter writer;
+  writer.AddString("general.architecture", "llama");
+  if (!extra_scale.empty()) {
+    const float scale = 0.01f;
+    writer.AddTensor(extra_scale, {1}, gguf::GgmlType::kF32,
+                     {reinterpret_cast<const uint8_t*>(&scale), sizeof(scale)});
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  for (int i = 0; i < declaration.size(); ++i) {
+    const WeightSpec& spec = declaration.spec(i);
+    const size_t n = static_cast<size_t>(spec.elements());
+    if (spec.role == WeightRole::kDense) {
+      const std::vector<float> ones(n, 1.0f);
+      writer.AddTensor(spec.name, spec.dims, gguf::GgmlType::kF32,
+                       {reinterpret_cast<const uint8_t*>(ones.data()), n * sizeof(float)});
+      continue;
+    }
+    std::vector<float> values(n);
+    for (float& v : values) v = normal(rng);
+    const gguf::GgmlType type = i % 2 == 0 ? gguf::GgmlType::kNvfp4 : gguf::GgmlType::kMxfp4;
+    const std::vector<uint8_t> blocks = *gguf::QuantizeFromF32(type, values);
+    if (!as_f32) {
+      writer.AddTensor(spec.name, spec.dims, type, blocks);
+      continue;
+    }
+    const std::vector<float> f32 = *gguf::DequantizeToF32(type, blocks, n);
+    writer.AddTensor(spec.name, spec.dims, gguf::GgmlType::kF32,
+                     {reinterpret_cast<const uint8_t*>(f32.data()), n * sizeof(float)});
+  }
+  return writer.Serialize();
+}
+
+// MXFP4/NVFP4 matrices are bound in place (no f32 copy), and generating from them gives the
+// tokens the same weights give as F32: the packed matmul is exact.
+TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
+  const model::ModelConfig config{
+      .architecture = "llama", .num_layers = 1, .hidden_size = 64, .ffn_size = 128,
+      .num_heads = 2, .num_kv_heads = 1, .head_dim = 32, .rope_dim = 32,
+      .context_length = 64, .vocab_size = 16};
+  auto plan = PlanModel(config);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto packed_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false));
+  auto f32_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, true));
+  ASSERT_TRUE(packed_file.ok() && f32_file.ok());
+  auto packed = BindCpuWeights(**packed_file, plan->weights);
+  auto f32 = BindCpuWeights(**f32_file, plan->weights);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  EXPECT_EQ((*packed)->num_dequantized_bytes, 0);
+  int fp4_matrices = 0;
+  for (int i = 0; i < plan->weights.size(); ++i) {
+    const CpuWeight& w = (**packed)[i];
+    if (w.role == WeightRole::kDense) continue;
+    const gguf::GgufTensorInfo* info = (*packed_file)->FindTensor(plan->weights.spec(i).name);
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(w.matrix.format, i % 2 == 0 ? kernels::cpu::WeightFormat::kNvfp4
+                                           : kernels::cpu::WeightFormat::kMxfp4);
+    EXPECT_EQ(w.matrix.data, (*packed_file)->TensorData(*info).data());  // the file's bytes
+    ++fp4_matrices;
+  }
+  EXPECT_GE(fp4_matrices, 8);  // embedding, q, k, v, output, gate, up, down
+  kernels::cpu::ThreadPool pool(2);
+  auto generate = [&](const CpuModelWeights* weights) {
+    CpuModelRunner runner(config, &*plan, weights, &pool, {.block_size = 4, .num_kv_blocks = 16});
+    GenerationRequest request{.prompt = {1, 2, 3, 4, 5}, .max_tokens = 12};
+    request.sampling.temperature = 0.0f;
+    auto result = GenerateOffline(runner, request, nullptr);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->tokens : std::vector<int32_t>{};
+  };
+  const std::vector<int32_t> tokens = generate(packed->get());
+  EXPECT_EQ(tokens.size(), 12u);
+  EXPECT_EQ(tokens, generate(f32->get()));
+}
+
+// An NVFP4 matrix's per-tensor scale that no model op applies is refused by name, not ignored.
+TEST(CpuModelWeightsTest, RefusesAnUnappliedNvfp4Scale) {
+  const model::ModelConfig config{
+      .architecture = "llama", .num_layers = 1, .hidden_size = 64, .ffn_size = 128,
+      .num_heads = 2, .num_kv_heads = 1, .head_dim = 32, .rope_dim = 32,
+      .context_length = 64, .vocab_size = 16};
+  auto plan = PlanModel(config);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Fp4Llama makes even-numbered declarations NVFP4; find one that is a matrix.
+  std::string nvfp4_name;
+  for (int i = 0; i < plan->weights.size() && nvfp4_name.empty(); i += 2) {
+    if (plan->weights.spec(i).role != WeightRole::kDense) nvfp4_name = plan->weights.spec(i).name;
+  }
+  ASSERT_TRUE(nvfp4_name.ends_with(".weight")) << nvfp4_name;
+  const std::string scale = nvfp4_name.substr(0, nvfp4_name.size() - 7) + ".scale";
+  auto file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false, scale));
+  ASSERT_TRUE(file.ok());
+  auto weights = BindCpuWeights(**file, plan->weights);
+  EXPECT_EQ(weights.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(weights.status().message(), HasSubstr("'" + scale + "'"));
+  // Beside the same matrix stored as F32 it is left alone: only NVFP4 matrices carry one.
+  auto f32_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, true, scale));
+  ASSERT_TRUE(f32_file.ok());
+  EXPECT_TRUE(BindCpuWeights(**f32_file, plan->weights).ok());
 }
 
 TEST(CpuModelWeightsTest, RejectsUnsupportedArchitectureByName) {
