@@ -77,28 +77,49 @@ struct GroupScale {
   float min;  // 0 for schemes without mins
 };
 
-// Group `group` of row `row` (packed_format.h's arrays; scales read through the read-only path).
+// A group's scale fields as stored (f16 bits, bytes, Q4_K's {d, dmin} word). Kernels load them
+// a step ahead of their use and decode them when used, so the load latency hides behind work.
+struct RawGroupScale {
+  unsigned scale = 0;
+  unsigned min = 0;
+  unsigned super = 0;
+};
+
+// Group `group` of row `row` (packed_format.h's arrays, through the read-only path).
 template <PackedScheme kScheme>
-__device__ __forceinline__ GroupScale LoadGroupScale(const PackedLinear& w, int row, int group) {
-  constexpr int kG = PackedGroupSize(kScheme);
-  const int64_t index = int64_t{row} * (w.k / kG) + group;
+__device__ __forceinline__ RawGroupScale LoadRawGroupScale(const PackedLinear& w, int row,
+                                                           int group) {
+  const int64_t index = int64_t{row} * (w.k / PackedGroupSize(kScheme)) + group;
+  RawGroupScale raw;
   if constexpr (PackedScaleBytes(kScheme) == 2) {
-    const float d = HalfBitsToFloat(__ldg(reinterpret_cast<const unsigned short*>(w.scales) + index));
-    float m = 0.0f;
-    if constexpr (kScheme == PackedScheme::kQ4_1) {
-      m = HalfBitsToFloat(__ldg(reinterpret_cast<const unsigned short*>(w.mins) + index));
-    }
-    return {d, m};
+    raw.scale = __ldg(reinterpret_cast<const unsigned short*>(w.scales) + index);
+  } else {
+    raw.scale = __ldg(w.scales + index);
+  }
+  if constexpr (kScheme == PackedScheme::kQ4_1) {
+    raw.min = __ldg(reinterpret_cast<const unsigned short*>(w.mins) + index);
   } else if constexpr (kScheme == PackedScheme::kQ4_K) {
-    const unsigned super = __ldg(reinterpret_cast<const unsigned*>(w.super_scales) +
-                                 int64_t{row} * (w.k / kPackedSuperGroup) + group / 8);
-    const float d = __fmul_rn(HalfBitsToFloat(super & 0xFFFFu), static_cast<float>(__ldg(w.scales + index)));
-    const float m = __fmul_rn(HalfBitsToFloat(super >> 16), static_cast<float>(__ldg(w.mins + index)));
+    raw.min = __ldg(w.mins + index);
+    raw.super = __ldg(reinterpret_cast<const unsigned*>(w.super_scales) +
+                      int64_t{row} * (w.k / kPackedSuperGroup) + group / 8);
+  }
+  return raw;
+}
+
+template <PackedScheme kScheme>
+__device__ __forceinline__ GroupScale DecodeGroupScale(const RawGroupScale& raw) {
+  if constexpr (kScheme == PackedScheme::kQ8_0 || kScheme == PackedScheme::kQ4_0) {
+    return {HalfBitsToFloat(raw.scale), 0.0f};
+  } else if constexpr (kScheme == PackedScheme::kQ4_1) {
+    return {HalfBitsToFloat(raw.scale), HalfBitsToFloat(raw.min)};
+  } else if constexpr (kScheme == PackedScheme::kQ4_K) {
+    const float d = __fmul_rn(HalfBitsToFloat(raw.super & 0xFFFFu), static_cast<float>(raw.scale));
+    const float m = __fmul_rn(HalfBitsToFloat(raw.super >> 16), static_cast<float>(raw.min));
     return {d, -m};
   } else if constexpr (kScheme == PackedScheme::kNvfp4) {
-    return {__fmul_rn(E4M3ToFloat(__ldg(w.scales + index)), 0.5f), 0.0f};
+    return {__fmul_rn(E4M3ToFloat(raw.scale), 0.5f), 0.0f};
   } else {
-    return {__fmul_rn(E8M0ToFloat(__ldg(w.scales + index)), 0.5f), 0.0f};
+    return {__fmul_rn(E8M0ToFloat(raw.scale), 0.5f), 0.0f};
   }
 }
 

@@ -3,10 +3,12 @@
 // packed_linear.cuh).
 //
 // A block of 4 warps computes a 64 x 64 tile of Y (warp (wm, wn): rows 32 wm.., columns
-// 32 wn.., 2 x 4 mma tiles), walking k in tiles of 64 with two shared-memory stages filled by
-// 16-byte cp.async: the X tile as T (rows padded to 144 bytes, so ldmatrix's 8 row reads hit
-// distinct banks) and the codes tile as bytes (rows padded to 48 / 80 bytes, conflict-free
-// byte reads). Rows past m or n are clamped to the last row (computed, never stored).
+// 32 wn.., 2 x 4 mma tiles), walking k in tiles of 64 through three shared-memory stages, two
+// tiles loading while one is computed: the X tile as T (rows padded to 144 bytes, so ldmatrix's
+// 8 row reads hit distinct banks) and the codes tile as bytes (rows padded to 48 / 80 bytes,
+// conflict-free byte reads), both by 16-byte cp.async, and the tile's group scales, loaded into
+// registers two tiles ahead and stored decoded (f32 scale, min) into the stage after this
+// tile's mma. Rows past m or n are clamped to the last row (computed, never stored).
 // Per group of G inputs (one or two k16 steps): A fragments by ldmatrix.x4; B fragments from
 // the code bytes, each code its integer value c (packed_decode.cuh) as T (exact), so the mma
 // adds exact products in f32 into a zeroed fragment; then acc += fragment·scale of each column
@@ -35,6 +37,17 @@ inline constexpr int kRowBytes = kPackedMmaTileK * PackedCodeBits(kScheme) / 8; 
 template <PackedScheme kScheme>
 inline constexpr int kBStride = kRowBytes<kScheme> + 16;  // bytes per codes-tile row
 inline constexpr int kGroupsPerTile = 2;                  // 32-input groups (the X group sums)
+inline constexpr int kStages = 3;
+// Scale groups of one row in a k tile, floats per group in the scale stage (scale [, min]),
+// floats per stage and raw scales each thread loads per tile.
+template <PackedScheme kScheme>
+inline constexpr int kTileGroups = kPackedMmaTileK / PackedGroupSize(kScheme);
+template <PackedScheme kScheme>
+inline constexpr int kScaleFields = PackedHasMins(kScheme) ? 2 : 1;
+template <PackedScheme kScheme>
+inline constexpr int kScaleFloats = kPackedMmaTileN * kTileGroups<kScheme> * kScaleFields<kScheme>;
+template <PackedScheme kScheme>
+inline constexpr int kScalesPerThread = kPackedMmaTileN * kTileGroups<kScheme> / kPackedMmaThreads;
 
 template <typename T>
 inline constexpr ptx::MmaType kMmaType =
@@ -57,6 +70,32 @@ __device__ __forceinline__ void LoadTiles(const T* x, int m, const PackedLinear&
     const int row = n0 + r < w.n ? n0 + r : w.n - 1;
     ptx::CpAsync16(b_tile + r * kBStride<kScheme> + 16 * c,
                    w.codes + row * row_bytes + int64_t{k0} * PackedCodeBits(kScheme) / 8 + 16 * c);
+  }
+}
+
+// This thread's share of the raw scales of the codes tile [n0, +64) x [k0, +64).
+template <PackedScheme kScheme>
+__device__ __forceinline__ void LoadTileScales(const PackedLinear& w, int n0, int k0,
+                                               packed_detail::RawGroupScale (&raw)[kScalesPerThread<kScheme>]) {
+  TESSERA_UNROLL
+  for (int i = 0; i < kScalesPerThread<kScheme>; ++i) {
+    const int entry = threadIdx.x + i * kPackedMmaThreads;
+    const int r = entry / kTileGroups<kScheme>, group = entry % kTileGroups<kScheme>;
+    raw[i] = packed_detail::LoadRawGroupScale<kScheme>(w, n0 + r < w.n ? n0 + r : w.n - 1,
+                                                       k0 / PackedGroupSize(kScheme) + group);
+  }
+}
+
+// scales[(r · groups + group) · fields] = the decoded scale (and min) of LoadTileScales' entries.
+template <PackedScheme kScheme>
+__device__ __forceinline__ void StoreTileScales(const packed_detail::RawGroupScale (&raw)[kScalesPerThread<kScheme>],
+                                                float* scales) {
+  TESSERA_UNROLL
+  for (int i = 0; i < kScalesPerThread<kScheme>; ++i) {
+    const int entry = threadIdx.x + i * kPackedMmaThreads;
+    const packed_detail::GroupScale s = packed_detail::DecodeGroupScale<kScheme>(raw[i]);
+    scales[entry * kScaleFields<kScheme>] = s.scale;
+    if constexpr (PackedHasMins(kScheme)) scales[entry * kScaleFields<kScheme> + 1] = s.min;
   }
 }
 
@@ -89,40 +128,41 @@ __device__ __forceinline__ void BFragment(const uint8_t* row, int kk, int t, uin
   }
 }
 
-// acc += part·scale (+ min·group sum) for the group `group` of the warp's 2 x 4 mma tiles.
+// acc += part·scale (+ min·group sum) for the tile's group `group` of the warp's 2 x 4 mma tiles
+// (scales: the stage's decoded scales; wcol, row0: the warp's first tile column and row).
 template <PackedScheme kScheme>
-__device__ __forceinline__ void ApplyGroup(const PackedLinear& w, int col0, int group,
-                                           const float* sums, int group_in_tile, int row0,
-                                           const float (&part)[2][4][4], float (&acc)[2][4][4]) {
+__device__ __forceinline__ void ApplyGroup(const float* scales, const float* sums, int group,
+                                           int wcol, int row0, const float (&part)[2][4][4],
+                                           float (&acc)[2][4][4]) {
+  constexpr int kFields = kScaleFields<kScheme>;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   TESSERA_UNROLL
   for (int j = 0; j < 4; ++j) {
     packed_detail::GroupScale scale[2];
     TESSERA_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const int col = col0 + 8 * j + 2 * t + h;
-      scale[h] = packed_detail::LoadGroupScale<kScheme>(w, col < w.n ? col : w.n - 1, group);
+      const float* entry = scales + ((wcol + 8 * j + 2 * t + h) * kTileGroups<kScheme> + group) * kFields;
+      scale[h] = {entry[0], kFields == 2 ? entry[kFields - 1] : 0.0f};
     }
     TESSERA_UNROLL
     for (int i = 0; i < 2; ++i) {
       TESSERA_UNROLL
       for (int e = 0; e < 4; ++e) {
         acc[i][j][e] = __fmaf_rn(part[i][j][e], scale[e & 1].scale, acc[i][j][e]);
-        if constexpr (PackedHasMins(kScheme)) {
+        if constexpr (PackedHasMins(kScheme)) {  // G = 32: the tile's group is the sums' group
           const int r = row0 + 16 * i + g + 8 * (e >> 1);
-          acc[i][j][e] = __fmaf_rn(scale[e & 1].min, sums[r * kGroupsPerTile + group_in_tile],
-                                   acc[i][j][e]);
+          acc[i][j][e] = __fmaf_rn(scale[e & 1].min, sums[r * kGroupsPerTile + group], acc[i][j][e]);
         }
       }
     }
   }
 }
 
-// One 64-input k tile of the warp's 32 x 32 outputs (tile stage a_tile / b_tile, at input k0).
+// One 64-input k tile of the warp's 32 x 32 outputs (one stage's X, codes and scales).
 template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ void ComputeTile(const T* a_tile, const uint8_t* b_tile,
-                                            const float* sums, const PackedLinear& w, int k0,
-                                            int col0, float (&acc)[2][4][4]) {
+                                            const float* scales, const float* sums,
+                                            float (&acc)[2][4][4]) {
   constexpr int kG = PackedGroupSize(kScheme);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int row0 = 32 * (warp / 2), wcol = 32 * (warp % 2);
@@ -144,7 +184,7 @@ __device__ __forceinline__ void ComputeTile(const T* a_tile, const uint8_t* b_ti
         for (int i = 0; i < 2; ++i) ptx::MmaM16N8K16<kMmaType<T>>(part[i][j], a[i], b, part[i][j]);
       }
     }
-    ApplyGroup<kScheme>(w, col0 + wcol, (k0 + gi * kG) / kG, sums, gi * kG / 32, row0, part, acc);
+    ApplyGroup<kScheme>(scales, sums, gi, wcol, row0, part, acc);
   }
 }
 
@@ -177,33 +217,42 @@ template <typename T, PackedScheme kScheme>
 __global__ void __launch_bounds__(kPackedMmaThreads)
     PackedLinearMmaKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y) {
   using namespace packed_mma;
-  constexpr int kBBytes = 2 * kPackedMmaTileN * kBStride<kScheme>;
-  TESSERA_SHARED(T, a_tiles, 2 * kPackedMmaTileM * kAStride);
-  TESSERA_SHARED(uint8_t, b_tiles, kBBytes);
-  TESSERA_SHARED(float, sums, PackedHasMins(kScheme) ? kPackedMmaTileM * kGroupsPerTile : 1);
+  constexpr int kATile = kPackedMmaTileM * kAStride, kBTile = kPackedMmaTileN * kBStride<kScheme>;
+  constexpr int kSumFloats = PackedHasMins(kScheme) ? kPackedMmaTileM * kGroupsPerTile : 1;
+  TESSERA_SHARED(T, a_tiles, kStages * kATile);
+  TESSERA_SHARED(uint8_t, b_tiles, kStages * kBTile);
+  TESSERA_SHARED(float, scale_tiles, kStages * kScaleFloats<kScheme>);
+  TESSERA_SHARED(float, sums, kSumFloats);
   const int m0 = blockIdx.y * kPackedMmaTileM, n0 = blockIdx.x * kPackedMmaTileN;
   const int tiles = w.k / kPackedMmaTileK;
-  float acc[2][4][4] = {};
-  LoadTiles<T, kScheme>(x, m, w, m0, n0, 0, a_tiles, b_tiles);
-  ptx::CpAsyncCommit();
-  for (int kt = 0; kt < tiles; ++kt) {
-    const int stage = kt % 2;
-    if (kt + 1 < tiles) {  // the other stage was released by the last iteration's barrier
-      LoadTiles<T, kScheme>(x, m, w, m0, n0, (kt + 1) * kPackedMmaTileK,
-                            a_tiles + (1 - stage) * kPackedMmaTileM * kAStride,
-                            b_tiles + (1 - stage) * kPackedMmaTileN * kBStride<kScheme>);
+  packed_detail::RawGroupScale raw[kScalesPerThread<kScheme>];
+  for (int t = 0; t < kStages - 1; ++t) {  // tiles 0 and 1 (k >= 64: tile 0 exists)
+    if (t < tiles) {
+      LoadTiles<T, kScheme>(x, m, w, m0, n0, t * kPackedMmaTileK, a_tiles + t * kATile, b_tiles + t * kBTile);
+      LoadTileScales<kScheme>(w, n0, t * kPackedMmaTileK, raw);
+      StoreTileScales<kScheme>(raw, scale_tiles + t * kScaleFloats<kScheme>);
     }
     ptx::CpAsyncCommit();
-    ptx::CpAsyncWait<1>();  // this thread's copies of tile kt have landed
-    __syncthreads();        // and everyone's
-    const T* a_tile = a_tiles + stage * kPackedMmaTileM * kAStride;
+  }
+  float acc[2][4][4] = {};
+  for (int kt = 0; kt < tiles; ++kt) {
+    const int ahead = kt + kStages - 1, ahead_stage = ahead % kStages, stage = kt % kStages;
+    if (ahead < tiles) {  // its stage was released by the previous iteration's last barrier
+      LoadTiles<T, kScheme>(x, m, w, m0, n0, ahead * kPackedMmaTileK, a_tiles + ahead_stage * kATile,
+                            b_tiles + ahead_stage * kBTile);
+      LoadTileScales<kScheme>(w, n0, ahead * kPackedMmaTileK, raw);
+    }
+    ptx::CpAsyncCommit();
+    ptx::CpAsyncWait<kStages - 1>();  // this thread's copies of tile kt have landed
+    __syncthreads();                  // and everyone's
     if constexpr (PackedHasMins(kScheme)) {
-      GroupSums(a_tile, sums);
+      GroupSums(a_tiles + stage * kATile, sums);
       __syncthreads();
     }
-    ComputeTile<T, kScheme>(a_tile, b_tiles + stage * kPackedMmaTileN * kBStride<kScheme>, sums, w,
-                            kt * kPackedMmaTileK, n0, acc);
-    __syncthreads();  // the stage (and sums) may be overwritten after this
+    ComputeTile<T, kScheme>(a_tiles + stage * kATile, b_tiles + stage * kBTile,
+                            scale_tiles + stage * kScaleFloats<kScheme>, sums, acc);
+    if (ahead < tiles) StoreTileScales<kScheme>(raw, scale_tiles + ahead_stage * kScaleFloats<kScheme>);
+    __syncthreads();  // this stage (and sums) may be overwritten after this
   }
   StoreTile<T, kScheme>(acc, w, m, m0, n0, y);
 }

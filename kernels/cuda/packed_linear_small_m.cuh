@@ -5,8 +5,8 @@
 // A block of 8 warps owns 16 consecutive output columns n (rows of W), 2 per warp; the block
 // stages X (all m rows, a chunk of k) in shared memory as f32, then each lane takes 16 bytes of
 // codes of each of its warp's two W rows per step (32 inputs for 4-bit codes, 16 for Q8_0),
-// lanes side by side along k (a warp reads 512 contiguous bytes per row), the next step's codes
-// already loading while this one is decoded. Per group (or the lane's part of one) a lane sums
+// lanes side by side along k (a warp reads 512 contiguous bytes per row), the next two steps'
+// codes and raw scales already loading while this one is decoded. Per group (or the lane's part of one) a lane sums
 // Σ x·c for every X row in f32, then acc += scale·Σ x·c (+ min·Σ x, the group sums of X staged
 // with it); a warp reduction ends each output. Shared memory for X is padded by 4 floats after
 // every lane's inputs, so the lanes' 16-byte reads hit distinct banks.
@@ -70,13 +70,39 @@ __device__ __forceinline__ void StageX(const T* x, int m, int k, int k0, int chu
   }
 }
 
-// The 16 bytes of codes of `row` at input `e` (zeros past the row or past n).
+// Inputs under one scale in a lane's step (16 for NVFP4 and Q8_0, else 32) and scales per step.
 template <PackedScheme kScheme>
-__device__ __forceinline__ uint4 LoadCodes(const PackedLinear& w, int row, int e) {
-  if (row >= w.n || e >= w.k) return make_uint4(0, 0, 0, 0);
-  const uint8_t* p = w.codes + int64_t{row} * PackedRowCodeBytes(kScheme, w.k) +
-                     int64_t{e} * PackedCodeBits(kScheme) / 8;
-  return __ldg(reinterpret_cast<const uint4*>(p));
+inline constexpr int kPart = kLaneInputs<kScheme> < PackedGroupSize(kScheme)
+                                 ? kLaneInputs<kScheme>
+                                 : PackedGroupSize(kScheme);
+template <PackedScheme kScheme>
+inline constexpr int kParts = kLaneInputs<kScheme> / kPart<kScheme>;
+
+// What a lane loads for one step: 16 bytes of codes and the raw scales of each of its warp's
+// rows (zeros past n or k).
+template <PackedScheme kScheme>
+struct Step {
+  uint4 codes[kPackedSmallMRowsPerWarp];
+  packed_detail::RawGroupScale scales[kPackedSmallMRowsPerWarp][kParts<kScheme>];
+};
+
+template <PackedScheme kScheme>
+__device__ __forceinline__ Step<kScheme> LoadStep(const PackedLinear& w, int row0, int e) {
+  Step<kScheme> step;
+  const bool inside = row0 < w.n && e < w.k;  // n is even: row0 + 1 < n too
+  TESSERA_UNROLL
+  for (int r = 0; r < kPackedSmallMRowsPerWarp; ++r) {
+    const uint8_t* p = w.codes + int64_t{row0 + r} * PackedRowCodeBytes(kScheme, w.k) +
+                       int64_t{e} * PackedCodeBits(kScheme) / 8;
+    step.codes[r] = inside ? __ldg(reinterpret_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
+    TESSERA_UNROLL
+    for (int part = 0; part < kParts<kScheme>; ++part) {
+      const int group = (e + part * kPart<kScheme>) / PackedGroupSize(kScheme);
+      step.scales[r][part] = inside ? packed_detail::LoadRawGroupScale<kScheme>(w, row0 + r, group)
+                                    : packed_detail::RawGroupScale{};
+    }
+  }
+  return step;
 }
 
 // xv[i] = X row mm at the chunk's input local + j·(codes per word) + i (word j of a step).
@@ -92,24 +118,18 @@ __device__ __forceinline__ void LoadXWord(const float* xs, int mm, int local, in
   }
 }
 
-// acc[r][mm] += one lane's step: its 16 bytes of codes of rows row0 + r at input e (local =
-// e's offset in the staged chunk) against every X row mm.
+// acc[r][mm] += one lane's step (its codes of rows row0 + r at the chunk's input `local`)
+// against every X row mm.
 template <PackedScheme kScheme, int kM>
-__device__ __forceinline__ void AccumulateStep(const PackedLinear& w, int row0, int e, int local,
-                                               const uint4 (&codes)[kPackedSmallMRowsPerWarp],
+__device__ __forceinline__ void AccumulateStep(const Step<kScheme>& step, int local,
                                                const float* xs, const float* sums,
                                                float (&acc)[kPackedSmallMRowsPerWarp][kM]) {
-  constexpr int kR = kPackedSmallMRowsPerWarp, kG = PackedGroupSize(kScheme);
-  constexpr int kPart = kLaneInputs<kScheme> < kG ? kLaneInputs<kScheme> : kG;  // one scale
+  constexpr int kR = kPackedSmallMRowsPerWarp;
   constexpr int kCodesPerWord = 32 / PackedCodeBits(kScheme);
-  constexpr int kWordsPerPart = kPart / kCodesPerWord;
+  constexpr int kWordsPerPart = kPart<kScheme> / kCodesPerWord;
+  const uint4(&codes)[kR] = step.codes;
   TESSERA_UNROLL
-  for (int part = 0; part < 4 / kWordsPerPart; ++part) {
-    packed_detail::GroupScale scale[kR];
-    TESSERA_UNROLL
-    for (int r = 0; r < kR; ++r) {
-      scale[r] = packed_detail::LoadGroupScale<kScheme>(w, row0 + r, (e + part * kPart) / kG);
-    }
+  for (int part = 0; part < kParts<kScheme>; ++part) {
     float dot[kR][kM] = {};
     TESSERA_UNROLL
     for (int j = part * kWordsPerPart; j < (part + 1) * kWordsPerPart; ++j) {
@@ -135,11 +155,12 @@ __device__ __forceinline__ void AccumulateStep(const PackedLinear& w, int row0, 
     }
     TESSERA_UNROLL
     for (int r = 0; r < kR; ++r) {
+      const packed_detail::GroupScale scale = packed_detail::DecodeGroupScale<kScheme>(step.scales[r][part]);
       TESSERA_UNROLL
       for (int mm = 0; mm < kM; ++mm) {
-        acc[r][mm] = __fmaf_rn(scale[r].scale, dot[r][mm], acc[r][mm]);
+        acc[r][mm] = __fmaf_rn(scale.scale, dot[r][mm], acc[r][mm]);
         if constexpr (PackedHasMins(kScheme)) {  // kPart == 32: the lane's step is one group
-          acc[r][mm] = __fmaf_rn(scale[r].min, sums[mm * kSumsPerRow<kScheme, kM> + local / 32], acc[r][mm]);
+          acc[r][mm] = __fmaf_rn(scale.min, sums[mm * kSumsPerRow<kScheme, kM> + local / 32], acc[r][mm]);
         }
       }
     }
@@ -165,11 +186,11 @@ __global__ void __launch_bounds__(kPackedSmallMThreads, kM <= 4 ? 2 : 1)
   const int row0 = blockIdx.x * kPackedSmallMRowsPerBlock + threadIdx.x / 32 * kR;
   const int spans = (w.k + kSpan<kScheme> - 1) / kSpan<kScheme>;
   float acc[kR][kM] = {};
-  uint4 next[kR];
-  TESSERA_UNROLL
-  for (int r = 0; r < kR; ++r) next[r] = LoadCodes<kScheme>(w, row0 + r, lane * kLaneInputs<kScheme>);
+  // Two steps in flight ahead of the one being decoded (issued before the first X staging).
+  const int first = lane * kLaneInputs<kScheme>;
+  Step<kScheme> ahead0 = LoadStep<kScheme>(w, row0, first);
+  Step<kScheme> ahead1 = LoadStep<kScheme>(w, row0, first + kSpan<kScheme>);
   for (int s = 0; s < spans; ++s) {  // block-uniform
-    const int e = s * kSpan<kScheme> + lane * kLaneInputs<kScheme>;
     if (s % kSpansPerChunk == 0) {
       const int k0 = s * kSpan<kScheme>;
       const int chunk = w.k - k0 < kChunk<kScheme, kM> ? w.k - k0 : kChunk<kScheme, kM>;
@@ -177,15 +198,12 @@ __global__ void __launch_bounds__(kPackedSmallMThreads, kM <= 4 ? 2 : 1)
       StageX<T, kScheme, kM>(x, m, w.k, k0, chunk, xs, sums);
       __syncthreads();
     }
-    uint4 codes[kR];
-    TESSERA_UNROLL
-    for (int r = 0; r < kR; ++r) {
-      codes[r] = next[r];
-      next[r] = LoadCodes<kScheme>(w, row0 + r, e + kSpan<kScheme>);
-    }
+    const Step<kScheme> step = ahead0;
+    ahead0 = ahead1;
+    ahead1 = LoadStep<kScheme>(w, row0, first + (s + 2) * kSpan<kScheme>);
+    const int e = first + s * kSpan<kScheme>;
     if (row0 < w.n && e < w.k) {
-      const int local = e - s / kSpansPerChunk * kChunk<kScheme, kM>;
-      AccumulateStep<kScheme, kM>(w, row0, e, local, codes, xs, sums, acc);
+      AccumulateStep<kScheme, kM>(step, e - s / kSpansPerChunk * kChunk<kScheme, kM>, xs, sums, acc);
     }
   }
   TESSERA_UNROLL
