@@ -5,8 +5,8 @@
 // A block of 8 warps owns 16 consecutive output columns n (rows of W), 2 per warp; the block
 // stages X (all m rows, a chunk of k) in shared memory as f32, then each lane takes 16 bytes of
 // codes of each of its warp's two W rows per step (32 inputs for 4-bit codes, 16 for Q8_0),
-// lanes side by side along k (a warp reads 512 contiguous bytes per row), the next two steps'
-// codes and raw scales already loading while this one is decoded. Per group (or the lane's part of one) a lane sums
+// lanes side by side along k (a warp reads 512 contiguous bytes per row), the next 2 steps'
+// codes and raw scales (4 for m <= 2) already loading while this one is decoded. Per group (or the lane's part of one) a lane sums
 // Σ x·c for every X row in f32, then acc += scale·Σ x·c (+ min·Σ x, the group sums of X staged
 // with it); a warp reduction ends each output. Shared memory for X is padded by 4 floats after
 // every lane's inputs, so the lanes' 16-byte reads hit distinct banks.
@@ -186,10 +186,13 @@ __global__ void __launch_bounds__(kPackedSmallMThreads, kM <= 4 ? 2 : 1)
   const int row0 = blockIdx.x * kPackedSmallMRowsPerBlock + threadIdx.x / 32 * kR;
   const int spans = (w.k + kSpan<kScheme> - 1) / kSpan<kScheme>;
   float acc[kR][kM] = {};
-  // Two steps in flight ahead of the one being decoded (issued before the first X staging).
+  // kDepth steps in flight ahead of the one being decoded (issued before the first X staging):
+  // at m <= 2 the whole of a 4096-input row.
+  constexpr int kDepth = kM <= 2 ? 4 : 2;
   const int first = lane * kLaneInputs<kScheme>;
-  Step<kScheme> ahead0 = LoadStep<kScheme>(w, row0, first);
-  Step<kScheme> ahead1 = LoadStep<kScheme>(w, row0, first + kSpan<kScheme>);
+  Step<kScheme> ahead[kDepth];
+  TESSERA_UNROLL
+  for (int d = 0; d < kDepth; ++d) ahead[d] = LoadStep<kScheme>(w, row0, first + d * kSpan<kScheme>);
   for (int s = 0; s < spans; ++s) {  // block-uniform
     if (s % kSpansPerChunk == 0) {
       const int k0 = s * kSpan<kScheme>;
@@ -198,9 +201,10 @@ __global__ void __launch_bounds__(kPackedSmallMThreads, kM <= 4 ? 2 : 1)
       StageX<T, kScheme, kM>(x, m, w.k, k0, chunk, xs, sums);
       __syncthreads();
     }
-    const Step<kScheme> step = ahead0;
-    ahead0 = ahead1;
-    ahead1 = LoadStep<kScheme>(w, row0, first + (s + 2) * kSpan<kScheme>);
+    const Step<kScheme> step = ahead[0];
+    TESSERA_UNROLL
+    for (int d = 0; d + 1 < kDepth; ++d) ahead[d] = ahead[d + 1];
+    ahead[kDepth - 1] = LoadStep<kScheme>(w, row0, first + (s + kDepth) * kSpan<kScheme>);
     const int e = first + s * kSpan<kScheme>;
     if (row0 < w.n && e < w.k) {
       AccumulateStep<kScheme, kM>(step, e - s / kSpansPerChunk * kChunk<kScheme, kM>, xs, sums, acc);

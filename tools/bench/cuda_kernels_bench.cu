@@ -295,14 +295,14 @@ BENCHMARK(BM_Sampling)
     ->Args({1, 0})->Args({64, 0})->Args({64, 1})->Args({256, 1})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = k = 4096, one
-// row per scheme (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 NVFP4, 5 MXFP4) and m: bytes = the packed
-// weight (codes, scales, mins, super-scales) + x + y. m = 1 is the small-m path's bandwidth
-// bound (of_copy_bw; the design target is >= 0.85 of HBM), m = 16 and 256 the tensor-core path
-// (TFLOP/s). The arena's 0x3C fill is a valid code and scale pattern for every scheme.
+// Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = 4096, one row
+// per scheme (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 NVFP4, 5 MXFP4), m and k (4096; 14336 at m = 1,
+// an MLP down projection): bytes = the packed weight (codes, scales, mins, super-scales) + x + y.
+// m = 1 is the small-m path's bandwidth bound (of_copy_bw; the design target is >= 0.85 of HBM),
+// m = 16 and 256 the tensor-core path (TFLOP/s). The arena's 0x3C fill is a valid code and scale pattern for every scheme.
 void BM_PackedLinear(benchmark::State& state) {
   const auto scheme = static_cast<PackedScheme>(state.range(0));
-  const int m = static_cast<int>(state.range(1)), n = 4096, k = 4096;
+  const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
   const size_t groups = size_t(n) * (k / PackedGroupSize(scheme));
   const size_t code_bytes = size_t(n) * PackedRowCodeBytes(scheme, k);
   const size_t scale_bytes = groups * PackedScaleBytes(scheme), min_bytes = groups * PackedMinBytes(scheme);
@@ -322,7 +322,8 @@ void BM_PackedLinear(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PackedLinear)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 16, 256}})->ArgNames({"scheme", "m"})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 16, 256}, {4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1}, {14336}})->ArgNames({"scheme", "m", "k"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Measures copy bandwidth once before the kernels are compared with it.
