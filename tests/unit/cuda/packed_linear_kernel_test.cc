@@ -36,8 +36,11 @@ float RandomMagnitude(std::mt19937& rng, float low, float high) {
   return (rng() & 1) ? -v : v;
 }
 
-// A random weight whose outputs stay well inside f16's range for |x| <= 2, k <= 768.
-PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng) {
+// A random weight whose outputs stay well inside f16's range for |x| <= 2, k <= 768. With
+// `tiny_scales`, NVFP4's E4M3 scales are only subnormals and the smallest normals (tensor scale
+// 1), so a misdecoded subnormal is not lost among larger groups.
+PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng,
+                          bool tiny_scales = false) {
   const int groups = n * (k / PackedGroupSize(scheme));
   std::vector<uint8_t> codes(n * PackedRowCodeBytes(scheme, k)), scales, mins;
   std::vector<uint16_t> super;
@@ -61,8 +64,8 @@ PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng) 
       case PackedScheme::kNvfp4: {  // any finite E4M3 (448, subnormals), a small tensor scale
         uint8_t s;
         do s = static_cast<uint8_t>(rng()); while ((s & 0x7F) == 0x7F);
-        scales.push_back(s);
-        tensor_scale = 0x1p-9f * 1.375f;
+        scales.push_back(tiny_scales ? s & 0x8F : s);
+        tensor_scale = tiny_scales ? 1.0f : 0x1p-9f * 1.375f;
         break;
       }
       case PackedScheme::kMxfp4: scales.push_back(static_cast<uint8_t>(118 + rng() % 11)); break;
@@ -130,8 +133,8 @@ struct DeviceWeight {
 
 template <typename T>
 void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme, int m, int n,
-                 int k, std::mt19937& rng) {
-  const PackedWeight weight = RandomWeight(scheme, n, k, rng);
+                 int k, std::mt19937& rng, bool tiny_scales = false) {
+  const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
   const std::vector<float> w = DequantizePacked(weight);
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
   const DeviceWeight d_w(weight);
@@ -191,6 +194,13 @@ TEST_P(PackedLinearKernelTest, Q4_0) { CheckScheme(GetParam(), PackedScheme::kQ4
 TEST_P(PackedLinearKernelTest, Q4_1) { CheckScheme(GetParam(), PackedScheme::kQ4_1, 2003); }
 TEST_P(PackedLinearKernelTest, Q4_K) { CheckScheme(GetParam(), PackedScheme::kQ4_K, 2004); }
 TEST_P(PackedLinearKernelTest, Nvfp4) { CheckScheme(GetParam(), PackedScheme::kNvfp4, 2005); }
+TEST_P(PackedLinearKernelTest, Nvfp4SubnormalScales) {
+  std::mt19937 rng(2009);
+  for (Path path : {Path::kSmallM, Path::kMma}) {
+    CheckLinear<__nv_bfloat16>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
+    CheckLinear<__half>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
+  }
+}
 TEST_P(PackedLinearKernelTest, Mxfp4) { CheckScheme(GetParam(), PackedScheme::kMxfp4, 2006); }
 
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
