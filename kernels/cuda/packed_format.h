@@ -10,13 +10,14 @@
 // groups     G consecutive inputs of one row share a scale: group g of row n covers elements
 //            [g G, (g + 1) G); per-group arrays are [N][K/G], row-major.
 //
-// scheme   G   scales [N][K/G]      mins [N][K/G]   super_scales            w (in f32)
-// kQ8_0    32  f16 d                 —               —                      d·q (q int8)
-// kQ4_0    32  f16 d                 —               —                      d·(q − 8)
-// kQ4_1    32  f16 d                 f16 m           —                      d·q + m
-// kQ4_K    32  u8 sc (6 bits)        u8 mn (6 bits)  f16 {d, dmin} [N][K/256] (d·sc)·q − (dmin·mn)
-// kNvfp4   16  u8 E4M3 s             —               —                      e2m1(q)·e4m3(s)·tensor_scale
-// kMxfp4   32  u8 E8M0 e             —               —                      e2m1(q)·2^(e − 127)
+// scheme  G   scales [N][K/G]  mins [N][K/G]   super_scales       w (in f32)
+// kQ8_0   32  f16 d            —               —                  d·q (q int8)
+// kQ4_0   32  f16 d            —               —                  d·(q − 8)
+// kQ4_1   32  f16 d            f16 m           —                  d·q + m
+// kQ4_K   32  u8 sc (6 bits)   u8 mn (6 bits)  f16 {d, dmin}      (d·sc)·q − (dmin·mn)
+//                                              [N][K/256]
+// kNvfp4  16  u8 E4M3 s        —               —                  e2m1(q)·e4m3(s)·tensor_scale
+// kMxfp4  32  u8 E8M0 e        —               —                  e2m1(q)·2^(e − 127)
 //
 // The f32 formulas are exact as written, one rounding per operation in the order shown, as
 // ggml's dequantize_row_* (Q4_1: d·q exact, one rounding in + m; Q4_K: d·sc, d·sc·q and dmin·mn
@@ -65,7 +66,9 @@ TESSERA_PACKED_HOST_DEVICE constexpr int PackedMinBytes(PackedScheme scheme) {
   return scheme == PackedScheme::kQ4_1 ? 2 : scheme == PackedScheme::kQ4_K ? 1 : 0;
 }
 
-TESSERA_PACKED_HOST_DEVICE constexpr bool PackedHasMins(PackedScheme scheme) { return PackedMinBytes(scheme) > 0; }
+TESSERA_PACKED_HOST_DEVICE constexpr bool PackedHasMins(PackedScheme scheme) {
+  return PackedMinBytes(scheme) > 0;
+}
 
 // Codes bytes of one row of k inputs.
 TESSERA_PACKED_HOST_DEVICE constexpr int64_t PackedRowCodeBytes(PackedScheme scheme, int64_t k) {
@@ -87,7 +90,8 @@ struct PackedLinear {
 
 // Why (n, k) cannot be packed for `scheme`, or null when it can: a scheme of the enum, k a
 // positive multiple of 64 (of 256 for Q4_K), n a positive multiple of 8.
-TESSERA_PACKED_HOST_DEVICE constexpr const char* PackedShapeError(PackedScheme scheme, int64_t n, int64_t k) {
+TESSERA_PACKED_HOST_DEVICE constexpr const char* PackedShapeError(PackedScheme scheme, int64_t n,
+                                                                  int64_t k) {
   if (scheme < PackedScheme::kQ8_0 || scheme > PackedScheme::kMxfp4) return "unknown scheme";
   if (n <= 0 || n % 8 != 0) return "n must be a positive multiple of 8";
   if (k <= 0 || k % 64 != 0) return "k must be a positive multiple of 64";

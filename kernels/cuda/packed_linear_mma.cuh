@@ -56,8 +56,8 @@ inline constexpr ptx::MmaType kMmaType =
 // Issues the cp.async copies of the X tile [m0, +64) x [k0, +64) and the codes tile
 // [n0, +64) x [k0, +64) into one stage.
 template <typename T, PackedScheme kScheme>
-__device__ __forceinline__ void LoadTiles(const T* x, int m, const PackedLinear& w, int m0,
-                                          int n0, int k0, T* a_tile, uint8_t* b_tile) {
+__device__ __forceinline__ void LoadTiles(const T* x, int m, const PackedLinear& w, int m0, int n0,
+                                          int k0, T* a_tile, uint8_t* b_tile) {
   for (int i = threadIdx.x; i < kPackedMmaTileM * 8; i += kPackedMmaThreads) {
     const int r = i / 8, c = i % 8;
     const int row = m0 + r < m ? m0 + r : m - 1;
@@ -75,8 +75,9 @@ __device__ __forceinline__ void LoadTiles(const T* x, int m, const PackedLinear&
 
 // This thread's share of the raw scales of the codes tile [n0, +64) x [k0, +64).
 template <PackedScheme kScheme>
-__device__ __forceinline__ void LoadTileScales(const PackedLinear& w, int n0, int k0,
-                                               packed_detail::RawGroupScale (&raw)[kScalesPerThread<kScheme>]) {
+__device__ __forceinline__ void LoadTileScales(
+    const PackedLinear& w, int n0, int k0,
+    packed_detail::RawGroupScale (&raw)[kScalesPerThread<kScheme>]) {
   TESSERA_UNROLL
   for (int i = 0; i < kScalesPerThread<kScheme>; ++i) {
     const int entry = threadIdx.x + i * kPackedMmaThreads;
@@ -88,8 +89,8 @@ __device__ __forceinline__ void LoadTileScales(const PackedLinear& w, int n0, in
 
 // scales[(r · groups + group) · fields] = the decoded scale (and min) of LoadTileScales' entries.
 template <PackedScheme kScheme>
-__device__ __forceinline__ void StoreTileScales(const packed_detail::RawGroupScale (&raw)[kScalesPerThread<kScheme>],
-                                                float* scales) {
+__device__ __forceinline__ void StoreTileScales(
+    const packed_detail::RawGroupScale (&raw)[kScalesPerThread<kScheme>], float* scales) {
   TESSERA_UNROLL
   for (int i = 0; i < kScalesPerThread<kScheme>; ++i) {
     const int entry = threadIdx.x + i * kPackedMmaThreads;
@@ -141,7 +142,8 @@ __device__ __forceinline__ void ApplyGroup(const float* scales, const float* sum
     packed_detail::GroupScale scale[2];
     TESSERA_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const float* entry = scales + ((wcol + 8 * j + 2 * t + h) * kTileGroups<kScheme> + group) * kFields;
+      const float* entry =
+          scales + ((wcol + 8 * j + 2 * t + h) * kTileGroups<kScheme> + group) * kFields;
       scale[h] = {entry[0], kFields == 2 ? entry[kFields - 1] : 0.0f};
     }
     TESSERA_UNROLL
@@ -151,7 +153,8 @@ __device__ __forceinline__ void ApplyGroup(const float* scales, const float* sum
         acc[i][j][e] = __fmaf_rn(part[i][j][e], scale[e & 1].scale, acc[i][j][e]);
         if constexpr (PackedHasMins(kScheme)) {  // G = 32: the tile's group is the sums' group
           const int r = row0 + 16 * i + g + 8 * (e >> 1);
-          acc[i][j][e] = __fmaf_rn(scale[e & 1].min, sums[r * kGroupsPerTile + group], acc[i][j][e]);
+          acc[i][j][e] =
+              __fmaf_rn(scale[e & 1].min, sums[r * kGroupsPerTile + group], acc[i][j][e]);
         }
       }
     }
@@ -174,12 +177,14 @@ __device__ __forceinline__ void ComputeTile(const T* a_tile, const uint8_t* b_ti
       uint32_t a[2][4];
       TESSERA_UNROLL
       for (int i = 0; i < 2; ++i) {
-        ptx::LdMatrix<4>(a[i], a_tile + (row0 + 16 * i + lane % 16) * kAStride + kk + 8 * (lane / 16));
+        ptx::LdMatrix<4>(a[i],
+                         a_tile + (row0 + 16 * i + lane % 16) * kAStride + kk + 8 * (lane / 16));
       }
       TESSERA_UNROLL
       for (int j = 0; j < 4; ++j) {
         uint32_t b[2];
-        BFragment<T, kScheme>(b_tile + (wcol + 8 * j + lane / 4) * kBStride<kScheme>, kk, lane % 4, b);
+        BFragment<T, kScheme>(b_tile + (wcol + 8 * j + lane / 4) * kBStride<kScheme>, kk, lane % 4,
+                              b);
         TESSERA_UNROLL
         for (int i = 0; i < 2; ++i) ptx::MmaM16N8K16<kMmaType<T>>(part[i][j], a[i], b, part[i][j]);
       }
@@ -190,8 +195,8 @@ __device__ __forceinline__ void ComputeTile(const T* a_tile, const uint8_t* b_ti
 
 // Y rows m0 + .., columns col0 + .. of the warp's tiles (times NVFP4's tensor scale), as pairs.
 template <typename T, PackedScheme kScheme>
-__device__ __forceinline__ void StoreTile(const float (&acc)[2][4][4], const PackedLinear& w,
-                                          int m, int m0, int col0, T* y) {
+__device__ __forceinline__ void StoreTile(const float (&acc)[2][4][4], const PackedLinear& w, int m,
+                                          int m0, int col0, T* y) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const float scale = kScheme == PackedScheme::kNvfp4 ? w.tensor_scale : 1.0f;
   TESSERA_UNROLL
@@ -203,8 +208,8 @@ __device__ __forceinline__ void StoreTile(const float (&acc)[2][4][4], const Pac
       for (int h = 0; h < 2; ++h) {
         const int row = m0 + 32 * (warp / 2) + 16 * i + lane / 4 + 8 * h;
         if (row >= m || col >= w.n) continue;
-        *reinterpret_cast<uint32_t*>(y + int64_t{row} * w.n + col) = packed_detail::PackPair<T>(
-            acc[i][j][2 * h] * scale, acc[i][j][2 * h + 1] * scale);
+        *reinterpret_cast<uint32_t*>(y + int64_t{row} * w.n + col) =
+            packed_detail::PackPair<T>(acc[i][j][2 * h] * scale, acc[i][j][2 * h + 1] * scale);
       }
     }
   }
@@ -228,7 +233,8 @@ __global__ void __launch_bounds__(kPackedMmaThreads)
   packed_detail::RawGroupScale raw[kScalesPerThread<kScheme>];
   for (int t = 0; t < kStages - 1; ++t) {  // tiles 0 and 1 (k >= 64: tile 0 exists)
     if (t < tiles) {
-      LoadTiles<T, kScheme>(x, m, w, m0, n0, t * kPackedMmaTileK, a_tiles + t * kATile, b_tiles + t * kBTile);
+      LoadTiles<T, kScheme>(x, m, w, m0, n0, t * kPackedMmaTileK, a_tiles + t * kATile,
+                            b_tiles + t * kBTile);
       LoadTileScales<kScheme>(w, n0, t * kPackedMmaTileK, raw);
       StoreTileScales<kScheme>(raw, scale_tiles + t * kScaleFloats<kScheme>);
     }
@@ -238,8 +244,8 @@ __global__ void __launch_bounds__(kPackedMmaThreads)
   for (int kt = 0; kt < tiles; ++kt) {
     const int ahead = kt + kStages - 1, ahead_stage = ahead % kStages, stage = kt % kStages;
     if (ahead < tiles) {  // its stage was released by the previous iteration's last barrier
-      LoadTiles<T, kScheme>(x, m, w, m0, n0, ahead * kPackedMmaTileK, a_tiles + ahead_stage * kATile,
-                            b_tiles + ahead_stage * kBTile);
+      LoadTiles<T, kScheme>(x, m, w, m0, n0, ahead * kPackedMmaTileK,
+                            a_tiles + ahead_stage * kATile, b_tiles + ahead_stage * kBTile);
       LoadTileScales<kScheme>(w, n0, ahead * kPackedMmaTileK, raw);
     }
     ptx::CpAsyncCommit();
@@ -251,7 +257,8 @@ __global__ void __launch_bounds__(kPackedMmaThreads)
     }
     ComputeTile<T, kScheme>(a_tiles + stage * kATile, b_tiles + stage * kBTile,
                             scale_tiles + stage * kScaleFloats<kScheme>, sums, acc);
-    if (ahead < tiles) StoreTileScales<kScheme>(raw, scale_tiles + ahead_stage * kScaleFloats<kScheme>);
+    if (ahead < tiles)
+      StoreTileScales<kScheme>(raw, scale_tiles + ahead_stage * kScaleFloats<kScheme>);
     __syncthreads();  // this stage (and sums) may be overwritten after this
   }
   StoreTile<T, kScheme>(acc, w, m, m0, n0, y);

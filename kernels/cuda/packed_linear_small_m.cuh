@@ -6,10 +6,10 @@
 // stages X (all m rows, a chunk of k) in shared memory as f32, then each lane takes 16 bytes of
 // codes of each of its warp's two W rows per step (32 inputs for 4-bit codes, 16 for Q8_0),
 // lanes side by side along k (a warp reads 512 contiguous bytes per row), the next 2 steps'
-// codes and raw scales (4 for m <= 2) already loading while this one is decoded. Per group (or the lane's part of one) a lane sums
-// Σ x·c for every X row in f32, then acc += scale·Σ x·c (+ min·Σ x, the group sums of X staged
-// with it); a warp reduction ends each output. Shared memory for X is padded by 4 floats after
-// every lane's inputs, so the lanes' 16-byte reads hit distinct banks.
+// codes and raw scales (4 for m <= 2) already loading while this one is decoded. Per group (or the
+// lane's part of one) a lane sums Σ x·c for every X row in f32, then acc += scale·Σ x·c (+ min·Σ x,
+// the group sums of X staged with it); a warp reduction ends each output. Shared memory for X is
+// padded by 4 floats after every lane's inputs, so the lanes' 16-byte reads hit distinct banks.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,8 @@ namespace tessera::cuda {
 
 inline constexpr int kPackedSmallMThreads = 256;
 inline constexpr int kPackedSmallMRowsPerWarp = 2;
-inline constexpr int kPackedSmallMRowsPerBlock = kPackedSmallMThreads / 32 * kPackedSmallMRowsPerWarp;
+inline constexpr int kPackedSmallMRowsPerBlock =
+    kPackedSmallMThreads / 32 * kPackedSmallMRowsPerWarp;
 inline constexpr int kPackedSmallMMaxM = 8;
 
 namespace packed_small_m {
@@ -105,12 +106,19 @@ __device__ __forceinline__ Step<kScheme> LoadStep(const PackedLinear& w, int row
   return step;
 }
 
+// Word j (0..3) of 16 loaded bytes.
+__device__ __forceinline__ unsigned WordOf(const uint4& v, int j) {
+  if (j == 0) return v.x;
+  if (j == 1) return v.y;
+  return j == 2 ? v.z : v.w;
+}
+
 // xv[i] = X row mm at the chunk's input local + j·(codes per word) + i (word j of a step).
 template <PackedScheme kScheme, int kM, int kCodesPerWord>
 __device__ __forceinline__ void LoadXWord(const float* xs, int mm, int local, int j,
                                           float (&xv)[kCodesPerWord]) {
-  const float4* from = reinterpret_cast<const float4*>(
-      xs + mm * kStride<kScheme, kM> + Padded<kScheme>(local) + j * kCodesPerWord);
+  const float4* from = reinterpret_cast<const float4*>(xs + mm * kStride<kScheme, kM> +
+                                                       Padded<kScheme>(local) + j * kCodesPerWord);
   TESSERA_UNROLL
   for (int q = 0; q < kCodesPerWord / 4; ++q) {
     const float4 f = from[q];
@@ -136,7 +144,7 @@ __device__ __forceinline__ void AccumulateStep(const Step<kScheme>& step, int lo
       float c[kR][kCodesPerWord];  // decoded once, used for every X row
       TESSERA_UNROLL
       for (int r = 0; r < kR; ++r) {
-        const unsigned word = j == 0 ? codes[r].x : j == 1 ? codes[r].y : j == 2 ? codes[r].z : codes[r].w;
+        const unsigned word = WordOf(codes[r], j);
         TESSERA_UNROLL
         for (int i = 0; i < kCodesPerWord; ++i) {
           c[r][i] = packed_detail::CodeValue<kScheme>(packed_detail::CodeOfWord<kScheme>(word, i));
@@ -149,18 +157,21 @@ __device__ __forceinline__ void AccumulateStep(const Step<kScheme>& step, int lo
         TESSERA_UNROLL
         for (int r = 0; r < kR; ++r) {
           TESSERA_UNROLL
-          for (int i = 0; i < kCodesPerWord; ++i) dot[r][mm] = __fmaf_rn(xv[i], c[r][i], dot[r][mm]);
+          for (int i = 0; i < kCodesPerWord; ++i)
+            dot[r][mm] = __fmaf_rn(xv[i], c[r][i], dot[r][mm]);
         }
       }
     }
     TESSERA_UNROLL
     for (int r = 0; r < kR; ++r) {
-      const packed_detail::GroupScale scale = packed_detail::DecodeGroupScale<kScheme>(step.scales[r][part]);
+      const packed_detail::GroupScale scale =
+          packed_detail::DecodeGroupScale<kScheme>(step.scales[r][part]);
       TESSERA_UNROLL
       for (int mm = 0; mm < kM; ++mm) {
         acc[r][mm] = __fmaf_rn(scale.scale, dot[r][mm], acc[r][mm]);
         if constexpr (PackedHasMins(kScheme)) {  // kPart == 32: the lane's step is one group
-          acc[r][mm] = __fmaf_rn(scale.min, sums[mm * kSumsPerRow<kScheme, kM> + local / 32], acc[r][mm]);
+          acc[r][mm] =
+              __fmaf_rn(scale.min, sums[mm * kSumsPerRow<kScheme, kM> + local / 32], acc[r][mm]);
         }
       }
     }
@@ -192,7 +203,8 @@ __global__ void __launch_bounds__(kPackedSmallMThreads, kM <= 4 ? 2 : 1)
   const int first = lane * kLaneInputs<kScheme>;
   Step<kScheme> ahead[kDepth];
   TESSERA_UNROLL
-  for (int d = 0; d < kDepth; ++d) ahead[d] = LoadStep<kScheme>(w, row0, first + d * kSpan<kScheme>);
+  for (int d = 0; d < kDepth; ++d)
+    ahead[d] = LoadStep<kScheme>(w, row0, first + d * kSpan<kScheme>);
   for (int s = 0; s < spans; ++s) {  // block-uniform
     if (s % kSpansPerChunk == 0) {
       const int k0 = s * kSpan<kScheme>;
@@ -207,7 +219,8 @@ __global__ void __launch_bounds__(kPackedSmallMThreads, kM <= 4 ? 2 : 1)
     ahead[kDepth - 1] = LoadStep<kScheme>(w, row0, first + (s + kDepth) * kSpan<kScheme>);
     const int e = first + s * kSpan<kScheme>;
     if (row0 < w.n && e < w.k) {
-      AccumulateStep<kScheme, kM>(step, e - s / kSpansPerChunk * kChunk<kScheme, kM>, xs, sums, acc);
+      AccumulateStep<kScheme, kM>(step, e - s / kSpansPerChunk * kChunk<kScheme, kM>, xs, sums,
+                                  acc);
     }
   }
   TESSERA_UNROLL

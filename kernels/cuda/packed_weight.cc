@@ -172,8 +172,9 @@ float E2M1ToFloat(uint8_t code) {
 float E4M3ToFloat(uint8_t bits) {
   const int exponent = (bits >> 3) & 15, mantissa = bits & 7;
   if (exponent == 15 && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
-  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
-                                        : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -9)
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
   return (bits & 0x80) ? -magnitude : magnitude;
 }
 

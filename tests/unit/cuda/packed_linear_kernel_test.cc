@@ -47,28 +47,38 @@ PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng,
   for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
   auto push_half = [](std::vector<uint8_t>& bytes, float value) {
     const uint16_t h = HalfBits(value);
-    bytes.push_back(static_cast<uint8_t>(h)), bytes.push_back(static_cast<uint8_t>(h >> 8));
+    bytes.push_back(static_cast<uint8_t>(h));
+    bytes.push_back(static_cast<uint8_t>(h >> 8));
   };
   float tensor_scale = 1.0f;
   for (int g = 0; g < groups; ++g) {
     switch (scheme) {
-      case PackedScheme::kQ8_0: push_half(scales, RandomMagnitude(rng, 0x1p-9f, 0x1p-5f)); break;
-      case PackedScheme::kQ4_0: push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f)); break;
+      case PackedScheme::kQ8_0:
+        push_half(scales, RandomMagnitude(rng, 0x1p-9f, 0x1p-5f));
+        break;
+      case PackedScheme::kQ4_0:
+        push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f));
+        break;
       case PackedScheme::kQ4_1:
         push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f));
         push_half(mins, RandomMagnitude(rng, 0.0f, 2.0f));
         break;
       case PackedScheme::kQ4_K:
-        scales.push_back(static_cast<uint8_t>(rng() % 64)), mins.push_back(static_cast<uint8_t>(rng() % 64));
+        scales.push_back(static_cast<uint8_t>(rng() % 64));
+        mins.push_back(static_cast<uint8_t>(rng() % 64));
         break;
       case PackedScheme::kNvfp4: {  // any finite E4M3 (448, subnormals), a small tensor scale
         uint8_t s;
-        do s = static_cast<uint8_t>(rng()); while ((s & 0x7F) == 0x7F);
+        do {
+          s = static_cast<uint8_t>(rng());
+        } while ((s & 0x7F) == 0x7F);
         scales.push_back(tiny_scales ? s & 0x8F : s);
         tensor_scale = tiny_scales ? 1.0f : 0x1p-9f * 1.375f;
         break;
       }
-      case PackedScheme::kMxfp4: scales.push_back(static_cast<uint8_t>(118 + rng() % 11)); break;
+      case PackedScheme::kMxfp4:
+        scales.push_back(static_cast<uint8_t>(118 + rng() % 11));
+        break;
     }
   }
   if (scheme == PackedScheme::kQ4_K) {
@@ -87,7 +97,8 @@ PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng,
 float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
   const int index = row * (w.k / PackedGroupSize(w.scheme)) + group;
   if (w.scheme == PackedScheme::kQ4_1) {
-    return std::fabs(util::HalfToFloat(static_cast<uint16_t>(w.mins[2 * index] | (w.mins[2 * index + 1] << 8))));
+    return std::fabs(
+        util::HalfToFloat(static_cast<uint16_t>(w.mins[2 * index] | (w.mins[2 * index + 1] << 8))));
   }
   if (w.scheme == PackedScheme::kQ4_K) {
     const uint16_t dmin = w.super_scales[(row * (w.k / 256) + group / 8) * 2 + 1];
@@ -99,12 +110,16 @@ float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
 enum class Path { kSmallM, kMma, kDispatch };
 
 template <typename T>
-auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w, T* y) {
+auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w,
+            T* y) {
   switch (w.scheme) {
-#define TESSERA_PATH_CASE(S)                                                                   \
-  case PackedScheme::S:                                                                        \
-    if (path == Path::kSmallM) return LaunchPackedLinearSmallM<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y); \
-    if (path == Path::kMma) return LaunchPackedLinearMma<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y); \
+#define TESSERA_PATH_CASE(S)                                                                      \
+  case PackedScheme::S:                                                                           \
+    if (path == Path::kSmallM)                                                                    \
+      return LaunchPackedLinearSmallM<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
+                                                                              y);                 \
+    if (path == Path::kMma)                                                                       \
+      return LaunchPackedLinearMma<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y); \
     break;
     TESSERA_PATH_CASE(kQ8_0)
     TESSERA_PATH_CASE(kQ4_0)
@@ -120,11 +135,18 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
 // The weight's arrays on the device and its view.
 struct DeviceWeight {
   explicit DeviceWeight(const PackedWeight& w)
-      : codes(std::span<const uint8_t>(w.codes)), scales(std::span<const uint8_t>(w.scales)),
-        mins(std::span<const uint8_t>(w.mins)), super(std::span<const uint16_t>(w.super_scales)) {
-    view = PackedLinear{w.scheme, w.n, w.k, codes.get(), scales.get(),
+      : codes(std::span<const uint8_t>(w.codes)),
+        scales(std::span<const uint8_t>(w.scales)),
+        mins(std::span<const uint8_t>(w.mins)),
+        super(std::span<const uint16_t>(w.super_scales)) {
+    view = PackedLinear{w.scheme,
+                        w.n,
+                        w.k,
+                        codes.get(),
+                        scales.get(),
                         w.mins.empty() ? nullptr : mins.get(),
-                        w.super_scales.empty() ? nullptr : super.get(), w.tensor_scale};
+                        w.super_scales.empty() ? nullptr : super.get(),
+                        w.tensor_scale};
   }
   DeviceBuffer<uint8_t> codes, scales, mins;
   DeviceBuffer<uint16_t> super;
@@ -139,9 +161,11 @@ void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme,
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
   const DeviceWeight d_w(weight);
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_y(size_t(m) * n);
-  for (size_t i = 0; i < d_y.size(); ++i) d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
+  for (size_t i = 0; i < d_y.size(); ++i)
+    d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
   simt::TestLauncher launcher(schedule);
-  const auto status = Launch(launcher, path, static_cast<const T*>(d_x.get()), m, d_w.view, d_y.get());
+  const auto status =
+      Launch(launcher, path, static_cast<const T*>(d_x.get()), m, d_w.view, d_y.get());
   ASSERT_TRUE(status.ok()) << status;
   const double unit = std::is_same_v<T, __half> ? 0x1p-11 : 0x1p-8;
   for (int r = 0; r < m; ++r) {
@@ -150,14 +174,16 @@ void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme,
       for (int e = 0; e < k; ++e) {
         const double xv = simt::AsFloat(x[size_t(r) * k + e]), wv = w[size_t(j) * k + e];
         ref += xv * wv;
-        magnitude += std::fabs(xv) * (std::fabs(wv) + 2.0 * GroupMinMagnitude(weight, j, e / PackedGroupSize(scheme)));
+        magnitude +=
+            std::fabs(xv) *
+            (std::fabs(wv) + 2.0 * GroupMinMagnitude(weight, j, e / PackedGroupSize(scheme)));
       }
       const double got = simt::AsFloat(d_y[size_t(r) * n + j]);
       const double bound = unit * std::fabs(ref) + (k + 64) * 0x1p-23 * magnitude;
       ASSERT_TRUE(std::fabs(got - ref) <= bound)
-          << "scheme " << int(scheme) << " path " << int(path) << " m " << m << " n " << n
-          << " k " << k << " y[" << r << "][" << j << "] = " << got << ", ref " << ref
-          << ", bound " << bound;
+          << "scheme " << int(scheme) << " path " << int(path) << " m " << m << " n " << n << " k "
+          << k << " y[" << r << "][" << j << "] = " << got << ", ref " << ref << ", bound "
+          << bound;
     }
   }
 }
@@ -165,8 +191,8 @@ void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme,
 // Each m with every k and every n: (m_i, k_j, n_{(i + j) % 3}).
 std::vector<std::tuple<int, int, int>> Shapes(PackedScheme scheme) {
   const int ms[] = {1, 3, 8, 17, 129}, ns[] = {64, 136, 192};
-  const std::vector<int> ks = scheme == PackedScheme::kQ4_K ? std::vector{256, 512, 768}
-                                                            : std::vector{256, 320, 576};
+  const std::vector<int> ks =
+      scheme == PackedScheme::kQ4_K ? std::vector{256, 512, 768} : std::vector{256, 320, 576};
   std::vector<std::tuple<int, int, int>> shapes;
   for (int i = 0; i < 5; ++i) {
     for (int j = 0; j < 3; ++j) shapes.emplace_back(ms[i], ns[(i + j) % 3], ks[j]);
@@ -223,20 +249,20 @@ TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
     return !Launch(launcher, path, xx, m, w, y).ok();
   };
   PackedLinear w = d_w.view;
-  EXPECT_TRUE(rejected(Path::kDispatch, x, 0, w, d_y.get()));          // m < 1
-  EXPECT_TRUE(rejected(Path::kDispatch, x + 1, 2, w, d_y.get()));      // x misaligned
-  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get() + 1));      // y misaligned
-  EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));            // small-m path, m > 8
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 0, w, d_y.get()));      // m < 1
+  EXPECT_TRUE(rejected(Path::kDispatch, x + 1, 2, w, d_y.get()));  // x misaligned
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get() + 1));  // y misaligned
+  EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));        // small-m path, m > 8
   w.k = 192;
-  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));          // Q4_K, k % 256
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // Q4_K, k % 256
   w.k = 256, w.n = 12;
-  EXPECT_TRUE(rejected(Path::kMma, x, 32, w, d_y.get()));              // n % 8
+  EXPECT_TRUE(rejected(Path::kMma, x, 32, w, d_y.get()));  // n % 8
   w.n = 16, w.mins = nullptr;
-  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));          // Q4_K without mins
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // Q4_K without mins
   w = d_w.view, w.scheme = PackedScheme::kQ4_0, w.k = 96;
-  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));          // k % 64
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // k % 64
   w.scheme = static_cast<PackedScheme>(42), w.k = 256;
-  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));          // no such scheme
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // no such scheme
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PackedLinearKernelTest,

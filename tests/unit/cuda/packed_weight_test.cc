@@ -72,7 +72,8 @@ TEST(PackedWeightTest, GgufRepackDequantizesAsGgmlBitForBit) {
 // The formats from their definitions, written independently of packed_weight.cc.
 double ReferenceE2M1(unsigned code) {
   const int exponent = (code >> 1) & 3, mantissa = code & 1;
-  const double magnitude = exponent == 0 ? 0.5 * mantissa : (1.0 + 0.5 * mantissa) * std::pow(2.0, exponent - 1);
+  const double magnitude =
+      exponent == 0 ? 0.5 * mantissa : (1.0 + 0.5 * mantissa) * std::pow(2.0, exponent - 1);
   return (code & 8) ? -magnitude : magnitude;
 }
 double ReferenceE4M3(unsigned bits) {
