@@ -217,9 +217,10 @@ __device__ __forceinline__ void StoreTile(const float (&acc)[2][4][4], const Pac
 
 }  // namespace packed_mma
 
-// Grid (ceil(n / 64), ceil(m / 64)), kPackedMmaThreads threads.
+// Grid (ceil(n / 64), ceil(m / 64)), kPackedMmaThreads threads. At least 3 blocks per SM caps
+// registers at 168: without a minimum ptxas picked its own, tighter cap and spilled (sm_100a).
 template <typename T, PackedScheme kScheme>
-__global__ void __launch_bounds__(kPackedMmaThreads)
+__global__ void __launch_bounds__(kPackedMmaThreads, 3)
     PackedLinearMmaKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y) {
   using namespace packed_mma;
   constexpr int kATile = kPackedMmaTileM * kAStride, kBTile = kPackedMmaTileN * kBStride<kScheme>;
