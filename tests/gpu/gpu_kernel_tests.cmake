@@ -11,7 +11,8 @@ if(TESSERA_BUILD_GPU_KERNEL_TESTS)
     file(WRITE ${wrapper} "#include \"${test_source}\"\n")
     tessera_add_test(gpu_${test_name}
       SOURCES ${wrapper}
-      LIBS tessera_cpu_kernels tessera_cuda_reference tessera_gpu_expectation CUDA::cudart
+      LIBS tessera_cpu_kernels tessera_cuda_reference tessera_packed_weight tessera_gpu_expectation
+           CUDA::cudart
       LABELS gpu
       TEST_PREFIX gpu_)
     target_compile_definitions(gpu_${test_name} PRIVATE TESSERA_KERNEL_TEST_ON_GPU=1)

@@ -21,6 +21,7 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sampling.cuh"
@@ -292,6 +293,40 @@ void BM_Sampling(benchmark::State& state) {
 }
 BENCHMARK(BM_Sampling)
     ->Args({1, 0})->Args({64, 0})->Args({64, 1})->Args({256, 1})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = 4096, one row
+// per scheme (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 NVFP4, 5 MXFP4), m and k (4096; 14336 at m = 1,
+// an MLP down projection): bytes = the packed weight (codes, scales, mins, super-scales) + x + y.
+// m = 1 is the small-m path's bandwidth bound (of_copy_bw; the design target is >= 0.85 of HBM),
+// m = 16 and 256 the tensor-core path (TFLOP/s). The arena's 0x3C fill is a valid code and
+// scale pattern for every scheme.
+void BM_PackedLinear(benchmark::State& state) {
+  const auto scheme = static_cast<PackedScheme>(state.range(0));
+  const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
+  const size_t groups = size_t(n) * (k / PackedGroupSize(scheme));
+  const size_t code_bytes = size_t(n) * PackedRowCodeBytes(scheme, k);
+  const size_t scale_bytes = groups * PackedScaleBytes(scheme);
+  const size_t min_bytes = groups * PackedMinBytes(scheme);
+  const size_t super_bytes = scheme == PackedScheme::kQ4_K ? size_t(n) * (k / 256) * 4 : 0;
+  DeviceArena arena;
+  PackedLinear w{scheme, n, k, static_cast<const uint8_t*>(arena.Get(code_bytes)),
+                 static_cast<const uint8_t*>(arena.Get(scale_bytes)),
+                 min_bytes ? static_cast<const uint8_t*>(arena.Get(min_bytes)) : nullptr,
+                 super_bytes ? static_cast<const uint16_t*>(arena.Get(super_bytes)) : nullptr,
+                 1.0f};
+  auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(m) * k * 2));
+  auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
+  CudaLauncher launcher(nullptr);
+  const double weight_bytes = double(code_bytes + scale_bytes + min_bytes + super_bytes);
+  TimeKernel(state, weight_bytes + 2.0 * m * (k + n),
+             [&] { Check(LaunchPackedLinear(launcher, x, m, w, y), "PackedLinear"); });
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e12,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PackedLinear)
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 16, 256}, {4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1}, {14336}})->ArgNames({"scheme", "m", "k"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Measures copy bandwidth once before the kernels are compared with it.

@@ -3,10 +3,11 @@
 
 Compiles each kernels/cuda/*.cu for every requested architecture with nvcc's warnings as errors
 and `ptxas -v -warn-spills -warn-lmem-usage --warning-as-error`, parses ptxas's report, and fails
-when any kernel spills registers or uses local memory (a stack frame). With --table it rewrites
-the generated section of docs/perf/cuda-kernels.md: registers, static shared memory, threads per
-block (from __launch_bounds__, read in the PTX as .maxntid) and the theoretical occupancy on H100
-(sm_90a) per kernel.
+when any kernel spills registers or uses local memory (a stack frame), or when a kernel listed in
+REQUIRED_PTX lacks an instruction its design rests on (tensor cores, 16-byte loads). With --table
+it rewrites the generated section of docs/perf/cuda-kernels.md: registers, static shared memory,
+threads per block (from __launch_bounds__, read in the PTX as .maxntid) and the theoretical
+occupancy on H100 (sm_90a) per kernel.
 
 Usage: tools/cuda/kernel_resources.py [--archs 90a,100a,120a] [--table]
 """
@@ -27,6 +28,16 @@ BEGIN, END = "<!-- kernel_resources.py: begin -->", "<!-- kernel_resources.py: e
 # H100 SXM (sm_90) per-SM limits, from the CUDA C Programming Guide's compute-capability table.
 H100 = dict(registers=65536, max_threads=2048, max_blocks=32, shared_bytes=228 * 1024,
             reserved_shared_per_block=1024, register_granularity=256, max_warps=64)
+
+
+# Instructions a kernel's PTX must contain, by a substring of its mangled name: a kernel that
+# lost its tensor-core or 16-byte path (a refactor, a type that no longer vectorises) still builds
+# and still passes its tests.
+REQUIRED_PTX = {
+    "PackedLinearMmaKernel": [r"mma\.sync\.aligned\.m16n8k16", r"ldmatrix\.sync\.aligned",
+                              r"cp\.async\.cg\.shared\.global"],
+    "PackedLinearSmallMKernel": [r"ld\.global\.nc\.v4"],
+}
 
 
 @dataclasses.dataclass
@@ -82,6 +93,21 @@ def parse_ptxas(log: str, ptx: str, source: str, arch: str):
         if entry and (n := re.search(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)", entry.group(1))):
             report.max_threads = int(n.group(1)) * int(n.group(2)) * int(n.group(3))
     return reports
+
+
+def missing_ptx(ptx: str, source: str, arch: str):
+    """REQUIRED_PTX patterns absent from their kernels' PTX bodies."""
+    starts = [m.start() for m in re.finditer(r"\.entry\s", ptx)] + [len(ptx)]
+    failures = []
+    for begin, end in zip(starts, starts[1:]):
+        body = ptx[begin:end]
+        name = re.match(r"\.entry\s+(\S+?)\(", body).group(1)
+        for kernel, patterns in REQUIRED_PTX.items():
+            if kernel not in name:
+                continue
+            failures += [f"{name} ({source}, sm_{arch}): no {p}" for p in patterns
+                         if not re.search(p, body)]
+    return failures
 
 
 def occupancy(report: KernelReport) -> float:
@@ -143,6 +169,7 @@ def main():
             for source in sources:
                 log, ptx = compile_source(source, arch, pathlib.Path(tmp))
                 reports = parse_ptxas(log, ptx, source.name, arch)
+                failures += missing_ptx(ptx, source.name, arch)
                 for r in reports:
                     if r.stack_bytes or r.spill_bytes:
                         failures.append(f"{r.mangled} (sm_{arch}): {r.stack_bytes} B stack, "
@@ -150,11 +177,13 @@ def main():
                 all_reports += reports
                 print(f"kernel_resources: sm_{arch} {source.name}: {len(reports)} kernels")
     if failures:
-        raise SystemExit("kernel_resources: local memory or spills:\n  " + "\n  ".join(failures))
+        raise SystemExit("kernel_resources: local memory, spills or missing instructions:\n  " +
+                         "\n  ".join(failures))
     if args.table:
         write_table(table([r for r in all_reports if r.arch == "90a"]))
         print(f"kernel_resources: wrote {DOC.relative_to(ROOT)}")
-    print(f"kernel_resources: {len(all_reports)} kernel builds, no spills, no local memory")
+    print(f"kernel_resources: {len(all_reports)} kernel builds, no spills, no local memory, "
+          "required instructions present")
 
 
 if __name__ == "__main__":

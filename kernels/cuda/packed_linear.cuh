@@ -1,0 +1,136 @@
+// Linear layers over packed weights: Y[m, n] = Σ_k X[m, k]·W[n, k] (Y = X·Wᵀ), W kept in its
+// quantized codes and group scales (packed_format.h: Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4), X
+// and Y of T (bf16 or f16), f32 accumulation, one rounding of each output to T. Two paths,
+// chosen by m:
+//   m <= 8  packed_linear_small_m.cuh: CUDA cores, bandwidth-bound decode.
+//   m > 8   packed_linear_mma.cuh: tensor cores (mma.sync m16n8k16 in T, f32 accumulate).
+// Both compute, per group of G inputs, s·Σ_k x_k·c_k (+ min·Σ_k x_k) with c the code's small
+// integer value and (s, min) the group's scale and min (packed_decode.cuh): the codes are never
+// rounded, the scale is applied in f32. Error against the exact Σ x·w (f64 over the f32
+// weights of DequantizePacked): the rounding of y to T plus f32 summation (at most one ulp per
+// addition, as tensor cores may truncate), within
+//   |y − ref| <= u_T·|ref| + (k + 64)·2^-23·Σ_k |x_k|·(|s·c_k| + |min|)·tensor_scale,
+// u_bf16 = 2^-8, u_f16 = 2^-11 (tests/unit/cuda/packed_linear_kernel_test.cc checks this).
+//
+// Bound, small-m path (H100 SXM: 3.35 TB/s HBM3, 132 SMs at 1.755 GHz). Time >= weight bytes ÷
+// bandwidth, weight bytes = n·k·(bits / 8 + scale bytes / G): Q4_0 at n = k = 4096 is 9.4 MB,
+// 2.8 µs; X (m·k·2 bytes, once per block from L2) and Y are negligible. Design target: weight
+// bytes ÷ time >= 85% of HBM bandwidth at m = 1 for n, k >= 4096. Why it can get there:
+//  - every weight byte is read once, as 512 contiguous bytes per warp and row (16 per lane), and
+//    every scale once, 64 contiguous bytes per warp (the planar layout);
+//  - n / 16 blocks of 8 warps (256 blocks at n = 4096, ~2 per SM) each keep the next 4 steps
+//    (2 for m > 2) of 2 rows x 16 bytes of codes, with their scales, in flight per lane: at
+//    m <= 2 and k = 4096 a lane's whole row share, ~64 KB per SM (Little's law needs
+//    ~3.35 TB/s x ~0.8 µs / 132 ≈ 20 KB);
+//  - per 4-bit input at m = 1: ~2 integer ops (shift, mask | exponent), 1 FADD and 1 FFMA (no
+//    int->float conversion, packed_decode.cuh); full bandwidth asks 29 inputs per SM per clock,
+//    i.e. ~58 of the SM's 64 integer ops/clock and ~58 of its 128 FP32 ops/clock, and 2 bytes
+//    of shared-memory reads per input (X, shared by the warp's 2 rows): 45% of its bandwidth.
+// The integer pipe is the margin: if it caps the rate, the decode is the place to optimise
+// (byte permutes, two codes per instruction). At n = k = 4096 the 2.8 µs ideal is close to the
+// fixed costs (launch, the first X staging, the tail), so expect 85% from larger weights
+// (n·k >= 4096 x 14336) and less at 4096 x 4096. For m = 2..8 the same bytes feed m times the
+// FMAs and shared reads: at m = 8 the FP32 pipe (8 FFMA per input) bounds it near 50-60% of
+// bandwidth; beyond that the tensor-core path takes over.
+// Tensor-core path: every X tile is read n / 64 times and every W tile m / 64 times (from L2);
+// per 8 mma a warp spends ~60 other instructions (code decode, per-group scaling), so it is
+// issue-bound well below the tensor cores' peak: expect 15-30% of H100's dense bf16 mma.sync
+// rate; at m <= 64 its n / 64 blocks (64 at n = 4096) under-fill the SMs (split-k is the next
+// step); a correct tensor-core baseline to tune.
+// Measured (tools/bench/cuda_kernels_bench.cu on an H200, 4.8 TB/s HBM3e, copy bandwidth
+// 3.75 TB/s; events around one launch, L2 flushed; n = k = 4096, bf16), with one step in flight
+// and scales loaded at use: m = 1 took 10.6-11.8 µs for the 4-bit GGUF schemes, 13-16 µs for
+// Q8_0 / NVFP4 / MXFP4 (0.15-0.32 of copy bandwidth): latency-bound chains of dependent loads,
+// far from the target. With scales loaded ahead and two steps in flight: unchanged at m = 1
+// (10.6 µs Q4_0); m = 256: 80 µs (Q8_0, Q4_0: 107 TFLOP/s) to 134 µs (Q4_K), m = 16: 78-98 µs.
+// The four-step prefetch at m <= 2 and the k = 14336 rows are not measured yet.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/launch_shape.h"
+#include "kernels/cuda/packed_linear_mma.cuh"
+#include "kernels/cuda/packed_linear_small_m.cuh"
+
+namespace tessera::cuda {
+
+// Why packed_linear cannot run (x, m, w, y), or null when it can. Preconditions checked: m >= 1;
+// w's shape accepted by PackedShapeError (k a multiple of 64, of 256 for Q4_K; n a multiple of
+// 8); x, y and w.codes non-null and 16-byte aligned; w.scales non-null, w.mins for Q4_1 / Q4_K,
+// w.super_scales for Q4_K. Not checked: that y [m, n] overlaps nothing and that the arrays hold
+// packed_format.h's sizes.
+template <typename T>
+const char* PackedLinearError(const T* x, int m, const PackedLinear& w, const T* y) {
+  auto aligned = [](const void* p) {
+    return p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (m < 1) return "m must be at least 1";
+  if (const char* error = PackedShapeError(w.scheme, w.n, w.k)) return error;
+  if (!aligned(x) || !aligned(y) || !aligned(w.codes)) {
+    return "x, y and codes must be 16-byte aligned";
+  }
+  if (w.scales == nullptr) return "scales missing";
+  if (PackedHasMins(w.scheme) && w.mins == nullptr) return "mins missing";
+  if (w.scheme == PackedScheme::kQ4_K && w.super_scales == nullptr) return "super_scales missing";
+  return nullptr;
+}
+
+namespace packed_linear_detail {
+
+// A launch every launcher rejects (an empty grid): how a precondition failure is reported.
+template <class Launcher, typename T>
+auto Reject(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+  return launcher.Launch(LaunchShape{dim3(0), dim3(kPackedSmallMThreads), 0},
+                         PackedLinearSmallMKernel<T, PackedScheme::kQ8_0, 1>, x, m, w, y);
+}
+
+}  // namespace packed_linear_detail
+
+// The small-m path alone (packed_linear_small_m.cuh); also rejects m > 8.
+template <class Launcher, typename T, PackedScheme kScheme>
+auto LaunchPackedLinearSmallM(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+  if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme || m > kPackedSmallMMaxM) {
+    return packed_linear_detail::Reject(launcher, x, m, w, y);
+  }
+  const LaunchShape shape{dim3(CeilDiv(w.n, kPackedSmallMRowsPerBlock)), dim3(kPackedSmallMThreads),
+                          0};
+  if (m == 1) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 1>, x, m, w, y);
+  if (m == 2) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 2>, x, m, w, y);
+  if (m <= 4) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 4>, x, m, w, y);
+  return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 8>, x, m, w, y);
+}
+
+// The tensor-core path alone (packed_linear_mma.cuh), any m >= 1 (m / 64 < 65536).
+template <class Launcher, typename T, PackedScheme kScheme>
+auto LaunchPackedLinearMma(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+  if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme) {
+    return packed_linear_detail::Reject(launcher, x, m, w, y);
+  }
+  const LaunchShape shape{dim3(CeilDiv(w.n, kPackedMmaTileN), CeilDiv(m, kPackedMmaTileM)),
+                          dim3(kPackedMmaThreads), 0};
+  return launcher.Launch(shape, PackedLinearMmaKernel<T, kScheme>, x, m, w, y);
+}
+
+// y [m, n] = x [m, k] · wᵀ through the path m picks. T: __nv_bfloat16 or __half. Preconditions:
+// PackedLinearError(x, m, w, y) is null (else the launcher's invalid-configuration error), y
+// overlaps nothing, w's arrays as packed_format.h describes. Every y element is written.
+template <class Launcher, typename T>
+auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+  switch (w.scheme) {
+#define TESSERA_PACKED_LINEAR_CASE(S)                                                         \
+  case PackedScheme::S:                                                                       \
+    return m <= kPackedSmallMMaxM                                                             \
+               ? LaunchPackedLinearSmallM<Launcher, T, PackedScheme::S>(launcher, x, m, w, y) \
+               : LaunchPackedLinearMma<Launcher, T, PackedScheme::S>(launcher, x, m, w, y);
+    TESSERA_PACKED_LINEAR_CASE(kQ8_0)
+    TESSERA_PACKED_LINEAR_CASE(kQ4_0)
+    TESSERA_PACKED_LINEAR_CASE(kQ4_1)
+    TESSERA_PACKED_LINEAR_CASE(kQ4_K)
+    TESSERA_PACKED_LINEAR_CASE(kNvfp4)
+    TESSERA_PACKED_LINEAR_CASE(kMxfp4)
+#undef TESSERA_PACKED_LINEAR_CASE
+  }
+  return packed_linear_detail::Reject(launcher, x, m, w, y);
+}
+
+}  // namespace tessera::cuda

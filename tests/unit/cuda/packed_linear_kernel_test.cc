@@ -1,0 +1,273 @@
+// Linear layers over packed weights (kernels/cuda/packed_linear.cuh) under every test schedule,
+// on fresh random inputs: both paths (small-m for m <= 8, tensor cores for every m) and the
+// dispatching launch, every scheme, X and Y in bf16 and f16, m in {1, 3, 8, 17, 129}, k in
+// {256, 320, 576} ({256, 512, 768} for Q4_K), n in {64, 136, 192} (each m with every k and
+// every n), against the exact reference ref = Σ_k x_k·w_k in f64 over DequantizePacked's f32
+// weights and x as T holds it:
+//   |y − ref| <= u_T·|ref| + (k + 64)·2^-23·Σ_k |x_k|·(|w_k| + 2|min_g|)
+// (u_bf16 = 2^-8, u_f16 = 2^-11; the sum bounds packed_linear.cuh's Σ|x|·(|s·c| + |min|)).
+// Y is poisoned with NaN before each launch, so an element left unwritten fails. Preconditions
+// the launch must refuse are launch errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/util/half.h"
+#include "kernels/cuda/packed_linear.cuh"
+#include "kernels/cuda/packed_weight.h"
+#include "tests/unit/cuda/kernel_test_env.h"
+
+namespace tessera::cuda {
+namespace {
+
+using simt::DeviceBuffer;
+
+uint16_t HalfBits(float value) { return util::FloatToHalf(value); }
+
+float RandomMagnitude(std::mt19937& rng, float low, float high) {
+  const float v = std::uniform_real_distribution<float>(low, high)(rng);
+  return (rng() & 1) ? -v : v;
+}
+
+// A random weight whose outputs stay well inside f16's range for |x| <= 2, k <= 768. With
+// `tiny_scales`, NVFP4's E4M3 scales are only subnormals and the smallest normals (tensor scale
+// 1), so a misdecoded subnormal is not lost among larger groups.
+PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng,
+                          bool tiny_scales = false) {
+  const int groups = n * (k / PackedGroupSize(scheme));
+  std::vector<uint8_t> codes(n * PackedRowCodeBytes(scheme, k)), scales, mins;
+  std::vector<uint16_t> super;
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
+  auto push_half = [](std::vector<uint8_t>& bytes, float value) {
+    const uint16_t h = HalfBits(value);
+    bytes.push_back(static_cast<uint8_t>(h));
+    bytes.push_back(static_cast<uint8_t>(h >> 8));
+  };
+  float tensor_scale = 1.0f;
+  for (int g = 0; g < groups; ++g) {
+    switch (scheme) {
+      case PackedScheme::kQ8_0:
+        push_half(scales, RandomMagnitude(rng, 0x1p-9f, 0x1p-5f));
+        break;
+      case PackedScheme::kQ4_0:
+        push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f));
+        break;
+      case PackedScheme::kQ4_1:
+        push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f));
+        push_half(mins, RandomMagnitude(rng, 0.0f, 2.0f));
+        break;
+      case PackedScheme::kQ4_K:
+        scales.push_back(static_cast<uint8_t>(rng() % 64));
+        mins.push_back(static_cast<uint8_t>(rng() % 64));
+        break;
+      case PackedScheme::kNvfp4: {  // any finite E4M3 (448, subnormals), a small tensor scale
+        uint8_t s;
+        do {
+          s = static_cast<uint8_t>(rng());
+        } while ((s & 0x7F) == 0x7F);
+        scales.push_back(tiny_scales ? s & 0x8F : s);
+        tensor_scale = tiny_scales ? 1.0f : 0x1p-9f * 1.375f;
+        break;
+      }
+      case PackedScheme::kMxfp4:
+        scales.push_back(static_cast<uint8_t>(118 + rng() % 11));
+        break;
+    }
+  }
+  if (scheme == PackedScheme::kQ4_K) {
+    for (int s = 0; s < n * (k / 256); ++s) {
+      super.push_back(HalfBits(RandomMagnitude(rng, 0x1p-10f, 0x1p-6f)));
+      super.push_back(HalfBits(std::fabs(RandomMagnitude(rng, 0x1p-10f, 0x1p-6f))));
+    }
+  }
+  absl::StatusOr<PackedWeight> w =
+      PackPlanar(scheme, n, k, codes, scales, mins, super, tensor_scale);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return *w;
+}
+
+// |min| of each group of row `row` (0 without mins), for the bound.
+float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
+  const int index = row * (w.k / PackedGroupSize(w.scheme)) + group;
+  if (w.scheme == PackedScheme::kQ4_1) {
+    return std::fabs(
+        util::HalfToFloat(static_cast<uint16_t>(w.mins[2 * index] | (w.mins[2 * index + 1] << 8))));
+  }
+  if (w.scheme == PackedScheme::kQ4_K) {
+    const uint16_t dmin = w.super_scales[(row * (w.k / 256) + group / 8) * 2 + 1];
+    return std::fabs(util::HalfToFloat(dmin) * w.mins[index]);
+  }
+  return 0.0f;
+}
+
+enum class Path { kSmallM, kMma, kDispatch };
+
+template <typename T>
+auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w,
+            T* y) {
+  switch (w.scheme) {
+#define TESSERA_PATH_CASE(S)                                                                      \
+  case PackedScheme::S:                                                                           \
+    if (path == Path::kSmallM)                                                                    \
+      return LaunchPackedLinearSmallM<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
+                                                                              y);                 \
+    if (path == Path::kMma)                                                                       \
+      return LaunchPackedLinearMma<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y); \
+    break;
+    TESSERA_PATH_CASE(kQ8_0)
+    TESSERA_PATH_CASE(kQ4_0)
+    TESSERA_PATH_CASE(kQ4_1)
+    TESSERA_PATH_CASE(kQ4_K)
+    TESSERA_PATH_CASE(kNvfp4)
+    TESSERA_PATH_CASE(kMxfp4)
+#undef TESSERA_PATH_CASE
+  }
+  return LaunchPackedLinear(launcher, x, m, w, y);
+}
+
+// The weight's arrays on the device and its view.
+struct DeviceWeight {
+  explicit DeviceWeight(const PackedWeight& w)
+      : codes(std::span<const uint8_t>(w.codes)),
+        scales(std::span<const uint8_t>(w.scales)),
+        mins(std::span<const uint8_t>(w.mins)),
+        super(std::span<const uint16_t>(w.super_scales)) {
+    view = PackedLinear{w.scheme,
+                        w.n,
+                        w.k,
+                        codes.get(),
+                        scales.get(),
+                        w.mins.empty() ? nullptr : mins.get(),
+                        w.super_scales.empty() ? nullptr : super.get(),
+                        w.tensor_scale};
+  }
+  DeviceBuffer<uint8_t> codes, scales, mins;
+  DeviceBuffer<uint16_t> super;
+  PackedLinear view;
+};
+
+template <typename T>
+void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme, int m, int n,
+                 int k, std::mt19937& rng, bool tiny_scales = false) {
+  const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
+  const std::vector<float> w = DequantizePacked(weight);
+  const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
+  const DeviceWeight d_w(weight);
+  DeviceBuffer<T> d_x{std::span<const T>(x)}, d_y(size_t(m) * n);
+  for (size_t i = 0; i < d_y.size(); ++i)
+    d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
+  simt::TestLauncher launcher(schedule);
+  const auto status =
+      Launch(launcher, path, static_cast<const T*>(d_x.get()), m, d_w.view, d_y.get());
+  ASSERT_TRUE(status.ok()) << status;
+  const double unit = std::is_same_v<T, __half> ? 0x1p-11 : 0x1p-8;
+  for (int r = 0; r < m; ++r) {
+    for (int j = 0; j < n; ++j) {
+      double ref = 0, magnitude = 0;
+      for (int e = 0; e < k; ++e) {
+        const double xv = simt::AsFloat(x[size_t(r) * k + e]), wv = w[size_t(j) * k + e];
+        ref += xv * wv;
+        magnitude +=
+            std::fabs(xv) *
+            (std::fabs(wv) + 2.0 * GroupMinMagnitude(weight, j, e / PackedGroupSize(scheme)));
+      }
+      const double got = simt::AsFloat(d_y[size_t(r) * n + j]);
+      const double bound = unit * std::fabs(ref) + (k + 64) * 0x1p-23 * magnitude;
+      ASSERT_TRUE(std::fabs(got - ref) <= bound)
+          << "scheme " << int(scheme) << " path " << int(path) << " m " << m << " n " << n << " k "
+          << k << " y[" << r << "][" << j << "] = " << got << ", ref " << ref << ", bound "
+          << bound;
+    }
+  }
+}
+
+// Each m with every k and every n: (m_i, k_j, n_{(i + j) % 3}).
+std::vector<std::tuple<int, int, int>> Shapes(PackedScheme scheme) {
+  const int ms[] = {1, 3, 8, 17, 129}, ns[] = {64, 136, 192};
+  const std::vector<int> ks =
+      scheme == PackedScheme::kQ4_K ? std::vector{256, 512, 768} : std::vector{256, 320, 576};
+  std::vector<std::tuple<int, int, int>> shapes;
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 3; ++j) shapes.emplace_back(ms[i], ns[(i + j) % 3], ks[j]);
+  }
+  return shapes;
+}
+
+void CheckScheme(const simt::Schedule& schedule, PackedScheme scheme, unsigned seed) {
+  std::mt19937 rng(seed);
+  for (auto [m, n, k] : Shapes(scheme)) {
+    SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k);
+    if (m <= kPackedSmallMMaxM) {
+      CheckLinear<__nv_bfloat16>(schedule, Path::kSmallM, scheme, m, n, k, rng);
+      CheckLinear<__half>(schedule, Path::kSmallM, scheme, m, n, k, rng);
+    }
+    CheckLinear<__nv_bfloat16>(schedule, Path::kMma, scheme, m, n, k, rng);
+    CheckLinear<__half>(schedule, Path::kMma, scheme, m, n, k, rng);
+  }
+}
+
+class PackedLinearKernelTest : public simt::KernelTest {};
+
+TEST_P(PackedLinearKernelTest, Q8_0) { CheckScheme(GetParam(), PackedScheme::kQ8_0, 2001); }
+TEST_P(PackedLinearKernelTest, Q4_0) { CheckScheme(GetParam(), PackedScheme::kQ4_0, 2002); }
+TEST_P(PackedLinearKernelTest, Q4_1) { CheckScheme(GetParam(), PackedScheme::kQ4_1, 2003); }
+TEST_P(PackedLinearKernelTest, Q4_K) { CheckScheme(GetParam(), PackedScheme::kQ4_K, 2004); }
+TEST_P(PackedLinearKernelTest, Nvfp4) { CheckScheme(GetParam(), PackedScheme::kNvfp4, 2005); }
+TEST_P(PackedLinearKernelTest, Nvfp4SubnormalScales) {
+  std::mt19937 rng(2009);
+  for (Path path : {Path::kSmallM, Path::kMma}) {
+    CheckLinear<__nv_bfloat16>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
+    CheckLinear<__half>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
+  }
+}
+TEST_P(PackedLinearKernelTest, Mxfp4) { CheckScheme(GetParam(), PackedScheme::kMxfp4, 2006); }
+
+TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
+  std::mt19937 rng(2007);
+  for (int m : {1, 2, 5, 8, 9, 16}) {
+    CheckLinear<__nv_bfloat16>(GetParam(), Path::kDispatch, PackedScheme::kQ4_K, m, 72, 256, rng);
+    CheckLinear<__half>(GetParam(), Path::kDispatch, PackedScheme::kNvfp4, m, 8, 128, rng);
+  }
+}
+
+TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
+  std::mt19937 rng(2008);
+  const PackedWeight weight = RandomWeight(PackedScheme::kQ4_K, 16, 256, rng);
+  const DeviceWeight d_w(weight);
+  DeviceBuffer<__nv_bfloat16> d_x(32 * 256 + 8), d_y(32 * 16 + 8);
+  const __nv_bfloat16* x = d_x.get();
+  simt::TestLauncher launcher(GetParam());
+  EXPECT_TRUE(Launch(launcher, Path::kDispatch, x, 2, d_w.view, d_y.get()).ok());
+  auto rejected = [&](Path path, const __nv_bfloat16* xx, int m, PackedLinear w, __nv_bfloat16* y) {
+    return !Launch(launcher, path, xx, m, w, y).ok();
+  };
+  PackedLinear w = d_w.view;
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 0, w, d_y.get()));      // m < 1
+  EXPECT_TRUE(rejected(Path::kDispatch, x + 1, 2, w, d_y.get()));  // x misaligned
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get() + 1));  // y misaligned
+  EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));        // small-m path, m > 8
+  w.k = 192;
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // Q4_K, k % 256
+  w.k = 256, w.n = 12;
+  EXPECT_TRUE(rejected(Path::kMma, x, 32, w, d_y.get()));  // n % 8
+  w.n = 16, w.mins = nullptr;
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // Q4_K without mins
+  w = d_w.view, w.scheme = PackedScheme::kQ4_0, w.k = 96;
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // k % 64
+  w.scheme = static_cast<PackedScheme>(42), w.k = 256;
+  EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // no such scheme
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, PackedLinearKernelTest,
+                         ::testing::ValuesIn(simt::TestSchedules()),
+                         [](const auto& info) { return simt::ScheduleTestName(info.param); });
+
+}  // namespace
+}  // namespace tessera::cuda
