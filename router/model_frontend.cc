@@ -9,7 +9,8 @@ namespace tessera::router {
 
 absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(const std::string& path) {
   auto frontend = std::make_unique<ModelFrontend>();
-  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = safetensors::OpenModelFile(path);
+  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = safetensors::OpenModelFile(
+      path, util::FileLoad::kMap, safetensors::ModelContents::kMetadataOnly);
   if (!file.ok()) return file.status();
   frontend->file = std::move(*file);
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =

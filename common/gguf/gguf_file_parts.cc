@@ -28,8 +28,8 @@ absl::StatusOr<GgufTensorInfo> CheckedInfo(const GgufTensorPart& part) {
   uint64_t num_elements = 1;
   for (uint64_t dim : part.dims) {
     if (dim != 0 && num_elements > kInt64Max / dim) {
-      return PartError(part, absl::StrCat("shape [", absl::StrJoin(part.dims, ", "),
-                                          "] overflows int64"));
+      return PartError(
+          part, absl::StrCat("shape [", absl::StrJoin(part.dims, ", "), "] overflows int64"));
     }
     num_elements *= dim;
   }
@@ -42,12 +42,16 @@ absl::StatusOr<GgufTensorInfo> CheckedInfo(const GgufTensorPart& part) {
   if (num_blocks > std::numeric_limits<uint64_t>::max() / type.type_size) {
     return PartError(part, "byte size overflows uint64");
   }
-  GgufTensorInfo info{.name = part.name, .dims = part.dims, .type = part.type, .offset = 0,
-                      .num_elements = num_elements, .num_bytes = num_blocks * type.type_size};
+  GgufTensorInfo info{.name = part.name,
+                      .dims = part.dims,
+                      .type = part.type,
+                      .offset = 0,
+                      .num_elements = num_elements,
+                      .num_bytes = num_blocks * type.type_size};
   if (part.data.size() != info.num_bytes) {
-    return PartError(part, absl::StrCat("has ", part.data.size(), " bytes of data, its ",
-                                        type.name, " shape [", absl::StrJoin(part.dims, ", "),
-                                        "] needs ", info.num_bytes));
+    return PartError(
+        part, absl::StrCat("has ", part.data.size(), " bytes of data, its ", type.name, " shape [",
+                           absl::StrJoin(part.dims, ", "), "] needs ", info.num_bytes));
   }
   return info;
 }

@@ -53,7 +53,7 @@ bool ArchitectureUsesNeoxRope(std::string_view architecture);
 // A bool metadata key of ours (no llama.cpp file has it) that overrides the pairing the
 // architecture implies. The safetensors view (common/safetensors/) sets it to true for a `llama`
 // read from a Hugging Face directory: HF stores Q/K as trained, for rotate_half (NeoX pairs), and
-// we do not permute them as llama.cpp's converter does, so the runner must rotate them in NeoX mode.
+// we do not permute them as llama.cpp's converter does, so the runner rotates them in NeoX mode.
 inline constexpr std::string_view kRopeNeoxKey = "tessera.rope.neox";
 
 struct ModelConfig {

@@ -22,9 +22,8 @@ struct ArchitectureName {
   const char* hf;
   const char* gguf;
 };
-constexpr ArchitectureName kArchitectures[] = {{"LlamaForCausalLM", "llama"},
-                                               {"Qwen2ForCausalLM", "qwen2"},
-                                               {"Qwen3ForCausalLM", "qwen3"}};
+constexpr ArchitectureName kArchitectures[] = {
+    {"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"}};
 
 absl::Status Invalid(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("config.json: ", std::string(what)));
@@ -64,17 +63,16 @@ absl::StatusOr<ArchitectureName> ReadArchitecture(const Json& config) {
     if (name == arch.hf) return arch;
     supported.emplace_back(arch.hf);
   }
-  return absl::UnimplementedError(absl::StrCat("config.json: architectures[0] '", name,
-                                               "' is not supported (supported: ",
-                                               absl::StrJoin(supported, ", "), ")"));
+  return absl::UnimplementedError(
+      absl::StrCat("config.json: architectures[0] '", name,
+                   "' is not supported (supported: ", absl::StrJoin(supported, ", "), ")"));
 }
 
 // Options of these architectures that change the computation and that we do not run.
 absl::Status CheckUnsupportedOptions(const Json& config) {
   if (Present(config, "hidden_act") && config["hidden_act"] != "silu") {
-    return absl::UnimplementedError(absl::StrCat("config.json: hidden_act ",
-                                                 config["hidden_act"].dump(),
-                                                 " is not supported (only silu)"));
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json: hidden_act ", config["hidden_act"].dump(), " is not supported (only silu)"));
   }
   if (config.value("use_sliding_window", false) == true) {
     return absl::UnimplementedError("config.json: use_sliding_window true is not supported");
@@ -129,13 +127,14 @@ absl::StatusOr<std::vector<float>> Llama3RopeFreqs(const Json& rope, int head_di
 }
 
 absl::Status AddYarn(const Json& rope, const std::string& p, MetadataList* metadata) {
-  const std::set<std::string> allowed = {"factor", "original_max_position_embeddings",
-                                         "attention_factor", "attn_factor", "beta_fast",
-                                         "beta_slow"};
+  const std::set<std::string> allowed = {"factor",           "original_max_position_embeddings",
+                                         "attention_factor", "attn_factor",
+                                         "beta_fast",        "beta_slow"};
   TESSERA_RETURN_IF_ERROR(CheckRopeKeys(rope, "yarn", allowed));
   TESSERA_ASSIGN_OR_RETURN(const double factor, PositiveNumber(rope, "factor", 0.0));
   if (factor == 0.0) return Invalid("yarn rope scaling has no factor");
-  TESSERA_ASSIGN_OR_RETURN(const int original, PositiveInt(rope, "original_max_position_embeddings"));
+  TESSERA_ASSIGN_OR_RETURN(const int original,
+                           PositiveInt(rope, "original_max_position_embeddings"));
   metadata->AddString(p + "rope.scaling.type", "yarn");
   metadata->AddFloat32(p + "rope.scaling.factor", static_cast<float>(factor));
   metadata->AddUint32(p + "rope.scaling.original_context_length", original);
@@ -186,12 +185,12 @@ absl::StatusOr<HfModelConfig> ReadHfModelConfig(const Json& config, MetadataList
   out.architecture = arch.gguf;
   const std::string p = out.architecture + ".";
   metadata->AddString("general.architecture", out.architecture);
-  for (auto [hf_key, gguf_key] : {std::pair{"max_position_embeddings", "context_length"},
-                                  std::pair{"hidden_size", "embedding_length"},
-                                  std::pair{"num_hidden_layers", "block_count"},
-                                  std::pair{"intermediate_size", "feed_forward_length"},
-                                  std::pair{"num_attention_heads", "attention.head_count"},
-                                  std::pair{"vocab_size", "vocab_size"}}) {
+  for (auto [hf_key, gguf_key] :
+       {std::pair{"max_position_embeddings", "context_length"},
+        std::pair{"hidden_size", "embedding_length"}, std::pair{"num_hidden_layers", "block_count"},
+        std::pair{"intermediate_size", "feed_forward_length"},
+        std::pair{"num_attention_heads", "attention.head_count"},
+        std::pair{"vocab_size", "vocab_size"}}) {
     TESSERA_ASSIGN_OR_RETURN(const int value, PositiveInt(config, hf_key));
     metadata->AddUint32(p + gguf_key, value);
   }

@@ -61,8 +61,8 @@ absl::Status HfDirectory::OpenShards(util::FileLoad load) {
     return absl::OkStatus();
   }
   if (fs::exists(Join(path_, kWeightsIndexFile), error)) return OpenIndexedShards(load);
-  return absl::NotFoundError(absl::StrCat("'", path_, "' has neither ", kSingleWeightsFile,
-                                          " nor ", kWeightsIndexFile));
+  return absl::NotFoundError(
+      absl::StrCat("'", path_, "' has neither ", kSingleWeightsFile, " nor ", kWeightsIndexFile));
 }
 
 absl::Status HfDirectory::OpenIndexedShards(util::FileLoad load) {
@@ -76,9 +76,9 @@ absl::Status HfDirectory::OpenIndexedShards(util::FileLoad load) {
   std::set<std::string> shard_names;
   for (const auto& [tensor, shard] : map->items()) {
     if (!shard.is_string() || !IsPlainFileName(shard.get<std::string>())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          index_path, ": weight_map places tensor '", tensor, "' in ", shard.dump(),
-          ", which is not a file name in the directory"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": weight_map places tensor '", tensor, "' in ", shard.dump(),
+                       ", which is not a file name in the directory"));
     }
     weight_map_.emplace(tensor, shard.get<std::string>());
     shard_names.insert(shard.get<std::string>());
@@ -97,9 +97,9 @@ absl::Status HfDirectory::IndexTensors() {
     for (const SafetensorsTensor& tensor : shards_[s]->tensors()) {
       const auto [it, inserted] = tensors_.emplace(tensor.name, Located{&tensor, s});
       if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat(path_, ": tensor '", tensor.name,
-                                                       "' is in two shards, ", ShardName(it->second.shard),
-                                                       " and ", ShardName(s)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path_, ": tensor '", tensor.name, "' is in two shards, ",
+                         ShardName(it->second.shard), " and ", ShardName(s)));
       }
       if (!weight_map_.empty() && !weight_map_.contains(tensor.name)) {
         return absl::InvalidArgumentError(absl::StrCat(path_, ": shard ", ShardName(s),
@@ -149,9 +149,8 @@ absl::StatusOr<std::optional<nlohmann::json>> HfDirectory::ReadOptionalJson(
   absl::StatusOr<nlohmann::json> json = util::ParseClientJson(**text, file);
   if (!json.ok()) {  // the cap's message names a field of the file: say which file
     const absl::string_view message = json.status().message();
-    return absl::InvalidArgumentError(absl::StartsWith(message, file)
-                                          ? std::string(message)
-                                          : absl::StrCat(file, ": ", message));
+    return absl::InvalidArgumentError(
+        absl::StartsWith(message, file) ? std::string(message) : absl::StrCat(file, ": ", message));
   }
   if (!json->is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(file, " is not a JSON object"));

@@ -32,10 +32,14 @@ struct ViewStorage {
 
 std::optional<gguf::GgmlType> FloatType(Dtype dtype) {
   switch (dtype) {
-    case Dtype::kF32: return gguf::GgmlType::kF32;
-    case Dtype::kF16: return gguf::GgmlType::kF16;
-    case Dtype::kBF16: return gguf::GgmlType::kBF16;
-    default: return std::nullopt;
+    case Dtype::kF32:
+      return gguf::GgmlType::kF32;
+    case Dtype::kF16:
+      return gguf::GgmlType::kF16;
+    case Dtype::kBF16:
+      return gguf::GgmlType::kBF16;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -59,48 +63,44 @@ class PartBuilder {
       : config_(config), nvfp4_(nvfp4), storage_(storage) {}
 
   absl::Status Add(const SafetensorsTensor& tensor) {
-    ++dtype_counts_[std::string(DtypeName(tensor.dtype))];
     if (IsRecomputedHfTensor(tensor.name)) return absl::OkStatus();
     if (nvfp4_ && IsModelOptCompanionTensor(tensor.name)) return absl::OkStatus();
     if (tensor.name == "lm_head.weight" && config_.tie_word_embeddings) return absl::OkStatus();
     const std::optional<std::string> name = GgufTensorName(tensor.name);
     if (!name) {
-      return absl::UnimplementedError(absl::StrCat(
-          storage_->dir->path(), ": tensor '", tensor.name, "' is not one ",
-          config_.hf_architecture, " has (or one we run)"));
+      return absl::UnimplementedError(absl::StrCat(storage_->dir->path(), ": tensor '", tensor.name,
+                                                   "' is not one ", config_.hf_architecture,
+                                                   " has (or one we run)"));
     }
     if (std::optional<gguf::GgmlType> type = FloatType(tensor.dtype)) {
       parts_.push_back({*name, GgufDims(tensor.shape), *type, Aligned(tensor)});
       return absl::OkStatus();
     }
     if (nvfp4_ && tensor.dtype == Dtype::kU8) return AddNvfp4(tensor, *name);
-    return absl::UnimplementedError(absl::StrCat(
-        storage_->dir->path(), ": tensor '", tensor.name, "' has dtype ",
-        std::string(DtypeName(tensor.dtype)), "; weights must be F32, F16 or BF16 (or ModelOpt "
-        "NVFP4)"));
+    return absl::UnimplementedError(absl::StrCat(storage_->dir->path(), ": tensor '", tensor.name,
+                                                 "' has dtype ",
+                                                 std::string(DtypeName(tensor.dtype)),
+                                                 "; weights must be F32, F16 or BF16 (or ModelOpt "
+                                                 "NVFP4)"));
   }
 
   // The rope_freqs tensor (llama3 scaling) and the check that an untied head exists.
   absl::Status Finish() {
     if (!config_.tie_word_embeddings && storage_->dir->Find("lm_head.weight") == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          storage_->dir->path(), ": config.json does not tie the embeddings (tie_word_embeddings "
-          "false) but there is no lm_head.weight"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(storage_->dir->path(),
+                       ": config.json does not tie the embeddings (tie_word_embeddings "
+                       "false) but there is no lm_head.weight"));
     }
     if (!config_.rope_freqs.empty()) {
       const std::span<const uint8_t> bytes = Copy(std::as_bytes(std::span(config_.rope_freqs)));
-      parts_.push_back({"rope_freqs.weight", {config_.rope_freqs.size()}, gguf::GgmlType::kF32,
-                        bytes});
+      parts_.push_back(
+          {"rope_freqs.weight", {config_.rope_freqs.size()}, gguf::GgmlType::kF32, bytes});
     }
     return absl::OkStatus();
   }
 
   std::vector<gguf::GgufTensorPart> TakeParts() { return std::move(parts_); }
-  std::string DtypeSummary() const {
-    return absl::StrJoin(dtype_counts_, ", ", [](std::string* out, const auto& kv) {
-      absl::StrAppend(out, kv.first, " x", kv.second);
-    });
-  }
 
  private:
   std::span<const uint8_t> Copy(std::span<const std::byte> bytes) {
@@ -123,13 +123,15 @@ class PartBuilder {
     const SafetensorsTensor* scale = storage_->dir->Find(module + ".weight_scale");
     const SafetensorsTensor* scale_2 = storage_->dir->Find(module + ".weight_scale_2");
     if (!weight.name.ends_with(kSuffix) || scale == nullptr || scale_2 == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          storage_->dir->path(), ": U8 tensor '", weight.name,
-          "' is not an NVFP4 weight with its weight_scale and weight_scale_2"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(storage_->dir->path(), ": U8 tensor '", weight.name,
+                       "' is not an NVFP4 weight with its weight_scale and weight_scale_2"));
     }
     TESSERA_ASSIGN_OR_RETURN(const std::vector<float> values,
                              DequantizeModelOptNvfp4(weight, *scale, *scale_2));
-    parts_.push_back({name, {2 * weight.shape[1], weight.shape[0]}, gguf::GgmlType::kF32,
+    parts_.push_back({name,
+                      {2 * weight.shape[1], weight.shape[0]},
+                      gguf::GgmlType::kF32,
                       Copy(std::as_bytes(std::span(values)))});
     return absl::OkStatus();
   }
@@ -138,13 +140,40 @@ class PartBuilder {
   const bool nvfp4_;
   ViewStorage* storage_;
   std::vector<gguf::GgufTensorPart> parts_;
-  std::map<std::string, int> dtype_counts_;
 };
+
+// "BF16 x290, F32 x2": the stored dtypes, counted.
+std::string DtypeSummary(const HfDirectory& dir) {
+  std::map<std::string, int> counts;
+  for (const std::unique_ptr<SafetensorsFile>& shard : dir.shards()) {
+    for (const SafetensorsTensor& tensor : shard->tensors()) {
+      ++counts[std::string(DtypeName(tensor.dtype))];
+    }
+  }
+  return absl::StrJoin(counts, ", ", [](std::string* out, const auto& kv) {
+    absl::StrAppend(out, kv.first, " x", kv.second);
+  });
+}
+
+// The GGUF tensors of the directory's weights (see the header).
+absl::StatusOr<std::vector<gguf::GgufTensorPart>> TensorParts(const HfModelConfig& config,
+                                                              ViewStorage* storage) {
+  TESSERA_ASSIGN_OR_RETURN(const bool nvfp4, IsModelOptNvfp4(*storage->dir));
+  PartBuilder builder(config, nvfp4, storage);
+  for (const std::unique_ptr<SafetensorsFile>& shard : storage->dir->shards()) {
+    for (const SafetensorsTensor& tensor : shard->tensors()) {
+      TESSERA_RETURN_IF_ERROR(builder.Add(tensor));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(builder.Finish());
+  return builder.TakeParts();
+}
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenHfDirectoryAsGguf(const std::string& path,
-                                                                      util::FileLoad load) {
+                                                                      util::FileLoad load,
+                                                                      bool with_tensors) {
   auto storage = std::make_shared<ViewStorage>();
   TESSERA_ASSIGN_OR_RETURN(storage->dir, HfDirectory::Open(path, load));
   const HfDirectory& dir = *storage->dir;
@@ -156,18 +185,14 @@ absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenHfDirectoryAsGguf(const std:
   }
   metadata.AddString("general.name", DirectoryName(path));
   TESSERA_RETURN_IF_ERROR(AddHfTokenizerMetadata(dir, config->vocab_size, &metadata));
-  TESSERA_ASSIGN_OR_RETURN(const bool nvfp4, IsModelOptNvfp4(dir));
-  PartBuilder builder(*config, nvfp4, storage.get());
-  for (const std::unique_ptr<SafetensorsFile>& shard : dir.shards()) {
-    for (const SafetensorsTensor& tensor : shard->tensors()) {
-      TESSERA_RETURN_IF_ERROR(builder.Add(tensor));
-    }
+  std::vector<gguf::GgufTensorPart> parts;
+  if (with_tensors) {
+    TESSERA_ASSIGN_OR_RETURN(parts, TensorParts(*config, storage.get()));
   }
-  TESSERA_RETURN_IF_ERROR(builder.Finish());
   metadata.AddString(kSourceFormatKey, "safetensors");
   metadata.AddUint32(kSourceShardsKey, static_cast<uint32_t>(dir.shards().size()));
-  metadata.AddString(kSourceDtypesKey, builder.DtypeSummary());
-  return gguf::GgufFile::FromParts(std::move(metadata).Take(), builder.TakeParts(),
+  metadata.AddString(kSourceDtypesKey, DtypeSummary(dir));
+  return gguf::GgufFile::FromParts(std::move(metadata).Take(), std::move(parts),
                                    std::move(storage));
 }
 

@@ -16,8 +16,8 @@
 //              lm_head.weight is dropped when config.json ties the embeddings; rotary_emb.inv_freq
 //              buffers are skipped.
 // Errors name the file and tensor: those of HfDirectory::Open and the readers above, UNIMPLEMENTED
-// for a tensor outside the name table or of a dtype we do not read, INVALID_ARGUMENT for a quantized
-// weight without its scales or untied embeddings without lm_head.weight.
+// for a tensor outside the name table or of a dtype we do not read, INVALID_ARGUMENT for a
+// quantized weight without its scales or untied embeddings without lm_head.weight.
 //
 // Ownership: the GgufFile keeps the directory's mappings and the copies alive. Thread-safe.
 #pragma once
@@ -35,7 +35,9 @@ inline constexpr char kSourceFormatKey[] = "tessera.source.format";
 inline constexpr char kSourceShardsKey[] = "tessera.source.shards";
 inline constexpr char kSourceDtypesKey[] = "tessera.source.dtypes";
 
+// With `with_tensors` false the file has the metadata only (no tensor: nothing is copied or
+// dequantized), for readers of the tokenizer and chat template.
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenHfDirectoryAsGguf(
-    const std::string& path, util::FileLoad load = util::FileLoad::kMap);
+    const std::string& path, util::FileLoad load = util::FileLoad::kMap, bool with_tensors = true);
 
 }  // namespace tessera::safetensors

@@ -30,9 +30,9 @@ absl::Status CheckRepresentable(const tokenizer::BpeSpec& spec) {
         "tokenizer.json: its pre-tokenizer is none that GGUF names (smollm, gpt2, llama3, qwen2)");
   }
   if (named->ignore_merges != spec.ignore_merges) {
-    return absl::UnimplementedError(absl::StrCat(
-        "tokenizer.json: ignore_merges ", spec.ignore_merges ? "true" : "false",
-        " differs from the GGUF pre-tokenizer '", spec.pre_tokenizer, "' it matches"));
+    return absl::UnimplementedError(
+        absl::StrCat("tokenizer.json: ignore_merges ", spec.ignore_merges ? "true" : "false",
+                     " differs from the GGUF pre-tokenizer '", spec.pre_tokenizer, "' it matches"));
   }
   if (spec.unknown_bytes_to_unk) {
     return absl::UnimplementedError(
@@ -80,8 +80,8 @@ std::optional<std::string> ConfigChatTemplate(const std::optional<Json>& config)
   if (value.is_string()) return value.get<std::string>();
   if (!value.is_array()) return std::nullopt;
   for (const Json& entry : value) {
-    if (entry.is_object() && entry.value("name", "") == "default" &&
-        entry.contains("template") && entry["template"].is_string()) {
+    if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+        entry["template"].is_string()) {
       return entry["template"].get<std::string>();
     }
   }

@@ -21,7 +21,6 @@
 
 namespace tessera::safetensors {
 
-absl::Status AddHfTokenizerMetadata(const HfDirectory& dir, int vocab_size,
-                                    MetadataList* metadata);
+absl::Status AddHfTokenizerMetadata(const HfDirectory& dir, int vocab_size, MetadataList* metadata);
 
 }  // namespace tessera::safetensors

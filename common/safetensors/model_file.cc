@@ -10,8 +10,11 @@
 namespace tessera::safetensors {
 
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenModelFile(const std::string& path,
-                                                              util::FileLoad load) {
-  if (IsHfModelDirectory(path)) return OpenHfDirectoryAsGguf(path, load);
+                                                              util::FileLoad load,
+                                                              ModelContents contents) {
+  if (IsHfModelDirectory(path)) {
+    return OpenHfDirectoryAsGguf(path, load, contents == ModelContents::kAll);
+  }
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     return absl::NotFoundError(absl::StrCat("'", path, "' is a directory without ", kConfigFile,

@@ -12,9 +12,16 @@
 
 namespace tessera::safetensors {
 
+// What the caller will read. kMetadataOnly (the router, `tessera tokenize`: tokenizer, chat
+// template, name): a HF directory then presents no tensors, so nothing is copied or dequantized
+// for a reader that never touches the weights; a GGUF file is mapped either way (a mapping costs
+// nothing until read).
+enum class ModelContents { kAll, kMetadataOnly };
+
 // The errors of OpenHfDirectoryAsGguf for a directory with config.json, NOT_FOUND for another
 // directory, the errors of GgufFile::Open for anything else.
 absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenModelFile(
-    const std::string& path, util::FileLoad load = util::FileLoad::kMap);
+    const std::string& path, util::FileLoad load = util::FileLoad::kMap,
+    ModelContents contents = ModelContents::kAll);
 
 }  // namespace tessera::safetensors

@@ -59,9 +59,9 @@ absl::StatusOr<std::optional<Json>> QuantizationObject(const HfDirectory& dir) {
 }
 
 absl::Status Bad(const SafetensorsTensor& tensor, std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "NVFP4 tensor '", tensor.name, "' (", std::string(DtypeName(tensor.dtype)), " [",
-      absl::StrJoin(tensor.shape, ", "), "]): ", std::string(what)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("NVFP4 tensor '", tensor.name, "' (", std::string(DtypeName(tensor.dtype)), " [",
+                   absl::StrJoin(tensor.shape, ", "), "]): ", std::string(what)));
 }
 
 absl::Status CheckLayout(const SafetensorsTensor& weight, const SafetensorsTensor& scale,
@@ -89,8 +89,8 @@ absl::StatusOr<bool> IsModelOptNvfp4(const HfDirectory& dir) {
   if (!quantization) return false;
   const std::string algo = quantization->value("quant_algo", std::string());
   if (algo != "NVFP4") {
-    return absl::UnimplementedError(absl::StrCat("ModelOpt quant_algo '", algo,
-                                                 "' is not supported (only NVFP4)"));
+    return absl::UnimplementedError(
+        absl::StrCat("ModelOpt quant_algo '", algo, "' is not supported (only NVFP4)"));
   }
   const Json group = quantization->value("group_size", Json(kGroupSize));
   if (group != Json(kGroupSize)) {
@@ -120,7 +120,8 @@ absl::StatusOr<std::vector<float>> DequantizeModelOptNvfp4(
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t g = 0; g < cols / kGroupSize; ++g) {
       const float scale = E4m3ToFloat(weight_scale.data[r * (cols / kGroupSize) + g]);
-      if (std::isnan(scale)) return Bad(weight_scale, absl::StrCat("scale [", r, ", ", g, "] is NaN"));
+      if (std::isnan(scale))
+        return Bad(weight_scale, absl::StrCat("scale [", r, ", ", g, "] is NaN"));
       for (int i = 0; i < kGroupSize; i += 2) {
         const uint64_t col = g * kGroupSize + i;
         const uint8_t byte = weight.data[(r * cols + col) / 2];

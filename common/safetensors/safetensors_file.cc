@@ -65,7 +65,8 @@ class HeaderParser {
         if (!keys.insert(key).second && !duplicate) duplicate = key;
       }
       if ((event == Json::parse_event_t::object_start ||
-           event == Json::parse_event_t::array_start) && depth >= kMaxHeaderDepth) {
+           event == Json::parse_event_t::array_start) &&
+          depth >= kMaxHeaderDepth) {
         too_deep = true;
         return false;
       }
@@ -74,8 +75,8 @@ class HeaderParser {
     Json json = Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/false);
     if (json.is_discarded()) return Error("the header is not valid JSON");
     if (!json.is_object()) return Error("the header is not a JSON object");
-    if (too_deep) return Error(absl::StrCat("the header nests deeper than ", kMaxHeaderDepth,
-                                            " levels"));
+    if (too_deep)
+      return Error(absl::StrCat("the header nests deeper than ", kMaxHeaderDepth, " levels"));
     if (duplicate) return TensorError(*duplicate, "appears twice in the header");
     return json;
   }
@@ -112,12 +113,12 @@ class HeaderParser {
       }
       if (e.begin != expected) {
         const std::string what = e.begin < expected ? "overlaps" : "leaves a gap after";
-        return TensorError(e.name, absl::StrCat(
-            "data [", e.begin, ", ", e.end, ") ", what,
-            previous ? absl::StrCat(" tensor '", Printable(previous->name), "', which ends at ",
-                                    expected)
-                     : " the start of the data section",
-            " (tensors must be contiguous)"));
+        return TensorError(
+            e.name, absl::StrCat("data [", e.begin, ", ", e.end, ") ", what,
+                                 previous ? absl::StrCat(" tensor '", Printable(previous->name),
+                                                         "', which ends at ", expected)
+                                          : " the start of the data section",
+                                 " (tensors must be contiguous)"));
       }
       expected = e.end;
       previous = &e;
@@ -147,8 +148,8 @@ class HeaderParser {
     entry->num_elements = 1;
     for (const Json& dim : *shape) {
       if (!dim.is_number_unsigned()) {
-        return TensorError(name, absl::StrCat("shape ", shape->dump(),
-                                              " holds a value that is not a size"));
+        return TensorError(
+            name, absl::StrCat("shape ", shape->dump(), " holds a value that is not a size"));
       }
       const uint64_t d = dim.get<uint64_t>();
       if (d != 0 && entry->num_elements > std::numeric_limits<uint64_t>::max() / d) {
@@ -176,8 +177,8 @@ class HeaderParser {
     if (entry->num_elements > std::numeric_limits<uint64_t>::max() / size ||
         entry->end - entry->begin != entry->num_elements * size) {
       return TensorError(name, absl::StrCat("data_offsets [", entry->begin, ", ", entry->end,
-                                            ") hold ", entry->end - entry->begin,
-                                            " bytes, its ", util::ToAbsl(DtypeName(entry->dtype)), " shape [",
+                                            ") hold ", entry->end - entry->begin, " bytes, its ",
+                                            util::ToAbsl(DtypeName(entry->dtype)), " shape [",
                                             absl::StrJoin(entry->shape, ", "), "] needs ",
                                             entry->num_elements, " x ", size));
     }
@@ -191,8 +192,8 @@ class HeaderParser {
 absl::StatusOr<uint64_t> ReadHeaderLength(const HeaderParser& parser,
                                           std::span<const uint8_t> bytes) {
   if (bytes.size() < 8) {
-    return parser.Error(absl::StrCat("the file has ", bytes.size(),
-                                     " bytes, fewer than the 8-byte header length"));
+    return parser.Error(
+        absl::StrCat("the file has ", bytes.size(), " bytes, fewer than the 8-byte header length"));
   }
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = length << 8 | bytes[i];
@@ -202,8 +203,7 @@ absl::StatusOr<uint64_t> ReadHeaderLength(const HeaderParser& parser,
   }
   if (length > bytes.size() - 8) {
     return parser.Error(absl::StrCat("the header length ", length,
-                                     " runs past the end of the file (", bytes.size(),
-                                     " bytes)"));
+                                     " runs past the end of the file (", bytes.size(), " bytes)"));
   }
   return length;
 }
@@ -253,7 +253,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
                               .data = bytes.subspan(data_start + e.begin, e.end - e.begin)});
   }
   // After the vector is complete: the keys view its names.
-  for (size_t i = 0; i < file->tensors_.size(); ++i) file->index_.emplace(file->tensors_[i].name, i);
+  for (size_t i = 0; i < file->tensors_.size(); ++i)
+    file->index_.emplace(file->tensors_[i].name, i);
   return file;
 }
 

@@ -7,7 +7,7 @@
 // Untrusted input, validated as the reference implementation does: a header longer than 100 MB or
 // running past the end of the file, JSON that does not parse or is not an object (or nests deeper
 // than a header can, or names a tensor twice), a malformed entry, an unknown dtype, a name that is
-// empty or holds an ASCII control character, an end − begin other than product(shape) × the dtype
+// empty or holds an ASCII control character, an end - begin other than product(shape) x the dtype
 // size, and data that is not contiguous (tensors sorted by offset must start at 0, follow each
 // other with no gap or overlap and end exactly at the end of the file) are each INVALID_ARGUMENT
 // naming the file and, where there is one, the tensor.

@@ -42,7 +42,8 @@ std::vector<uint8_t> SafetensorsWriter::Serialize() const {
 absl::Status SafetensorsWriter::WriteToFile(const std::string& path) const {
   const std::vector<uint8_t> bytes = Serialize();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) return absl::InternalError(absl::StrCat("cannot write '", path, "'"));
   return absl::OkStatus();

@@ -1,13 +1,14 @@
 // A Hugging Face safetensors directory served end to end: `tessera serve --model DIR` (worker and
 // router both reading the directory) gives the same greedy tokens, text and top-5 logprobs (the
 // tiny model's greedy tokens repeat, its logprobs do not) as `tessera serve --model` on its GGUF
-// twin, for chat (the directory's chat template and tokenizer), raw text and token-id prompts. The model is the tiny llama written both ways (tools/convert/hf_export.h), in
-// two shards, so its Q/K rotate in NeoX mode from the directory and in normal mode from the GGUF.
-#include <string>
-#include <vector>
-
+// twin, for chat (the directory's chat template and tokenizer), raw text and token-id prompts. The
+// model is the tiny llama written both ways (tools/convert/hf_export.h), in two shards, so its Q/K
+// rotate in NeoX mode from the directory and in normal mode from the GGUF.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "common/gguf/gguf_file.h"
 #include "tests/e2e/serve_process.h"
@@ -24,7 +25,8 @@ namespace v1 = ::tessera::v1;
 // Writes the tiny llama as a GGUF file and as a two-shard HF directory; "" or what went wrong.
 std::string WriteTwin(const std::string& gguf_path, const std::string& dir) {
   const convert::TinyModelOptions options{.num_layers = 2, .seed = 21};
-  if (absl::Status s = convert::WriteTinyLlamaGguf(options, gguf_path); !s.ok()) return s.ToString();
+  if (absl::Status s = convert::WriteTinyLlamaGguf(options, gguf_path); !s.ok())
+    return s.ToString();
   absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(gguf_path);
   if (!file.ok()) return file.status().ToString();
   std::filesystem::remove_all(dir);

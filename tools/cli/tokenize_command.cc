@@ -11,7 +11,8 @@
 namespace tessera::cli {
 
 absl::Status RunTokenize(const TokenizeOptions& options) {
-  auto file = safetensors::OpenModelFile(options.model_path);
+  auto file = safetensors::OpenModelFile(options.model_path, util::FileLoad::kMap,
+                                         safetensors::ModelContents::kMetadataOnly);
   if (!file.ok()) return file.status();
   auto tok = tokenizer::Tokenizer::FromGguf(**file);
   if (!tok.ok()) {

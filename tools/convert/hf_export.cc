@@ -43,19 +43,25 @@ std::optional<std::string> HfArchitecture(const std::string& arch) {
 absl::StatusOr<Json> ConfigJson(const model::ModelConfig& c) {
   const std::optional<std::string> hf_arch = HfArchitecture(c.architecture);
   if (!hf_arch) {
-    return absl::UnimplementedError(absl::StrCat("HF export: architecture '", c.architecture,
-                                                 "' (only llama, qwen2, qwen3)"));
+    return absl::UnimplementedError(
+        absl::StrCat("HF export: architecture '", c.architecture, "' (only llama, qwen2, qwen3)"));
   }
   if (c.rope_scaling.type != model::RopeScalingType::kNone || c.rope_dim != c.head_dim) {
     return absl::UnimplementedError("HF export: rope scaling or partial rotation");
   }
-  Json config = {{"architectures", Json::array({*hf_arch})}, {"model_type", c.architecture},
-                 {"hidden_size", c.hidden_size}, {"intermediate_size", c.ffn_size},
-                 {"num_hidden_layers", c.num_layers}, {"num_attention_heads", c.num_heads},
+  Json config = {{"architectures", Json::array({*hf_arch})},
+                 {"model_type", c.architecture},
+                 {"hidden_size", c.hidden_size},
+                 {"intermediate_size", c.ffn_size},
+                 {"num_hidden_layers", c.num_layers},
+                 {"num_attention_heads", c.num_heads},
                  {"num_key_value_heads", c.num_kv_heads},
-                 {"max_position_embeddings", c.context_length}, {"rms_norm_eps", c.rms_norm_eps},
-                 {"rope_theta", c.rope_theta}, {"vocab_size", c.vocab_size},
-                 {"tie_word_embeddings", c.tied_embeddings}, {"hidden_act", "silu"},
+                 {"max_position_embeddings", c.context_length},
+                 {"rms_norm_eps", c.rms_norm_eps},
+                 {"rope_theta", c.rope_theta},
+                 {"vocab_size", c.vocab_size},
+                 {"tie_word_embeddings", c.tied_embeddings},
+                 {"hidden_act", "silu"},
                  {"torch_dtype", "float32"}};
   if (c.head_dim * c.num_heads != c.hidden_size) config["head_dim"] = c.head_dim;
   return config;
@@ -100,7 +106,7 @@ absl::StatusOr<std::pair<gguf::GgmlType, std::vector<uint8_t>>> FloatBytes(
 }
 
 Dtype DtypeOf(gguf::GgmlType type) {
-  return type == gguf::GgmlType::kF32 ? Dtype::kF32
+  return type == gguf::GgmlType::kF32   ? Dtype::kF32
          : type == gguf::GgmlType::kF16 ? Dtype::kF16
                                         : Dtype::kBF16;
 }
@@ -119,7 +125,8 @@ void AppendNvfp4(const std::string& hf_name, std::span<const float> values, uint
   const float one = 1.0f;
   out->push_back({hf_name, Dtype::kU8, {rows, cols / 2}, m.codes});
   out->push_back({module + ".weight_scale", Dtype::kF8E4M3, {rows, cols / 16}, m.scales});
-  out->push_back({module + ".weight_scale_2", Dtype::kF32, {}, FloatsAsBytes({&m.global_scale, 1})});
+  out->push_back(
+      {module + ".weight_scale_2", Dtype::kF32, {}, FloatsAsBytes({&m.global_scale, 1})});
   out->push_back({module + ".input_scale", Dtype::kF32, {}, FloatsAsBytes({&one, 1})});
 }
 
@@ -162,9 +169,9 @@ absl::Status WriteShards(std::vector<HfTensor> tensors, int num_shards, const fs
   Json weight_map = Json::object();
   uint64_t total = 0;
   for (int s = 0; s < num_shards; ++s) {
-    const std::string name = num_shards == 1 ? "model.safetensors"
-                                             : absl::StrFormat("model-%05d-of-%05d.safetensors",
-                                                               s + 1, num_shards);
+    const std::string name =
+        num_shards == 1 ? "model.safetensors"
+                        : absl::StrFormat("model-%05d-of-%05d.safetensors", s + 1, num_shards);
     std::stable_sort(shards[s].begin(), shards[s].end(), [](const HfTensor& a, const HfTensor& b) {
       return safetensors::DtypeSize(a.dtype) > safetensors::DtypeSize(b.dtype);
     });
@@ -183,8 +190,11 @@ absl::Status WriteShards(std::vector<HfTensor> tensors, int num_shards, const fs
 
 Json HfQuantConfig() {
   return {{"producer", {{"name", "modelopt"}, {"version", "tessera-tiny"}}},
-          {"quantization", {{"quant_algo", "NVFP4"}, {"kv_cache_quant_algo", nullptr},
-                            {"group_size", 16}, {"exclude_modules", Json::array({"lm_head"})}}}};
+          {"quantization",
+           {{"quant_algo", "NVFP4"},
+            {"kv_cache_quant_algo", nullptr},
+            {"group_size", 16},
+            {"exclude_modules", Json::array({"lm_head"})}}}};
 }
 
 }  // namespace
@@ -206,9 +216,11 @@ absl::Status ExportHfDirectory(const gguf::GgufFile& file, const HfExportOptions
   const fs::path root(dir);
   std::error_code error;
   fs::create_directories(root, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", error.message()));
+  if (error)
+    return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", error.message()));
   TESSERA_RETURN_IF_ERROR(WriteJson(root / "config.json", config_json));
-  if (options.nvfp4) TESSERA_RETURN_IF_ERROR(WriteJson(root / "hf_quant_config.json", HfQuantConfig()));
+  if (options.nvfp4)
+    TESSERA_RETURN_IF_ERROR(WriteJson(root / "hf_quant_config.json", HfQuantConfig()));
   TESSERA_RETURN_IF_ERROR(WriteShards(std::move(tensors), options.num_shards, root));
   return WriteHfTokenizerFiles(file, dir);
 }

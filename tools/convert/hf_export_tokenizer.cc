@@ -24,8 +24,12 @@ absl::StatusOr<Json> Model(const tokenizer::BpeSpec& spec, bool ignore_merges, J
     if (type == TokenType::kNormal) {
       vocab[spec.tokens[id]] = id;
     } else if (type == TokenType::kControl || type == TokenType::kUserDefined) {
-      added->push_back({{"id", id}, {"content", spec.tokens[id]}, {"single_word", false},
-                        {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+      added->push_back({{"id", id},
+                        {"content", spec.tokens[id]},
+                        {"single_word", false},
+                        {"lstrip", false},
+                        {"rstrip", false},
+                        {"normalized", false},
                         {"special", type == TokenType::kControl}});
     } else {
       return absl::UnimplementedError(absl::StrCat("token ", id, " '", spec.tokens[id],
@@ -33,27 +37,38 @@ absl::StatusOr<Json> Model(const tokenizer::BpeSpec& spec, bool ignore_merges, J
                                                    ", which tokenizer.json cannot carry"));
     }
   }
-  return Json{{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-              {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-              {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", ignore_merges},
-              {"vocab", std::move(vocab)}, {"merges", spec.merges}};
+  return Json{{"type", "BPE"},
+              {"dropout", nullptr},
+              {"unk_token", nullptr},
+              {"continuing_subword_prefix", nullptr},
+              {"end_of_word_suffix", nullptr},
+              {"fuse_unk", false},
+              {"byte_fallback", false},
+              {"ignore_merges", ignore_merges},
+              {"vocab", std::move(vocab)},
+              {"merges", spec.merges}};
 }
 
 Json PreTokenizer(const std::vector<std::string>& regexes) {
   Json stages = Json::array();
   for (const std::string& regex : regexes) {
-    stages.push_back({{"type", "Split"}, {"pattern", {{"Regex", regex}}},
-                      {"behavior", "Isolated"}, {"invert", false}});
+    stages.push_back({{"type", "Split"},
+                      {"pattern", {{"Regex", regex}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}});
   }
-  stages.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+  stages.push_back({{"type", "ByteLevel"},
+                    {"add_prefix_space", false},
+                    {"trim_offsets", false},
                     {"use_regex", false}});
   return {{"type", "Sequence"}, {"pretokenizers", std::move(stages)}};
 }
 
 Json TokenizerConfig(const gguf::GgufFile& file, const tokenizer::BpeSpec& spec) {
   Json config = Json::object();
-  for (auto [key, id] : {std::pair{"bos_token", spec.bos_id}, std::pair{"eos_token", spec.eos_id},
-                         std::pair{"pad_token", spec.pad_id}, std::pair{"unk_token", spec.unk_id}}) {
+  for (auto [key, id] :
+       {std::pair{"bos_token", spec.bos_id}, std::pair{"eos_token", spec.eos_id},
+        std::pair{"pad_token", spec.pad_id}, std::pair{"unk_token", spec.unk_id}}) {
     if (id >= 0) config[key] = spec.tokens[id];
   }
   config["add_bos_token"] = spec.add_bos;
@@ -88,8 +103,11 @@ absl::Status WriteHfTokenizerFiles(const gguf::GgufFile& file, const std::string
                                {"normalizer", nullptr},
                                {"pre_tokenizer", PreTokenizer(pre.regexes)},
                                {"post_processor", nullptr},
-                               {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                                            {"trim_offsets", false}, {"use_regex", false}}},
+                               {"decoder",
+                                {{"type", "ByteLevel"},
+                                 {"add_prefix_space", false},
+                                 {"trim_offsets", false},
+                                 {"use_regex", false}}},
                                {"model", std::move(model)}};
   const std::filesystem::path root(dir);
   TESSERA_RETURN_IF_ERROR(WriteJson((root / "tokenizer.json").string(), tokenizer_json));

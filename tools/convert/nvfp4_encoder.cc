@@ -72,9 +72,9 @@ Nvfp4Matrix EncodeNvfp4(std::span<const float> values, uint64_t rows, uint64_t c
 }
 
 bool IsNvfp4Linear(std::string_view name) {
-  for (std::string_view suffix : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight",
-                                  ".attn_output.weight", ".ffn_gate.weight", ".ffn_up.weight",
-                                  ".ffn_down.weight"}) {
+  for (std::string_view suffix :
+       {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+        ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"}) {
     if (name.ends_with(suffix)) return true;
   }
   return false;

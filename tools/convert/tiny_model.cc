@@ -57,7 +57,8 @@ void PlanLayer(const TinyModelOptions& o, int layer, std::vector<TinyTensorPlan>
   if (o.arch == TinyDenseArch::kQwen2) {
     for (auto [name, width] : {std::pair{"attn_q.bias", hidden}, std::pair{"attn_k.bias", kv_dim},
                                std::pair{"attn_v.bias", kv_dim}}) {
-      plan->push_back({prefix + name, {width}, GgmlType::kF32, TinyInit::Normal(0.0f, kBiasStddev)});
+      plan->push_back(
+          {prefix + name, {width}, GgmlType::kF32, TinyInit::Normal(0.0f, kBiasStddev)});
     }
   }
   if (o.arch == TinyDenseArch::kQwen3) {

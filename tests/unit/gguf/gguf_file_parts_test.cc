@@ -54,11 +54,17 @@ TEST(GgufFilePartsTest, RejectsWhatAParsedFileCannotHold) {
   };
   const std::vector<Case> cases = {
       {{Entry("k", 1u), Entry("k", 2u)}, {}, "has the key 'k' twice"},
-      {{}, {{"t", {4}, GgmlType::kF32, all.subspan(0, 16)}, {"t", {4}, GgmlType::kF32, all.subspan(16, 16)}},
+      {{},
+       {{"t", {4}, GgmlType::kF32, all.subspan(0, 16)},
+        {"t", {4}, GgmlType::kF32, all.subspan(16, 16)}},
        "tensor 't' appears twice"},
-      {{}, {{"t", {4}, GgmlType::kF32, all.subspan(0, 12)}}, "has 12 bytes of data, its F32 shape [4] needs 16"},
+      {{},
+       {{"t", {4}, GgmlType::kF32, all.subspan(0, 12)}},
+       "has 12 bytes of data, its F32 shape [4] needs 16"},
       {{}, {{"t", {}, GgmlType::kF32, all.subspan(0, 0)}}, "has 0 dims"},
-      {{}, {{"t", {16}, GgmlType::kQ8_0, all.subspan(0, 17)}}, "not a multiple of the Q8_0 block size 32"},
+      {{},
+       {{"t", {16}, GgmlType::kQ8_0, all.subspan(0, 17)}},
+       "not a multiple of the Q8_0 block size 32"},
   };
   for (const Case& c : cases) {
     auto file = GgufFile::FromParts(c.metadata, c.tensors, nullptr);

@@ -3,11 +3,11 @@
 // error naming it.
 #include "common/safetensors/hf_config.h"
 
-#include <cmath>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 
 #include "common/gguf/gguf_file.h"
 #include "common/model/model_config.h"
@@ -139,20 +139,34 @@ TEST(HfConfigTest, WhatCannotBeRepresentedIsAnErrorNamingIt) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"arch", {{"architectures", Json::array({"MistralForCausalLM"})}}, absl::StatusCode::kUnimplemented,
+      {"arch",
+       {{"architectures", Json::array({"MistralForCausalLM"})}},
+       absl::StatusCode::kUnimplemented,
        "architectures[0] 'MistralForCausalLM' is not supported"},
-      {"dynamic", {{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}},
-       absl::StatusCode::kUnimplemented, "rope scaling type 'dynamic' is not supported"},
+      {"dynamic",
+       {{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}},
+       absl::StatusCode::kUnimplemented,
+       "rope scaling type 'dynamic' is not supported"},
       {"mscale",
-       {{"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"mscale", 0.7},
-                          {"original_max_position_embeddings", 4096}}}},
-       absl::StatusCode::kUnimplemented, "rope scaling key 'mscale' of type yarn"},
-      {"sliding", {{"use_sliding_window", true}}, absl::StatusCode::kUnimplemented,
+       {{"rope_scaling",
+         {{"type", "yarn"},
+          {"factor", 4.0},
+          {"mscale", 0.7},
+          {"original_max_position_embeddings", 4096}}}},
+       absl::StatusCode::kUnimplemented,
+       "rope scaling key 'mscale' of type yarn"},
+      {"sliding",
+       {{"use_sliding_window", true}},
+       absl::StatusCode::kUnimplemented,
        "use_sliding_window"},
       {"act", {{"hidden_act", "gelu"}}, absl::StatusCode::kUnimplemented, "hidden_act \"gelu\""},
-      {"missing", {{"hidden_size", nullptr}}, absl::StatusCode::kInvalidArgument,
+      {"missing",
+       {{"hidden_size", nullptr}},
+       absl::StatusCode::kInvalidArgument,
        "'hidden_size' is missing"},
-      {"negative", {{"num_hidden_layers", -2}}, absl::StatusCode::kInvalidArgument,
+      {"negative",
+       {{"num_hidden_layers", -2}},
+       absl::StatusCode::kInvalidArgument,
        "'num_hidden_layers' = -2 is not a positive integer"},
   };
   for (const Case& c : cases) {

@@ -2,11 +2,11 @@
 // the index and the shards as an error naming the file and tensor.
 #include "common/safetensors/hf_directory.h"
 
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "common/safetensors/safetensors_writer.h"
 #include "tests/unit/safetensors/safetensors_test_util.h"
@@ -18,7 +18,8 @@ using ::testing::HasSubstr;
 
 void WriteShard(const std::string& path, const std::vector<std::string>& names) {
   SafetensorsWriter writer;
-  for (const std::string& name : names) writer.Add(name, Dtype::kU8, {2}, std::vector<uint8_t>{1, 2});
+  for (const std::string& name : names)
+    writer.Add(name, Dtype::kU8, {2}, std::vector<uint8_t>{1, 2});
   ASSERT_TRUE(writer.WriteToFile(path).ok());
 }
 

@@ -35,10 +35,10 @@ TEST(HfTensorNamesTest, MapsLikeLlamaCppBothWays) {
 }
 
 TEST(HfTensorNamesTest, TensorsWeDoNotRunHaveNoName) {
-  for (const char* hf : {"model.layers.0.self_attn.o_proj.bias", "model.layers.0.mlp.gate.weight",
-                         "model.layers.x.input_layernorm.weight", "model.layers..mlp.up_proj.weight",
-                         "model.layers.0.mlp.up_proj.weight_scale", "model.vision.weight",
-                         "blk.0.attn_q.weight"}) {
+  for (const char* hf :
+       {"model.layers.0.self_attn.o_proj.bias", "model.layers.0.mlp.gate.weight",
+        "model.layers.x.input_layernorm.weight", "model.layers..mlp.up_proj.weight",
+        "model.layers.0.mlp.up_proj.weight_scale", "model.vision.weight", "blk.0.attn_q.weight"}) {
     EXPECT_EQ(GgufTensorName(hf), std::nullopt) << hf;
   }
   EXPECT_EQ(HfTensorName("model.layers.0.self_attn.q_proj.weight"), std::nullopt);

@@ -2,15 +2,16 @@
 // committed SmolLM2 tokenizer.json against the real SmolLM2 GGUF on the tokenizer corpus, and the
 // exported tiny vocabulary against the tiny GGUF. Also: padding to vocab_size and what a GGUF
 // cannot express.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "common/chat/chat_template.h"
 #include "common/safetensors/hf_gguf_view.h"
+#include "common/safetensors/model_file.h"
 #include "common/safetensors/safetensors_writer.h"
 #include "common/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -40,9 +41,12 @@ std::string TokenizerOnlyDir(const std::string& tag, int vocab_size, const std::
   const std::string dir = testing::FreshDir("hftok_" + tag);
   testing::WriteText(dir + "/config.json",
                      Json{{"architectures", Json::array({"LlamaForCausalLM"})},
-                          {"hidden_size", 64}, {"intermediate_size", 128},
-                          {"num_hidden_layers", 1}, {"num_attention_heads", 4},
-                          {"max_position_embeddings", 64}, {"vocab_size", vocab_size},
+                          {"hidden_size", 64},
+                          {"intermediate_size", 128},
+                          {"num_hidden_layers", 1},
+                          {"num_attention_heads", 4},
+                          {"max_position_embeddings", 64},
+                          {"vocab_size", vocab_size},
                           {"tie_word_embeddings", true}}
                          .dump());
   EXPECT_TRUE(SafetensorsWriter().WriteToFile(dir + "/model.safetensors").ok());
@@ -101,21 +105,42 @@ TEST(HfTokenizerTest, TheTinyExportEncodesAndTemplatesLikeItsGguf) {
   auto hf_chat = chat::ChatTemplate::FromGguf(**view);
   auto gguf_chat = chat::ChatTemplate::FromGguf(**gguf_file);
   ASSERT_TRUE(hf_chat.ok() && gguf_chat.ok()) << hf_chat.status();
-  EXPECT_EQ(hf_chat->Apply({&message, 1}, true).value(), gguf_chat->Apply({&message, 1}, true).value());
+  EXPECT_EQ(hf_chat->Apply({&message, 1}, true).value(),
+            gguf_chat->Apply({&message, 1}, true).value());
+}
+
+// The router's open: tokenizer, template and source facts, but no tensor (nothing copied or
+// dequantized, here from an NVFP4 directory).
+TEST(HfTokenizerTest, AMetadataOnlyOpenHasTheTokenizerAndNoTensors) {
+  auto image = convert::BuildTinyLlamaGguf({});
+  ASSERT_TRUE(image.ok()) << image.status();
+  auto gguf_file = gguf::GgufFile::FromBuffer(*std::move(image));
+  ASSERT_TRUE(gguf_file.ok());
+  const std::string dir = testing::FreshDir("hftok_metadata_only");
+  ASSERT_TRUE(convert::ExportHfDirectory(**gguf_file, {.nvfp4 = true}, dir).ok());
+  auto view = OpenModelFile(dir, util::FileLoad::kMap, ModelContents::kMetadataOnly);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE((*view)->tensors().empty());
+  EXPECT_THAT((*view)->GetString(kSourceDtypesKey).value(), HasSubstr("U8 x14"));
+  auto tok = TokenizerOf(**view);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->Encode("Hello world", kEncode),
+            TokenizerOf(**gguf_file)->Encode("Hello world", kEncode));
+  EXPECT_TRUE(chat::ChatTemplate::FromGguf(**view).ok());
 }
 
 TEST(HfTokenizerTest, TheVocabularyIsPaddedToTheEmbeddingRows) {
-  const std::string dir = TokenizerOnlyDir(
-      "padded", 49160, ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"), "");
+  const std::string dir =
+      TokenizerOnlyDir("padded", 49160, ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"), "");
   auto view = OpenHfDirectoryAsGguf(dir);
   ASSERT_TRUE(view.ok()) << view.status();
   auto tok = TokenizerOf(**view);
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(tok->info().vocab_size, 49160);
+  ASSERT_EQ(tok->info().vocab_size, 49160);
   EXPECT_EQ(tok->TokenText(49159), "[PAD49159]");
   EXPECT_EQ(tok->GetTokenType(49159), tokenizer::TokenType::kUnused);
-  const std::string small = TokenizerOnlyDir(
-      "small", 100, ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"), "");
+  const std::string small =
+      TokenizerOnlyDir("small", 100, ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"), "");
   EXPECT_THAT(OpenHfDirectoryAsGguf(small).status().message(),
               HasSubstr("more than config.json's vocab_size 100"));
 }
@@ -128,10 +153,9 @@ TEST(HfTokenizerTest, WhatAGgufCannotSayIsUnimplemented) {
   merges["model"]["ignore_merges"] = true;
   Json custom = json;
   custom["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Digits"}, {"individual_digits", false}};
-  const std::pair<Json, const char*> cases[] = {
-      {unk, "model.unk_token is set"},
-      {merges, "ignore_merges true differs"},
-      {custom, "none that GGUF names"}};
+  const std::pair<Json, const char*> cases[] = {{unk, "model.unk_token is set"},
+                                                {merges, "ignore_merges true differs"},
+                                                {custom, "none that GGUF names"}};
   for (const auto& [tokenizer_json, message] : cases) {
     const std::string dir = TokenizerOnlyDir("cannot", 49152, tokenizer_json.dump(), "");
     absl::Status status = OpenHfDirectoryAsGguf(dir).status();

@@ -6,14 +6,14 @@
 // products run over permuted head dimensions), and Qwen, stored as trained in both, bit for bit.
 // Also: sharded directories, untied heads, NVFP4 (against a GGUF holding the values the NVFP4
 // encoding stands for), and tensors not aligned to their element size in the file.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/gguf/gguf_file.h"
 #include "common/safetensors/model_file.h"
@@ -76,8 +76,8 @@ std::vector<float> PromptLogits(const std::string& path, bool expect_neox) {
   std::vector<int32_t> tokens(kNumTokens);
   for (int i = 0; i < kNumTokens; ++i) tokens[i] = 3 + (i * 37) % 400;
   const std::vector<int32_t> blocks = {1, 2, 3};
-  const worker::SequenceWork work{.tokens = tokens, .start_pos = 0, .block_table = blocks,
-                                  .needs_logits = true};
+  const worker::SequenceWork work{
+      .tokens = tokens, .start_pos = 0, .block_table = blocks, .needs_logits = true};
   worker::StepLogits logits;
   EXPECT_TRUE(runner.Forward({&work, 1}, &logits).ok());
   return logits.values;
@@ -116,13 +116,16 @@ INSTANTIATE_TEST_SUITE_P(
     Models, HfTwinLogitsTest,
     ::testing::Values(
         Case{"llama", {.arch = TinyDenseArch::kLlama, .seed = 3}, {}},
-        Case{"llama_untied_2_shards", {.arch = TinyDenseArch::kLlama, .seed = 4,
-                                       .tied_embeddings = false}, {.num_shards = 2}},
+        Case{"llama_untied_2_shards",
+             {.arch = TinyDenseArch::kLlama, .seed = 4, .tied_embeddings = false},
+             {.num_shards = 2}},
         Case{"qwen2", {.arch = TinyDenseArch::kQwen2, .seed = 5}, {}},
-        Case{"qwen3_untied_3_shards", {.arch = TinyDenseArch::kQwen3, .seed = 6,
-                                       .tied_embeddings = false}, {.num_shards = 3}},
+        Case{"qwen3_untied_3_shards",
+             {.arch = TinyDenseArch::kQwen3, .seed = 6, .tied_embeddings = false},
+             {.num_shards = 3}},
         Case{"qwen3_nvfp4", {.arch = TinyDenseArch::kQwen3, .seed = 7}, {.nvfp4 = true}},
-        Case{"llama_nvfp4_2_shards", {.arch = TinyDenseArch::kLlama, .seed = 8},
+        Case{"llama_nvfp4_2_shards",
+             {.arch = TinyDenseArch::kLlama, .seed = 8},
              {.num_shards = 2, .nvfp4 = true}}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.label); });
 
@@ -131,7 +134,8 @@ INSTANTIATE_TEST_SUITE_P(
 void MisalignTheData(const std::string& dir) {
   const std::string path = dir + "/model.safetensors";
   std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   ASSERT_GE(bytes.size(), 8u);
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = length << 8 | bytes[i];

@@ -3,12 +3,12 @@
 // checkpoint says it is NVFP4.
 #include "common/safetensors/modelopt_nvfp4.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/safetensors/safetensors_writer.h"
 #include "tests/unit/safetensors/safetensors_test_util.h"
@@ -77,16 +77,21 @@ TEST(ModelOptNvfp4Test, BadLayoutsAndNanScalesNameTheTensor) {
   const auto weight = Tensor("m.weight", Dtype::kU8, {1, 16}, f.codes);
   const auto scale = Tensor("m.weight_scale", Dtype::kF8E4M3, {1, 2}, f.scales);
   const auto global = Tensor("m.weight_scale_2", Dtype::kF32, {}, f.global);
-  EXPECT_THAT(DequantizeModelOptNvfp4(Tensor("m.weight", Dtype::kI8, {1, 16}, f.codes), scale,
-                                     global).status().message(),
-              HasSubstr("'m.weight' (I8 [1, 16]): the weight must be U8 [N, K/2]"));
-  EXPECT_THAT(DequantizeModelOptNvfp4(weight, Tensor("m.weight_scale", Dtype::kF8E4M3, {2, 1}, two),
-                                      global).status().message(),
-              HasSubstr("weight_scale must be F8_E4M3 [1, 2]"));
-  EXPECT_THAT(DequantizeModelOptNvfp4(weight, scale,
-                                      Tensor("m.weight_scale_2", Dtype::kF16, {2}, f.global))
-                  .status().message(),
-              HasSubstr("weight_scale_2 must be one F32 value"));
+  EXPECT_THAT(
+      DequantizeModelOptNvfp4(Tensor("m.weight", Dtype::kI8, {1, 16}, f.codes), scale, global)
+          .status()
+          .message(),
+      HasSubstr("'m.weight' (I8 [1, 16]): the weight must be U8 [N, K/2]"));
+  EXPECT_THAT(
+      DequantizeModelOptNvfp4(weight, Tensor("m.weight_scale", Dtype::kF8E4M3, {2, 1}, two), global)
+          .status()
+          .message(),
+      HasSubstr("weight_scale must be F8_E4M3 [1, 2]"));
+  EXPECT_THAT(
+      DequantizeModelOptNvfp4(weight, scale, Tensor("m.weight_scale_2", Dtype::kF16, {2}, f.global))
+          .status()
+          .message(),
+      HasSubstr("weight_scale_2 must be one F32 value"));
 }
 
 // A directory with config.json (`config`), an empty model.safetensors and, when not empty,
@@ -115,7 +120,8 @@ TEST(ModelOptNvfp4Test, TheQuantizationConfigSaysNvfp4) {
                 .value(),
             true);
   EXPECT_EQ(IsNvfp4(QuantDir("config", R"({"quantization_config": {"quant_method": "modelopt",
-                                           "quant_algo": "NVFP4"}})", ""))
+                                           "quant_algo": "NVFP4"}})",
+                             ""))
                 .value(),
             true);
   const std::pair<std::string, std::string> bad[] = {

@@ -2,12 +2,12 @@
 // INVALID_ARGUMENT naming the file and (where there is one) the tensor.
 #include "common/safetensors/safetensors_file.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/safetensors/safetensors_writer.h"
 #include "tests/unit/safetensors/safetensors_test_util.h"
@@ -88,40 +88,41 @@ std::vector<BadCase> BadCases() {
       {"bad_json", Image(R"({"t":{"dtype":"F32",)", Four()), "not valid JSON", ""},
       {"not_object", Image(R"([1, 2])", Four()), "not a JSON object", ""},
       {"too_deep", Image(R"({"t":{"shape":[[[[1]]]]}})", {}), "nests deeper", ""},
-      {"duplicate", Image(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                          R"("t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                          std::vector<uint8_t>(8)),
+      {"duplicate",
+       Image(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+             R"("t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+             std::vector<uint8_t>(8)),
        "appears twice", "t"},
       {"unknown_dtype", Image(R"({"t":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})", {1}),
        "dtype 'F4' is unknown or not supported", "t"},
       {"no_dtype", Image(R"({"t":{"shape":[1],"data_offsets":[0,4]}})", Four()), "has no dtype",
        "t"},
-      {"negative_dim", Image(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
-                             Four()),
+      {"negative_dim", Image(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", Four()),
        "not a size", "t"},
       {"bad_offsets", Image(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", Four()),
        "not a [begin, end] pair", "t"},
-      {"reversed_offsets", Image(R"({"t":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})",
-                                 Four()),
+      {"reversed_offsets",
+       Image(R"({"t":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", Four()),
        "end before they begin", "t"},
-      {"size_mismatch", Image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})",
-                              Four()),
+      {"size_mismatch", Image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", Four()),
        "hold 4 bytes, its F32 shape [2] needs 2 x 4", "t"},
-      {"past_data_end", Image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-                              Four()),
+      {"past_data_end", Image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", Four()),
        "runs past the end of the data section (4 bytes)", "t"},
-      {"overlap", Image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                        R"("b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})",
-                        std::vector<uint8_t>(5)),
+      {"overlap",
+       Image(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+             R"("b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})",
+             std::vector<uint8_t>(5)),
        "overlaps tensor 'a'", "b"},
-      {"gap", Image(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
-                    R"("b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}})",
-                    std::vector<uint8_t>(3)),
+      {"gap",
+       Image(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+             R"("b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}})",
+             std::vector<uint8_t>(3)),
        "leaves a gap after tensor 'a'", "b"},
       {"trailing", Image(one, std::vector<uint8_t>(6)), "2 bytes after the last tensor", ""},
-      {"control_in_name", Image("{\"a\\u0007b\":{\"dtype\":\"U8\",\"shape\":[1],"
-                                "\"data_offsets\":[0,1]}}",
-                                {1}),
+      {"control_in_name",
+       Image("{\"a\\u0007b\":{\"dtype\":\"U8\",\"shape\":[1],"
+             "\"data_offsets\":[0,1]}}",
+             {1}),
        "ASCII control character", "a\\007b"},
       {"empty_name", Image(R"({"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", {1}),
        "empty name", ""},
