@@ -7,6 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/tokenizer/bpe_spec.h"
 #include "common/tokenizer/hf_tokenizer_json_loader.h"
 #include "common/tokenizer/pre_tokenizer.h"
@@ -21,19 +23,34 @@ constexpr char kTokenizerFile[] = "tokenizer.json";
 constexpr char kTokenizerConfigFile[] = "tokenizer_config.json";
 constexpr char kChatTemplateFile[] = "chat_template.jinja";
 
-// What the GGUF keys can say must equal what the HF loader read (see the header).
-absl::Status CheckRepresentable(const tokenizer::BpeSpec& spec) {
-  absl::StatusOr<tokenizer::PreTokenizerConfig> named =
-      tokenizer::LookupPreTokenizer(spec.pre_tokenizer);
-  if (!named.ok()) {
-    return absl::UnimplementedError(
-        "tokenizer.json: its pre-tokenizer is none that GGUF names (smollm, gpt2, llama3, qwen2)");
+// The GGUF pre-tokenizers a tokenizer.json can be (llama.cpp's names for these vocabularies).
+constexpr const char* kGgufPreTokenizers[] = {"smollm", "gpt2", "llama3", "dbrx", "qwen2"};
+// HF spells the contractions of the Llama 3 / Qwen2 regexes case-insensitively; llama.cpp's
+// copies spell each case out. The same split on every contraction they list.
+constexpr char kHfContractions[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
+constexpr char kGgufContractions[] = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+
+// Names the GGUF pre-tokenizer that splits with the spec's regexes and merges as the spec does,
+// so the GGUF keys tokenize as the twin a converter would write (see the header).
+absl::Status NameGgufPreTokenizer(tokenizer::BpeSpec* spec) {
+  std::vector<std::string> regexes = spec->pre_regexes;
+  for (std::string& regex : regexes) {
+    absl::StrReplaceAll({{kHfContractions, kGgufContractions}}, &regex);
   }
-  if (named->ignore_merges != spec.ignore_merges) {
-    return absl::UnimplementedError(
-        absl::StrCat("tokenizer.json: ignore_merges ", spec.ignore_merges ? "true" : "false",
-                     " differs from the GGUF pre-tokenizer '", spec.pre_tokenizer, "' it matches"));
+  for (const char* name : kGgufPreTokenizers) {
+    absl::StatusOr<tokenizer::PreTokenizerConfig> config = tokenizer::LookupPreTokenizer(name);
+    if (config.ok() && config->regexes == regexes && config->ignore_merges == spec->ignore_merges) {
+      spec->pre_tokenizer = name;
+      return absl::OkStatus();
+    }
   }
+  return absl::UnimplementedError(
+      absl::StrCat("tokenizer.json: its pre-tokenizer (with ignore_merges ",
+                   spec->ignore_merges ? "true" : "false", ") is none that GGUF names (",
+                   absl::StrJoin(kGgufPreTokenizers, ", "), ")"));
+}
+
+absl::Status CheckUnknownBytes(const tokenizer::BpeSpec& spec) {
   if (spec.unknown_bytes_to_unk) {
     return absl::UnimplementedError(
         "tokenizer.json: model.unk_token is set (GGUF cannot say that unknown bytes become it)");
@@ -112,7 +129,8 @@ absl::Status AddHfTokenizerMetadata(const HfDirectory& dir, int vocab_size,
   absl::StatusOr<tokenizer::BpeSpec> spec =
       tokenizer::ParseHfTokenizerJson(*json, config ? config->dump() : "");
   absl::Status status = spec.status();
-  if (status.ok()) status = CheckRepresentable(*spec);
+  if (status.ok()) status = NameGgufPreTokenizer(&*spec);
+  if (status.ok()) status = CheckUnknownBytes(*spec);
   if (status.ok()) status = PadToVocabSize(vocab_size, &*spec);
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat(dir.path(), ": ", status.message()));

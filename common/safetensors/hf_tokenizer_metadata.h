@@ -8,11 +8,14 @@
 // The token list is padded to config.json's vocab_size with "[PAD<id>]" tokens of type unused,
 // as llama.cpp's converter pads it, so every row of the embedding has a token.
 //
-// GGUF names a pre-tokenizer instead of storing its regexes, so the tokenizer.json must be one
-// that the HF loader names (smollm, gpt2, llama3, qwen2), with that name's ignore_merges, and
-// without model.unk_token (GGUF has no "unknown bytes become unk" flag): otherwise UNIMPLEMENTED,
-// as the same encoding could not be guaranteed. NOT_FOUND when tokenizer.json is missing; the
-// HF loader's errors otherwise, prefixed with the file. Thread-safe.
+// GGUF names a pre-tokenizer instead of storing its regexes, so the tokenizer.json's split
+// regexes and ignore_merges must be those of a GGUF pre-tokenizer (smollm, gpt2, llama3, dbrx,
+// qwen2), as llama.cpp's converter names them: HF's "(?i:'s|'t|...)" contraction group counts as
+// llama.cpp's spelled-out "(?:'[sS]|'[tT]|...)", so real Llama 3 and Qwen2/3 tokenizers become
+// llama3 and qwen2 and tokenize exactly as their GGUF conversions do. A tokenizer.json without
+// such a name, or with model.unk_token (GGUF has no "unknown bytes become unk" flag), is
+// UNIMPLEMENTED: the same encoding could not be guaranteed. NOT_FOUND when tokenizer.json is
+// missing; the HF loader's errors otherwise, prefixed with the directory. Thread-safe.
 #pragma once
 
 #include "absl/status/status.h"

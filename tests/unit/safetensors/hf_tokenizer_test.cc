@@ -145,6 +145,51 @@ TEST(HfTokenizerTest, TheVocabularyIsPaddedToTheEmbeddingRows) {
               HasSubstr("more than config.json's vocab_size 100"));
 }
 
+// Llama 3's and Qwen2's tokenizer.json split with "(?i:'s|'t|...)" where llama.cpp's regexes spell
+// the cases out: they take the GGUF names (llama3 with ignore_merges, dbrx without, qwen2), and the
+// view then encodes the corpus as the HF loader does on the same tokenizer.json.
+TEST(HfTokenizerTest, HfSpellingsOfTheLlama3AndQwen2RegexesTakeTheirGgufNames) {
+  const std::string tail = R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*)"
+                           R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string llama3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)" + tail;
+  std::string qwen2 = llama3;
+  const std::string digits = R"(\p{N}{1,3})";
+  qwen2.replace(qwen2.find(digits), digits.size(), R"(\p{N})");
+  const Json corpus = Json::parse(ReadAll("tests/data/tokenizer/corpus.json"));
+  struct Case {
+    std::string regex;
+    bool ignore_merges;
+    const char* name;
+  };
+  for (const Case& c : {Case{llama3, true, "llama3"}, Case{llama3, false, "dbrx"},
+                        Case{qwen2, false, "qwen2"}}) {
+    Json json = Json::parse(ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"));
+    json["model"]["ignore_merges"] = c.ignore_merges;
+    const Json split = {{"type", "Split"},
+                        {"pattern", {{"Regex", c.regex}}},
+                        {"behavior", "Isolated"},
+                        {"invert", false}};
+    const Json byte_level = {{"type", "ByteLevel"},
+                             {"add_prefix_space", false},
+                             {"trim_offsets", false},
+                             {"use_regex", false}};
+    json["pre_tokenizer"] = {{"type", "Sequence"},
+                             {"pretokenizers", Json::array({split, byte_level})}};
+    const std::string dir = TokenizerOnlyDir(c.name, 49152, json.dump(), "");
+    auto view = OpenHfDirectoryAsGguf(dir);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ((*view)->GetString("tokenizer.ggml.pre").value(), c.name);
+    auto from_view = TokenizerOf(**view);
+    auto from_hf = tokenizer::Tokenizer::FromHfJson(dir + "/tokenizer.json");
+    ASSERT_TRUE(from_view && from_hf.ok()) << from_hf.status();
+    for (const Json& text : corpus) {
+      EXPECT_EQ(from_view->Encode(text.get<std::string>(), kEncode),
+                (*from_hf)->Encode(text.get<std::string>(), kEncode))
+          << c.name << ": " << text;
+    }
+  }
+}
+
 TEST(HfTokenizerTest, WhatAGgufCannotSayIsUnimplemented) {
   Json json = Json::parse(ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"));
   Json unk = json;
@@ -154,7 +199,7 @@ TEST(HfTokenizerTest, WhatAGgufCannotSayIsUnimplemented) {
   Json custom = json;
   custom["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Digits"}, {"individual_digits", false}};
   const std::pair<Json, const char*> cases[] = {{unk, "model.unk_token is set"},
-                                                {merges, "ignore_merges true differs"},
+                                                {merges, "(with ignore_merges true) is none"},
                                                 {custom, "none that GGUF names"}};
   for (const auto& [tokenizer_json, message] : cases) {
     const std::string dir = TokenizerOnlyDir("cannot", 49152, tokenizer_json.dump(), "");
