@@ -71,7 +71,10 @@ absl::Status PadToVocabSize(int vocab_size, tokenizer::BpeSpec* spec) {
   return absl::OkStatus();
 }
 
-void AddSpec(tokenizer::BpeSpec spec, MetadataList* metadata) {
+// `says_add_bos`: tokenizer_config.json has add_bos_token. Without it the key is left out, so the
+// GGUF pre-tokenizer's default applies (true for llama3, whose BOS HF adds in its post-processor),
+// as in the GGUF conversion.
+void AddSpec(tokenizer::BpeSpec spec, bool says_add_bos, MetadataList* metadata) {
   metadata->AddString("tokenizer.ggml.model", spec.model);
   metadata->AddString("tokenizer.ggml.pre", spec.pre_tokenizer);
   std::vector<int32_t> types;
@@ -86,7 +89,7 @@ void AddSpec(tokenizer::BpeSpec spec, MetadataList* metadata) {
                          std::pair{"tokenizer.ggml.unknown_token_id", spec.unk_id}}) {
     if (id >= 0) metadata->AddUint32(key, static_cast<uint32_t>(id));
   }
-  metadata->AddBool("tokenizer.ggml.add_bos_token", spec.add_bos);
+  if (says_add_bos) metadata->AddBool("tokenizer.ggml.add_bos_token", spec.add_bos);
   metadata->AddBool("tokenizer.ggml.add_eos_token", spec.add_eos);
 }
 
@@ -135,7 +138,7 @@ absl::Status AddHfTokenizerMetadata(const HfDirectory& dir, int vocab_size,
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat(dir.path(), ": ", status.message()));
   }
-  AddSpec(*std::move(spec), metadata);
+  AddSpec(*std::move(spec), config && config->contains("add_bos_token"), metadata);
   return AddChatTemplate(dir, config, metadata);
 }
 

@@ -2,7 +2,9 @@
 // ChatTemplate::FromGguf read it unchanged (and so does everything built on them):
 //   tokenizer.json + tokenizer_config.json  -> the HF loader (common/tokenizer/
 //       hf_tokenizer_json_loader.h) -> a BpeSpec -> tokenizer.ggml.{model, pre, tokens,
-//       token_type, merges, bos/eos/padding/unknown_token_id, add_bos_token, add_eos_token}
+//       token_type, merges, bos/eos/padding/unknown_token_id, add_bos_token (only when
+//       tokenizer_config.json says: else the GGUF pre-tokenizer's default, true for llama3, whose
+//       BOS HF adds in its post-processor), add_eos_token}
 //   tokenizer_config.json chat_template (a string, or the entry named "default" of a list), else
 //       chat_template.jinja -> tokenizer.chat_template
 // The token list is padded to config.json's vocab_size with "[PAD<id>]" tokens of type unused,

@@ -61,6 +61,28 @@ std::unique_ptr<tokenizer::Tokenizer> TokenizerOf(const gguf::GgufFile& file) {
   return tok.ok() ? std::move(*tok) : nullptr;
 }
 
+// Llama 3's split regex as its tokenizer.json spells it (Qwen2's has \p{N} for \p{N}{1,3}).
+constexpr char kLlama3HfRegex[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The SmolLM2 tokenizer.json splitting with `regex` only, as Llama 3's and Qwen2's do.
+Json SplitBy(const std::string& regex, bool ignore_merges) {
+  Json json = Json::parse(ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"));
+  json["model"]["ignore_merges"] = ignore_merges;
+  const Json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", regex}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}};
+  const Json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", false},
+                           {"use_regex", false}};
+  json["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers", Json::array({split, byte_level})}};
+  return json;
+}
+
 TEST(HfTokenizerTest, SmolLm2TokenizerJsonEncodesTheCorpusLikeTheGguf) {
   ASSERT_TRUE(std::filesystem::exists(kSmolLm2Gguf)) << "run scripts/fetch_model.sh";
   auto gguf_file = gguf::GgufFile::Open(kSmolLm2Gguf);
@@ -149,9 +171,7 @@ TEST(HfTokenizerTest, TheVocabularyIsPaddedToTheEmbeddingRows) {
 // the cases out: they take the GGUF names (llama3 with ignore_merges, dbrx without, qwen2), and the
 // view then encodes the corpus as the HF loader does on the same tokenizer.json.
 TEST(HfTokenizerTest, HfSpellingsOfTheLlama3AndQwen2RegexesTakeTheirGgufNames) {
-  const std::string tail = R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*)"
-                           R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  const std::string llama3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)" + tail;
+  const std::string llama3 = kLlama3HfRegex;
   std::string qwen2 = llama3;
   const std::string digits = R"(\p{N}{1,3})";
   qwen2.replace(qwen2.find(digits), digits.size(), R"(\p{N})");
@@ -163,18 +183,7 @@ TEST(HfTokenizerTest, HfSpellingsOfTheLlama3AndQwen2RegexesTakeTheirGgufNames) {
   };
   for (const Case& c : {Case{llama3, true, "llama3"}, Case{llama3, false, "dbrx"},
                         Case{qwen2, false, "qwen2"}}) {
-    Json json = Json::parse(ReadAll(std::string(kSmolLm2Hf) + "/tokenizer.json"));
-    json["model"]["ignore_merges"] = c.ignore_merges;
-    const Json split = {{"type", "Split"},
-                        {"pattern", {{"Regex", c.regex}}},
-                        {"behavior", "Isolated"},
-                        {"invert", false}};
-    const Json byte_level = {{"type", "ByteLevel"},
-                             {"add_prefix_space", false},
-                             {"trim_offsets", false},
-                             {"use_regex", false}};
-    json["pre_tokenizer"] = {{"type", "Sequence"},
-                             {"pretokenizers", Json::array({split, byte_level})}};
+    const Json json = SplitBy(c.regex, c.ignore_merges);
     const std::string dir = TokenizerOnlyDir(c.name, 49152, json.dump(), "");
     auto view = OpenHfDirectoryAsGguf(dir);
     ASSERT_TRUE(view.ok()) << view.status();
@@ -187,6 +196,25 @@ TEST(HfTokenizerTest, HfSpellingsOfTheLlama3AndQwen2RegexesTakeTheirGgufNames) {
                 (*from_hf)->Encode(text.get<std::string>(), kEncode))
           << c.name << ": " << text;
     }
+  }
+}
+
+// Llama 3's tokenizer_config.json does not say add_bos_token (its post-processor adds the BOS):
+// the GGUF default for llama3 (true) applies, as in its conversion; a config that says wins.
+TEST(HfTokenizerTest, AddBosFollowsTheConfigElseTheGgufDefault) {
+  const Json json = SplitBy(kLlama3HfRegex, /*ignore_merges=*/true);
+  const std::pair<const char*, bool> cases[] = {
+      {R"({"bos_token": "<|im_start|>"})", true},
+      {R"({"bos_token": "<|im_start|>", "add_bos_token": false})", false},
+      {"{}", false}};  // no BOS token: nothing to add
+  for (const auto& [config, add_bos] : cases) {
+    const std::string dir = TokenizerOnlyDir("add_bos", 49152, json.dump(), config);
+    auto view = OpenHfDirectoryAsGguf(dir);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ((*view)->GetString("tokenizer.ggml.pre").value(), "llama3");
+    auto tok = TokenizerOf(**view);
+    ASSERT_NE(tok, nullptr);
+    EXPECT_EQ(tok->info().add_bos, add_bos) << config;
   }
 }
 
