@@ -226,7 +226,8 @@ void Drain(grpc::Server& server, Engine& engine,
 int main(int argc, char** argv) {
   RouterFlags flags;
   CLI::App app{"tessera-router: the public API, scheduler and streaming front of tessera"};
-  app.add_option("--model", flags.model_path, "GGUF model (tokenizer and chat template)")
+  app.add_option("--model", flags.model_path,
+                 "GGUF model or HF safetensors directory (tokenizer and chat template)")
       ->capture_default_str();
   app.add_option("--worker", flags.engine.worker_address, "worker address HOST:PORT")->required();
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")

@@ -3,12 +3,14 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/safetensors/model_file.h"
 
 namespace tessera::router {
 
 absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(const std::string& path) {
   auto frontend = std::make_unique<ModelFrontend>();
-  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path);
+  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = safetensors::OpenModelFile(
+      path, util::FileLoad::kMap, safetensors::ModelContents::kMetadataOnly);
   if (!file.ok()) return file.status();
   frontend->file = std::move(*file);
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =

@@ -1,5 +1,6 @@
 // The router's view of the model: the tokenizer and chat template read from the model file's
-// metadata (the router maps the file but never touches the weights or any device).
+// metadata (a GGUF file or a HF safetensors directory, common/safetensors/model_file.h; the router
+// maps the file but never touches the weights or any device).
 //
 // Ownership/threading: built once at router start, immutable afterwards; shared read-only by the
 // RPC handlers and the engine loop.

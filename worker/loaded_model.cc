@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model/hybrid_tensors.h"
+#include "common/safetensors/model_file.h"
 
 namespace tessera::worker {
 namespace {
@@ -15,7 +16,7 @@ absl::Status WithPath(const std::string& path, const absl::Status& status) {
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
                                                        util::FileLoad load) {
   auto model = std::make_unique<LoadedModel>();
-  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path, load);
+  absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = safetensors::OpenModelFile(path, load);
   if (!file.ok()) return file.status();
   model->file = std::move(*file);
   absl::StatusOr<model::ModelConfig> config = model::ReadModelConfig(*model->file);

@@ -307,7 +307,8 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
 int Main(int argc, char** argv) {
   WorkerFlags flags;
   CLI::App app{"tessera-worker: serves the tessera.worker.v1 step protocol on one model"};
-  app.add_option("--model", flags.model_path, "GGUF model file")->capture_default_str();
+  app.add_option("--model", flags.model_path, "GGUF model file or HF safetensors directory")
+      ->capture_default_str();
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();
   AddRunnerOptions(app, &flags.runner);

@@ -88,6 +88,12 @@ const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
 }
 
 std::span<const uint8_t> GgufFile::TensorData(const GgufTensorInfo& info) const {
+  if (assembled_) {
+    const auto it = tensor_index_.find(info.name);
+    TESSERA_CHECK(it != tensor_index_.end() && &tensors_[it->second] == &info,
+                  "GgufFile::TensorData: tensor info does not belong to this file");
+    return part_data_[it->second];
+  }
   // Precondition: `info` is one of tensors(); its bounds were validated at parse time.
   TESSERA_CHECK(data_offset_ <= bytes_.size() && info.offset <= bytes_.size() - data_offset_ &&
                     info.num_bytes <= bytes_.size() - data_offset_ - info.offset,

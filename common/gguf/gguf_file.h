@@ -1,8 +1,10 @@
-// A parsed GGUF file (v2 or v3): header, metadata, tensor infos, and the tensor data region.
+// A parsed GGUF file (v2 or v3): header, metadata, tensor infos, and the tensor data region; or
+// the same view assembled in memory from parts (FromParts: a Hugging Face safetensors directory
+// presented as a GGUF model, common/safetensors/), which readers cannot tell apart.
 //
-// Ownership: the GgufFile owns its bytes (an mmap of the file, or a copied buffer); tensor data
-// spans point into them and live as long as the GgufFile. Immutable after Open/FromBuffer, so any
-// thread may read it concurrently.
+// Ownership: the GgufFile owns its bytes (an mmap of the file, or a copied buffer, or the storage
+// handed to FromParts); tensor data spans point into them and live as long as the GgufFile.
+// Immutable after Open/FromBuffer/FromParts, so any thread may read it concurrently.
 //
 // Untrusted input: every malformed file yields an absl::Status naming the problem (truncation,
 // wrong magic, absurd counts, offsets past the end, overflowing sizes, duplicate names, unknown
@@ -45,6 +47,14 @@ struct GgufMetadataEntry {
   GgufValue value;
 };
 
+// One tensor of an assembled GgufFile (FromParts): its bytes live in the storage FromParts keeps.
+struct GgufTensorPart {
+  std::string name;
+  std::vector<uint64_t> dims;  // ggml order
+  GgmlType type = GgmlType::kF32;
+  std::span<const uint8_t> data;
+};
+
 class GgufFile {
  public:
   // Maps (or copies, see util::FileLoad) the file read-only. Errors: NOT_FOUND /
@@ -53,6 +63,14 @@ class GgufFile {
       const std::string& path, util::FileLoad load = util::FileLoad::kMap);
   // Parses an in-memory image (tests, fuzzing). The bytes are moved in and owned.
   static absl::StatusOr<std::unique_ptr<GgufFile>> FromBuffer(std::vector<uint8_t> bytes);
+  // Assembles a file from metadata and tensors already in memory; `storage` owns every byte the
+  // tensor spans point into and is kept as long as the GgufFile. The result reads like a parsed
+  // file: version() is 0 (no file), data_offset() 0, tensor offsets pack the tensors in order and
+  // file_size() is their total. INVALID_ARGUMENT naming the key or tensor for a duplicate, dims
+  // outside 1..4, a row that is not whole blocks of the type, or data of another byte size.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> FromParts(
+      std::vector<GgufMetadataEntry> metadata, std::vector<GgufTensorPart> tensors,
+      std::shared_ptr<const void> storage);
 
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
@@ -61,7 +79,7 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // absolute file offset of tensor data
-  uint64_t file_size() const { return bytes_.size(); }
+  uint64_t file_size() const { return assembled_ ? assembled_size_ : bytes_.size(); }
 
   // Metadata in file order; keys are unique (duplicates are rejected at parse time).
   const std::vector<GgufMetadataEntry>& metadata() const { return metadata_; }
@@ -93,6 +111,11 @@ class GgufFile {
   std::vector<uint8_t> owned_;       // backing store for FromBuffer
   void* mapping_ = nullptr;          // backing store for Open (munmap'd in the destructor)
   size_t mapping_size_ = 0;
+  // FromParts only: each tensor's bytes (by index into tensors_) and what keeps them alive.
+  std::vector<std::span<const uint8_t>> part_data_;
+  std::shared_ptr<const void> part_storage_;
+  bool assembled_ = false;
+  uint64_t assembled_size_ = 0;  // the tensors' total bytes
 
   uint32_t version_ = 0;
   uint64_t alignment_ = kGgufDefaultAlignment;
@@ -100,7 +123,8 @@ class GgufFile {
   std::vector<GgufMetadataEntry> metadata_;
   std::vector<GgufTensorInfo> tensors_;
   // Name -> index into metadata_ / tensors_. Keys view the name bytes inside the file image
-  // (bytes_), which is immutable and outlives the maps.
+  // (bytes_), which is immutable and outlives the maps (FromParts: the names in metadata_ and
+  // tensors_, which never change after assembly).
   absl::flat_hash_map<std::string_view, size_t> metadata_index_;
   absl::flat_hash_map<std::string_view, size_t> tensor_index_;
 };

@@ -153,6 +153,9 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const gguf::GgufFile& file) {
                            ReadPositiveFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5));
   config.tied_embeddings = file.FindTensor("output.weight") == nullptr;
   config.rope_neox = ArchitectureUsesNeoxRope(config.architecture);
+  if (file.HasKey(kRopeNeoxKey)) {
+    TESSERA_ASSIGN_OR_RETURN(config.rope_neox, file.GetBool(kRopeNeoxKey));
+  }
 
   if (absl::Status status = CheckHeadGeometry(config); !status.ok()) return status;
   if (absl::Status status = CheckRopeGeometry(config, p); !status.ok()) return status;

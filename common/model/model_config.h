@@ -50,6 +50,12 @@ struct RopeScaling {
 // rejects the ones we do not run).
 bool ArchitectureUsesNeoxRope(std::string_view architecture);
 
+// A bool metadata key of ours (no llama.cpp file has it) that overrides the pairing the
+// architecture implies. The safetensors view (common/safetensors/) sets it to true for a `llama`
+// read from a Hugging Face directory: HF stores Q/K as trained, for rotate_half (NeoX pairs), and
+// we do not permute them as llama.cpp's converter does, so the runner rotates them in NeoX mode.
+inline constexpr std::string_view kRopeNeoxKey = "tessera.rope.neox";
+
 struct ModelConfig {
   std::string architecture;       // general.architecture, e.g. "llama"
   std::string name;               // general.name ("" when absent)
@@ -66,7 +72,7 @@ struct ModelConfig {
   int vocab_size = 0;             // {arch}.vocab_size, else the tokenizer's token count
   double rope_theta = 10000.0;    // {arch}.rope.freq_base
   RopeScaling rope_scaling;       // {arch}.rope.scaling.* (and rope.scale_linear)
-  bool rope_neox = false;         // from the architecture: ArchitectureUsesNeoxRope
+  bool rope_neox = false;         // kRopeNeoxKey, else ArchitectureUsesNeoxRope
   double rms_norm_eps = 1e-5;     // {arch}.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;   // no separate output.weight tensor
   // The hybrid Gated-DeltaNet architectures (qwen3next, qwen35, qwen35moe; hybrid_config.h): the

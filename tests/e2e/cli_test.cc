@@ -112,6 +112,43 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
 }
 
+// A Hugging Face safetensors directory (the tiny qwen3's twin, in two shards): the source format
+// with its shards and dtypes, the hyper-parameters, and `tessera tokenize` ids equal to the GGUF's.
+TEST(TesseraInspect, ReadsASafetensorsDirectoryLikeItsGgufTwin) {
+  const std::string dir = tessera::testing_util::UniqueTempPath("cli_qwen3_hf");
+  const std::string gguf = tessera::testing_util::UniqueTempPath("cli_qwen3.gguf");
+  for (const std::string& out : {absl::StrCat("--format safetensors --shards 2 --out ", dir),
+                                 absl::StrCat("--out ", gguf)}) {
+    CommandResult made = RunBinary("tessera-make-tiny-model", "--arch qwen3 --seed 2 " + out);
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+  }
+  CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", dir));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("format: +safetensors directory "
+                                   "\\(2 shards; F16 x3, F32 x[0-9]+\\)\n"));
+  EXPECT_THAT(r.out, ContainsRegex("architecture: +qwen3\n"));
+  EXPECT_THAT(r.out, ContainsRegex("rope: +theta 10000, neox mode"));
+  EXPECT_THAT(r.out, ContainsRegex("tokenizer: +gpt2 \\(pre-tokenizer smollm\\), 459 tokens"));
+  EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+  CommandResult gguf_info = RunBinary("tessera", absl::StrCat("inspect ", gguf));
+  EXPECT_THAT(gguf_info.out, ContainsRegex("format: +GGUF file\n"));
+  const std::string text = ShellQuote("<|im_start|>user\nHello, tiny world 42!<|im_end|>");
+  CommandResult from_dir = RunBinary("tessera", absl::StrCat("tokenize ", dir, " ", text));
+  CommandResult from_gguf = RunBinary("tessera", absl::StrCat("tokenize ", gguf, " ", text));
+  ASSERT_EQ(from_dir.exit_code, 0) << from_dir.err;
+  EXPECT_EQ(from_dir.out, from_gguf.out);
+  EXPECT_GT(from_dir.out.size(), 10u);
+}
+
+TEST(TesseraInspect, ADirectoryWithoutConfigJsonIsOneLineError) {
+  const std::string dir = tessera::testing_util::UniqueTempPath("cli_empty_dir");
+  std::filesystem::create_directories(dir);
+  CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", dir));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("is a directory without config.json"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 // A hybrid Gated-DeltaNet MoE file (written here with llama.cpp's keys and tensor names): the
 // layer layout, the experts and the recurrent state a sequence carries.
 TEST(TesseraInspect, ShowsAHybridModelsLayoutExpertsAndState) {

@@ -1,4 +1,5 @@
-// `tessera inspect MODEL`: what a person needs to know about a GGUF model before serving it.
+// `tessera inspect MODEL`: what a person needs to know about a model (a GGUF file or a HF
+// safetensors directory) before serving it.
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -13,6 +14,8 @@
 #include "common/model/hybrid_layout.h"
 #include "common/model/hybrid_tensors.h"
 #include "common/model/model_config.h"
+#include "common/safetensors/hf_gguf_view.h"
+#include "common/safetensors/model_file.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tools/cli/commands.h"
 
@@ -23,8 +26,19 @@ void PrintField(const char* label, const std::string& value) {
   std::printf("%-15s %s\n", absl::StrCat(label, ":").c_str(), value.c_str());
 }
 
+// The source format; a safetensors directory's counts are of its files, not of a GGUF layout.
 void PrintFileFacts(const std::string& path, const gguf::GgufFile& file) {
   PrintField("model", path);
+  if (file.HasKey(safetensors::kSourceFormatKey)) {
+    PrintField("format", absl::StrFormat(
+                             "safetensors directory (%d shard%s; %s)",
+                             file.GetInt(safetensors::kSourceShardsKey).value_or(0),
+                             file.GetInt(safetensors::kSourceShardsKey).value_or(0) == 1 ? ""
+                                                                                          : "s",
+                             file.GetString(safetensors::kSourceDtypesKey).value_or("")));
+    return;
+  }
+  PrintField("format", "GGUF file");
   PrintField("gguf", absl::StrFormat("v%d, %d metadata keys, %d tensors, alignment %d, "
                                      "data at byte %d, %d bytes",
                                      file.version(), file.metadata().size(),
@@ -196,7 +210,7 @@ void PrintChatTemplate(const gguf::GgufFile& file) {
 }  // namespace
 
 absl::Status RunInspect(const InspectOptions& options) {
-  auto file = gguf::GgufFile::Open(options.model_path);
+  auto file = safetensors::OpenModelFile(options.model_path);
   if (!file.ok()) return file.status();
   auto config = model::ReadModelConfig(**file);
   if (!config.ok()) {

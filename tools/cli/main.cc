@@ -50,14 +50,16 @@ CLI::App* AddQuantize(CLI::App& app, QuantizeCommandOptions& q) {
 CLI::App* AddInspect(CLI::App& app, InspectOptions& inspect) {
   CLI::App* cmd = app.add_subcommand("inspect", "print a model's architecture, "
                                      "hyper-parameters, tensors and tokenizer facts");
-  cmd->add_option("model", inspect.model_path, "GGUF model file")->capture_default_str();
+  cmd->add_option("model", inspect.model_path, "GGUF model file or HF safetensors directory")
+      ->capture_default_str();
   cmd->add_flag("--tensors", inspect.list_tensors, "list every tensor");
   return cmd;
 }
 
 CLI::App* AddTokenize(CLI::App& app, TokenizeOptions& tokenize) {
   CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text");
-  cmd->add_option("model", tokenize.model_path, "GGUF model file")->required();
+  cmd->add_option("model", tokenize.model_path, "GGUF model file or HF safetensors directory")
+      ->required();
   cmd->add_option("text", tokenize.text, "text to tokenize")->required();
   cmd->add_flag("--add-special", tokenize.add_special, "add BOS/EOS as the model's tokenizer asks");
   cmd->add_flag("!--no-parse-special", tokenize.parse_special,
@@ -70,7 +72,8 @@ CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** se
   CLI::App* cmd = app.add_subcommand(
       "generate", "generate text: offline on the CPU, or from a server with --addr");
   cmd->add_option("--addr", generate.addr, "HOST:PORT of a tessera server (client mode)");
-  cmd->add_option("--model", generate.model_path, "GGUF model file (offline)")
+  cmd->add_option("--model", generate.model_path,
+                  "GGUF model file or HF safetensors directory (offline)")
       ->capture_default_str();
   cmd->add_option("--prompt", generate.prompt, "raw prompt text");
   cmd->add_option("--chat", generate.chat, "a user message (chat template applied)");
@@ -130,7 +133,8 @@ CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
 
 CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   CLI::App* cmd = app.add_subcommand("serve", "run tessera-worker and tessera-router together");
-  cmd->add_option("--model", serve.model_path, "GGUF model file")->capture_default_str();
+  cmd->add_option("--model", serve.model_path, "GGUF model file or HF safetensors directory")
+      ->capture_default_str();
   cmd->add_option("--host", serve.host)->capture_default_str();
   cmd->add_option("--port", serve.port, "0 = any free port")->capture_default_str();
   cmd->add_option("--threads", serve.threads, "worker CPU threads (0: its default)");

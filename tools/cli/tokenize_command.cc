@@ -4,14 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/gguf/gguf_file.h"
+#include "common/safetensors/model_file.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tools/cli/commands.h"
 
 namespace tessera::cli {
 
 absl::Status RunTokenize(const TokenizeOptions& options) {
-  auto file = gguf::GgufFile::Open(options.model_path);
+  auto file = safetensors::OpenModelFile(options.model_path, util::FileLoad::kMap,
+                                         safetensors::ModelContents::kMetadataOnly);
   if (!file.ok()) return file.status();
   auto tok = tokenizer::Tokenizer::FromGguf(**file);
   if (!tok.ok()) {

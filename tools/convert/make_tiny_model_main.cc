@@ -1,19 +1,26 @@
 // `tessera-make-tiny-model`: writes a small random GGUF for tests, local experiments and CPU
-// benchmarks: a `llama` (tiny_model.h, the default) or a hybrid Gated-DeltaNet `qwen35`,
-// `qwen35moe` or `qwen3next` (tiny_hybrid_model.h), e.g.
+// benchmarks: a `llama` (tiny_model.h, the default), `qwen2` or `qwen3`, or a hybrid
+// Gated-DeltaNet `qwen35`, `qwen35moe` or `qwen3next` (tiny_hybrid_model.h), e.g.
 //   tessera-make-tiny-model --out /tmp/tiny.gguf --layers 4
 //   tessera-make-tiny-model --arch qwen35moe --out /tmp/moe.gguf --hidden 1024 --layers 16
 //       --experts 8 --weight-type q8_0
+// The dense ones can be written as a Hugging Face directory instead (hf_export.h): the HF twin of
+// the GGUF the same flags write, in safetensors (--format safetensors [--shards N]) or in
+// NVIDIA ModelOpt's NVFP4 layout (--format modelopt-nvfp4), e.g.
+//   tessera-make-tiny-model --arch qwen3 --format safetensors --shards 2 --out /tmp/tiny-qwen3
 // Sizes left out take the chosen architecture's defaults. A flag the architecture does not use
 // (--experts for llama or qwen35, --ffn for qwen35moe, ...) is an error naming it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/gguf/gguf_file.h"
+#include "tools/convert/hf_export.h"
 #include "tools/convert/tiny_hybrid_model.h"
 #include "tools/convert/tiny_model.h"
 
@@ -63,7 +70,8 @@ absl::Status CheckFlagsApply(const std::string& arch, const SizeFlags& f) {
       {"--weight-type", f.weight_type.has_value(), false, true, true, true},
   };
   for (const ArchSpecificFlag& flag : flags) {
-    const bool used = arch == "llama"       ? flag.llama
+    const bool dense = arch == "llama" || arch == "qwen2" || arch == "qwen3";
+    const bool used = dense                 ? flag.llama
                       : arch == "qwen35"    ? flag.qwen35
                       : arch == "qwen35moe" ? flag.qwen35moe
                                             : flag.qwen3next;
@@ -75,8 +83,28 @@ absl::Status CheckFlagsApply(const std::string& arch, const SizeFlags& f) {
   return absl::OkStatus();
 }
 
-absl::Status WriteLlama(const SizeFlags& f, bool untied, const std::string& out_path) {
+// Where and how the model is written: a GGUF file, or a HF directory (dense architectures).
+struct OutputFlags {
+  std::string path;
+  std::string format = "gguf";
+  int shards = 1;
+};
+
+absl::Status CheckOutputFlags(bool hybrid, const OutputFlags& out) {
+  if (hybrid && out.format != "gguf") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format ", out.format, " applies to llama, qwen2 and qwen3 only"));
+  }
+  if (out.format == "gguf" && out.shards != 1) {
+    return absl::InvalidArgumentError("--shards applies to the HF formats only");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteDense(const std::string& arch, const SizeFlags& f, bool untied,
+                        const OutputFlags& out) {
   TinyModelOptions o;
+  o.arch = *tessera::convert::ParseTinyDenseArch(arch);
   Apply(f.layers, &o.num_layers);
   Apply(f.hidden, &o.hidden);
   Apply(f.heads, &o.num_heads);
@@ -86,7 +114,14 @@ absl::Status WriteLlama(const SizeFlags& f, bool untied, const std::string& out_
   Apply(f.merges, &o.num_merges);
   Apply(f.seed, &o.seed);
   o.tied_embeddings = !untied;
-  return tessera::convert::WriteTinyLlamaGguf(o, out_path);
+  if (out.format == "gguf") return tessera::convert::WriteTinyLlamaGguf(o, out.path);
+  absl::StatusOr<std::vector<uint8_t>> image = tessera::convert::BuildTinyLlamaGguf(o);
+  if (!image.ok()) return image.status();
+  absl::StatusOr<std::unique_ptr<tessera::gguf::GgufFile>> file =
+      tessera::gguf::GgufFile::FromBuffer(*std::move(image));
+  if (!file.ok()) return file.status();
+  return tessera::convert::ExportHfDirectory(
+      **file, {.num_shards = out.shards, .nvfp4 = out.format == "modelopt-nvfp4"}, out.path);
 }
 
 absl::Status WriteHybrid(TinyHybridArch arch, const SizeFlags& f, bool untied,
@@ -154,25 +189,33 @@ void AddSizeFlags(CLI::App& app, SizeFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path;
+  OutputFlags out;
   std::string arch = "llama";
   bool untied = false;
   SizeFlags sizes;
 
   CLI::App app{"tessera-make-tiny-model: write a small random GGUF for tests and benchmarks"};
-  app.add_option("--out", out_path, "output .gguf path")->required();
+  app.add_option("--out", out.path, "output .gguf path (a directory for the HF formats)")
+      ->required();
   app.add_option("--arch", arch, "architecture")
-      ->check(CLI::IsMember({"llama", "qwen35", "qwen35moe", "qwen3next"}))
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen35", "qwen35moe", "qwen3next"}))
       ->capture_default_str();
+  app.add_option("--format", out.format,
+                 "gguf, or a HF directory: safetensors or modelopt-nvfp4 (llama, qwen2, qwen3)")
+      ->check(CLI::IsMember({"gguf", "safetensors", "modelopt-nvfp4"}))
+      ->capture_default_str();
+  app.add_option("--shards", out.shards, "HF formats: number of .safetensors files (1)")
+      ->check(CLI::PositiveNumber);
   AddSizeFlags(app, sizes);
   app.add_flag("--untied", untied, "write a separate output.weight instead of tying embeddings");
   CLI11_PARSE(app, argc, argv);
 
   absl::Status status = CheckFlagsApply(arch, sizes);
+  const std::optional<TinyHybridArch> hybrid = tessera::convert::ParseTinyHybridArch(arch);
+  if (status.ok()) status = CheckOutputFlags(hybrid.has_value(), out);
   if (status.ok()) {
-    const std::optional<TinyHybridArch> hybrid = tessera::convert::ParseTinyHybridArch(arch);
-    status = hybrid ? WriteHybrid(*hybrid, sizes, untied, out_path)
-                    : WriteLlama(sizes, untied, out_path);
+    status = hybrid ? WriteHybrid(*hybrid, sizes, untied, out.path)
+                    : WriteDense(arch, sizes, untied, out);
   }
   if (!status.ok()) {
     std::fprintf(stderr, "tessera-make-tiny-model: error: %s\n",

@@ -1,5 +1,7 @@
 #include "tools/convert/tiny_model.h"
 
+#include <iterator>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -22,6 +24,9 @@ constexpr int kMaxContext = 1 << 20;
 constexpr int kMaxMerges = 100000;
 constexpr float kWeightStddev = 0.02f;
 constexpr float kNormStddev = 0.02f;
+constexpr float kBiasStddev = 0.1f;
+
+constexpr std::string_view kArchNames[] = {"llama", "qwen2", "qwen3"};
 
 absl::Status Bad(std::string_view field, int value, std::string_view rule) {
   return absl::InvalidArgumentError(
@@ -49,6 +54,18 @@ void PlanLayer(const TinyModelOptions& o, int layer, std::vector<TinyTensorPlan>
   plan->push_back(Matrix(prefix + "attn_k.weight", {hidden, kv_dim}, attn));
   plan->push_back(Matrix(prefix + "attn_v.weight", {hidden, kv_dim}, attn));
   plan->push_back(Matrix(prefix + "attn_output.weight", {hidden, hidden}, attn));
+  if (o.arch == TinyDenseArch::kQwen2) {
+    for (auto [name, width] : {std::pair{"attn_q.bias", hidden}, std::pair{"attn_k.bias", kv_dim},
+                               std::pair{"attn_v.bias", kv_dim}}) {
+      plan->push_back(
+          {prefix + name, {width}, GgmlType::kF32, TinyInit::Normal(0.0f, kBiasStddev)});
+    }
+  }
+  if (o.arch == TinyDenseArch::kQwen3) {
+    const uint64_t head_dim = static_cast<uint64_t>(o.hidden / o.num_heads);
+    plan->push_back(Norm(prefix + "attn_q_norm.weight", head_dim));
+    plan->push_back(Norm(prefix + "attn_k_norm.weight", head_dim));
+  }
   plan->push_back(Norm(prefix + "ffn_norm.weight", hidden));
   plan->push_back(Matrix(prefix + "ffn_gate.weight", {hidden, ffn}, mlp));
   plan->push_back(Matrix(prefix + "ffn_up.weight", {hidden, ffn}, mlp));
@@ -66,22 +83,35 @@ std::vector<TinyTensorPlan> PlanTensors(const TinyModelOptions& o, uint64_t voca
 }
 
 void AddHyperParameters(const TinyModelOptions& o, uint32_t vocab, gguf::GgufWriter* writer) {
-  writer->AddString("general.architecture", "llama");
-  writer->AddString("general.name", "tessera-tiny-llama");
+  const std::string arch(TinyDenseArchName(o.arch));
+  const std::string p = arch + ".";
+  writer->AddString("general.architecture", arch);
+  writer->AddString("general.name", "tessera-tiny-" + arch);
   writer->AddUint32("general.quantization_version", 2);
-  writer->AddUint32("llama.block_count", static_cast<uint32_t>(o.num_layers));
-  writer->AddUint32("llama.context_length", static_cast<uint32_t>(o.context_length));
-  writer->AddUint32("llama.embedding_length", static_cast<uint32_t>(o.hidden));
-  writer->AddUint32("llama.feed_forward_length", static_cast<uint32_t>(o.ffn));
-  writer->AddUint32("llama.attention.head_count", static_cast<uint32_t>(o.num_heads));
-  writer->AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(o.num_kv_heads));
-  writer->AddFloat32("llama.rope.freq_base", o.rope_theta);
-  writer->AddFloat32("llama.attention.layer_norm_rms_epsilon", o.rms_eps);
-  writer->AddUint32("llama.vocab_size", vocab);
-  writer->AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(o.hidden / o.num_heads));
+  writer->AddUint32(p + "block_count", static_cast<uint32_t>(o.num_layers));
+  writer->AddUint32(p + "context_length", static_cast<uint32_t>(o.context_length));
+  writer->AddUint32(p + "embedding_length", static_cast<uint32_t>(o.hidden));
+  writer->AddUint32(p + "feed_forward_length", static_cast<uint32_t>(o.ffn));
+  writer->AddUint32(p + "attention.head_count", static_cast<uint32_t>(o.num_heads));
+  writer->AddUint32(p + "attention.head_count_kv", static_cast<uint32_t>(o.num_kv_heads));
+  writer->AddFloat32(p + "rope.freq_base", o.rope_theta);
+  writer->AddFloat32(p + "attention.layer_norm_rms_epsilon", o.rms_eps);
+  writer->AddUint32(p + "vocab_size", vocab);
+  writer->AddUint32(p + "rope.dimension_count", static_cast<uint32_t>(o.hidden / o.num_heads));
 }
 
 }  // namespace
+
+std::string_view TinyDenseArchName(TinyDenseArch arch) {
+  return kArchNames[static_cast<int>(arch)];
+}
+
+std::optional<TinyDenseArch> ParseTinyDenseArch(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kArchNames)); ++i) {
+    if (kArchNames[i] == name) return static_cast<TinyDenseArch>(i);
+  }
+  return std::nullopt;
+}
 
 absl::Status ValidateTinyModelOptions(const TinyModelOptions& o) {
   if (o.num_layers < 1 || o.num_layers > kMaxLayers) {

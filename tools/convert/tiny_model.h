@@ -1,4 +1,6 @@
-// Generates a small random `llama` GGUF model so tests never need a download.
+// Generates a small random `llama` GGUF model so tests never need a download (or, with
+// TinyModelOptions::arch, a `qwen2` / `qwen3` one: the same tensors plus Qwen2's Q/K/V biases or
+// Qwen3's per-head Q/K RMSNorm weights, stored as trained for NeoX rotation).
 //
 // The file looks like a llama.cpp conversion of a SmolLM2-style model: the same metadata keys,
 // tensor names and ggml dimension order, a real (tiny) byte-level BPE vocabulary and ChatML chat
@@ -13,6 +15,8 @@
 //                                             F16 in even layers, Q4_1 in odd layers
 //   output_norm.weight  [hidden]              F32
 //   output.weight       [hidden, vocab]       F16, only when embeddings are untied
+//   qwen2: blk.N.attn_q/k/v.bias [q or kv dim]  F32 ~N(0, 0.1)
+//   qwen3: blk.N.attn_q_norm/k_norm.weight [head_dim]  F32 ~N(1, 0.02)
 // (dims in ggml order: dims[0] is the contiguous input-feature dimension.)
 //
 // Deterministic: the same options give a byte-identical file on every run and platform (the
@@ -23,7 +27,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,7 +37,13 @@
 
 namespace tessera::convert {
 
+enum class TinyDenseArch { kLlama, kQwen2, kQwen3 };
+
+std::string_view TinyDenseArchName(TinyDenseArch arch);  // "llama", "qwen2", "qwen3"
+std::optional<TinyDenseArch> ParseTinyDenseArch(std::string_view name);
+
 struct TinyModelOptions {
+  TinyDenseArch arch = TinyDenseArch::kLlama;
   int num_layers = 2;
   int hidden = 64;       // multiple of 32 (the quantization block size)
   int num_heads = 4;     // divides hidden; head_dim = hidden / num_heads must be even (RoPE)

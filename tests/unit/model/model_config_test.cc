@@ -268,6 +268,25 @@ TEST(ModelConfigRopeMode, QwenIsNeoxAndLlamaIsNormal) {
   }
 }
 
+// The safetensors view marks a HF llama (Q/K as trained, not permuted) with kRopeNeoxKey.
+TEST(ModelConfigRopeMode, TheRopeNeoxKeyOverridesTheArchitecture) {
+  for (const auto& [arch, value] : std::vector<std::pair<std::string, bool>>{
+           {"llama", true}, {"qwen2", false}}) {
+    gguf::GgufWriter writer = Minimal(arch);
+    writer.AddBool(std::string(kRopeNeoxKey), value);
+    auto file = Parse(writer);
+    ASSERT_TRUE(file.ok()) << file.status();
+    auto config = ReadModelConfig(**file);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->rope_neox, value) << arch;
+  }
+  gguf::GgufWriter wrong_type = Minimal("llama");
+  wrong_type.AddUint32(std::string(kRopeNeoxKey), 1);
+  auto file = Parse(wrong_type);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(ReadModelConfig(**file).status().message(), HasSubstr("tessera.rope.neox"));
+}
+
 TEST(ModelConfigRopeMode, FollowsLlamaCppsList) {
   for (const char* neox :
        {"qwen2", "qwen2moe", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe"}) {

@@ -81,6 +81,29 @@ TEST(TinyModelTest, HyperParametersReadBack) {
   EXPECT_THAT(f->GetStringArray("tokenizer.ggml.merges")->size(), testing::Le(200u));
 }
 
+// qwen2 and qwen3: the llama tensors under their own keys, plus Q/K/V biases or Q/K norms.
+TEST(TinyModelTest, QwenVariantsAddBiasesOrQkNorms) {
+  for (TinyDenseArch arch : {TinyDenseArch::kQwen2, TinyDenseArch::kQwen3}) {
+    const std::string name(TinyDenseArchName(arch));
+    std::unique_ptr<gguf::GgufFile> f = WriteAndOpen({.arch = arch}, name);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(*f->GetString("general.architecture"), name);
+    EXPECT_EQ(Int(*f, name + ".block_count"), 2);
+    const bool qwen2 = arch == TinyDenseArch::kQwen2;
+    for (int layer = 0; layer < 2; ++layer) {
+      const std::string p = absl::StrCat("blk.", layer, ".");
+      EXPECT_EQ(f->FindTensor(p + "attn_k.bias") != nullptr, qwen2) << name;
+      EXPECT_EQ(f->FindTensor(p + "attn_q_norm.weight") != nullptr, !qwen2) << name;
+    }
+    const gguf::GgufTensorInfo* extra =
+        f->FindTensor(qwen2 ? "blk.1.attn_v.bias" : "blk.1.attn_k_norm.weight");
+    ASSERT_NE(extra, nullptr);
+    EXPECT_EQ(extra->dims, (std::vector<uint64_t>{qwen2 ? 32u : 16u}));  // kv dim / head dim
+  }
+  EXPECT_EQ(ParseTinyDenseArch("qwen3"), TinyDenseArch::kQwen3);
+  EXPECT_EQ(ParseTinyDenseArch("qwen35"), std::nullopt);
+}
+
 TEST(TinyModelTest, EveryTensorHasItsShapeAndTheTypesAreMixed) {
   TinyModelOptions options;
   std::unique_ptr<gguf::GgufFile> f = WriteAndOpen(options, "tensors");
