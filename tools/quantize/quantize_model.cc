@@ -2,12 +2,15 @@
 #include "tools/quantize/quantize_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <span>
 
 #include "absl/strings/str_cat.h"
 #include "common/gguf/dequantize.h"
 #include "common/gguf/gguf_stream_writer.h"
+#include "common/gguf/quantize_fp4.h"
+#include "common/util/status_macros.h"
 
 namespace tessera::quantize {
 namespace {
@@ -36,30 +39,65 @@ gguf::GgufMetadataList OutputMetadata(const gguf::GgufFile& in, gguf::GgmlType t
   return metadata;
 }
 
-// The tensor's rows dequantized and requantized, a chunk of whole rows at a time.
-absl::StatusOr<std::vector<uint8_t>> Requantize(const gguf::GgufFile& in,
-                                                const TensorDecision& d) {
-  const gguf::GgufTensorInfo& t = *d.tensor;
+// Calls `each(values)` on the tensor's rows dequantized to f32, a chunk of whole rows at a time.
+template <typename Each>
+absl::Status ForEachChunk(const gguf::GgufFile& in, const gguf::GgufTensorInfo& t, Each each) {
   const uint64_t row_elements = t.dims[0];
   const uint64_t rows = t.num_elements / row_elements;
   const uint64_t row_bytes = t.num_bytes / rows;
   const uint64_t chunk_rows = std::max<uint64_t>(1, kChunkElements / row_elements);
   const std::span<const uint8_t> data = in.TensorData(t);
-  std::vector<uint8_t> out;
   std::vector<float> values;
   for (uint64_t row = 0; row < rows; row += chunk_rows) {
     const uint64_t n = std::min(chunk_rows, rows - row);
     values.resize(n * row_elements);
-    absl::Status status = gguf::DequantizeToF32(t.type, data.subspan(row * row_bytes, n * row_bytes),
-                                                n * row_elements, values);
+    const absl::Status status = gguf::DequantizeToF32(
+        t.type, data.subspan(row * row_bytes, n * row_bytes), n * row_elements, values);
     if (!status.ok()) return absl::Status(status.code(), absl::StrCat(t.name, ": ", status.message()));
-    absl::StatusOr<std::vector<uint8_t>> blocks = gguf::QuantizeFromF32(d.output_type, values);
-    if (!blocks.ok()) {
-      return absl::Status(blocks.status().code(),
-                          absl::StrCat(t.name, ": ", blocks.status().message()));
+    if (absl::Status s = each(std::span<const float>(values)); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(t.name, ": ", s.message()));
     }
-    out.insert(out.end(), blocks->begin(), blocks->end());
   }
+  return absl::OkStatus();
+}
+
+struct Requantized {
+  std::vector<uint8_t> bytes;
+  float tensor_scale = 1.0f;  // NVFP4's, written as the sidecar
+};
+
+// NVFP4's two-level recipe: the tensor scale from the whole tensor's amax, then each block.
+absl::StatusOr<Requantized> RequantizeNvfp4(const gguf::GgufFile& in,
+                                            const gguf::GgufTensorInfo& t) {
+  float amax = 0.0f;
+  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, t, [&amax](std::span<const float> values) {
+    for (float v : values) amax = std::max(amax, std::fabs(v));
+    return absl::OkStatus();
+  }));
+  Requantized out;
+  out.tensor_scale = gguf::Nvfp4TensorScale(std::span<const float>(&amax, 1));
+  out.bytes.reserve(t.num_elements / gguf::kNvfp4BlockElements * gguf::kNvfp4BlockBytes);
+  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, t, [&out](std::span<const float> values) {
+    for (size_t i = 0; i < values.size(); i += gguf::kNvfp4BlockElements) {
+      uint8_t block[gguf::kNvfp4BlockBytes];
+      gguf::QuantizeNvfp4Block(values.subspan(i).first<gguf::kNvfp4BlockElements>(),
+                               out.tensor_scale, block);
+      out.bytes.insert(out.bytes.end(), block, block + sizeof(block));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<Requantized> Requantize(const gguf::GgufFile& in, const TensorDecision& d) {
+  if (d.output_type == gguf::GgmlType::kNvfp4) return RequantizeNvfp4(in, *d.tensor);
+  Requantized out;
+  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, *d.tensor, [&](std::span<const float> values) {
+    absl::StatusOr<std::vector<uint8_t>> blocks = gguf::QuantizeFromF32(d.output_type, values);
+    if (!blocks.ok()) return blocks.status();
+    out.bytes.insert(out.bytes.end(), blocks->begin(), blocks->end());
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -75,6 +113,7 @@ absl::StatusOr<QuantizeSummary> QuantizeModel(const gguf::GgufFile& in,
   gguf::GgmlType target = gguf::GgmlType::kF32;
   for (const TensorDecision& d : plan) {
     specs.push_back({d.tensor->name, d.tensor->dims, d.output_type});
+    if (!d.scale_name.empty()) specs.push_back({d.scale_name, {1}, gguf::GgmlType::kF32});
     state.bytes_total += d.tensor->num_bytes;
     if (d.action == TensorAction::kQuantize) target = d.output_type;
   }
@@ -86,13 +125,18 @@ absl::StatusOr<QuantizeSummary> QuantizeModel(const gguf::GgufFile& in,
     if (progress) progress(state);
     absl::Status written;
     if (d.action == TensorAction::kQuantize) {
-      absl::StatusOr<std::vector<uint8_t>> bytes = Requantize(in, d);
-      if (!bytes.ok()) return bytes.status();
-      written = (*writer)->WriteNext(*bytes);
+      absl::StatusOr<Requantized> result = Requantize(in, d);
+      if (!result.ok()) return result.status();
+      written = (*writer)->WriteNext(result->bytes);
+      if (written.ok() && !d.scale_name.empty()) {
+        written = (*writer)->WriteNext(std::span<const uint8_t>(
+            reinterpret_cast<const uint8_t*>(&result->tensor_scale), sizeof(float)));
+        summary.output_bytes += sizeof(float);
+      }
       ++summary.quantized;
       summary.quantized_elements += d.tensor->num_elements;
-      summary.quantized_output_bytes += bytes->size();
-      summary.output_bytes += bytes->size();
+      summary.quantized_output_bytes += result->bytes.size();
+      summary.output_bytes += result->bytes.size();
     } else {
       written = (*writer)->WriteNext(in.TensorData(*d.tensor));
       ++summary.copied;

@@ -13,6 +13,9 @@ namespace {
 // Why a tensor keeps its type under `options`, or "" when the recipe quantizes it.
 std::string KeepReason(const gguf::GgufTensorInfo& t, const QuantizeOptions& options) {
   if (t.name == "token_embd.weight") {
+    if (options.target == gguf::GgmlType::kNvfp4) {
+      return "token embedding (an NVFP4 lookup does not apply a tensor scale yet)";
+    }
     return options.quantize_embeddings ? "" : "token embedding (--quantize-embeddings)";
   }
   if (t.name == "output.weight") return options.quantize_output ? "" : "output head (--quantize-output)";
@@ -22,6 +25,9 @@ std::string KeepReason(const gguf::GgufTensorInfo& t, const QuantizeOptions& opt
   if (t.dims.size() < 2) return "a vector (norm or per-channel constant)";
   if (absl::StrContains(t.name, "_norm") || absl::StrContains(t.name, "conv1d")) {
     return "norm or convolution kernel";
+  }
+  if (options.target == gguf::GgmlType::kNvfp4 && t.dims.size() > 2) {
+    return "an expert stack (NVFP4 per-expert scales are not applied yet)";
   }
   const uint32_t block = gguf::GetGgmlTypeInfo(options.target).block_size;
   if (t.dims[0] % block != 0) {
@@ -35,8 +41,9 @@ std::string KeepReason(const gguf::GgufTensorInfo& t, const QuantizeOptions& opt
 absl::StatusOr<gguf::GgmlType> ParseQuantizeTarget(std::string_view name) {
   const std::string lower = absl::AsciiStrToLower(util::ToAbsl(name));
   if (lower == "q8_0") return gguf::GgmlType::kQ8_0;
+  if (lower == "nvfp4") return gguf::GgmlType::kNvfp4;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown quantization target '", util::ToAbsl(name), "': use q8_0"));
+      absl::StrCat("unknown quantization target '", util::ToAbsl(name), "': use nvfp4 or q8_0"));
 }
 
 absl::StatusOr<std::vector<TensorDecision>> PlanQuantization(const gguf::GgufFile& file,
@@ -54,6 +61,10 @@ absl::StatusOr<std::vector<TensorDecision>> PlanQuantization(const gguf::GgufFil
       }
       d.action = TensorAction::kQuantize;
       d.output_type = options.target;
+      if (options.target == gguf::GgmlType::kNvfp4) {
+        d.scale_name = t.name.substr(0, t.name.size() - std::string_view(".weight").size()) +
+                       ".scale";
+      }
     }
     plan.push_back(std::move(d));
   }

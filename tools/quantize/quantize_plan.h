@@ -10,6 +10,10 @@
 //   - a tensor whose rows are not a whole number of the target's blocks stays as it is (and is
 //     reported), as llama.cpp does.
 // A tensor already in the target type is copied unchanged.
+// NVFP4 follows NVIDIA's two-level recipe (common/gguf/quantize_fp4.h): each converted matrix
+// gets its per-tensor scale as the F32 sidecar `<name less .weight>.scale` that llama.cpp's
+// converter writes; expert stacks and the token embedding stay as they are for NVFP4, since the
+// MoE path and the embedding lookup do not apply such a scale yet.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,7 @@ struct TensorDecision {
   TensorAction action = TensorAction::kCopy;
   gguf::GgmlType output_type = gguf::GgmlType::kF32;
   std::string reason;  // why it is kept ("norm", "output head", "rows not a multiple of 64")
+  std::string scale_name;  // NVFP4: the F32 [1] sidecar written right after the tensor; "" none
 };
 
 // One decision per tensor of `file`, in file order. FAILED_PRECONDITION when the file's

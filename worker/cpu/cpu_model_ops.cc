@@ -94,6 +94,11 @@ void CpuModelOps::Project(ActId in, std::initializer_list<Projection> outputs) {
     return cpu::MatmulOutput{Matrix(p.weight), Span(p.out)};
   });
   cpu::MatmulSameInput(*pool_, x, Rows(in), {exact, count}, isa_);
+  for (const Projection& p : outputs) {  // an NVFP4 weight's per-tensor scale (1 otherwise)
+    const float scale = (*weights_)[p.weight].tensor_scale;
+    if (scale == 1.0f) continue;
+    for (float& y : Span(p.out)) y *= scale;
+  }
 }
 
 void CpuModelOps::AddBias(WeightId bias, ActId inout) {

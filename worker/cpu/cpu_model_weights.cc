@@ -1,6 +1,7 @@
 #include "worker/cpu/cpu_model_weights.h"
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,24 +28,38 @@ bool SameShape(const std::vector<uint64_t>& actual, const std::vector<uint64_t>&
   return true;
 }
 
-// The per-tensor scale llama.cpp's converter writes beside an NVFP4 matrix `X.weight`:
-// `X.scale` (docs/design/fp4-formats.md). OK unless the file has it and the declaration does not
-// declare it, i.e. no model op would multiply the matmul output by it.
-absl::Status CheckNvfp4ScaleDeclared(const gguf::GgufFile& file,
-                                     const WeightDeclaration& declaration,
-                                     const WeightSpec& spec) {
+// The per-tensor scale llama.cpp's converter writes beside an NVFP4 matrix `X.weight`: the F32
+// tensor `X.scale` ([1]; [experts] for an expert stack), which multiplies the matmul output
+// (docs/design/fp4-formats.md). 1 when the file has none. A matrix's scale becomes part of the
+// weight (CpuWeight::tensor_scale), applied by the backend's Project; an expert stack's or an
+// embedding table's is refused (UNIMPLEMENTED) until the MoE path and the embedding lookup apply
+// them, since running without it would silently scale every output wrong.
+absl::StatusOr<float> Nvfp4TensorScale(const gguf::GgufFile& file, const WeightSpec& spec) {
   const gguf::GgufTensorInfo* info = file.FindTensor(spec.name);
   constexpr std::string_view kSuffix = ".weight";
   if (info == nullptr || info->type != gguf::GgmlType::kNvfp4 || !spec.name.ends_with(kSuffix)) {
-    return absl::OkStatus();
+    return 1.0f;
   }
-  const std::string scale = spec.name.substr(0, spec.name.size() - kSuffix.size()) + ".scale";
-  if (file.FindTensor(scale) == nullptr || declaration.Find(scale) != kNoWeight) {
-    return absl::OkStatus();
+  const std::string name = spec.name.substr(0, spec.name.size() - kSuffix.size()) + ".scale";
+  const gguf::GgufTensorInfo* scale = file.FindTensor(name);
+  if (scale == nullptr) return 1.0f;
+  if (spec.role != WeightRole::kMatrix) {  // an expert stack, or an embedding table
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor '", spec.name, "' is NVFP4 with scales '", name,
+        "', which only plain matrices apply yet (not expert stacks or embedding lookups)"));
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "tensor '", spec.name, "' is NVFP4 with a per-tensor scale '", scale,
-      "' that this model does not apply yet; its outputs would be wrong without it"));
+  if (scale->type != gguf::GgmlType::kF32 || scale->num_elements != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' must be one F32 value (the tensor scale of '",
+                     spec.name, "')"));
+  }
+  float value;
+  std::memcpy(&value, file.TensorData(*scale).data(), sizeof(value));
+  if (!std::isfinite(value) || !(value > 0.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' = ", value, " must be finite and positive"));
+  }
+  return value;
 }
 
 // Resolves one declared tensor at a time and keeps the f32 copies it has to make.
@@ -54,7 +69,8 @@ class TensorBinder {
       : file_(file), weights_(weights) {}
 
   absl::StatusOr<CpuWeight> Bind(const WeightSpec& spec) {
-    CpuWeight weight{.role = spec.role, .present = false, .matrix = {}, .experts = {}, .values = {}};
+    CpuWeight weight{.role = spec.role, .present = false, .matrix = {}, .experts = {}, .values = {},
+                     .tensor_scale = 1.0f};
     const gguf::GgufTensorInfo* info = file_.FindTensor(spec.name);
     if (info == nullptr && spec.optional) return weight;
     TESSERA_RETURN_IF_ERROR(CheckShape(spec, info));
@@ -65,6 +81,7 @@ class TensorBinder {
       return weight;
     }
     TESSERA_ASSIGN_OR_RETURN(const MatmulData data, Matmul(*info));
+    TESSERA_ASSIGN_OR_RETURN(weight.tensor_scale, Nvfp4TensorScale(file_, spec));
     if (spec.role != WeightRole::kExperts) {
       weight.matrix = {data.format, data.data, spec.rows(), spec.cols()};
     } else {
@@ -144,7 +161,6 @@ absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
   auto weights = std::make_unique<CpuModelWeights>();
   TensorBinder binder(file, weights.get());
   for (const WeightSpec& spec : declaration.specs()) {
-    TESSERA_RETURN_IF_ERROR(CheckNvfp4ScaleDeclared(file, declaration, spec));
     TESSERA_ASSIGN_OR_RETURN(CpuWeight weight, binder.Bind(spec));
     weights->tensors.push_back(weight);
   }

@@ -8,9 +8,9 @@
 // f32 (views into the file when stored as F32).
 //
 // An NVFP4 matrix may come with a per-tensor scale, the F32 tensor `<name less .weight>.scale`
-// ([1], or [experts] for an expert stack; docs/design/fp4-formats.md) that multiplies its
-// matmul output. Binding fails when the file has one the declaration does not declare: running
-// without it would silently give wrong outputs.
+// (docs/design/fp4-formats.md) that multiplies its matmul output: it is part of the weight
+// (tensor_scale), applied by each backend's Project, so no model definition names it. An expert
+// stack with per-expert scales is refused (UNIMPLEMENTED) until the MoE path applies them.
 //
 // Ownership: views point into the GgufFile (which must outlive this) or into `owned`.
 // Immutable after load; any thread may read.
@@ -36,6 +36,7 @@ struct CpuWeight {
   kernels::cpu::WeightView matrix;          // kMatrix, kEmbedding
   kernels::cpu::ExpertWeightsView experts;  // kExperts
   std::span<const float> values;            // kDense, [spec.elements()]
+  float tensor_scale = 1.0f;  // kMatrix: multiplies the matmul output (an NVFP4 sidecar), else 1
 };
 
 struct CpuModelWeights {
@@ -48,8 +49,8 @@ struct CpuModelWeights {
 
 // Binds every declared tensor. INVALID_ARGUMENT naming the tensor when a required one is missing
 // ("model has no tensor 'blk.0.attn_q.weight'"), has another shape, cannot be dequantized, or
-// (spec.positive) holds a value that is not finite and positive; UNIMPLEMENTED naming the
-// sidecar when an NVFP4 matrix has a per-tensor scale the declaration leaves out.
+// (spec.positive) holds a value that is not finite and positive, or an NVFP4 tensor scale that is
+// not one finite positive F32; UNIMPLEMENTED naming an NVFP4 expert stack's per-expert scales.
 absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
     const gguf::GgufFile& file, const WeightDeclaration& declaration);
 

@@ -41,9 +41,11 @@ class Uploader {
     return static_cast<const void*>(out_->memory.back().data());
   }
 
-  // A matrix or an expert stack ([experts * rows, cols] in one format), dequantized.
+  // A matrix or an expert stack ([experts * rows, cols] in one format), dequantized and
+  // multiplied by its tensor scale (an NVFP4 sidecar; 1 otherwise).
   absl::StatusOr<const void*> UploadMatmul(kernels::cpu::WeightFormat format, const void* data,
-                                           int64_t rows, int64_t cols, const std::string& name) {
+                                           int64_t rows, int64_t cols, const std::string& name,
+                                           float tensor_scale = 1.0f) {
     const uint64_t elements = static_cast<uint64_t>(rows * cols);
     dequantized_.resize(elements);
     const size_t bytes = kernels::cpu::RowBytes(format, cols) * rows;
@@ -53,6 +55,9 @@ class Uploader {
         dequantized_);
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
+    }
+    if (tensor_scale != 1.0f) {
+      for (float& v : dequantized_) v *= tensor_scale;
     }
     return Upload(dequantized_);
   }
@@ -95,7 +100,7 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
                                                        spec.name));
   } else {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.matrix.format, w.matrix.data, out.rows,
-                                                       out.cols, spec.name));
+                                                       out.cols, spec.name, w.tensor_scale));
   }
   return out;
 }

@@ -4,6 +4,8 @@
 // the progress line.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -72,7 +74,8 @@ TEST(QuantizePlanTest, QuantizesBlockMatricesAndKeepsEmbeddingsHeadAndNorms) {
 
 TEST(QuantizePlanTest, ParsesTargetsAndNamesTheAcceptedOnes) {
   EXPECT_EQ(*ParseQuantizeTarget("Q8_0"), GgmlType::kQ8_0);
-  EXPECT_THAT(ParseQuantizeTarget("q4_k").status().message(), HasSubstr("use q8_0"));
+  EXPECT_EQ(*ParseQuantizeTarget("NVFP4"), GgmlType::kNvfp4);
+  EXPECT_THAT(ParseQuantizeTarget("q4_k").status().message(), HasSubstr("use nvfp4 or q8_0"));
 }
 
 TEST(QuantizeModelTest, ConvertsTheChosenTensorsAndCopiesTheRest) {
@@ -106,6 +109,45 @@ TEST(QuantizeModelTest, ConvertsTheChosenTensorsAndCopiesTheRest) {
   EXPECT_EQ(*(*out)->GetInt("general.file_type"), 7);
   EXPECT_EQ(*(*out)->GetString("general.quantized_by"), "tessera quantize");
   EXPECT_EQ(*(*out)->GetString("general.architecture"), "llama");
+  std::filesystem::remove(in_path);
+  std::filesystem::remove(out_path);
+}
+
+// NVFP4: each converted matrix is followed by its F32 [1] tensor scale (amax / (6 * 448)), and
+// blocks x scale give back the values within E2M1's rounding; the embedding stays.
+TEST(QuantizeModelTest, Nvfp4WritesEachMatrixWithItsTensorScale) {
+  const std::string in_path = TempPath("in4"), out_path = TempPath("out4");
+  const auto in = TinyModel(in_path);
+  auto plan = PlanQuantization(*in, {.target = GgmlType::kNvfp4, .quantize_embeddings = true});
+  ASSERT_TRUE(plan.ok());
+  auto d = ByName(*plan);
+  EXPECT_EQ(d["token_embd.weight"].action, TensorAction::kCopy);
+  EXPECT_EQ(d["blk.0.attn_q.weight"].scale_name, "blk.0.attn_q.scale");
+  ASSERT_TRUE(QuantizeModel(*in, *plan, out_path).ok());
+  auto out = gguf::GgufFile::Open(out_path);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (const char* name : {"blk.0.attn_q", "blk.1.ffn_down"}) {
+    const gguf::GgufTensorInfo* w = (*out)->FindTensor(std::string(name) + ".weight");
+    const gguf::GgufTensorInfo* s = (*out)->FindTensor(std::string(name) + ".scale");
+    ASSERT_NE(w, nullptr);
+    ASSERT_NE(s, nullptr) << name;
+    ASSERT_EQ(w->type, GgmlType::kNvfp4);
+    ASSERT_EQ(s->type, GgmlType::kF32);
+    const float scale = *reinterpret_cast<const float*>((*out)->TensorData(*s).data());
+    auto original = *gguf::DequantizeToF32(d[w->name].tensor->type,
+                                           in->TensorData(*d[w->name].tensor), w->num_elements);
+    float amax = 0;
+    for (float v : original) amax = std::max(amax, std::fabs(v));
+    EXPECT_EQ(scale, amax / (6.0f * 448.0f)) << name;
+    auto blocks = *gguf::DequantizeToF32(GgmlType::kNvfp4, (*out)->TensorData(*w), w->num_elements);
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < original.size(); ++i) {
+      err += std::pow(blocks[i] * scale - original[i], 2);
+      norm += std::pow(original[i], 2);
+    }
+    EXPECT_LT(std::sqrt(err / norm), 0.15) << name;  // E2M1 with E4M3 block scales: ~8-12%
+    EXPECT_GT(std::sqrt(err / norm), 0.0) << name;
+  }
   std::filesystem::remove(in_path);
   std::filesystem::remove(out_path);
 }

@@ -45,18 +45,23 @@ TEST(CpuModelWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
   EXPECT_EQ(first, generate());
 }
 
+// The tensor scale Fp4Llama writes: a power of two, so s·(x·w) and x·(s·w) are the same bits.
+constexpr float kTensorScale = 0.25f;
+
 // A one-layer llama whose matrices (embedding included) are MXFP4 or NVFP4, or, with
 // `as_f32`, the same matrices dequantized to F32; norms are F32 ones. `extra_scale`: also a
-// per-tensor scale tensor of that name, as llama.cpp's converter writes beside NVFP4 matrices.
+// per-tensor scale tensor of that name (kTensorScale), as llama.cpp's converter writes beside
+// NVFP4 matrices; the F32 copy of its matrix is multiplied by it.
 std::vector<uint8_t> Fp4Llama(const WeightDeclaration& declaration, bool as_f32,
                               const std::string& extra_scale = "") {
   gguf::GgufWriter writer;
   writer.AddString("general.architecture", "llama");
   if (!extra_scale.empty()) {
-    const float scale = 0.01f;
     writer.AddTensor(extra_scale, {1}, gguf::GgmlType::kF32,
-                     {reinterpret_cast<const uint8_t*>(&scale), sizeof(scale)});
+                     {reinterpret_cast<const uint8_t*>(&kTensorScale), sizeof(kTensorScale)});
   }
+  const std::string scaled_matrix =
+      extra_scale.empty() ? "" : extra_scale.substr(0, extra_scale.size() - 6) + ".weight";
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 0.5f);
   for (int i = 0; i < declaration.size(); ++i) {
@@ -76,7 +81,10 @@ std::vector<uint8_t> Fp4Llama(const WeightDeclaration& declaration, bool as_f32,
       writer.AddTensor(spec.name, spec.dims, type, blocks);
       continue;
     }
-    const std::vector<float> f32 = *gguf::DequantizeToF32(type, blocks, n);
+    std::vector<float> f32 = *gguf::DequantizeToF32(type, blocks, n);
+    if (spec.name == scaled_matrix) {
+      for (float& v : f32) v *= kTensorScale;
+    }
     writer.AddTensor(spec.name, spec.dims, gguf::GgmlType::kF32,
                      {reinterpret_cast<const uint8_t*>(f32.data()), n * sizeof(float)});
   }
@@ -126,30 +134,51 @@ TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
   EXPECT_EQ(tokens, generate(f32->get()));
 }
 
-// An NVFP4 matrix's per-tensor scale that no model op applies is refused by name, not ignored.
-TEST(CpuModelWeightsTest, RefusesAnUnappliedNvfp4Scale) {
+// An NVFP4 matrix's per-tensor scale (`X.scale` beside `X.weight`) is part of the weight and
+// multiplies its output: generating gives the tokens of the F32 model whose matrix is scaled.
+// Beside an embedding table, which no lookup scales yet, it is refused by name, not ignored.
+TEST(CpuModelWeightsTest, AppliesAnNvfp4MatrixScaleAndRefusesAnEmbeddingOne) {
   const model::ModelConfig config{
       .architecture = "llama", .num_layers = 1, .hidden_size = 64, .ffn_size = 128,
       .num_heads = 2, .num_kv_heads = 1, .head_dim = 32, .rope_dim = 32,
       .context_length = 64, .vocab_size = 16};
   auto plan = PlanModel(config);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  // Fp4Llama makes even-numbered declarations NVFP4; find one that is a matrix.
-  std::string nvfp4_name;
-  for (int i = 0; i < plan->weights.size() && nvfp4_name.empty(); i += 2) {
-    if (plan->weights.spec(i).role != WeightRole::kDense) nvfp4_name = plan->weights.spec(i).name;
+  // Fp4Llama makes even-numbered declarations NVFP4: the first is the embedding table, the next
+  // matrix one a projection.
+  std::vector<std::string> nvfp4;
+  for (int i = 0; i < plan->weights.size(); i += 2) {
+    if (plan->weights.spec(i).role != WeightRole::kDense) nvfp4.push_back(plan->weights.spec(i).name);
   }
-  ASSERT_TRUE(nvfp4_name.ends_with(".weight")) << nvfp4_name;
-  const std::string scale = nvfp4_name.substr(0, nvfp4_name.size() - 7) + ".scale";
-  auto file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false, scale));
-  ASSERT_TRUE(file.ok());
-  auto weights = BindCpuWeights(**file, plan->weights);
-  EXPECT_EQ(weights.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(weights.status().message(), HasSubstr("'" + scale + "'"));
-  // Beside the same matrix stored as F32 it is left alone: only NVFP4 matrices carry one.
-  auto f32_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, true, scale));
-  ASSERT_TRUE(f32_file.ok());
-  EXPECT_TRUE(BindCpuWeights(**f32_file, plan->weights).ok());
+  ASSERT_GE(nvfp4.size(), 2u);
+  ASSERT_EQ(nvfp4[0], "token_embd.weight");
+  const std::string matrix_scale = nvfp4[1].substr(0, nvfp4[1].size() - 7) + ".scale";
+  auto file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false, matrix_scale));
+  auto f32_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, true, matrix_scale));
+  ASSERT_TRUE(file.ok() && f32_file.ok());
+  auto packed = BindCpuWeights(**file, plan->weights);
+  auto f32 = BindCpuWeights(**f32_file, plan->weights);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  ASSERT_TRUE(f32.ok()) << f32.status();  // an F32 matrix ignores a .scale beside it
+  EXPECT_EQ((**packed)[plan->weights.Find(nvfp4[1])].tensor_scale, kTensorScale);
+  kernels::cpu::ThreadPool pool(2);
+  auto logits = [&](const CpuModelWeights* weights) {  // the prompt's last-position logits
+    CpuModelRunner runner(config, &*plan, weights, &pool, {.block_size = 4, .num_kv_blocks = 16});
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 5}, table = {1, 2};
+    const SequenceWork work{.tokens = prompt, .start_pos = 0, .block_table = table,
+                            .needs_logits = true};
+    StepLogits out;
+    EXPECT_TRUE(runner.Forward({&work, 1}, &out).ok());
+    return std::vector<float>(out.Row(0).begin(), out.Row(0).end());
+  };
+  EXPECT_EQ(logits(packed->get()), logits(f32->get()));  // bit for bit: the scale is 2^-2
+
+  const std::string embedding_scale = "token_embd.scale";
+  auto embedding_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false, embedding_scale));
+  ASSERT_TRUE(embedding_file.ok());
+  auto refused = BindCpuWeights(**embedding_file, plan->weights);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(refused.status().message(), HasSubstr("'" + embedding_scale + "'"));
 }
 
 TEST(CpuModelWeightsTest, RejectsUnsupportedArchitectureByName) {
