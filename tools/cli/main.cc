@@ -39,7 +39,8 @@ CLI::App* AddQuantize(CLI::App& app, QuantizeCommandOptions& q) {
       "quantize", "convert a model's linear layers to NVFP4 or Q8_0 (embeddings, output head "
                   "and norms keep their type unless asked)");
   cmd->add_option("--to", q.target, "target type: nvfp4 or q8_0")->required();
-  cmd->add_option("input", q.input_path, "GGUF model to read")->required();
+  cmd->add_option("input", q.input_path, "GGUF file or Hugging Face safetensors directory")
+      ->required();
   cmd->add_option("output", q.output_path, "GGUF file to write")->required();
   cmd->add_flag("--quantize-embeddings", q.quantize_embeddings,
                 "quantize token_embd.weight too");

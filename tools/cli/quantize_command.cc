@@ -1,10 +1,12 @@
 // `tessera quantize --to nvfp4|q8_0 IN OUT`: the recipe of tools/quantize/quantize_plan.h over
-// a model, streamed to OUT with a progress bar on a terminal and a summary on stdout.
+// a model (a GGUF file, or a Hugging Face directory read as its GGUF), streamed to OUT with a
+// progress bar on a terminal and a summary on stdout.
 #include <cstdio>
 #include <memory>
 
 #include "absl/strings/str_format.h"
 #include "common/gguf/gguf_file.h"
+#include "common/safetensors/model_file.h"
 #include "tools/cli/commands.h"
 #include "tools/quantize/progress_bar.h"
 #include "tools/quantize/quantize_model.h"
@@ -16,7 +18,7 @@ absl::Status RunQuantize(const QuantizeCommandOptions& options) {
   absl::StatusOr<gguf::GgmlType> target = quantize::ParseQuantizeTarget(options.target);
   if (!target.ok()) return target.status();
   absl::StatusOr<std::unique_ptr<gguf::GgufFile>> in =
-      gguf::GgufFile::Open(options.input_path, util::FileLoad::kMap);
+      safetensors::OpenModelFile(options.input_path, util::FileLoad::kMap);
   if (!in.ok()) return in.status();
   const quantize::QuantizeOptions recipe{.target = *target,
                                          .quantize_embeddings = options.quantize_embeddings,
