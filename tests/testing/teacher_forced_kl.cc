@@ -3,13 +3,29 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <span>
 
+#include "common/tokenizer/tokenizer.h"
 #include "common/util/check.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace tessera::testing_util {
+
+std::string LoadKlFixture(const char* path, std::unique_ptr<worker::LoadedModel>* model,
+                          std::vector<int32_t>* tokens) {
+  if (!std::filesystem::exists(path)) {
+    return std::string(path) + " is missing: run scripts/fetch_model.sh";
+  }
+  absl::StatusOr<std::unique_ptr<worker::LoadedModel>> loaded = worker::LoadModel(path);
+  if (!loaded.ok()) return loaded.status().ToString();
+  auto tokenizer = tokenizer::Tokenizer::FromGguf(*(*loaded)->file);
+  if (!tokenizer.ok()) return tokenizer.status().ToString();
+  *tokens = (*tokenizer)->Encode(kKlText, {.add_special = false});
+  *model = std::move(*loaded);
+  return "";
+}
 
 std::vector<std::vector<float>> TeacherForcedLogits(const worker::LoadedModel& model,
                                                     worker::CpuRunnerOptions options,

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "worker/cpu/cpu_model_runner.h"
@@ -24,6 +26,11 @@ inline constexpr char kKlText[] =
     "tourists of the year across to the island, where the lighthouse keeper was painting the "
     "railings a bright, unlikely green. Nobody could remember who had chosen the colour, but "
     "everyone agreed it suited him.";
+
+// The model at `path` and kKlText tokenized by its tokenizer, for a test suite's setup: "" when
+// both loaded, else the error to fail every test with (a missing file names fetch_model.sh).
+std::string LoadKlFixture(const char* path, std::unique_ptr<worker::LoadedModel>* model,
+                          std::vector<int32_t>* tokens);
 
 // Logits after each prefix of `tokens`, one token per step (a decode step each), on a cpu runner
 // of `model` with `options` (block_size and num_kv_blocks are set here). Two threads.

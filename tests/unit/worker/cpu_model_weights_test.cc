@@ -45,6 +45,13 @@ TEST(CpuModelWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
   EXPECT_EQ(first, generate());
 }
 
+// The shape of the FP4 tests' model.
+model::ModelConfig OneLayerLlama() {
+  return {.architecture = "llama", .num_layers = 1, .hidden_size = 64, .ffn_size = 128,
+          .num_heads = 2, .num_kv_heads = 1, .head_dim = 32, .rope_dim = 32,
+          .context_length = 64, .vocab_size = 16};
+}
+
 // The tensor scale Fp4Llama writes: a power of two, so s·(x·w) and x·(s·w) are the same bits.
 constexpr float kTensorScale = 0.25f;
 
@@ -94,10 +101,7 @@ std::vector<uint8_t> Fp4Llama(const WeightDeclaration& declaration, bool as_f32,
 // MXFP4/NVFP4 matrices are bound in place (no f32 copy), and generating from them gives the
 // tokens the same weights give as F32: the packed matmul is exact.
 TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
-  const model::ModelConfig config{
-      .architecture = "llama", .num_layers = 1, .hidden_size = 64, .ffn_size = 128,
-      .num_heads = 2, .num_kv_heads = 1, .head_dim = 32, .rope_dim = 32,
-      .context_length = 64, .vocab_size = 16};
+  const model::ModelConfig config = OneLayerLlama();
   auto plan = PlanModel(config);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto packed_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false));
@@ -138,10 +142,7 @@ TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
 // multiplies its output: generating gives the tokens of the F32 model whose matrix is scaled.
 // Beside an embedding table, which no lookup scales yet, it is refused by name, not ignored.
 TEST(CpuModelWeightsTest, AppliesAnNvfp4MatrixScaleAndRefusesAnEmbeddingOne) {
-  const model::ModelConfig config{
-      .architecture = "llama", .num_layers = 1, .hidden_size = 64, .ffn_size = 128,
-      .num_heads = 2, .num_kv_heads = 1, .head_dim = 32, .rope_dim = 32,
-      .context_length = 64, .vocab_size = 16};
+  const model::ModelConfig config = OneLayerLlama();
   auto plan = PlanModel(config);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // Fp4Llama makes even-numbered declarations NVFP4: the first is the embedding table, the next

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <numeric>
 
-#include "common/tokenizer/tokenizer.h"
 #include "tests/testing/teacher_forced_kl.h"
 #include "tests/unique_temp_path.h"
 #include "tools/convert/tiny_model.h"
@@ -48,22 +47,9 @@ class LossyNumericsTest : public ::testing::Test {
  protected:
   // Setup errors are recorded, not asserted: every test fails on them in SetUp (tests/README.md).
   static void SetUpTestSuite() {
-    if (!std::filesystem::exists(kDefaultModel)) {
-      setup_error_ = std::string(kDefaultModel) + " is missing: run scripts/fetch_model.sh";
-      return;
-    }
-    auto model = LoadModel(kDefaultModel);
-    if (!model.ok()) {
-      setup_error_ = model.status().ToString();
-      return;
-    }
-    model_ = model->release();
-    auto tok = tokenizer::Tokenizer::FromGguf(*model_->file);
-    if (!tok.ok()) {
-      setup_error_ = tok.status().ToString();
-      return;
-    }
-    tokens_ = (*tok)->Encode(testing_util::kKlText, {.add_special = false});
+    std::unique_ptr<LoadedModel> model;
+    setup_error_ = testing_util::LoadKlFixture(kDefaultModel, &model, &tokens_);
+    model_ = model.release();
   }
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
 

@@ -10,7 +10,6 @@
 #include <ostream>
 #include <string>
 
-#include "common/tokenizer/tokenizer.h"
 #include "tests/testing/teacher_forced_kl.h"
 #include "tests/unique_temp_path.h"
 #include "tools/quantize/quantize_model.h"
@@ -43,28 +42,15 @@ void PrintTo(const QuantizedCase& c, std::ostream* out) { *out << c.name; }
 class QuantizedModelKlTest : public ::testing::TestWithParam<QuantizedCase> {
  protected:
   static void SetUpTestSuite() {
-    if (!std::filesystem::exists(kDefaultModel)) {
-      setup_error_ = std::string(kDefaultModel) + " is missing: run scripts/fetch_model.sh";
-      return;
+    setup_error_ = testing_util::LoadKlFixture(kDefaultModel, &exact_model_, &tokens_);
+    if (setup_error_.empty()) {
+      exact_logits_ = testing_util::TeacherForcedLogits(*exact_model_, {}, tokens_);
     }
-    auto model = LoadModel(kDefaultModel);
-    if (!model.ok()) {
-      setup_error_ = model.status().ToString();
-      return;
-    }
-    exact_model_ = model->release();
-    auto tok = tokenizer::Tokenizer::FromGguf(*exact_model_->file);
-    if (!tok.ok()) {
-      setup_error_ = tok.status().ToString();
-      return;
-    }
-    tokens_ = (*tok)->Encode(testing_util::kKlText, {.add_special = false});
-    exact_logits_ = testing_util::TeacherForcedLogits(*exact_model_, {}, tokens_);
   }
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
 
   static inline std::string setup_error_;
-  static inline LoadedModel* exact_model_ = nullptr;
+  static inline std::unique_ptr<LoadedModel> exact_model_;
   static inline std::vector<int32_t> tokens_;
   static inline std::vector<std::vector<float>> exact_logits_;
 };
