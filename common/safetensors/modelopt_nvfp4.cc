@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/gguf/ocp_small_floats.h"
 #include "common/util/status_macros.h"
 
 namespace tessera::safetensors {
@@ -16,22 +17,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr int kGroupSize = 16;
-constexpr float kE2m1Magnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-float E2m1ToFloat(uint8_t code) {
-  const float magnitude = kE2m1Magnitudes[code & 7];
-  return (code & 8) != 0 ? -magnitude : magnitude;
-}
-
-// E4M3 "fn": no infinities; S.1111.111 is NaN.
-float E4m3ToFloat(uint8_t byte) {
-  const int exponent = (byte >> 3) & 0xF;
-  const int mantissa = byte & 7;
-  if (exponent == 0xF && mantissa == 7) return std::nanf("");
-  const float magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0f, -6)
-                                        : std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
-  return (byte & 0x80) != 0 ? -magnitude : magnitude;
-}
 
 // The quantization object: hf_quant_config.json's "quantization", else config.json's
 // "quantization_config"; nullopt when neither exists.
@@ -119,14 +104,14 @@ absl::StatusOr<std::vector<float>> DequantizeModelOptNvfp4(
   std::vector<float> values(rows * cols);
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t g = 0; g < cols / kGroupSize; ++g) {
-      const float scale = E4m3ToFloat(weight_scale.data[r * (cols / kGroupSize) + g]);
+      const float scale = gguf::ocp::E4M3ToFloat(weight_scale.data[r * (cols / kGroupSize) + g]);
       if (std::isnan(scale))
         return Bad(weight_scale, absl::StrCat("scale [", r, ", ", g, "] is NaN"));
       for (int i = 0; i < kGroupSize; i += 2) {
         const uint64_t col = g * kGroupSize + i;
         const uint8_t byte = weight.data[(r * cols + col) / 2];
-        values[r * cols + col] = E2m1ToFloat(byte & 0xF) * scale * global;
-        values[r * cols + col + 1] = E2m1ToFloat(byte >> 4) * scale * global;
+        values[r * cols + col] = gguf::ocp::E2M1ToFloat(byte & 0xF) * scale * global;
+        values[r * cols + col + 1] = gguf::ocp::E2M1ToFloat(byte >> 4) * scale * global;
       }
     }
   }

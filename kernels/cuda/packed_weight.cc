@@ -163,26 +163,6 @@ absl::StatusOr<PackedWeight> PackPlanar(PackedScheme scheme, int n, int k,
   return w;
 }
 
-float E2M1ToFloat(uint8_t code) {
-  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float magnitude = kMagnitude[code & 7];
-  return (code & 8) ? -magnitude : magnitude;
-}
-
-float E4M3ToFloat(uint8_t bits) {
-  const int exponent = (bits >> 3) & 15, mantissa = bits & 7;
-  if (exponent == 15 && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
-  const float magnitude = exponent == 0
-                              ? std::ldexp(static_cast<float>(mantissa), -9)
-                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
-  return (bits & 0x80) ? -magnitude : magnitude;
-}
-
-float E8M0ToFloat(uint8_t bits) {
-  if (bits == 255) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, bits - 127);
-}
-
 namespace {
 
 // Weight `e` of row `row` (packed_format.h's formulas; this file is built with

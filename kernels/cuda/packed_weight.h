@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf/ggml_type.h"
+#include "common/gguf/ocp_small_floats.h"
 #include "kernels/cuda/packed_format.h"
 
 namespace tessera::cuda {
@@ -55,9 +56,9 @@ absl::StatusOr<PackedWeight> PackPlanar(PackedScheme scheme, int n, int k,
 // Every weight in f32, [n][k] row-major, each exactly packed_format.h's formula.
 std::vector<float> DequantizePacked(const PackedWeight& weight);
 
-// The small float formats, exactly (NaN for the NaN encodings).
-float E2M1ToFloat(uint8_t code);  // low 4 bits
-float E4M3ToFloat(uint8_t bits);
-float E8M0ToFloat(uint8_t bits);
+// The small float formats, exactly (NaN for the NaN encodings): common/gguf/ocp_small_floats.h.
+using gguf::ocp::E2M1ToFloat;
+using gguf::ocp::E4M3ToFloat;
+using gguf::ocp::E8M0ToFloat;
 
 }  // namespace tessera::cuda
