@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
 #include "router/generate_stream.h"
@@ -36,6 +37,20 @@ std::optional<std::chrono::steady_clock::time_point> SteadyDeadline(
   if (left > std::chrono::hours(24 * 365)) return std::nullopt;
   return std::chrono::steady_clock::now() +
          std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
+// "q4_1 packed: 210 tensors, 0.625 B/parameter; bf16: 1 tensor, 2.000 B/parameter".
+std::string WeightStorageSummary(const wv1::DescribeResponse& worker) {
+  std::string out;
+  for (const wv1::WeightStorage& s : worker.weight_storage()) {
+    absl::StrAppend(&out, out.empty() ? "" : "; ", s.format(), s.packed() ? " packed" : "", ": ",
+                    s.tensors(), s.tensors() == 1 ? " tensor, " : " tensors, ",
+                    absl::StrFormat("%.3f", s.parameters() > 0 ? double(s.bytes()) /
+                                                                     double(s.parameters())
+                                                               : 0.0),
+                    " B/parameter");
+  }
+  return out;
 }
 
 }  // namespace
@@ -117,6 +132,7 @@ grpc::ServerUnaryReactor* TesseraService::ModelInfo(grpc::CallbackServerContext*
   *response->mutable_graph_buckets() = worker->graph_buckets();
   response->set_device_memory_bytes(worker->device_memory_bytes());
   response->set_weights_bytes(worker->weights_bytes());
+  response->set_weight_storage(WeightStorageSummary(*worker));
   return Answer(context, absl::OkStatus());
 }
 

@@ -155,6 +155,11 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
     std::fprintf(stderr, "tessera-worker: %s\n", worker->runner.selection.c_str());
   }
   const BuiltRunner& built = worker->runner;
+  for (const WeightStorage& s : built.weight_storage) {
+    std::fprintf(stderr, "tessera-worker: weights %s%s: %d tensor%s, %.1f MiB, %.3f B/parameter\n",
+                 s.format.c_str(), s.packed ? " packed" : "", s.tensors, s.tensors == 1 ? "" : "s",
+                 static_cast<double>(s.bytes) / (1 << 20), s.bytes_per_parameter());
+  }
   const int max_num_seqs = flags.runner.max_num_seqs;
   worker->metrics = std::make_unique<WorkerMetrics>(
       std::make_shared<prometheus::Registry>(),
@@ -172,6 +177,7 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                .device_memory_bytes = built.device_memory_bytes,
                                .weights_bytes = built.weights_bytes,
                                .weights_load_seconds = built.weights_load_seconds,
+                               .weight_storage = built.weight_storage,
                                .metrics = worker->metrics.get(),
                                .secret = flags.secret};
   if (config.name.empty()) {
@@ -282,6 +288,9 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
   app.add_flag("--batch-invariant", r->batch_invariant,
                "cuda: batch-invariant GEMM and attention (a request's results never depend on "
                "its batch; slower); the cpu backend always is");
+  app.add_flag("--dequantize-weights", r->dequantize_weights,
+               "cuda: dequantize Q8_0/Q4_0/Q4_1/Q4_K/NVFP4/MXFP4 projections to the compute "
+               "type at load instead of keeping them packed (more memory; cuBLAS GEMMs)");
   app.add_option("--cuda-device", r->cuda_device, "cuda: device index")->capture_default_str();
   app.add_flag("--cuda-sync-each-launch", r->cuda_sync_each_launch,
                "cuda bring-up: wait after every kernel launch and GEMM (outside graph capture) "
@@ -300,6 +309,9 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                  "dummy: vocabulary size replacing the shape's, e.g. the router tokenizer's, so "
                  "every sampled id decodes (0 = the shape's)")
       ->capture_default_str();
+  app.add_option("--dummy-weight-format", r->dummy_weight_format,
+                 "dummy: projections packed as q8_0, q4_0, q4_1, q4_k, nvfp4 or mxfp4 (default: "
+                 "the --dtype)");
   app.add_option("--dummy-seed", r->dummy_seed, "dummy: the random weights' seed")
       ->capture_default_str();
 }

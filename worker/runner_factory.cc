@@ -87,6 +87,7 @@ absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) 
                            .max_num_batched_tokens = flags.max_num_batched_tokens,
                            .graphs = graphs,
                            .batch_invariant = flags.batch_invariant,
+                           .keep_weights_packed = !flags.dequantize_weights,
                            .decode_partition = 0,
                            .state_snapshot_bytes = flags.state_snapshot_mb * kMiB};
 }
@@ -104,6 +105,8 @@ BuiltRunner DescribeDeviceRunner(const RunnerFlags& flags,
   built.device_memory_bytes = runner->runtime().properties().total_memory_bytes;
   built.weights_bytes = runner->device_weights().bytes;
   built.weights_load_seconds = runner->device_weights().load_seconds;
+  built.weight_storage = runner->device_weights().formats;
+  built.decode_weight_bytes = runner->DecodeStepWeightBytes();
   built.runner = std::move(runner);
   return built;
 }
@@ -115,8 +118,20 @@ absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const Lo
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<CudaModelRunner> runner,
       CudaModelRunner::Create(std::move(runtime), model.config, model.plan, *model.weights,
-                              options));
+                              options, model.file.get()));
   return DescribeDeviceRunner(flags, std::move(runner));
+}
+
+// --dummy-weight-format: nullopt for "", else the packed scheme of that name.
+absl::StatusOr<std::optional<cuda::PackedScheme>> ParseDummyWeightFormat(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  for (int s = 0; s <= static_cast<int>(cuda::PackedScheme::kMxfp4); ++s) {
+    const auto scheme = static_cast<cuda::PackedScheme>(s);
+    if (name == cuda::PackedSchemeName(scheme)) return scheme;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown --dummy-weight-format '", name,
+                                                 "' (expected q8_0, q4_0, q4_1, q4_k, nvfp4 or "
+                                                 "mxfp4)"));
 }
 
 // Random weights of the shape, made on the device.
@@ -124,12 +139,14 @@ absl::StatusOr<BuiltRunner> BuildDummyDeviceRunner(const RunnerFlags& flags,
                                                    const model::SyntheticModel& model,
                                                    std::unique_ptr<device::DeviceRuntime> runtime) {
   TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<cuda::PackedScheme> packed,
+                           ParseDummyWeightFormat(flags.dummy_weight_format));
   TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<DeviceKernels> kernels,
                            MakeDeviceKernels(*runtime));
   TESSERA_ASSIGN_OR_RETURN(const ModelPlan plan, PlanModel(model.config));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModelWeights> weights,
                            MakeDummyModelWeights(*runtime, *kernels, plan.weights, model,
-                                                 options.dtype, flags.dummy_seed));
+                                                 options.dtype, flags.dummy_seed, packed));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<CudaModelRunner> runner,
                            CudaModelRunner::Create(std::move(runtime), model.config, plan,
                                                    std::move(weights), options));

@@ -19,6 +19,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "worker/loaded_model.h"
 #include "worker/model_runner.h"
+#include "worker/weight_storage.h"
 
 namespace tessera::worker {
 
@@ -43,6 +44,7 @@ struct RunnerFlags {
   std::string kv_cache_dtype = "f32";  // cpu KV pool: f32 | f16
   std::string cuda_graphs = "lazy";  // lazy | eager | off
   bool batch_invariant = false;      // cuda: batch-invariant kernels (cpu always is)
+  bool dequantize_weights = false;   // cuda: quantized projections dequantized, not kept packed
   int cuda_device = 0;
   bool cuda_sync_each_launch = false;  // cuda: sync after every launch, naming a failed kernel
   int64_t emulated_memory_mb = 1024; // the emulated device's memory
@@ -50,6 +52,7 @@ struct RunnerFlags {
   std::string dummy_shape = "";      // dummy: a SyntheticShapeNames() entry
   int dummy_vocab = 0;               // dummy: vocabulary override (0 = the shape's)
   uint64_t dummy_seed = 0;           // dummy: the weights' seed
+  std::string dummy_weight_format;   // dummy: "" (the dtype) or a packed scheme: q4_0, nvfp4, ...
 };
 
 // "auto" -> false, "dummy" -> true; INVALID_ARGUMENT naming both otherwise.
@@ -66,6 +69,8 @@ struct BuiltRunner {
   uint64_t device_memory_bytes = 0;
   int64_t weights_bytes = 0;
   double weights_load_seconds = 0;
+  std::vector<WeightStorage> weight_storage;  // device backends: how the weights are held
+  int64_t decode_weight_bytes = 0;  // device backends: weight bytes a batch-1 decode step reads
   // --load-format dummy: the shape, whose BOS/EOS ids stand in for a tokenizer's.
   std::optional<model::SyntheticModel> synthetic;
 };

@@ -90,6 +90,14 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
   d.set_device_memory_bytes(options.device_memory_bytes);
   d.set_weights_bytes(options.weights_bytes);
   d.set_weights_load_seconds(options.weights_load_seconds);
+  for (const WeightStorage& storage : options.weight_storage) {
+    v1::WeightStorage* out = d.add_weight_storage();
+    out->set_format(storage.format);
+    out->set_packed(storage.packed);
+    out->set_tensors(storage.tensors);
+    out->set_parameters(storage.parameters);
+    out->set_bytes(storage.bytes);
+  }
   // What a plan may ask for: logprobs/top-N, penalties, per-request seeds, prompts split over
   // steps, prefix-cache hits (num_cached_tokens), re-admission with generated tokens.
   for (const char* feature : {"logprobs", "penalties", "seed", "chunked_prefill", "preemption"}) {

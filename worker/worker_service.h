@@ -33,6 +33,7 @@
 #include "tessera/worker/v1/worker.grpc.pb.h"
 #include "worker/model_runner.h"
 #include "worker/step_executor.h"
+#include "worker/weight_storage.h"
 #include "worker/worker_metrics.h"
 
 namespace tessera::worker {
@@ -48,6 +49,7 @@ struct WorkerServiceOptions {
   uint64_t device_memory_bytes = 0;
   int64_t weights_bytes = 0;
   double weights_load_seconds = 0;
+  std::vector<WeightStorage> weight_storage;
   WorkerMetrics* metrics = nullptr;    // borrowed, observed on the step thread; null = none
   // The router⇄worker shared secret: Describe and Run need `authorization: Bearer <secret>`
   // (UNAUTHENTICATED otherwise). "" = no check.

@@ -43,6 +43,19 @@ enum class PackedScheme : int { kQ8_0, kQ4_0, kQ4_1, kQ4_K, kNvfp4, kMxfp4 };
 
 inline constexpr int kPackedSuperGroup = 256;  // Q4_K's super-group of 8 groups
 
+// The GGUF type name of a scheme ("q8_0", "q4_0", "q4_1", "q4_k", "nvfp4", "mxfp4").
+TESSERA_PACKED_HOST_DEVICE constexpr const char* PackedSchemeName(PackedScheme scheme) {
+  switch (scheme) {
+    case PackedScheme::kQ8_0: return "q8_0";
+    case PackedScheme::kQ4_0: return "q4_0";
+    case PackedScheme::kQ4_1: return "q4_1";
+    case PackedScheme::kQ4_K: return "q4_k";
+    case PackedScheme::kNvfp4: return "nvfp4";
+    case PackedScheme::kMxfp4: return "mxfp4";
+  }
+  return "?";
+}
+
 // Inputs per group (G).
 TESSERA_PACKED_HOST_DEVICE constexpr int PackedGroupSize(PackedScheme scheme) {
   return scheme == PackedScheme::kNvfp4 ? 16 : 32;
@@ -73,6 +86,15 @@ TESSERA_PACKED_HOST_DEVICE constexpr bool PackedHasMins(PackedScheme scheme) {
 // Codes bytes of one row of k inputs.
 TESSERA_PACKED_HOST_DEVICE constexpr int64_t PackedRowCodeBytes(PackedScheme scheme, int64_t k) {
   return k * PackedCodeBits(scheme) / 8;
+}
+
+// Bytes of an [n, k] weight packed as `scheme`: codes, scales, mins and Q4_K's super-scales.
+TESSERA_PACKED_HOST_DEVICE constexpr int64_t PackedWeightBytes(PackedScheme scheme, int64_t n,
+                                                               int64_t k) {
+  const int64_t groups = k / PackedGroupSize(scheme);
+  const int64_t supers = scheme == PackedScheme::kQ4_K ? k / kPackedSuperGroup * 4 : 0;
+  return n * (PackedRowCodeBytes(scheme, k) +
+              groups * (PackedScaleBytes(scheme) + PackedMinBytes(scheme)) + supers);
 }
 
 // The device view of a packed weight (device pointers, arrays as in the table above). Passed to

@@ -99,21 +99,77 @@ void RepackLegacyBlock(gguf::GgmlType type, const uint8_t* block, int64_t row, i
   }
 }
 
+// One ggml NVFP4 block {d[4], qs[32]} (64 elements; sub-block s: byte 8s + j holds element
+// 16s + j low, 16s + j + 8 high). ggml reads d as UE4M3 (0x7F -> 0, then bit 7 ignored, so
+// 0xFF -> 480), the planar layout as E4M3: the same value once 0x7F becomes 0x00 and bit 7 is
+// cleared, except 0xFF (480 is no E4M3 value), which cannot be repacked exactly.
+absl::Status RepackNvfp4Block(const uint8_t* block, int64_t row, int64_t b, PackedWeight& w) {
+  const int64_t first_group = row * (w.k / 16) + 4 * b;
+  uint8_t* codes = &w.codes[row * (w.k / 2)];
+  for (int s = 0; s < 4; ++s) {
+    if (block[s] == 0xFF) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "packed weight: NVFP4 row ", row, " block ", b, " has scale byte 0xFF (480)"));
+    }
+    w.scales[first_group + s] = block[s] == 0x7F ? 0 : block[s] & 0x7F;
+    const uint8_t* qs = block + 4 + 8 * s;
+    for (int j = 0; j < 8; ++j) {
+      SetNibble(codes, 64 * b + 16 * s + j, qs[j]);
+      SetNibble(codes, 64 * b + 16 * s + j + 8, qs[j] >> 4);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One ggml MXFP4 block {e, qs[16]} (byte j holds element j low, j + 16 high). ggml's E8M0 gives
+// 2^(e - 127) for every byte, 255 included (2^128); the planar E8M0 reads 255 as NaN, so a
+// block with e = 255 cannot be repacked exactly.
+absl::Status RepackMxfp4Block(const uint8_t* block, int64_t row, int64_t b, PackedWeight& w) {
+  if (block[0] == 255) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "packed weight: MXFP4 row ", row, " block ", b, " has scale byte 255 (2^128)"));
+  }
+  w.scales[row * (w.k / 32) + b] = block[0];
+  uint8_t* codes = &w.codes[row * (w.k / 2)];
+  for (int j = 0; j < 16; ++j) {
+    SetNibble(codes, 32 * b + j, block[1 + j]);
+    SetNibble(codes, 32 * b + j + 16, block[1 + j] >> 4);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RepackGgufBlock(gguf::GgmlType type, const uint8_t* block, int64_t row, int64_t b,
+                             PackedWeight& w) {
+  switch (w.scheme) {
+    case PackedScheme::kQ4_K: RepackQ4KBlock(block, row, b, w); return absl::OkStatus();
+    case PackedScheme::kNvfp4: return RepackNvfp4Block(block, row, b, w);
+    case PackedScheme::kMxfp4: return RepackMxfp4Block(block, row, b, w);
+    default: RepackLegacyBlock(type, block, row, b, w); return absl::OkStatus();
+  }
+}
+
 }  // namespace
+
+std::optional<PackedScheme> PackedSchemeOfGgufType(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ8_0: return PackedScheme::kQ8_0;
+    case gguf::GgmlType::kQ4_0: return PackedScheme::kQ4_0;
+    case gguf::GgmlType::kQ4_1: return PackedScheme::kQ4_1;
+    case gguf::GgmlType::kQ4_K: return PackedScheme::kQ4_K;
+    case gguf::GgmlType::kNvfp4: return PackedScheme::kNvfp4;
+    case gguf::GgmlType::kMxfp4: return PackedScheme::kMxfp4;
+    default: return std::nullopt;
+  }
+}
 
 absl::StatusOr<PackedWeight> PackGgufRows(gguf::GgmlType type, std::span<const uint8_t> data,
                                           int n, int k) {
-  PackedScheme scheme;
-  switch (type) {
-    case gguf::GgmlType::kQ8_0: scheme = PackedScheme::kQ8_0; break;
-    case gguf::GgmlType::kQ4_0: scheme = PackedScheme::kQ4_0; break;
-    case gguf::GgmlType::kQ4_1: scheme = PackedScheme::kQ4_1; break;
-    case gguf::GgmlType::kQ4_K: scheme = PackedScheme::kQ4_K; break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("packed weight: no packed form of GGUF ", gguf::GgmlTypeName(type)));
+  const std::optional<PackedScheme> scheme = PackedSchemeOfGgufType(type);
+  if (!scheme) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed weight: no packed form of GGUF ", gguf::GgmlTypeName(type)));
   }
-  absl::StatusOr<PackedWeight> w = EmptyWeight(scheme, n, k);
+  absl::StatusOr<PackedWeight> w = EmptyWeight(*scheme, n, k);
   if (!w.ok()) return w.status();
   const gguf::GgmlTypeInfo& info = gguf::GetGgmlTypeInfo(type);
   const int64_t blocks_per_row = k / info.block_size;
@@ -124,11 +180,7 @@ absl::StatusOr<PackedWeight> PackGgufRows(gguf::GgmlType type, std::span<const u
   for (int64_t row = 0; row < n; ++row) {
     for (int64_t b = 0; b < blocks_per_row; ++b) {
       const uint8_t* block = data.data() + (row * blocks_per_row + b) * info.type_size;
-      if (scheme == PackedScheme::kQ4_K) {
-        RepackQ4KBlock(block, row, b, *w);
-      } else {
-        RepackLegacyBlock(type, block, row, b, *w);
-      }
+      if (absl::Status s = RepackGgufBlock(type, block, row, b, *w); !s.ok()) return s;
     }
   }
   return w;

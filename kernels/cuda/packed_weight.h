@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -32,9 +33,14 @@ struct PackedWeight {
   float tensor_scale = 1.0f;
 };
 
-// n rows of k elements of a GGUF tensor of `type` (Q8_0, Q4_0, Q4_1 or Q4_K), `data` holding
-// exactly its n * k / block_size blocks. INVALID_ARGUMENT for another type, a shape
-// PackedShapeError rejects or a size mismatch.
+// The packed scheme of a GGUF tensor type (Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4), or nullopt.
+std::optional<PackedScheme> PackedSchemeOfGgufType(gguf::GgmlType type);
+
+// n rows of k elements of a GGUF tensor of `type` (Q8_0, Q4_0, Q4_1, Q4_K, NVFP4 or MXFP4),
+// `data` holding exactly its n * k / block_size blocks. INVALID_ARGUMENT for another type, a
+// shape PackedShapeError rejects, a size mismatch, or a scale byte ggml decodes to a value the
+// planar scale cannot hold (NVFP4 0xFF = 480, MXFP4 255 = 2^128; no quantizer writes either).
+// NVFP4 / MXFP4 code 8 (-0) dequantizes to -0.0 here and +0.0 in ggml: equal values.
 absl::StatusOr<PackedWeight> PackGgufRows(gguf::GgmlType type, std::span<const uint8_t> data,
                                           int n, int k);
 

@@ -13,6 +13,15 @@ std::string_view DeviceKindName(DeviceKind kind) {
 
 size_t DataTypeBytes(DataType type) { return type == DataType::kF32 ? 4 : 2; }
 
+const char* DataTypeName(DataType type) {
+  switch (type) {
+    case DataType::kBf16: return "bf16";
+    case DataType::kF16: return "f16";
+    case DataType::kF32: return "f32";
+  }
+  return "?";
+}
+
 absl::StatusOr<std::unique_ptr<DeviceRuntime>> OpenDevice(const DeviceOptions& options) {
   if (options.kind == DeviceKind::kEmulated) {
     return std::make_unique<EmulatedDeviceRuntime>(options.emulated_memory_bytes,

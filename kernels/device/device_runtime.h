@@ -37,6 +37,8 @@ struct DeviceProperties {
 
 enum class DataType { kF32, kBf16, kF16 };
 size_t DataTypeBytes(DataType type);
+// "bf16", "f16" or "f32".
+const char* DataTypeName(DataType type);
 
 // c[m, n] = a[m, k] · b[n, k]ᵀ, all row-major and packed; f32 accumulation. b is the weight
 // (one row per output feature), as in the CPU engine.

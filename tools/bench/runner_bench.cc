@@ -263,7 +263,7 @@ Bench MakeBench(const worker::BuiltRunner& built, const worker::LoadedModel* mod
                                                     : flags.max_num_batched_tokens};
   if (built.has_device) {
     b.kv_element_bytes = DeviceElementBytes(flags.dtype);
-    b.weight_bytes = DecodeWeightBytes(built.runner->config(), b.kv_element_bytes);
+    b.weight_bytes = built.decode_weight_bytes;
   } else {
     b.kv_element_bytes = flags.kv_cache_dtype == "f16" ? 2 : 4;
     b.weight_bytes = DecodeWeightBytes(model->plan.weights, *model->weights);
@@ -331,6 +331,8 @@ void AddOptions(CLI::App& app, Options* o) {
                  absl::StrCat("dummy: ", model::SyntheticShapeNames()));
   app.add_option("--dummy-vocab", r->dummy_vocab, "dummy: vocabulary override (0 = the shape's)");
   app.add_option("--dummy-seed", r->dummy_seed, "dummy: the weights' seed");
+  app.add_option("--dummy-weight-format", r->dummy_weight_format,
+                 "dummy: projections packed as q8_0, q4_0, q4_1, q4_k, nvfp4 or mxfp4");
   app.add_option("--device", r->device)->capture_default_str();
   app.add_option("--dtype", r->dtype);
   app.add_option("--threads", r->threads);

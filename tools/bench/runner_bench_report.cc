@@ -69,14 +69,6 @@ nlohmann::json PrefillJson(const BenchSetup& setup, const PrefillRow& r) {
 
 }  // namespace
 
-int64_t DecodeWeightBytes(const model::ModelConfig& c, int element_bytes) {
-  const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
-  const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
-  const int64_t per_layer = c.hidden_size * (2 * q_width + 2 * kv_width) +
-                            3 * int64_t{c.hidden_size} * c.ffn_size;
-  return (c.num_layers * per_layer + int64_t{c.vocab_size} * c.hidden_size) * element_bytes;
-}
-
 int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
                           const worker::CpuModelWeights& weights) {
   int64_t bytes = 0;

@@ -50,9 +50,8 @@ struct PrefillRow {
   double ms = 0, device_ms = 0;  // medians over the timed runs; device_ms as DecodeRow's
 };
 
-// Bytes of the matrices one decode step reads: a device backend's, each element `element_bytes`.
-int64_t DecodeWeightBytes(const model::ModelConfig& config, int element_bytes);
-// The cpu backend's, as the loaded weights store them (quantized formats included).
+// Bytes of the matrices one decode step reads on the cpu backend, as the loaded weights store
+// them (quantized formats included); a device backend's: BuiltRunner::decode_weight_bytes.
 int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
                           const worker::CpuModelWeights& weights);
 // K/V bytes of `batch` sequences of `context` tokens over the attention layers, plus their

@@ -112,6 +112,7 @@ struct ServeOptions {
   double gpu_memory_utilization = 0;  // worker (cuda); 0: its default (0.90)
   std::string cuda_graphs;            // worker (cuda): lazy|eager|off; "": lazy
   bool batch_invariant = false;       // worker (cuda): batch-invariant kernels
+  bool dequantize_weights = false;    // worker (cuda): quantized projections not kept packed
   bool no_prefix_cache = false;       // router: no KV sharing between requests
   std::string trace_steps_path;       // router: one JSON line per step; "": none
   std::string metrics_host = "127.0.0.1";  // where both metrics servers listen

@@ -18,6 +18,8 @@
 #include "common/safetensors/model_file.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tools/cli/commands.h"
+#include "worker/cuda_packed_rule.h"
+#include "worker/models/model_plan.h"
 
 namespace tessera::cli {
 namespace {
@@ -162,6 +164,40 @@ void PrintTensorSummary(const gguf::GgufFile& file) {
                                         num_bytes / double(1 << 20)));
 }
 
+// How the cuda backend holds the declared tensors at --dtype bf16 (worker/cuda_packed_rule.h):
+// projections packed in their file's quantized format, the rest dequantized to bf16.
+void PrintCudaWeights(const gguf::GgufFile& file, const model::ModelConfig& config,
+                      const model::HybridTensorForms& forms) {
+  const absl::StatusOr<worker::ModelPlan> plan = worker::PlanModel(config, forms);
+  if (!plan.ok()) return;  // an architecture no backend runs: nothing to say
+  std::map<std::string, int> packed_by_type;
+  int dense = 0;
+  int64_t packed_params = 0, packed_bytes = 0, dense_bytes = 0;
+  for (const worker::WeightSpec& spec : plan->weights.specs()) {
+    const gguf::GgufTensorInfo* info = file.FindTensor(spec.name);
+    if (info == nullptr || spec.role == worker::WeightRole::kDense) continue;
+    if (const auto scheme = worker::CudaPackedScheme(spec, info->type)) {
+      ++packed_by_type[gguf::GgmlTypeName(info->type)];
+      packed_params += spec.elements();
+      packed_bytes += cuda::PackedWeightBytes(*scheme, spec.rows(), spec.cols());
+    } else {
+      ++dense;
+      dense_bytes += spec.elements() * 2;
+    }
+  }
+  const std::string types = absl::StrJoin(
+      packed_by_type, ", ",
+      [](std::string* out, const auto& kv) { absl::StrAppend(out, kv.first, " x", kv.second); });
+  const std::string packed =
+      packed_by_type.empty()
+          ? "none packed"
+          : absl::StrFormat("packed %s (%.4f B/weight)", types,
+                            double(packed_bytes) / double(packed_params));
+  PrintField("cuda weights", absl::StrFormat("%s; %d dense in bf16; %.1f MiB at --dtype bf16",
+                                             packed, dense,
+                                             (packed_bytes + dense_bytes) / double(1 << 20)));
+}
+
 void PrintTensorList(const gguf::GgufFile& file) {
   for (const gguf::GgufTensorInfo& t : file.tensors()) {
     std::printf("  %-32s %-6s [%s]\n", t.name.c_str(), gguf::GgmlTypeName(t.type).c_str(),
@@ -231,6 +267,7 @@ absl::Status RunInspect(const InspectOptions& options) {
   PrintHyperParameters(**file, *config);
   if (config->hybrid) PrintHybridLayout(*config, forms);
   PrintTensorSummary(**file);
+  PrintCudaWeights(**file, *config, forms);
   if (options.list_tensors) PrintTensorList(**file);
   PrintTokenizer(**file);
   PrintChatTemplate(**file);

@@ -161,6 +161,8 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                   "cuda: decode graphs captured lazily (default), eagerly at start-up, or off");
   cmd->add_flag("--batch-invariant", serve.batch_invariant,
                 "cuda: batch-invariant kernels (a request's tokens never depend on its batch)");
+  cmd->add_flag("--dequantize-weights", serve.dequantize_weights,
+                "cuda: dequantize quantized projections at load instead of keeping them packed");
   cmd->add_flag("--no-prefix-cache", serve.no_prefix_cache,
                 "router: do not share KV blocks between requests with a common prefix");
   cmd->add_option("--trace-steps", serve.trace_steps_path,

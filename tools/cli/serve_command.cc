@@ -369,6 +369,7 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o) {
   // The worker sizes its step buffers from it (cuda); the router plans within what it reports.
   AddIfSet(args, "--max-num-batched-tokens", o.max_num_batched_tokens, 0);
   if (o.batch_invariant) args.push_back("--batch-invariant");
+  if (o.dequantize_weights) args.push_back("--dequantize-weights");
   if (o.mmap_weights) args.push_back("--mmap-weights");
   if (o.worker_metrics_port >= 0) {
     args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",

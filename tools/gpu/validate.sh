@@ -11,7 +11,8 @@
 #   decode     step time at batch 1/8/64/256 x context 512/4096 and prefill tokens/s on synthetic
 #              Llama-3.1-8B and Qwen2.5-1.5B shapes, and (full only) the hybrid Gated-DeltaNet +
 #              MoE Qwen3-Next-80B-A3B widths at 12 of 48 layers (--load-format dummy: weights
-#              made on the GPU)
+#              made on the GPU); the 8B shape again with its projections packed (NVFP4; full:
+#              also Q4_K, Q4_0, Q8_0)
 #   kernels    the kernel bench, L2 flushed between iterations (full only)
 #   serving    tessera serve --device cuda on the 1.5B shape: throughput at concurrency 64 and
 #              256, TTFT/ITL at 32, graph reuse under staggered lengths (full only)
@@ -101,25 +102,31 @@ log "tests (at most ${test_timeout}s each, ${tests_total}s in all)"
 log "tests done: $(awk '$2 != 0' "$out/tests/exit_codes.txt" | wc -l) binaries failed"
 
 # --- decode and prefill on synthetic models -------------------------------------------------
-decode() {  # SHAPE BATCHES CONTEXTS PREFILLS CAP_S
-  local seconds
+decode() {  # SHAPE BATCHES CONTEXTS PREFILLS CAP_S [PACKED_FORMAT]
+  local seconds name=$1${6:+-$6}
   seconds=$(time_for "$5")
-  [ "$seconds" -gt 0 ] || { out_of_time "decode $1"; return; }
-  log "decode $1 batch $2 context $3 (at most ${seconds}s)"
+  [ "$seconds" -gt 0 ] || { out_of_time "decode $name"; return; }
+  log "decode $name batch $2 context $3 (at most ${seconds}s)"
   timeout "$seconds" "$bin/tessera-runner-bench" --device cuda --load-format dummy --dummy-shape "$1" \
+    ${6:+--dummy-weight-format "$6"} \
     --batch "$2" --context "$3" ${4:+--prefill "$4"} --steps 32 --uncomputed-context \
     --gpu-memory-utilization 0.9 --copy-bandwidth-gbs "$copy_gbs" \
-    --json "$out/bench/decode-$1.json" >"$out/logs/decode-$1.txt" 2>&1
-  echo "$1 $?" >>"$out/bench/decode_codes.txt"
+    --json "$out/bench/decode-$name.json" >"$out/logs/decode-$name.txt" 2>&1
+  echo "$name $?" >>"$out/bench/decode_codes.txt"
 }
 : >"$out/bench/decode_codes.txt"
 if [ "$quick" = 1 ]; then
   decode llama-3.1-8b 1,64 512 "" 60
   decode qwen2.5-1.5b 1,64 512 "" 40
+  decode llama-3.1-8b 1,8,64 512 512 30 nvfp4
 else
   decode llama-3.1-8b 1,8,64,256 512,4096 512,4096 120
   decode qwen2.5-1.5b 1,8,64,256 512,4096 512,4096 80
   decode qwen3-next-80b-a3b-l12 1,8,64 512,4096 512 50
+  # The projections kept packed (W4A16 / W8A16 through the packed-linear kernels).
+  for format in nvfp4 q4_k q4_0 q8_0; do
+    decode llama-3.1-8b 1,8,64 512 512 30 "$format"
+  done
 fi
 
 # --- the kernel bench -----------------------------------------------------------------------

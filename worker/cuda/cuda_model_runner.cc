@@ -11,18 +11,6 @@
 #include "worker/step_batch_validation.h"
 
 namespace tessera::worker {
-namespace {
-
-std::string_view DtypeName(device::DataType type) {
-  switch (type) {
-    case device::DataType::kBf16: return "bf16";
-    case device::DataType::kF16: return "f16";
-    case device::DataType::kF32: return "f32";
-  }
-  return "?";
-}
-
-}  // namespace
 
 absl::StatusOr<device::DataType> ParseComputeDtype(std::string_view name) {
   if (name == "bf16") return device::DataType::kBf16;
@@ -62,13 +50,18 @@ absl::Status CudaModelRunner::CheckRunnable(const model::ModelConfig& config,
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
     std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-    const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options) {
+    const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options,
+    const gguf::GgufFile* file) {
   TESSERA_RETURN_IF_ERROR(CheckRunnable(config, plan, options));
   const kernels::cpu::RopeTable rope(
       RopeParamsForModel(config, weights[plan.head.rope_freqs].values), config.context_length);
+  const WeightUploadOptions upload{.keep_packed = options.keep_weights_packed &&
+                                                  !options.batch_invariant &&
+                                                  options.dtype != device::DataType::kF32,
+                                   .file = file};
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<DeviceModelWeights> device_weights,
-      UploadModelWeights(*runtime, plan.weights, weights, rope, options.dtype));
+      UploadModelWeights(*runtime, plan.weights, weights, rope, options.dtype, upload));
   return Create(std::move(runtime), config, plan, std::move(device_weights), options);
 }
 
@@ -187,11 +180,24 @@ KvPoolInfo CudaModelRunner::kv_pool() const {
 
 int64_t CudaModelRunner::activation_bytes() const { return ops_->activation_bytes(); }
 
+int64_t CudaModelRunner::DecodeStepWeightBytes() const {
+  int64_t bytes = 0;
+  for (WeightId id = 0; id < plan_.weights.size(); ++id) {
+    const WeightSpec& spec = plan_.weights.spec(id);
+    const DeviceWeight& w = (*weights_)[id];
+    if (spec.role == WeightRole::kMatrix) bytes += w.bytes;
+    if (spec.role == WeightRole::kExperts && config_.hybrid && config_.hybrid->moe) {
+      bytes += w.bytes * config_.hybrid->moe->num_experts_used / std::max<int64_t>(w.experts, 1);
+    }
+  }
+  return bytes;
+}
+
 std::string CudaModelRunner::DeviceDescription() const {
   const device::DeviceProperties& p = runtime_->properties();
   return absl::StrFormat("%s %s, %.1f GiB, %s%s, graphs %s", DeviceKindName(runtime_->kind()),
                          p.name, static_cast<double>(p.total_memory_bytes) / (1 << 30),
-                         DtypeName(options_.dtype),
+                         device::DataTypeName(options_.dtype),
                          options_.batch_invariant ? ", batch-invariant" : "",
                          CudaGraphModeName(options_.graphs));
 }

@@ -63,6 +63,9 @@ struct CudaRunnerOptions {
   int max_num_batched_tokens = 2048;
   CudaGraphMode graphs = CudaGraphMode::kLazy;
   bool batch_invariant = false;
+  // Quantized projections stay packed on the device (device_model_weights.h) unless false, or
+  // the mode is batch-invariant or the dtype f32 (then every weight is dequantized at load).
+  bool keep_weights_packed = true;
   int decode_partition = 0;  // > 0 forces the decode attention's split (tests)
   // Device memory for recurrent-state snapshots (hybrid prefix caching), taken before the KV
   // pool: as many whole snapshots as fit, at most MaxStateSnapshots(max_num_seqs); none without linear layers.
@@ -76,9 +79,12 @@ class CudaModelRunner final : public ModelRunner {
  public:
   // Errors, one line each: an architecture the kernels do not cover (head_dim, hybrid layers), a
   // weight type that cannot be dequantized, too little device memory (naming what was needed).
+  // `file` (the model's GGUF, optional): the raw blocks of matrices `weights` holds dequantized
+  // (Q4_K), so they too stay packed.
   static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Create(
       std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-      const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options);
+      const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options,
+      const gguf::GgufFile* file = nullptr);
   // Weights already on `runtime` (e.g. MakeDummyModelWeights), in options.dtype and declared by
   // `plan`, RoPE table included; the runner takes them over. The path above uploads host
   // weights and then continues here.
@@ -116,6 +122,10 @@ class CudaModelRunner final : public ModelRunner {
   // The KV pool's memory (tests read it back to prove padding rows write nothing).
   const device::DeviceMemory& kv_memory() const { return kv_memory_; }
   int64_t activation_bytes() const;
+  // The weight bytes one batch-1 decode step reads: every projection as held on the device
+  // (packed or dense; the output head included, the embedding table not) and, of each expert
+  // stack, the share of the experts a token uses.
+  int64_t DecodeStepWeightBytes() const;
   // "NVIDIA H100 80GB HBM3, 79.1 GiB" / "emulated (SIMT on the CPU), 1.0 GiB", dtype, mode.
   std::string DeviceDescription() const;
 

@@ -20,6 +20,7 @@
 #include "kernels/cuda/gguf_blocks.cuh"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_routing.cuh"
+#include "kernels/cuda/packed_format.h"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/random_uniform.cuh"
@@ -111,6 +112,14 @@ class DeviceKernels {
   // a and b of `type`, c of c_type.
   virtual absl::Status BatchInvariantGemm(DataType type, DataType c_type, const void* a,
                                           const void* b, void* c, int m, int n, int k) = 0;
+  // y [m, w.n] = x [m, w.k] · Wᵀ over a packed weight (kernels/cuda/packed_linear.cuh), x and y
+  // of `type` (bf16 or f16; f32 is INVALID_ARGUMENT), 16-byte aligned.
+  virtual absl::Status PackedLinear(DataType type, const void* x, int m,
+                                    const cuda::PackedLinear& w, void* y) = 0;
+  // out [w.n, w.k] of `type` (bf16 or f16) = the packed weight dequantized
+  // (kernels/cuda/packed_dequantize.cuh); out 16-byte aligned.
+  virtual absl::Status PackedDequantize(DataType type, const cuda::PackedLinear& w,
+                                        void* out) = 0;
   // The hybrid layer kinds (worker/models/model_ops.h).
   // dst[r·dst_row + g·dst_group + j] = src[r·src_row + g·src_group + j] (elementwise.cuh).
   virtual absl::Status CopyColumnGroups(DataType type, const void* src, int64_t src_row,

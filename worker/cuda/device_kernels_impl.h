@@ -5,6 +5,7 @@
 // an absl::Status (absl::Status itself for the emulator, cudaError_t for CUDA).
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,8 @@
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_routing.cuh"
+#include "kernels/cuda/packed_dequantize.cuh"
+#include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/random_uniform.cuh"
@@ -183,6 +186,31 @@ class DeviceKernelsFor final : public DeviceKernels {
         return absl::InvalidArgumentError("batch-invariant GEMM: c must be f32 or a's type");
       }
       return Gemm<T, T>(a, b, c, m, n, k);
+    });
+  }
+
+  absl::Status PackedLinear(DataType type, const void* x, int m, const cuda::PackedLinear& w,
+                            void* y) override {
+    return WithElementType(type, [&](auto t) -> absl::Status {
+      using T = decltype(t);
+      if constexpr (std::is_same_v<T, float>) {
+        return absl::InvalidArgumentError("packed linear: x and y must be bf16 or f16");
+      } else {
+        return to_status_(cuda::LaunchPackedLinear<Launcher, T>(
+            launcher_, static_cast<const T*>(x), m, w, static_cast<T*>(y)));
+      }
+    });
+  }
+
+  absl::Status PackedDequantize(DataType type, const cuda::PackedLinear& w, void* out) override {
+    return WithElementType(type, [&](auto t) -> absl::Status {
+      using T = decltype(t);
+      if constexpr (std::is_same_v<T, float>) {
+        return absl::InvalidArgumentError("packed dequantize: out must be bf16 or f16");
+      } else {
+        return to_status_(
+            cuda::LaunchPackedDequantize<Launcher, T>(launcher_, w, static_cast<T*>(out)));
+      }
     });
   }
 

@@ -216,7 +216,7 @@ std::pair<int64_t, int64_t> MoeFfnWidths(const ModelPlan& plan, const DeviceMode
       expert = std::max(expert, layer.moe.gate_up_exps != kNoWeight
                                     ? w[layer.moe.gate_up_exps].rows / 2
                                     : w[layer.moe.gate_exps].rows);
-      if (layer.moe.shared_gate != kNoWeight && w[layer.moe.shared_gate].data != nullptr) {
+      if (layer.moe.shared_gate != kNoWeight && w[layer.moe.shared_gate].present()) {
         shared = std::max(shared, w[layer.moe.shared_gate].rows);
       }
     }

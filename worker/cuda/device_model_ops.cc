@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<DeviceModelOps>> DeviceModelOps::Create(
   TESSERA_RETURN_IF_ERROR(ops->AllocateActivations());
   TESSERA_RETURN_IF_ERROR(ops->AllocateDecodeWorkspace());
   TESSERA_RETURN_IF_ERROR(ops->AllocateMoeWorkspace());
+  TESSERA_RETURN_IF_ERROR(ops->AllocateDequantizeScratch());
   return ops;
 }
 
@@ -88,6 +89,19 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
   return absl::OkStatus();
 }
 
+absl::Status DeviceModelOps::AllocateDequantizeScratch() {
+  int64_t largest = 0;
+  for (const DeviceWeight& w : weights_.tensors) {
+    if (w.packed) largest = std::max(largest, w.rows * w.cols);
+  }
+  if (largest == 0) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(dequantized_,
+                           device::DeviceMemory::Allocate(
+                               runtime_, static_cast<size_t>(largest) * device::DataTypeBytes(dtype_)));
+  activation_bytes_ += static_cast<int64_t>(dequantized_.bytes());
+  return absl::OkStatus();
+}
+
 void DeviceModelOps::BeginStep(const DeviceStepInputs& inputs,
                                const DeviceStepAttention& attention) {
   inputs_ = &inputs;
@@ -149,6 +163,22 @@ void DeviceModelOps::Gemm(ActId in, const DeviceWeight& weight, ActId out) {
 void DeviceModelOps::GemmRows(const void* a, int m, const DeviceWeight& weight, void* c,
                               DataType c_type) {
   if (m == 0 || !status_.ok()) return;  // no row samples this step
+  if (weight.packed) {
+    TESSERA_CHECK(c_type == dtype_ && !options_.batch_invariant,
+                  "DeviceModelOps: a packed weight needs a compute-type output and the default "
+                  "mode (UploadModelWeights packs neither f32-output projections nor for the "
+                  "batch-invariant mode)");
+    if (m <= kPackedLinearMaxRows) {
+      Check(kernels_.PackedLinear(dtype_, a, m, *weight.packed, c));
+      return;
+    }
+    // More rows: the weight dequantized into the scratch, then the dense GEMM below.
+    Check(kernels_.PackedDequantize(dtype_, *weight.packed, dequantized_.data()));
+    Check(runtime_.Gemm({.a_type = dtype_, .b_type = dtype_, .c_type = c_type, .a = a,
+                         .b = dequantized_.data(), .c = c, .m = m, .n = weight.rows,
+                         .k = weight.cols}));
+    return;
+  }
   if (options_.batch_invariant) {
     Check(kernels_.BatchInvariantGemm(dtype_, c_type, a, weight.data, c, m,
                                       static_cast<int>(weight.rows),

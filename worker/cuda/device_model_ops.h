@@ -3,7 +3,9 @@
 // activations allocated once for the runner's capacity. Nothing is allocated or synchronised
 // here, so a decode step's ops can be captured into a CUDA graph and replayed.
 //
-// Modes. Default: GEMMs through DeviceRuntime::Gemm (cuBLAS on a GPU), one-token sequences
+// Modes. Default: GEMMs through DeviceRuntime::Gemm (cuBLAS on a GPU); a weight kept packed
+// (device_model_weights.h) through the packed-linear kernel for up to kPackedLinearMaxRows rows,
+// else dequantized into a scratch matrix for DeviceRuntime::Gemm; one-token sequences
 // through the split-K decode attention kernel and longer chunks through the prefill kernel.
 // Batch invariant (DESIGN.md §6): GEMMs through the batch-invariant kernel and every sequence
 // through the prefill attention kernel (its per-row reduction order depends only on the row's
@@ -83,6 +85,11 @@ struct DeviceStepAttention {
   const int32_t* prefill_tables = nullptr;  // [num_prefill, table_stride] on the device
 };
 
+// Rows up to which a packed weight's GEMM is the packed-linear kernel (its CUDA-core path); more
+// rows dequantize the weight into a scratch matrix and run the dense GEMM, which measured faster
+// on an H200 from m = 16 (docs/perf/gpu-h200-2026-11-26-f03bba1.md).
+inline constexpr int kPackedLinearMaxRows = 8;
+
 struct DeviceOpsOptions {
   bool batch_invariant = false;
   int max_tokens = 0;  // activation rows
@@ -107,7 +114,7 @@ class DeviceModelOps {
   int64_t activation_bytes() const { return activation_bytes_; }
 
   // The ops of model_ops.h.
-  bool Has(WeightId id) const { return id != kNoWeight && weights_[id].data != nullptr; }
+  bool Has(WeightId id) const { return id != kNoWeight && weights_[id].present(); }
   void Embed(WeightId table, ActId out);
   void RmsNorm(ActId in, WeightId weight, ActId out, int groups);
   void Project(ActId in, std::initializer_list<Projection> outputs);
@@ -130,6 +137,7 @@ class DeviceModelOps {
   absl::Status AllocateActivations();
   absl::Status AllocateDecodeWorkspace();
   absl::Status AllocateMoeWorkspace();  // device_layer_ops.cc
+  absl::Status AllocateDequantizeScratch();
   int Rows(ActId act) const;
   int Width(ActId act) const { return static_cast<int>(plan_.activations[act].width); }
   void* Buffer(ActId act) const;
@@ -165,6 +173,7 @@ class DeviceModelOps {
   int spare_ = 0;
   device::DeviceMemory decode_workspace_;
   DeviceMoeWorkspace moe_;
+  device::DeviceMemory dequantized_;  // the largest packed weight, dense (GEMMs of > 8 rows)
   int64_t activation_bytes_ = 0;
 };
 

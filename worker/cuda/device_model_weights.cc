@@ -1,7 +1,9 @@
 #include "worker/cuda/device_model_weights.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -9,6 +11,8 @@
 #include "common/gguf/dequantize.h"
 #include "common/util/half.h"
 #include "common/util/status_macros.h"
+#include "kernels/cuda/packed_weight.h"
+#include "worker/cuda_packed_rule.h"
 
 namespace tessera::worker {
 namespace {
@@ -82,11 +86,70 @@ class Uploader {
   std::vector<uint8_t> staging_;
 };
 
+// The raw GGUF blocks of a matrix and their type: the cpu binding's view when it kept the file's
+// format, else the file's tensor (a format the cpu kernels do not read, e.g. Q4_K).
+struct RawMatrix {
+  gguf::GgmlType type = gguf::GgmlType::kF32;
+  std::span<const uint8_t> data;
+};
+std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
+                                     const gguf::GgufFile* file) {
+  if (w.matrix.format != kernels::cpu::WeightFormat::kF32) {
+    const size_t bytes = kernels::cpu::RowBytes(w.matrix.format, spec.cols()) * spec.rows();
+    return RawMatrix{kernels::cpu::ToGgmlType(w.matrix.format),
+                     {static_cast<const uint8_t*>(w.matrix.data), bytes}};
+  }
+  const gguf::GgufTensorInfo* info = file != nullptr ? file->FindTensor(spec.name) : nullptr;
+  if (info == nullptr) return std::nullopt;
+  return RawMatrix{info->type, file->TensorData(*info)};
+}
+
+// The packed form of a projection, or nullopt when it has none (format, shape, role, or a scale
+// byte the planar layout cannot hold: then it is dequantized like any other tensor).
+std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const CpuWeight& w,
+                                               const WeightUploadOptions& options) {
+  if (!options.keep_packed || !MayKeepPacked(spec)) return std::nullopt;
+  const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file);
+  if (!raw || !CudaPackedScheme(spec, raw->type)) return std::nullopt;
+  absl::StatusOr<cuda::PackedWeight> packed = cuda::PackGgufRows(
+      raw->type, raw->data, static_cast<int>(spec.rows()), static_cast<int>(spec.cols()));
+  if (!packed.ok()) return std::nullopt;
+  packed->tensor_scale = w.tensor_scale;
+  return *std::move(packed);
+}
+
+absl::StatusOr<cuda::PackedLinear> UploadPacked(Uploader& up, const cuda::PackedWeight& w) {
+  cuda::PackedLinear out{.scheme = w.scheme, .n = w.n, .k = w.k, .tensor_scale = w.tensor_scale};
+  TESSERA_ASSIGN_OR_RETURN(const void* codes, up.UploadBytes(w.codes.data(), w.codes.size()));
+  TESSERA_ASSIGN_OR_RETURN(const void* scales, up.UploadBytes(w.scales.data(), w.scales.size()));
+  out.codes = static_cast<const uint8_t*>(codes);
+  out.scales = static_cast<const uint8_t*>(scales);
+  if (!w.mins.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(const void* mins, up.UploadBytes(w.mins.data(), w.mins.size()));
+    out.mins = static_cast<const uint8_t*>(mins);
+  }
+  if (!w.super_scales.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(const void* super,
+                             up.UploadBytes(w.super_scales.data(), w.super_scales.size() * 2));
+    out.super_scales = static_cast<const uint16_t*>(super);
+  }
+  return out;
+}
+
 absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
-                                          const CpuWeight& w) {
+                                          const CpuWeight& w, const WeightUploadOptions& options,
+                                          DeviceModelWeights& model) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
                    .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1};
   if (!w.present) return out;
+  const int64_t bytes_before = model.bytes;
+  const int64_t parameters = spec.elements();
+  if (std::optional<cuda::PackedWeight> packed = PackedFormOf(spec, w, options)) {
+    TESSERA_ASSIGN_OR_RETURN(out.packed, UploadPacked(up, *packed));
+    out.bytes = model.bytes - bytes_before;
+    model.CountStorage(cuda::PackedSchemeName(packed->scheme), true, parameters, out.bytes);
+    return out;
+  }
   if (spec.role == WeightRole::kDense) {
     out.rows = 1;
     out.cols = spec.elements();
@@ -102,21 +165,40 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.matrix.format, w.matrix.data, out.rows,
                                                        out.cols, spec.name, w.tensor_scale));
   }
+  out.bytes = parameters * static_cast<int64_t>(device::DataTypeBytes(model.dtype));
+  if (spec.role != WeightRole::kDense) {
+    model.CountStorage(device::DataTypeName(model.dtype), false, parameters, out.bytes);
+  }
   return out;
 }
 
 }  // namespace
 
+void DeviceModelWeights::CountStorage(const std::string& format, bool packed, int64_t parameters,
+                                      int64_t tensor_bytes) {
+  auto it = std::find_if(formats.begin(), formats.end(), [&](const WeightStorage& s) {
+    return s.format == format && s.packed == packed;
+  });
+  if (it == formats.end()) it = formats.insert(formats.end(), {.format = format, .packed = packed});
+  ++it->tensors;
+  it->parameters += parameters;
+  it->bytes += tensor_bytes;
+}
+
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
     device::DeviceRuntime& runtime, const WeightDeclaration& declaration,
-    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, DataType dtype) {
+    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, DataType dtype,
+    const WeightUploadOptions& options) {
+  if (options.keep_packed && dtype == DataType::kF32) {
+    return absl::InvalidArgumentError("packed weights need a bf16 or f16 compute type");
+  }
   const auto start = std::chrono::steady_clock::now();
   auto out = std::make_unique<DeviceModelWeights>();
   out->dtype = dtype;
   Uploader up(runtime, dtype, out.get());
   for (WeightId id = 0; id < declaration.size(); ++id) {
     TESSERA_ASSIGN_OR_RETURN(const DeviceWeight tensor,
-                             UploadTensor(up, declaration.spec(id), weights[id]));
+                             UploadTensor(up, declaration.spec(id), weights[id], options, *out));
     out->tensors.push_back(tensor);
   }
   out->rope_positions = static_cast<int>(rope.max_positions());

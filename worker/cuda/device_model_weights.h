@@ -1,7 +1,9 @@
-// A model's weights on a device, in the runner's compute type (bf16, f16 or f32), indexed by
-// WeightId (the plan's WeightDeclaration): every GGUF tensor is dequantized on the host
-// (common/gguf, bit-exact with ggml) and rounded once to the compute type at load, then
-// uploaded (kDense tensors in f32 as well); a tied output head is the embedding table's id. Also uploads the RoPE cos/sin table
+// A model's weights on a device, indexed by WeightId (the plan's WeightDeclaration). Projections
+// in a quantized format with a packed form stay quantized when asked (WeightUploadOptions:
+// repacked byte for byte into kernels/cuda/packed_format.h's planar layout, kernels/cuda/
+// packed_weight.h); every other GGUF tensor is dequantized on the host (common/gguf, bit-exact
+// with ggml) and rounded once to the compute type (bf16, f16 or f32), then uploaded (kDense
+// tensors in f32 as well); a tied output head is the embedding table's id. Also uploads the RoPE cos/sin table
 // the rope kernel reads. (Weights of a synthetic shape, random and made on the device:
 // dummy_model_weights.h.)
 //
@@ -11,14 +13,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/gguf/gguf_file.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cuda/packed_format.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
 #include "worker/cpu/cpu_model_weights.h"
 #include "worker/models/weight_declaration.h"
+#include "worker/weight_storage.h"
 
 namespace tessera::worker {
 
@@ -27,12 +34,28 @@ namespace tessera::worker {
 // kernels, per-head constants) is also kept in f32 (`values`) for the kernels that read small
 // per-layer constants in f32 whatever the compute type (the Gated DeltaNet gates); null when
 // uploaded without it (synthetic weights).
+// A projection kept packed (UploadOptions::keep_packed) has `packed` set and data null: its GEMM
+// is the packed-linear kernel (kernels/cuda/packed_linear.cuh), whose output is the compute type.
 struct DeviceWeight {
   const void* data = nullptr;
   const float* values = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t experts = 1;
+  std::optional<cuda::PackedLinear> packed;
+  int64_t bytes = 0;  // device bytes of the tensor (codes and scales when packed; data, not values)
+
+  bool present() const { return data != nullptr || packed.has_value(); }
+};
+
+struct WeightUploadOptions {
+  // Keeps each projection whose file type has a packed form (Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4)
+  // and shape (rows % 8, cols % 64; cols % 256 for Q4_K) packed instead of dequantized; not
+  // embeddings, expert stacks or f32-output projections (WeightSpec::f32_output). Needs a bf16 or
+  // f16 compute type; the runner asks for it outside the batch-invariant mode.
+  bool keep_packed = false;
+  // The model file: the raw blocks of matrices the cpu binding dequantized (Q4_K).
+  const gguf::GgufFile* file = nullptr;
 };
 
 struct DeviceModelWeights {
@@ -41,16 +64,21 @@ struct DeviceModelWeights {
   const float* rope_cos_sin = nullptr;  // RopeTable layout, [rope_positions, rope_dim / 2, 2]
   int rope_positions = 0;
   int64_t bytes = 0;          // device bytes of all of the above
+  std::vector<WeightStorage> formats;  // matrices and embeddings, by storage form
   double load_seconds = 0;    // dequantize + convert + upload
   std::vector<device::DeviceMemory> memory;  // backing store
 
   const DeviceWeight& operator[](WeightId id) const { return tensors.at(static_cast<size_t>(id)); }
+  // Adds one matrix or embedding to `formats`.
+  void CountStorage(const std::string& format, bool packed, int64_t parameters,
+                    int64_t tensor_bytes);
 };
 
 // Errors: the runtime's (too little memory names the size), or UNIMPLEMENTED naming a tensor
 // type this loader cannot dequantize.
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
     device::DeviceRuntime& runtime, const WeightDeclaration& declaration,
-    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, device::DataType dtype);
+    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, device::DataType dtype,
+    const WeightUploadOptions& options = {});
 
 }  // namespace tessera::worker

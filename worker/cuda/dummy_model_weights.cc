@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/cpu/cpu_model_runner.h"
+#include "worker/cuda_packed_rule.h"
 
 namespace tessera::worker {
 namespace {
@@ -49,6 +50,37 @@ class DummyFiller {
   }
   absl::StatusOr<const void*> Bias(int64_t count) { return Fill(count, 0.0f, kDummyBiasScale); }
 
+  // An [n, k] weight packed as `scheme`: random code bytes (the bits of random bf16 values) and
+  // every scale, min and super-scale byte kDummyScaleByte (see the header).
+  absl::StatusOr<cuda::PackedLinear> Packed(cuda::PackedScheme scheme, int n, int k) {
+    const int64_t groups = int64_t{n} * (k / cuda::PackedGroupSize(scheme));
+    const int64_t code_bytes = n * cuda::PackedRowCodeBytes(scheme, k);
+    cuda::PackedLinear w{.scheme = scheme, .n = n, .k = k,
+                         .tensor_scale = scheme == cuda::PackedScheme::kNvfp4
+                                             ? 1.0f / (3.0f * std::sqrt(static_cast<float>(k)))
+                                             : 1.0f};
+    TESSERA_ASSIGN_OR_RETURN(const void* codes,
+                             FillAs(device::DataType::kBf16, code_bytes / 2,
+                                    {.seed = seed_, .stream = next_stream_++, .center = 0.0f,
+                                     .scale = 1.0f}));
+    w.codes = static_cast<const uint8_t*>(codes);
+    TESSERA_ASSIGN_OR_RETURN(w.scales, Bytes(groups * cuda::PackedScaleBytes(scheme), scheme));
+    if (cuda::PackedHasMins(scheme)) {
+      TESSERA_ASSIGN_OR_RETURN(w.mins, Bytes(groups * cuda::PackedMinBytes(scheme), scheme));
+    }
+    if (scheme == cuda::PackedScheme::kQ4_K) {
+      TESSERA_ASSIGN_OR_RETURN(const uint8_t* super, Bytes(int64_t{n} * (k / 256) * 4, scheme));
+      w.super_scales = reinterpret_cast<const uint16_t*>(super);
+    }
+    return w;
+  }
+
+  absl::StatusOr<const uint8_t*> Bytes(int64_t count, cuda::PackedScheme scheme) {
+    TESSERA_ASSIGN_OR_RETURN(void* data, Allocate(static_cast<size_t>(count)));
+    TESSERA_RETURN_IF_ERROR(runtime_.Fill(data, DummyScaleByte(scheme), count));
+    return static_cast<const uint8_t*>(data);
+  }
+
   absl::StatusOr<void*> Allocate(size_t bytes) {
     TESSERA_ASSIGN_OR_RETURN(device::DeviceMemory memory,
                              device::DeviceMemory::Allocate(runtime_, bytes));
@@ -84,9 +116,16 @@ DenseValues DenseValuesFor(const std::string& name) {
 
 // One declared tensor's synthetic values (see the header for the rules).
 absl::StatusOr<DeviceWeight> FillTensor(DummyFiller& f, const WeightSpec& spec,
-                                        const model::SyntheticModel& model) {
+                                        const model::SyntheticModel& model,
+                                        std::optional<cuda::PackedScheme> packed) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
                    .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1};
+  if (packed && MayKeepPacked(spec) &&
+      cuda::PackedShapeError(*packed, spec.rows(), spec.cols()) == nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(out.packed, f.Packed(*packed, static_cast<int>(spec.rows()),
+                                                  static_cast<int>(spec.cols())));
+    return out;
+  }
   if (spec.role != WeightRole::kDense) {
     TESSERA_ASSIGN_OR_RETURN(out.data, f.Matrix(spec.elements(), spec.cols()));
     return out;
@@ -128,16 +167,36 @@ absl::Status UploadRope(device::DeviceRuntime& runtime, DummyFiller& f,
 
 }  // namespace
 
+uint8_t DummyScaleByte(cuda::PackedScheme scheme) {
+  switch (scheme) {
+    case cuda::PackedScheme::kNvfp4: return 0x38;  // E4M3 1.0 (the tensor scale sets the range)
+    case cuda::PackedScheme::kMxfp4: return 0x78;  // E8M0 2^-7
+    case cuda::PackedScheme::kQ4_K: return 0x08;   // sc = mn = 8; d = dmin = f16 0x0808
+    default: return 0x08;                          // f16 0x0808 = 1.2e-4 (d and m)
+  }
+}
+
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> MakeDummyModelWeights(
     device::DeviceRuntime& runtime, DeviceKernels& kernels, const WeightDeclaration& declaration,
-    const model::SyntheticModel& model, device::DataType dtype, uint64_t seed) {
+    const model::SyntheticModel& model, device::DataType dtype, uint64_t seed,
+    std::optional<cuda::PackedScheme> packed) {
+  if (packed && dtype == device::DataType::kF32) {
+    return absl::InvalidArgumentError("packed weights need a bf16 or f16 compute type");
+  }
   const auto start = std::chrono::steady_clock::now();
   const model::ModelConfig& c = model.config;
   auto out = std::make_unique<DeviceModelWeights>();
   out->dtype = dtype;
   DummyFiller f(runtime, kernels, dtype, seed, out.get());
   for (const WeightSpec& spec : declaration.specs()) {
-    TESSERA_ASSIGN_OR_RETURN(const DeviceWeight tensor, FillTensor(f, spec, model));
+    const int64_t bytes_before = out->bytes;
+    TESSERA_ASSIGN_OR_RETURN(DeviceWeight tensor, FillTensor(f, spec, model, packed));
+    tensor.bytes = out->bytes - bytes_before;
+    if (spec.role != WeightRole::kDense) {
+      out->CountStorage(tensor.packed ? cuda::PackedSchemeName(tensor.packed->scheme)
+                                      : device::DataTypeName(dtype),
+                        tensor.packed.has_value(), spec.elements(), tensor.bytes);
+    }
     out->tensors.push_back(tensor);
   }
   TESSERA_RETURN_IF_ERROR(UploadRope(runtime, f, c, out.get()));

@@ -13,11 +13,18 @@
 // -exp(A_log)), ssm_dt.bias in (-3, -1), ssm_conv1d in ±0.5, each also in f32
 // (DeviceWeight::values) from the same stream.
 //
+// With a packed scheme (`--dummy-weight-format`), every projection whose shape it accepts
+// (WeightUploadOptions' rule: not embeddings, expert stacks or f32-output projections) is made
+// packed instead: random code bytes and every scale (and min, super-scale) byte
+// DummyScaleByte(scheme), NVFP4's tensor scale 1/(3·sqrt(cols)): weights of about the dense rule's
+// size or smaller, for timing what a packed model's step reads.
+//
 // Ownership: the result owns its device memory; the runtime must outlive it. Loader thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "common/model/synthetic_shapes.h"
@@ -35,6 +42,10 @@ inline constexpr float kDummyBiasScale = 0.02f;
 // UNIMPLEMENTED naming a dense tensor with no synthetic rule (a new model's constant).
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> MakeDummyModelWeights(
     device::DeviceRuntime& runtime, DeviceKernels& kernels, const WeightDeclaration& declaration,
-    const model::SyntheticModel& model, device::DataType dtype, uint64_t seed);
+    const model::SyntheticModel& model, device::DataType dtype, uint64_t seed,
+    std::optional<cuda::PackedScheme> packed = std::nullopt);
+
+// The byte every scale, min and super-scale of a dummy packed weight holds.
+uint8_t DummyScaleByte(cuda::PackedScheme scheme);
 
 }  // namespace tessera::worker

@@ -29,8 +29,10 @@ class LayerDeclaration {
                    WeightDeclaration* weights)
       : index_(index), weights_(weights) {
     for (const model::ExpectedTensor& t : model::ExpectedLayerTensors(c, index, forms)) {
+      // The router and the shared expert's gate write f32 logits.
       weights->Add({.name = t.name, .role = RoleOf(t), .dims = t.dims, .optional = false,
-                    .positive = false});
+                    .positive = false,
+                    .f32_output = absl::StrContains(t.name, "ffn_gate_inp")});
     }
   }
   // The id of "blk.<index>.<suffix>", kNoWeight when this layer has none.

@@ -37,10 +37,16 @@ ModelHeadIds DeclareModelHead(const model::ModelConfig& c, WeightDeclaration* w)
                             .dims = {static_cast<uint64_t>(c.hidden_size),
                                      static_cast<uint64_t>(c.vocab_size)},
                             .optional = false,
-                            .positive = false});
+                            .positive = false,
+                            .f32_output = c.tied_embeddings});
   head.output_norm = w->Vector("output_norm.weight", c.hidden_size);
-  head.output = c.tied_embeddings ? head.token_embd
-                                  : w->Matrix("output.weight", c.vocab_size, c.hidden_size);
+  head.output = c.tied_embeddings
+                    ? head.token_embd
+                    : w->Add({.name = "output.weight",
+                              .role = WeightRole::kMatrix,
+                              .dims = {static_cast<uint64_t>(c.hidden_size),
+                                       static_cast<uint64_t>(c.vocab_size)},
+                              .f32_output = true});
   head.rope_freqs = w->Add({.name = "rope_freqs.weight",
                             .role = WeightRole::kDense,
                             .dims = {static_cast<uint64_t>(c.rope_dim / 2)},

@@ -32,6 +32,9 @@ struct WeightSpec {
   std::vector<uint64_t> dims;   // ggml order (innermost first); absent trailing dims count as 1
   bool optional = false;        // absent: the backend's table holds an empty entry (Has() false)
   bool positive = false;        // kDense: every value must be finite and > 0 (RoPE divisors)
+  // kMatrix: the model reads this projection's output in f32 (the logits, router logits), so a
+  // backend keeps it in a form its f32-output GEMM reads (the cuda backend: not packed).
+  bool f32_output = false;
 
   int64_t rows() const;         // kMatrix / kExperts: dims[1] (1 for a 1-D tensor)
   int64_t cols() const;         // dims[0]

@@ -7,11 +7,13 @@
 //   |y − ref| <= u_T·|ref| + (k + 64)·2^-23·Σ_k |x_k|·(|w_k| + 2|min_g|)
 // (u_bf16 = 2^-8, u_f16 = 2^-11; the sum bounds packed_linear.cuh's Σ|x|·(|s·c| + |min|)).
 // Y is poisoned with NaN before each launch, so an element left unwritten fails. Preconditions
-// the launch must refuse are launch errors.
+// the launch must refuse are launch errors. Also the dequantization to a dense matrix
+// (packed_dequantize.cuh): bit for bit the reference rounded once.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <span>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "common/util/half.h"
+#include "kernels/cuda/packed_dequantize.cuh"
 #include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/packed_weight.h"
 #include "tests/unit/cuda/kernel_test_env.h"
@@ -235,6 +238,52 @@ TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
     CheckLinear<__nv_bfloat16>(GetParam(), Path::kDispatch, PackedScheme::kQ4_K, m, 72, 256, rng);
     CheckLinear<__half>(GetParam(), Path::kDispatch, PackedScheme::kNvfp4, m, 8, 128, rng);
   }
+}
+
+template <typename T>
+uint16_t HostBits(T value) {
+  uint16_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+// packed_dequantize.cuh: every weight DequantizePacked's f32 value rounded once to T, bit for bit
+// (out poisoned with NaN first, so an unwritten element fails); a bad shape is a launch error.
+template <typename T>
+void CheckDequantize(const simt::Schedule& schedule, PackedScheme scheme, int n, int k,
+                     std::mt19937& rng, bool tiny_scales = false) {
+  const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
+  const std::vector<float> w = DequantizePacked(weight);
+  const DeviceWeight d_w(weight);
+  DeviceBuffer<T> d_out(size_t(n) * k);
+  for (size_t i = 0; i < d_out.size(); ++i)
+    d_out[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
+  simt::TestLauncher launcher(schedule);
+  const auto status = LaunchPackedDequantize(launcher, d_w.view, d_out.get());
+  ASSERT_TRUE(status.ok()) << status;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const T expected = simt::FloatTo<T>(w[i]);
+    ASSERT_EQ(HostBits(d_out[i]), HostBits(expected))
+        << "scheme " << int(scheme) << " [" << n << ", " << k << "] element " << i << ": "
+        << simt::AsFloat(d_out[i]) << " vs " << w[i];
+  }
+}
+
+TEST_P(PackedLinearKernelTest, DequantizeIsTheReferenceRoundedOnce) {
+  std::mt19937 rng(2010);
+  for (int s = 0; s <= static_cast<int>(PackedScheme::kMxfp4); ++s) {
+    const auto scheme = static_cast<PackedScheme>(s);
+    const int k = scheme == PackedScheme::kQ4_K ? 512 : 320;
+    CheckDequantize<__nv_bfloat16>(GetParam(), scheme, 24, k, rng);
+    CheckDequantize<__half>(GetParam(), scheme, 8, k, rng);
+  }
+  CheckDequantize<__half>(GetParam(), PackedScheme::kNvfp4, 16, 256, rng, true);
+  DeviceBuffer<__half> out(64 * 96);
+  const PackedWeight weight = RandomWeight(PackedScheme::kQ8_0, 8, 64, rng);
+  DeviceWeight d_w(weight);
+  d_w.view.k = 96;  // k % 64
+  simt::TestLauncher launcher(GetParam());
+  EXPECT_FALSE(LaunchPackedDequantize(launcher, d_w.view, out.get()).ok());
 }
 
 TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {

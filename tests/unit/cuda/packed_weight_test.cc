@@ -1,4 +1,6 @@
 // The host half of the packed-weight GEMMs (kernels/cuda/packed_weight.h):
+//   - GGUF NVFP4 / MXFP4 blocks repacked (nibble order regrouped, UE4M3 -> E4M3) dequantize to
+//     ggml's values over every representable scale byte;
 //   - GGUF Q8_0 / Q4_0 / Q4_1 / Q4_K rows repacked into the planar layout dequantize to exactly
 //     common/gguf's DequantizeToF32 (ggml's decoders), bit for bit, on random blocks with random
 //     finite f16 scales (subnormals and the largest halves included);
@@ -66,6 +68,38 @@ TEST(PackedWeightTest, GgufRepackDequantizesAsGgmlBitForBit) {
             << got[i] << " vs " << (*expected)[i];
       }
     }
+  }
+}
+
+// GGUF NVFP4 / MXFP4 blocks: every scale byte ggml decodes to an E4M3 / E8M0 value (all but
+// NVFP4 0xFF and MXFP4 255, which the repack refuses), random codes. Equal to ggml's decoding
+// value for value (its code 8 is +0, the planar E2M1's -0).
+TEST(PackedWeightTest, GgufFp4RepackDequantizesAsGgml) {
+  std::mt19937 rng(1204);
+  for (gguf::GgmlType type : {gguf::GgmlType::kNvfp4, gguf::GgmlType::kMxfp4}) {
+    const gguf::GgmlTypeInfo& info = gguf::GetGgmlTypeInfo(type);
+    const int n = 16, k = 1024;
+    std::vector<uint8_t> rows(size_t(n) * k / info.block_size * info.type_size);
+    for (uint8_t& b : rows) b = static_cast<uint8_t>(rng());
+    int scale_byte = 0;  // walks every allowed byte
+    for (size_t block = 0; block < rows.size() / info.type_size; ++block) {
+      uint8_t* scales = &rows[block * info.type_size];
+      for (int s = 0; s < (type == gguf::GgmlType::kNvfp4 ? 4 : 1); ++s) {
+        scales[s] = static_cast<uint8_t>(scale_byte++ % 255);  // never 0xFF
+      }
+    }
+    absl::StatusOr<PackedWeight> packed = PackGgufRows(type, rows, n, k);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    absl::StatusOr<std::vector<float>> expected = gguf::DequantizeToF32(type, rows, uint64_t(n) * k);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    const std::vector<float> got = DequantizePacked(*packed);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i] == (*expected)[i] || (std::isnan(got[i]) && std::isnan((*expected)[i])))
+          << gguf::GgmlTypeName(type) << " element " << i << ": " << got[i] << " vs "
+          << (*expected)[i];
+    }
+    rows[0] = 0xFF;  // NVFP4: 480; MXFP4: 2^128
+    EXPECT_FALSE(PackGgufRows(type, rows, n, k).ok()) << gguf::GgmlTypeName(type);
   }
 }
 
