@@ -37,21 +37,26 @@ __global__ void __launch_bounds__(kPackedDequantizeThreads)
   const unsigned codes = __ldg(reinterpret_cast<const unsigned*>(w.codes) + word);
   const packed_detail::GroupScale scale = packed_detail::DecodeGroupScale<kScheme>(
       packed_detail::LoadRawGroupScale<kScheme>(w, row, first / PackedGroupSize(kScheme)));
-  alignas(16) T values[kCodesPerWord];
+  uint32_t pairs[kCodesPerWord / 2];
   TESSERA_UNROLL
-  for (int i = 0; i < kCodesPerWord; ++i) {
-    const float c = packed_detail::CodeValue<kScheme>(packed_detail::CodeOfWord<kScheme>(codes, i));
-    // Without mins, the product alone (as the reference: code 8 of E2M1 stays -0).
-    float v = PackedHasMins(kScheme) ? __fmaf_rn(scale.scale, c, scale.min)
-                                     : __fmul_rn(scale.scale, c);
-    if constexpr (kScheme == PackedScheme::kNvfp4) v = __fmul_rn(v, w.tensor_scale);
-    values[i] = FromFloat<T>(v);
+  for (int i = 0; i < kCodesPerWord; i += 2) {
+    float v[2];
+    TESSERA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const float c =
+          packed_detail::CodeValue<kScheme>(packed_detail::CodeOfWord<kScheme>(codes, i + h));
+      // Without mins, the product alone (as the reference: code 8 of E2M1 stays -0).
+      v[h] = PackedHasMins(kScheme) ? __fmaf_rn(scale.scale, c, scale.min)
+                                    : __fmul_rn(scale.scale, c);
+      if constexpr (kScheme == PackedScheme::kNvfp4) v[h] = __fmul_rn(v[h], w.tensor_scale);
+    }
+    pairs[i / 2] = packed_detail::PackPair<T>(v[0], v[1]);
   }
   T* to = out + int64_t{row} * w.k + first;
   if constexpr (kCodesPerWord == 8) {
-    *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(values);
+    *reinterpret_cast<uint4*>(to) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
   } else {
-    *reinterpret_cast<uint2*>(to) = *reinterpret_cast<const uint2*>(values);
+    *reinterpret_cast<uint2*>(to) = make_uint2(pairs[0], pairs[1]);
   }
 }
 

@@ -1,10 +1,12 @@
 // Linear layers over packed weights: Y[m, n] = Σ_k X[m, k]·W[n, k] (Y = X·Wᵀ), W kept in its
 // quantized codes and group scales (packed_format.h: Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4), X
 // and Y of T (bf16 or f16), f32 accumulation, one rounding of each output to T. Two paths,
-// chosen by m:
-//   m <= 8  packed_linear_small_m.cuh: CUDA cores, bandwidth-bound decode.
-//   m > 8   packed_linear_mma.cuh: tensor cores (mma.sync m16n8k16 in T, f32 accumulate).
-// Both compute, per group of G inputs, s·Σ_k x_k·c_k (+ min·Σ_k x_k) with c the code's small
+// chosen by m (LaunchPackedLinear):
+//   m <= 4  packed_linear_small_m.cuh: CUDA cores (it serves m <= 8; faster up to m = 4 today).
+//   m <= 16 packed_linear_tc.cuh: tensor cores over codes decoded in registers.
+//   m > 16  packed_linear_mma.cuh: tensor cores (mma.sync m16n8k16 in T, f32 accumulate) over
+//           shared-memory tiles.
+// All compute, per group of G inputs, s·Σ_k x_k·c_k (+ min·Σ_k x_k) with c the code's small
 // integer value and (s, min) the group's scale and min (packed_decode.cuh): the codes are never
 // rounded, the scale is applied in f32. Error against the exact Σ x·w (f64 over the f32
 // weights of DequantizePacked): the rounding of y to T plus f32 summation (at most one ulp per
@@ -37,13 +39,13 @@
 // issue-bound well below the tensor cores' peak: expect 15-30% of H100's dense bf16 mma.sync
 // rate; at m <= 64 its n / 64 blocks (64 at n = 4096) under-fill the SMs (split-k is the next
 // step); a correct tensor-core baseline to tune.
-// Measured (tools/bench/cuda_kernels_bench.cu on an H200, 4.8 TB/s HBM3e, copy bandwidth
-// 3.75 TB/s; events around one launch, L2 flushed; n = k = 4096, bf16), with one step in flight
-// and scales loaded at use: m = 1 took 10.6-11.8 µs for the 4-bit GGUF schemes, 13-16 µs for
-// Q8_0 / NVFP4 / MXFP4 (0.15-0.32 of copy bandwidth): latency-bound chains of dependent loads,
-// far from the target. With scales loaded ahead and two steps in flight: unchanged at m = 1
-// (10.6 µs Q4_0); m = 256: 80 µs (Q8_0, Q4_0: 107 TFLOP/s) to 134 µs (Q4_K), m = 16: 78-98 µs.
-// The four-step prefetch at m <= 2 and the k = 14336 rows are not measured yet.
+// Measured (H200, copy bandwidth 4.1 TB/s; one launch between events, L2 flushed; bf16; tables
+// in docs/perf/nvfp4.md): the small-m path is issue-bound, not latency-bound: ncu counts 7.2
+// (Q4_0) to 13.1 (NVFP4) instructions per weight at 0.64 issued per scheduler cycle, 0.30 / 0.19
+// of the copy bandwidth at m = 1, k = 14336. The tensor-core decode path (packed_linear_tc.cuh)
+// takes m = 8 in half the small-m time and m = 16 in a third of the tiled path's, but is slower at
+// m = 1 (7.9 instructions per weight: its per-unit scale loads and address arithmetic, the next
+// thing to cut).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,7 @@
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/packed_linear_mma.cuh"
 #include "kernels/cuda/packed_linear_small_m.cuh"
+#include "kernels/cuda/packed_linear_tc.cuh"
 
 namespace tessera::cuda {
 
@@ -86,18 +89,36 @@ auto Reject(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) 
 
 }  // namespace packed_linear_detail
 
-// The small-m path alone (packed_linear_small_m.cuh); also rejects m > 8.
-template <class Launcher, typename T, PackedScheme kScheme>
+// The small-m path alone (packed_linear_small_m.cuh); also rejects m > kMaxM (<= 8; a smaller
+// kMaxM instantiates fewer kernels).
+template <class Launcher, typename T, PackedScheme kScheme, int kMaxM = kPackedSmallMMaxM>
 auto LaunchPackedLinearSmallM(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
-  if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme || m > kPackedSmallMMaxM) {
+  static_assert(kMaxM >= 1 && kMaxM <= kPackedSmallMMaxM);
+  if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme || m > kMaxM) {
     return packed_linear_detail::Reject(launcher, x, m, w, y);
   }
   const LaunchShape shape{dim3(CeilDiv(w.n, kPackedSmallMRowsPerBlock)), dim3(kPackedSmallMThreads),
                           0};
   if (m == 1) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 1>, x, m, w, y);
-  if (m == 2) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 2>, x, m, w, y);
-  if (m <= 4) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 4>, x, m, w, y);
-  return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 8>, x, m, w, y);
+  if constexpr (kMaxM >= 2) {
+    if (m == 2) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 2>, x, m, w, y);
+  }
+  if constexpr (kMaxM > 2) {
+    if (m <= 4) return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 4>, x, m, w, y);
+    return launcher.Launch(shape, PackedLinearSmallMKernel<T, kScheme, 8>, x, m, w, y);
+  }
+  return packed_linear_detail::Reject(launcher, x, m, w, y);
+}
+
+// The tensor-core decode path alone (packed_linear_tc.cuh), 1 <= m <= 16.
+template <class Launcher, typename T, PackedScheme kScheme>
+auto LaunchPackedLinearTc(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+  if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme || m > kPackedTcMaxM) {
+    return packed_linear_detail::Reject(launcher, x, m, w, y);
+  }
+  const LaunchShape shape{dim3(CeilDiv(w.n, 8)), dim3(kPackedTcThreads), 0};
+  if (m <= 8) return launcher.Launch(shape, PackedLinearTcKernel<T, kScheme, false>, x, m, w, y);
+  return launcher.Launch(shape, PackedLinearTcKernel<T, kScheme, true>, x, m, w, y);
 }
 
 // The tensor-core path alone (packed_linear_mma.cuh), any m >= 1 (m / 64 < 65536).
@@ -111,6 +132,12 @@ auto LaunchPackedLinearMma(Launcher& launcher, const T* x, int m, const PackedLi
   return launcher.Launch(shape, PackedLinearMmaKernel<T, kScheme>, x, m, w, y);
 }
 
+// Rows up to which the dispatch takes the CUDA-core path, measured on an H200 (n = k = 4096,
+// µs, small-m vs tensor-core decode; docs/perf/nvfp4.md): m = 1 Q4_0 12.1 vs 13.4, NVFP4 16.9
+// vs 24.0; m = 2 13.6 vs 14.5, 18.5 vs 24.1; m = 4 15.4 vs 14.9, 20.1 vs 24.2; m = 8 30.7 vs
+// 15.4, 36.5 vs 24.3.
+inline constexpr int kPackedSmallMRowsFirst = 4;
+
 // y [m, n] = x [m, k] · wᵀ through the path m picks. T: __nv_bfloat16 or __half. Preconditions:
 // PackedLinearError(x, m, w, y) is null (else the launcher's invalid-configuration error), y
 // overlaps nothing, w's arrays as packed_format.h describes. Every y element is written.
@@ -119,8 +146,11 @@ auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinea
   switch (w.scheme) {
 #define TESSERA_PACKED_LINEAR_CASE(S)                                                         \
   case PackedScheme::S:                                                                       \
-    return m <= kPackedSmallMMaxM                                                             \
-               ? LaunchPackedLinearSmallM<Launcher, T, PackedScheme::S>(launcher, x, m, w, y) \
+    return m <= kPackedSmallMRowsFirst                                                        \
+               ? LaunchPackedLinearSmallM<Launcher, T, PackedScheme::S,                       \
+                                          kPackedSmallMRowsFirst>(launcher, x, m, w, y)       \
+           : m <= kPackedTcMaxM                                                               \
+               ? LaunchPackedLinearTc<Launcher, T, PackedScheme::S>(launcher, x, m, w, y)     \
                : LaunchPackedLinearMma<Launcher, T, PackedScheme::S>(launcher, x, m, w, y);
     TESSERA_PACKED_LINEAR_CASE(kQ8_0)
     TESSERA_PACKED_LINEAR_CASE(kQ4_0)

@@ -187,6 +187,14 @@ TEST_F(CudaWorkerTest, ModelInfoReportsTheCudaBackendDeviceAndGraphBuckets) {
   EXPECT_GT(info.device_memory_bytes(), 0u);
   EXPECT_GT(info.weights_bytes(), 0);
   EXPECT_GT(info.num_kv_blocks(), 1);
+  // The tiny model's Q4_1 and Q8_0 projections stay packed in bf16/f16; f32 dequantizes all.
+  if (std::string(kDtype) == "f32") {
+    EXPECT_THAT(info.weight_storage(), ::testing::StartsWith("f32: "));
+    EXPECT_THAT(info.weight_storage(), ::testing::Not(HasSubstr("packed")));
+  } else {
+    EXPECT_THAT(info.weight_storage(), HasSubstr("q4_1 packed: "));
+    EXPECT_THAT(info.weight_storage(), HasSubstr("0.625 B/parameter"));
+  }
 }
 
 TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {

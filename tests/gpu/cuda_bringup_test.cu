@@ -140,21 +140,26 @@ TEST_F(CudaBringupTest, CapturedGemmsTakeNoDeviceMemoryOfTheirOwn) {
         runtime->Gemm({.a = a, .b = b, .c = c, .m = shape[0], .n = shape[1], .k = shape[2]}).ok());
   }
   ASSERT_TRUE(runtime->Synchronize().ok());
-  const uint64_t free_before = *runtime->FreeMemoryBytes();
-  for (const auto& shape : shapes) {
-    ASSERT_TRUE(runtime->BeginCapture().ok());
-    const GemmArgs args{.a = a, .b = b, .c = c, .m = shape[0], .n = shape[1], .k = shape[2]};
-    ASSERT_TRUE(runtime->Gemm(args).ok());
-    absl::StatusOr<GraphHandle> graph = runtime->EndCapture();
-    ASSERT_TRUE(graph.ok()) << graph.status();
-    ASSERT_TRUE(runtime->Replay(*graph).ok());
+  // Free memory is the device's: validate.sh runs other test processes beside this one, so one
+  // round of captures that took no memory of its own (of five) is the proof; a per-graph
+  // workspace would show MiBs in every round.
+  int64_t growth = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const uint64_t free_before = *runtime->FreeMemoryBytes();
+    for (const auto& shape : shapes) {
+      ASSERT_TRUE(runtime->BeginCapture().ok());
+      const GemmArgs args{.a = a, .b = b, .c = c, .m = shape[0], .n = shape[1], .k = shape[2]};
+      ASSERT_TRUE(runtime->Gemm(args).ok());
+      absl::StatusOr<GraphHandle> graph = runtime->EndCapture();
+      ASSERT_TRUE(graph.ok()) << graph.status();
+      ASSERT_TRUE(runtime->Replay(*graph).ok());
+    }
+    ASSERT_TRUE(runtime->Synchronize().ok());
+    growth = static_cast<int64_t>(free_before) - static_cast<int64_t>(*runtime->FreeMemoryBytes());
+    if (growth < (int64_t{8} << 20)) break;
   }
-  ASSERT_TRUE(runtime->Synchronize().ok());
-  const uint64_t free_after = *runtime->FreeMemoryBytes();
   // Instantiated graphs themselves take a little; a per-graph workspace would be MiBs each.
-  EXPECT_LT(static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after),
-            int64_t{8} << 20)
-      << "free before " << free_before << ", after " << free_after;
+  EXPECT_LT(growth, int64_t{8} << 20) << "free memory fell by " << growth << " bytes";
   for (void* p : {a, b, c}) runtime->Free(p);
 }
 

@@ -21,6 +21,7 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/packed_dequantize.cuh"
 #include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
@@ -297,13 +298,15 @@ BENCHMARK(BM_Sampling)
 
 // Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = 4096, one row
 // per scheme (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 NVFP4, 5 MXFP4), m and k (4096; 14336 at m = 1,
-// an MLP down projection): bytes = the packed weight (codes, scales, mins, super-scales) + x + y.
-// m = 1 is the small-m path's bandwidth bound (of_copy_bw; the design target is >= 0.85 of HBM),
-// m = 16 and 256 the tensor-core path (TFLOP/s). The arena's 0x3C fill is a valid code and
-// scale pattern for every scheme.
+// an MLP down projection), path (0: the dispatch, LaunchPackedLinear; 1: the CUDA-core small-m
+// path, m <= 8; 2: the tensor-core decode path, m <= 16): bytes = the
+// packed weight (codes, scales, mins, super-scales) + x + y. m <= 16 is bandwidth-bound
+// (of_copy_bw; the design target is >= 0.85 of HBM), m = 256 compute (TFLOP/s). The arena's 0x3C
+// fill is a valid code and scale pattern for every scheme.
 void BM_PackedLinear(benchmark::State& state) {
   const auto scheme = static_cast<PackedScheme>(state.range(0));
   const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
+  const int path = static_cast<int>(state.range(3));
   const size_t groups = size_t(n) * (k / PackedGroupSize(scheme));
   const size_t code_bytes = size_t(n) * PackedRowCodeBytes(scheme, k);
   const size_t scale_bytes = groups * PackedScaleBytes(scheme);
@@ -319,14 +322,55 @@ void BM_PackedLinear(benchmark::State& state) {
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
   CudaLauncher launcher(nullptr);
   const double weight_bytes = double(code_bytes + scale_bytes + min_bytes + super_bytes);
-  TimeKernel(state, weight_bytes + 2.0 * m * (k + n),
-             [&] { Check(LaunchPackedLinear(launcher, x, m, w, y), "PackedLinear"); });
+  TimeKernel(state, weight_bytes + 2.0 * m * (k + n), [&] {
+    if (path == 0) return Check(LaunchPackedLinear(launcher, x, m, w, y), "PackedLinear");
+    switch (scheme) {
+#define TESSERA_BENCH_SMALL_M(S)                                                               \
+  case PackedScheme::S:                                                                        \
+    return path == 1 ? Check(LaunchPackedLinearSmallM<CudaLauncher, __nv_bfloat16,             \
+                                                      PackedScheme::S>(launcher, x, m, w, y),  \
+                             "PackedLinearSmallM")                                             \
+                     : Check(LaunchPackedLinearTc<CudaLauncher, __nv_bfloat16, PackedScheme::S>( \
+                                 launcher, x, m, w, y),                                        \
+                             "PackedLinearTc");
+      TESSERA_BENCH_SMALL_M(kQ8_0)
+      TESSERA_BENCH_SMALL_M(kQ4_0)
+      TESSERA_BENCH_SMALL_M(kQ4_1)
+      TESSERA_BENCH_SMALL_M(kQ4_K)
+      TESSERA_BENCH_SMALL_M(kNvfp4)
+      TESSERA_BENCH_SMALL_M(kMxfp4)
+#undef TESSERA_BENCH_SMALL_M
+    }
+  });
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e12,
                                                  benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PackedLinear)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 16, 256}, {4096}})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1}, {14336}})->ArgNames({"scheme", "m", "k"})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 8, 16, 256}, {4096}, {0}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1}, {14336}, {0, 2}})
+    ->ArgsProduct({{1, 4}, {1, 2, 4, 8}, {4096}, {1, 2}})
+    ->ArgNames({"scheme", "m", "k", "path"})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The packed weight dequantized to bf16 (packed_dequantize.cuh; the runner's path for m > 16),
+// n = 4096, k = 14336: bytes = the packed weight read + the bf16 matrix written.
+void BM_PackedDequantize(benchmark::State& state) {
+  const auto scheme = static_cast<PackedScheme>(state.range(0));
+  const int n = 4096, k = 14336;
+  DeviceArena arena;
+  const size_t bytes = PackedWeightBytes(scheme, n, k);
+  const size_t groups = size_t(n) * (k / PackedGroupSize(scheme));
+  PackedLinear w{scheme, n, k,
+                 static_cast<const uint8_t*>(arena.Get(size_t(n) * PackedRowCodeBytes(scheme, k))),
+                 static_cast<const uint8_t*>(arena.Get(groups * PackedScaleBytes(scheme))),
+                 static_cast<const uint8_t*>(arena.Get(groups * 2 + 16)),
+                 static_cast<const uint16_t*>(arena.Get(size_t(n) * (k / 256) * 4 + 16)), 1.0f};
+  auto* out = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * k * 2));
+  CudaLauncher launcher(nullptr);
+  TimeKernel(state, double(bytes) + 2.0 * n * k,
+             [&] { Check(LaunchPackedDequantize(launcher, w, out), "PackedDequantize"); });
+}
+BENCHMARK(BM_PackedDequantize)->Arg(1)->Arg(4)->ArgName("scheme")
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Measures copy bandwidth once before the kernels are compared with it.

@@ -85,10 +85,11 @@ struct DeviceStepAttention {
   const int32_t* prefill_tables = nullptr;  // [num_prefill, table_stride] on the device
 };
 
-// Rows up to which a packed weight's GEMM is the packed-linear kernel (its CUDA-core path); more
-// rows dequantize the weight into a scratch matrix and run the dense GEMM, which measured faster
-// on an H200 from m = 16 (docs/perf/gpu-h200-2026-11-26-f03bba1.md).
-inline constexpr int kPackedLinearMaxRows = 8;
+// Rows up to which a packed weight's GEMM is the packed-linear kernel (its tensor-core decode
+// path, kernels/cuda/packed_linear_tc.cuh); more rows dequantize the weight into a scratch matrix
+// and run the dense GEMM: the packed shared-memory tensor-core path measured 5-8x slower than a
+// dense cuBLAS GEMM at m = 16 on an H200 (docs/perf/gpu-h200-2026-11-26-f03bba1.md).
+inline constexpr int kPackedLinearMaxRows = 16;
 
 struct DeviceOpsOptions {
   bool batch_invariant = false;
@@ -173,7 +174,7 @@ class DeviceModelOps {
   int spare_ = 0;
   device::DeviceMemory decode_workspace_;
   DeviceMoeWorkspace moe_;
-  device::DeviceMemory dequantized_;  // the largest packed weight, dense (GEMMs of > 8 rows)
+  device::DeviceMemory dequantized_;  // the largest packed weight, dense (GEMMs of more than kPackedLinearMaxRows rows)
   int64_t activation_bytes_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // Linear layers over packed weights (kernels/cuda/packed_linear.cuh) under every test schedule,
-// on fresh random inputs: both paths (small-m for m <= 8, tensor cores for every m) and the
-// dispatching launch, every scheme, X and Y in bf16 and f16, m in {1, 3, 8, 17, 129}, k in
+// on fresh random inputs: every path (small-m CUDA cores for m <= 8, the tensor-core decode path
+// for m <= 16, shared-memory tensor-core tiles for every m) and the dispatching launch, every
+// scheme, X and Y in bf16 and f16, m in {1, 3, 8, 13, 17, 129}, k in
 // {256, 320, 576} ({256, 512, 768} for Q4_K), n in {64, 136, 192} (each m with every k and
 // every n), against the exact reference ref = Σ_k x_k·w_k in f64 over DequantizePacked's f32
 // weights and x as T holds it:
@@ -110,7 +111,7 @@ float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
   return 0.0f;
 }
 
-enum class Path { kSmallM, kMma, kDispatch };
+enum class Path { kSmallM, kTc, kMma, kDispatch };
 
 template <typename T>
 auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w,
@@ -121,6 +122,8 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
     if (path == Path::kSmallM)                                                                    \
       return LaunchPackedLinearSmallM<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
                                                                               y);                 \
+    if (path == Path::kTc)                                                                        \
+      return LaunchPackedLinearTc<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y);  \
     if (path == Path::kMma)                                                                       \
       return LaunchPackedLinearMma<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y); \
     break;
@@ -193,11 +196,11 @@ void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme,
 
 // Each m with every k and every n: (m_i, k_j, n_{(i + j) % 3}).
 std::vector<std::tuple<int, int, int>> Shapes(PackedScheme scheme) {
-  const int ms[] = {1, 3, 8, 17, 129}, ns[] = {64, 136, 192};
+  const int ms[] = {1, 3, 8, 13, 17, 129}, ns[] = {64, 136, 192};
   const std::vector<int> ks =
       scheme == PackedScheme::kQ4_K ? std::vector{256, 512, 768} : std::vector{256, 320, 576};
   std::vector<std::tuple<int, int, int>> shapes;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     for (int j = 0; j < 3; ++j) shapes.emplace_back(ms[i], ns[(i + j) % 3], ks[j]);
   }
   return shapes;
@@ -210,6 +213,10 @@ void CheckScheme(const simt::Schedule& schedule, PackedScheme scheme, unsigned s
     if (m <= kPackedSmallMMaxM) {
       CheckLinear<__nv_bfloat16>(schedule, Path::kSmallM, scheme, m, n, k, rng);
       CheckLinear<__half>(schedule, Path::kSmallM, scheme, m, n, k, rng);
+    }
+    if (m <= kPackedTcMaxM) {
+      CheckLinear<__nv_bfloat16>(schedule, Path::kTc, scheme, m, n, k, rng);
+      CheckLinear<__half>(schedule, Path::kTc, scheme, m, n, k, rng);
     }
     CheckLinear<__nv_bfloat16>(schedule, Path::kMma, scheme, m, n, k, rng);
     CheckLinear<__half>(schedule, Path::kMma, scheme, m, n, k, rng);
@@ -225,7 +232,7 @@ TEST_P(PackedLinearKernelTest, Q4_K) { CheckScheme(GetParam(), PackedScheme::kQ4
 TEST_P(PackedLinearKernelTest, Nvfp4) { CheckScheme(GetParam(), PackedScheme::kNvfp4, 2005); }
 TEST_P(PackedLinearKernelTest, Nvfp4SubnormalScales) {
   std::mt19937 rng(2009);
-  for (Path path : {Path::kSmallM, Path::kMma}) {
+  for (Path path : {Path::kSmallM, Path::kTc, Path::kMma}) {
     CheckLinear<__nv_bfloat16>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
     CheckLinear<__half>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
   }
@@ -234,7 +241,7 @@ TEST_P(PackedLinearKernelTest, Mxfp4) { CheckScheme(GetParam(), PackedScheme::kM
 
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
   std::mt19937 rng(2007);
-  for (int m : {1, 2, 5, 8, 9, 16}) {
+  for (int m : {1, 2, 5, 8, 9, 16, 17}) {
     CheckLinear<__nv_bfloat16>(GetParam(), Path::kDispatch, PackedScheme::kQ4_K, m, 72, 256, rng);
     CheckLinear<__half>(GetParam(), Path::kDispatch, PackedScheme::kNvfp4, m, 8, 128, rng);
   }
@@ -302,6 +309,7 @@ TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
   EXPECT_TRUE(rejected(Path::kDispatch, x + 1, 2, w, d_y.get()));  // x misaligned
   EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get() + 1));  // y misaligned
   EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));        // small-m path, m > 8
+  EXPECT_TRUE(rejected(Path::kTc, x, 17, w, d_y.get()));           // tensor-core decode, m > 16
   w.k = 192;
   EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // Q4_K, k % 256
   w.k = 256, w.n = 12;
