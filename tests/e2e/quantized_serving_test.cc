@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/testing/bin_dir.h"
 #include "tests/unique_temp_path.h"
+#include "tests/e2e/tessera_cli_process.h"
 #include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
@@ -23,34 +24,13 @@ using ::testing::HasSubstr;
 
 constexpr char kDefaultModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> args) {
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
-      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = std::move(args),
-       .echo_stderr_fd = 2});
-  EXPECT_TRUE(child.ok()) << child.status();
-  return child.ok() ? std::move(*child) : nullptr;
-}
-
-// All of a short-lived child's stdout, and its exit code.
-std::pair<std::string, int> RunToEnd(std::vector<std::string> args, absl::Duration timeout) {
-  std::unique_ptr<cli::ChildProcess> child = SpawnTessera(std::move(args));
-  if (child == nullptr) return {"", -1};
-  std::string out;
-  for (;;) {
-    absl::StatusOr<std::string> line = child->ReadStdoutLine(timeout);
-    if (!line.ok()) break;
-    absl::StrAppend(&out, *line, "\n");
-  }
-  std::optional<cli::ChildExit> exit = child->Wait(absl::Seconds(30));
-  return {out, exit.has_value() ? exit->exit_code : -1};
-}
 
 class QuantizedServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     path_ = testing_util::UniqueTempPath("smollm2-nvfp4.gguf");
     auto [out, exit_code] =
-        RunToEnd({"quantize", "--to", "nvfp4", kDefaultModel, path_}, absl::Seconds(300));
+        RunTesseraToEnd({"quantize", "--to", "nvfp4", kDefaultModel, path_}, absl::Seconds(300));
     quantize_exit_ = exit_code;
     quantize_out_ = out;
   }
@@ -78,7 +58,7 @@ class QuantizedServingTest : public ::testing::Test {
       if (std::regex_search(*line, match, ready)) address = match[1].str();
     }
     auto [answer, exit_code] =
-        RunToEnd({"generate", "--addr", address, "--chat", "What is the capital of France?",
+        RunTesseraToEnd({"generate", "--addr", address, "--chat", "What is the capital of France?",
                   "--max-tokens", std::to_string(max_tokens)},
                  absl::Seconds(600));
     EXPECT_EQ(exit_code, 0) << answer;

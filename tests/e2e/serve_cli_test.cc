@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/bin_dir.h"
 #include "tests/unique_temp_path.h"
+#include "tests/e2e/tessera_cli_process.h"
 #include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
@@ -24,26 +25,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> args) {
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
-      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = std::move(args),
-       .echo_stderr_fd = 2});
-  EXPECT_TRUE(child.ok()) << child.status();
-  return child.ok() ? std::move(*child) : nullptr;
-}
-
-// All of a short-lived child's stdout, and its exit code.
 std::pair<std::string, int> RunToEnd(std::vector<std::string> args) {
-  std::unique_ptr<cli::ChildProcess> child = SpawnTessera(std::move(args));
-  if (child == nullptr) return {"", -1};
-  std::string out;
-  for (;;) {
-    absl::StatusOr<std::string> line = child->ReadStdoutLine(absl::Seconds(120));
-    if (!line.ok()) break;
-    absl::StrAppend(&out, *line, "\n");
-  }
-  std::optional<cli::ChildExit> exit = child->Wait(absl::Seconds(30));
-  return {out, exit.has_value() ? exit->exit_code : -1};
+  return RunTesseraToEnd(std::move(args), absl::Seconds(120));
 }
 
 TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {

@@ -1,0 +1,43 @@
+// The `tessera` command line as a test runs it: a child process of the built binary, its stderr
+// echoed, and a short-lived one read to its end. Shared by the e2e tests that drive the CLI.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "tests/testing/bin_dir.h"
+#include "tools/cli/child_process.h"
+
+namespace tessera::e2e {
+
+inline std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> args) {
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
+      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = std::move(args),
+       .echo_stderr_fd = 2});
+  EXPECT_TRUE(child.ok()) << child.status();
+  return child.ok() ? std::move(*child) : nullptr;
+}
+
+// All of a short-lived child's stdout (each line waited for at most `line_timeout`), and its
+// exit code (-1 when it could not start or did not exit within 30 s of closing its stdout).
+inline std::pair<std::string, int> RunTesseraToEnd(std::vector<std::string> args,
+                                                   absl::Duration line_timeout) {
+  std::unique_ptr<cli::ChildProcess> child = SpawnTessera(std::move(args));
+  if (child == nullptr) return {"", -1};
+  std::string out;
+  for (;;) {
+    absl::StatusOr<std::string> line = child->ReadStdoutLine(line_timeout);
+    if (!line.ok()) break;
+    absl::StrAppend(&out, *line, "\n");
+  }
+  std::optional<cli::ChildExit> exit = child->Wait(absl::Seconds(30));
+  return {out, exit.has_value() ? exit->exit_code : -1};
+}
+
+}  // namespace tessera::e2e
