@@ -79,6 +79,18 @@ __device__ __forceinline__ uint32_t Perm(uint32_t a, uint32_t b, uint32_t select
 #endif
 }
 
+// (a & mask) | bits in one instruction (LOP3 with the three operands in registers; with two
+// immediates the compiler emits two).
+__device__ __forceinline__ uint32_t AndOr(uint32_t a, uint32_t mask, uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  uint32_t out;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(out) : "r"(a), "r"(mask), "r"(bits));
+  return out;
+#else
+  return (a & mask) | bits;
+#endif
+}
+
 // Each half of `a` minus the same half of `b`, as T (exact for the small integers used here).
 template <typename T>
 __device__ __forceinline__ uint32_t SubPairs(uint32_t a, uint32_t b) {
@@ -132,29 +144,36 @@ __device__ __forceinline__ LaneView MakeLaneView(const PackedLinear& w, int code
   return v;
 }
 
-// The lane's codes of unit `unit`.
 template <PackedScheme kScheme>
-__device__ __forceinline__ uint2 LoadCodes(const LaneView& v, int unit) {
-  const uint8_t* base = v.codes + int64_t{unit} * (kPackedTcUnit * PackedCodeBits(kScheme) / 8);
+inline constexpr int kGroupsPerUnit = kPackedTcUnit / PackedGroupSize(kScheme);
+
+// Code bytes of one unit of a row.
+template <PackedScheme kScheme>
+inline constexpr int kUnitCodeBytes = kPackedTcUnit * PackedCodeBits(kScheme) / 8;
+
+// The lane's codes of one unit (`p`: the lane's address in that unit, LaneView::codes + unit
+// bytes).
+template <PackedScheme kScheme>
+__device__ __forceinline__ uint2 LoadCodes(const uint8_t* p) {
   if constexpr (kScheme == PackedScheme::kQ8_0) {
-    return __ldg(reinterpret_cast<const uint2*>(base));
+    return __ldg(reinterpret_cast<const uint2*>(p));
   } else if constexpr (kScheme == PackedScheme::kNvfp4) {
-    const uint32_t* words = reinterpret_cast<const uint32_t*>(base);
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(p);
     const uint32_t shift = 16 * (threadIdx.x % 32 % 4 % 2);
     const uint32_t first = __ldg(words), second = __ldg(words + 2);
     return make_uint2(((first >> shift) & 0xFFFFu) | (((second >> shift) & 0xFFFFu) << 16), 0u);
   } else {
-    return make_uint2(__ldg(reinterpret_cast<const uint32_t*>(base)), 0u);
+    return make_uint2(__ldg(reinterpret_cast<const uint32_t*>(p)), 0u);
   }
 }
 
-// The lane's 8 inputs of one X row (`row`: the row's start; zeros unless `valid`) for one unit:
+// The lane's 8 inputs of one X row for one unit (`base`: the unit's first input; zeros unless
+// `valid`):
 // inputs 8t..8t+7 of the unit, for NVFP4 inputs 4t..4t+3 (v[0], v[1]) and 16 + 4t..+3 (v[2],
 // v[3]). Pairs of T per word.
 template <PackedScheme kScheme, typename T>
-__device__ __forceinline__ uint4 LoadX(const T* row, bool valid, int unit, int t) {
+__device__ __forceinline__ uint4 LoadX(const T* base, bool valid, int t) {
   if (!valid) return make_uint4(0u, 0u, 0u, 0u);
-  const T* base = row + unit * kPackedTcUnit;
   if constexpr (kScheme == PackedScheme::kNvfp4) {
     const uint2 first = *reinterpret_cast<const uint2*>(base + 4 * t);
     const uint2 second = *reinterpret_cast<const uint2*>(base + 16 + 4 * t);
@@ -204,7 +223,7 @@ __device__ __forceinline__ void DecodeB(const uint2& codes, uint32_t (&b)[2][2])
     TESSERA_UNROLL
     for (int i = 0; i < 4; ++i) {
       b[i / 2][i % 2] =
-          SubPairs<T>(((codes.x >> (4 * i)) & 0x000F000Fu) | kMagicPair<T>, kBias);
+          SubPairs<T>(AndOr(codes.x >> (4 * i), 0x000F000Fu, kMagicPair<T>), kBias);
     }
   } else if constexpr (kScheme == PackedScheme::kQ8_0) {
     const uint32_t words[2] = {codes.x, codes.y};
@@ -235,29 +254,61 @@ struct Batch {
 // Batch `u` (units past u1 repeat unit u1 - 1, never used).
 template <PackedScheme kScheme>
 __device__ __forceinline__ void LoadBatch(const LaneView& v, int u, int u1, Batch<kScheme>& b) {
+  const uint8_t* base = v.codes + int64_t{u} * kUnitCodeBytes<kScheme>;
+  if (u + kDepth <= u1) {  // a whole batch (warp-uniform): constant offsets
+    TESSERA_UNROLL
+    for (int d = 0; d < kDepth; ++d) b.codes[d] = LoadCodes<kScheme>(base + d * kUnitCodeBytes<kScheme>);
+    return;
+  }
   TESSERA_UNROLL
-  for (int d = 0; d < kDepth; ++d) b.codes[d] = LoadCodes<kScheme>(v, u + d < u1 ? u + d : u1 - 1);
+  for (int d = 0; d < kDepth; ++d) {
+    b.codes[d] = LoadCodes<kScheme>(base + (u + d < u1 ? d : u1 - 1 - u) * kUnitCodeBytes<kScheme>);
+  }
 }
 
-// acc += part·scale of each C element's column (+ min·Σ x of its row), the scales of the row's
+// Where a batch's group fields start for the two columns of the lane's C fragment, and Q4_K's
+// super-scale words (a batch is one super-group).
+struct BatchScales {
+  const uint8_t* scales[2];
+  const uint8_t* mins[2];
+  uint32_t super[2];
+};
+
+template <PackedScheme kScheme>
+__device__ __forceinline__ BatchScales ScalesOfBatch(const LaneView& v, int u) {
+  BatchScales s{};
+  const int first_group = u * kGroupsPerUnit<kScheme>;
+  TESSERA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    s.scales[h] = v.scales[h] + first_group * PackedScaleBytes(kScheme);
+    if constexpr (PackedHasMins(kScheme)) {
+      s.mins[h] = v.mins[h] + first_group * PackedMinBytes(kScheme);
+    }
+    if constexpr (kScheme == PackedScheme::kQ4_K) s.super[h] = __ldg(v.super[h] + u / kDepth);
+  }
+  return s;
+}
+
+// acc += part·scale of each C element's column (+ min·Σ x of its row), the scales of the batch's
 // group `group`, loaded here (L1 hits after the first lane of a line; loading a batch's ahead cost
 // registers and occupancy, and measured slower on an H200); rows g + 8 only for m > 8.
 template <PackedScheme kScheme, bool kM16>
-__device__ __forceinline__ void ApplyScale(const LaneView& v, int group, const float (&part)[4],
-                                           const float (&xsum)[4], float (&acc)[4]) {
+__device__ __forceinline__ void ApplyScale(const BatchScales& s_b, int group,
+                                           const float (&part)[4], const float (&xsum)[4],
+                                           float (&acc)[4]) {
   TESSERA_UNROLL
   for (int h = 0; h < 2; ++h) {
     packed_detail::RawGroupScale raw;
     if constexpr (PackedScaleBytes(kScheme) == 2) {
-      raw.scale = __ldg(reinterpret_cast<const unsigned short*>(v.scales[h]) + group);
+      raw.scale = __ldg(reinterpret_cast<const unsigned short*>(s_b.scales[h]) + group);
     } else {
-      raw.scale = __ldg(v.scales[h] + group);
+      raw.scale = __ldg(s_b.scales[h] + group);
     }
     if constexpr (kScheme == PackedScheme::kQ4_1) {
-      raw.min = __ldg(reinterpret_cast<const unsigned short*>(v.mins[h]) + group);
+      raw.min = __ldg(reinterpret_cast<const unsigned short*>(s_b.mins[h]) + group);
     } else if constexpr (kScheme == PackedScheme::kQ4_K) {
-      raw.min = __ldg(v.mins[h] + group);
-      raw.super = __ldg(v.super[h] + group / 8);
+      raw.min = __ldg(s_b.mins[h] + group);
+      raw.super = s_b.super[h];
     }
     const packed_detail::GroupScale s = packed_detail::DecodeGroupScale<kScheme>(raw);
     TESSERA_UNROLL
@@ -271,7 +322,7 @@ __device__ __forceinline__ void ApplyScale(const LaneView& v, int group, const f
 
 // Unit d of a batch: its codes and X rows, into acc.
 template <typename T, PackedScheme kScheme, bool kM16>
-__device__ __forceinline__ void ComputeUnit(const LaneView& v, const Batch<kScheme>& batch, int u,
+__device__ __forceinline__ void ComputeUnit(const BatchScales& scales, const Batch<kScheme>& batch,
                                             int d, const uint4& x_low, const uint4& x_high,
                                             float (&acc)[4]) {
   uint32_t a[2][4];
@@ -297,13 +348,13 @@ __device__ __forceinline__ void ComputeUnit(const LaneView& v, const Batch<kSche
     for (int step = 0; step < 2; ++step) {
       float part[4] = {};
       ptx::MmaM16N8K16<kMmaType<T>>(part, a[step], b[step], part);
-      ApplyScale<kScheme, kM16>(v, 2 * (u + d) + step, part, xsum, acc);
+      ApplyScale<kScheme, kM16>(scales, 2 * d + step, part, xsum, acc);
     }
   } else {
     float part[4] = {};
     ptx::MmaM16N8K16<kMmaType<T>>(part, a[0], b[0], part);
     ptx::MmaM16N8K16<kMmaType<T>>(part, a[1], b[1], part);
-    ApplyScale<kScheme, kM16>(v, u + d, part, xsum, acc);
+    ApplyScale<kScheme, kM16>(scales, d, part, xsum, acc);
   }
 }
 
@@ -339,13 +390,16 @@ __global__ void __launch_bounds__(kPackedTcThreads, packed_tc::kMinBlocks<kSchem
   if (u0 < u1) LoadBatch<kScheme>(view, u0, u1, batch);  // an empty part loads none
   for (int u = u0; u < u1; u += kDepth) {  // warp-uniform
     if (u + kDepth < u1) LoadBatch<kScheme>(view, u + kDepth, u1, next);
+    const BatchScales scales = ScalesOfBatch<kScheme>(view, u);
+    const T* x_low_batch = x_low_row + u * kPackedTcUnit;
+    const T* x_high_batch = x_high_row + u * kPackedTcUnit;
     TESSERA_UNROLL
     for (int d = 0; d < kDepth; ++d) {
       if (u + d < u1) {
-        const uint4 x_low = LoadX<kScheme>(x_low_row, g < m, u + d, t);
-        const uint4 x_high = kM16 ? LoadX<kScheme>(x_high_row, g + 8 < m, u + d, t)
+        const uint4 x_low = LoadX<kScheme>(x_low_batch + d * kPackedTcUnit, g < m, t);
+        const uint4 x_high = kM16 ? LoadX<kScheme>(x_high_batch + d * kPackedTcUnit, g + 8 < m, t)
                                   : make_uint4(0u, 0u, 0u, 0u);
-        ComputeUnit<T, kScheme, kM16>(view, batch, u, d, x_low, x_high, acc);
+        ComputeUnit<T, kScheme, kM16>(scales, batch, d, x_low, x_high, acc);
       }
     }
     batch = next;

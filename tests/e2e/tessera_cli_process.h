@@ -18,8 +18,13 @@ namespace tessera::e2e {
 
 inline std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> args) {
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
-      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = std::move(args),
-       .echo_stderr_fd = 2});
+      {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"),
+       .args = std::move(args),
+       .name = "",
+       .echo_stdout_fd = -1,
+       .echo_stderr_fd = 2,
+       .new_process_group = true,
+       .env = {}});
   EXPECT_TRUE(child.ok()) << child.status();
   return child.ok() ? std::move(*child) : nullptr;
 }

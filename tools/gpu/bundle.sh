@@ -10,13 +10,13 @@
 # prometheus-cpp, boost_context, libstdc++, ...: everything ldd resolves except glibc, the
 # driver, cuBLAS and cudart, which come from the GPU machine's own CUDA 13) into
 # tessera-gpu/lib/, with RUNPATH $ORIGIN/../lib on executables and $ORIGIN on libraries, plus
-# validate.sh, report.py and a MANIFEST; then one .tar.xz (checked to be under 40 MiB).
+# validate.sh, report.py and a MANIFEST; then one .tar.xz (checked to be under 48 MiB).
 # Opt-in: not part of the default test run (minutes of nvcc on a 2-core machine).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${TESSERA_GPU_BUILD_DIR:-$root/build-gpu}
 output=${1:-$build/tessera-gpu-bundle.tar.xz}
-max_bytes=$((40 * 1024 * 1024))
+max_bytes=$((48 * 1024 * 1024))  # with the working tree (~11 MB) under the device tool's 64 MiB
 
 "$root/scripts/install_deps.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
@@ -75,6 +75,6 @@ tar -C "$stage" -cJf "$output" tessera-gpu
 bytes=$(stat -c %s "$output")
 echo "bundle.sh: $output ($((bytes / 1024 / 1024)) MiB, ${#executables[@]} executables, $(ls "$bundle/lib" | wc -l) libraries)"
 if [ "$bytes" -ge "$max_bytes" ]; then
-  echo "bundle.sh: the bundle is over 40 MiB" >&2
+  echo "bundle.sh: the bundle is over 48 MiB" >&2
   exit 1
 fi

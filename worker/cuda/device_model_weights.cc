@@ -140,7 +140,8 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
                                           const CpuWeight& w, const WeightUploadOptions& options,
                                           DeviceModelWeights& model) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
-                   .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1};
+                   .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1,
+                   .packed = std::nullopt, .bytes = 0};
   if (!w.present) return out;
   const int64_t bytes_before = model.bytes;
   const int64_t parameters = spec.elements();
