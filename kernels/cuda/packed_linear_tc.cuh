@@ -119,7 +119,6 @@ struct LaneView {
   const uint8_t* scales[2];
   const uint8_t* mins[2];
   const uint32_t* super[2];
-  int groups;  // per row
 };
 
 template <PackedScheme kScheme>
@@ -127,7 +126,6 @@ __device__ __forceinline__ LaneView MakeLaneView(const PackedLinear& w, int code
   const int t = threadIdx.x % 32 % 4;
   const int groups = w.k / PackedGroupSize(kScheme);
   LaneView v{};
-  v.groups = groups;
   const int lane_bytes = kScheme == PackedScheme::kQ8_0 ? 8 * t
                          : kScheme == PackedScheme::kNvfp4 ? 4 * (t / 2)
                                                            : 4 * t;
@@ -246,14 +244,13 @@ __device__ __forceinline__ void DecodeB(const uint2& codes, uint32_t (&b)[2][2])
 }
 
 // A lane's codes for one batch of kDepth units.
-template <PackedScheme kScheme>
 struct Batch {
   uint2 codes[kDepth];
 };
 
 // Batch `u` (units past u1 repeat unit u1 - 1, never used).
 template <PackedScheme kScheme>
-__device__ __forceinline__ void LoadBatch(const LaneView& v, int u, int u1, Batch<kScheme>& b) {
+__device__ __forceinline__ void LoadBatch(const LaneView& v, int u, int u1, Batch& b) {
   const uint8_t* base = v.codes + int64_t{u} * kUnitCodeBytes<kScheme>;
   if (u + kDepth <= u1) {  // a whole batch (warp-uniform): constant offsets
     TESSERA_UNROLL
@@ -322,7 +319,7 @@ __device__ __forceinline__ void ApplyScale(const BatchScales& s_b, int group,
 
 // Unit d of a batch: its codes and X rows, into acc.
 template <typename T, PackedScheme kScheme, bool kM16>
-__device__ __forceinline__ void ComputeUnit(const BatchScales& scales, const Batch<kScheme>& batch,
+__device__ __forceinline__ void ComputeUnit(const BatchScales& scales, const Batch& batch,
                                             int d, const uint4& x_low, const uint4& x_high,
                                             float (&acc)[4]) {
   uint32_t a[2][4];
@@ -386,7 +383,7 @@ __global__ void __launch_bounds__(kPackedTcThreads, packed_tc::kMinBlocks<kSchem
   float acc[4] = {};
   // Double-buffered: the next batch's codes load while this one is decoded and multiplied; X
   // and the group scales (small, L1/L2-resident) are loaded at their use.
-  Batch<kScheme> batch, next;
+  Batch batch, next;
   if (u0 < u1) LoadBatch<kScheme>(view, u0, u1, batch);  // an empty part loads none
   for (int u = u0; u < u1; u += kDepth) {  // warp-uniform
     if (u + kDepth < u1) LoadBatch<kScheme>(view, u + kDepth, u1, next);
