@@ -127,12 +127,24 @@ class PartBuilder {
           absl::StrCat(storage_->dir->path(), ": U8 tensor '", weight.name,
                        "' is not an NVFP4 weight with its weight_scale and weight_scale_2"));
     }
-    TESSERA_ASSIGN_OR_RETURN(const std::vector<float> values,
-                             DequantizeModelOptNvfp4(weight, *scale, *scale_2));
-    parts_.push_back({name,
-                      {2 * weight.shape[1], weight.shape[0]},
-                      gguf::GgmlType::kF32,
-                      Copy(std::as_bytes(std::span(values)))});
+    const std::vector<uint64_t> dims = {2 * weight.shape[1], weight.shape[0]};
+    TESSERA_ASSIGN_OR_RETURN(std::optional<GgufNvfp4Weight> packed,
+                             RepackModelOptNvfp4AsGguf(weight, *scale, *scale_2));
+    // The embedding lookup reads f32 rows and applies no tensor scale.
+    if (!packed || name == "token_embd.weight") {
+      TESSERA_ASSIGN_OR_RETURN(const std::vector<float> values,
+                               DequantizeModelOptNvfp4(weight, *scale, *scale_2));
+      parts_.push_back({name, dims, gguf::GgmlType::kF32, Copy(std::as_bytes(std::span(values)))});
+      return absl::OkStatus();
+    }
+    parts_.push_back({name, dims, gguf::GgmlType::kNvfp4,
+                      Copy(std::as_bytes(std::span(packed->blocks)))});
+    // llama.cpp's sidecar: "<module>.scale", F32 [1], left out when it is 1.
+    if (packed->tensor_scale != 1.0f) {
+      const std::string scale_name = name.substr(0, name.size() - kSuffix.size()) + ".scale";
+      parts_.push_back({scale_name, {1}, gguf::GgmlType::kF32,
+                        Copy(std::as_bytes(std::span(&packed->tensor_scale, 1)))});
+    }
     return absl::OkStatus();
   }
 

@@ -17,6 +17,8 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr int kGroupSize = 16;
+constexpr int kGgufBlockElements = 64;  // ggml's QK_NVFP4: four groups
+constexpr int kGgufBlockBytes = 4 + kGgufBlockElements / 2;
 
 // The quantization object: hf_quant_config.json's "quantization", else config.json's
 // "quantization_config"; nullopt when neither exists.
@@ -67,6 +69,41 @@ absl::Status CheckLayout(const SafetensorsTensor& weight, const SafetensorsTenso
   return absl::OkStatus();
 }
 
+float GlobalScale(const SafetensorsTensor& weight_scale_2) {
+  float global = 0.0f;
+  std::memcpy(&global, weight_scale_2.data.data(), sizeof(float));
+  return global;
+}
+
+absl::Status CheckNoNanScale(const SafetensorsTensor& weight_scale) {
+  for (uint64_t i = 0; i < weight_scale.num_elements; ++i) {
+    if ((weight_scale.data[i] & 0x7F) == 0x7F) {
+      const uint64_t groups = weight_scale.shape[1];
+      return Bad(weight_scale, absl::StrCat("scale [", i / groups, ", ", i % groups, "] is NaN"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One ggml block from a row's 64 elements starting at group `first_group` of row `row`: scale
+// bytes as they are (checked sign-free), and the nibbles regrouped from ModelOpt's adjacent pairs
+// (element 2i low, 2i + 1 high) to ggml's halves (element j low, j + 8 high, per 16).
+void WriteGgufBlock(const SafetensorsTensor& weight, const SafetensorsTensor& weight_scale,
+                    uint64_t row, uint64_t first_group, uint8_t* block) {
+  const uint64_t groups_per_row = weight_scale.shape[1];
+  const uint64_t bytes_per_row = weight.shape[1];
+  for (int s = 0; s < kGgufBlockElements / kGroupSize; ++s) {
+    block[s] = weight_scale.data[row * groups_per_row + first_group + s] & 0x7F;
+    const uint8_t* codes = &weight.data[row * bytes_per_row + (first_group + s) * kGroupSize / 2];
+    uint8_t* qs = block + 4 + s * kGroupSize / 2;
+    for (int j = 0; j < kGroupSize / 2; ++j) {
+      const uint8_t low = (codes[j / 2] >> (4 * (j % 2))) & 0xF;
+      const uint8_t high = (codes[(j + 8) / 2] >> (4 * (j % 2))) & 0xF;
+      qs[j] = static_cast<uint8_t>(low | high << 4);
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<bool> IsModelOptNvfp4(const HfDirectory& dir) {
@@ -99,8 +136,7 @@ absl::StatusOr<std::vector<float>> DequantizeModelOptNvfp4(
   TESSERA_RETURN_IF_ERROR(CheckLayout(weight, weight_scale, weight_scale_2));
   const uint64_t rows = weight.shape[0];
   const uint64_t cols = 2 * weight.shape[1];
-  float global = 0.0f;
-  std::memcpy(&global, weight_scale_2.data.data(), sizeof(float));
+  const float global = GlobalScale(weight_scale_2);
   std::vector<float> values(rows * cols);
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t g = 0; g < cols / kGroupSize; ++g) {
@@ -116,6 +152,30 @@ absl::StatusOr<std::vector<float>> DequantizeModelOptNvfp4(
     }
   }
   return values;
+}
+
+absl::StatusOr<std::optional<GgufNvfp4Weight>> RepackModelOptNvfp4AsGguf(
+    const SafetensorsTensor& weight, const SafetensorsTensor& weight_scale,
+    const SafetensorsTensor& weight_scale_2) {
+  TESSERA_RETURN_IF_ERROR(CheckLayout(weight, weight_scale, weight_scale_2));
+  TESSERA_RETURN_IF_ERROR(CheckNoNanScale(weight_scale));
+  const uint64_t rows = weight.shape[0];
+  const uint64_t cols = 2 * weight.shape[1];
+  if (cols % kGgufBlockElements != 0) return std::optional<GgufNvfp4Weight>();
+  for (uint8_t byte : weight_scale.data) {
+    if (byte > 0x80) return std::optional<GgufNvfp4Weight>();  // negative: not UE4M3
+  }
+  GgufNvfp4Weight out{.blocks = std::vector<uint8_t>(rows * cols / kGgufBlockElements *
+                                                     kGgufBlockBytes),
+                      .tensor_scale = GlobalScale(weight_scale_2)};
+  uint8_t* block = out.blocks.data();
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t g = 0; g < cols / kGroupSize; g += kGgufBlockElements / kGroupSize) {
+      WriteGgufBlock(weight, weight_scale, r, g, block);
+      block += kGgufBlockBytes;
+    }
+  }
+  return std::optional<GgufNvfp4Weight>(std::move(out));
 }
 
 }  // namespace tessera::safetensors

@@ -11,10 +11,13 @@
 // Modules left unquantized (exclude_modules) keep float weights, so the layout itself says which
 // modules are quantized: a U8 weight with a weight_scale next to it.
 //
-// For now a quantized weight is presented as F32 (DequantizeModelOptNvfp4); a packed GGUF NVFP4
-// type is to replace that. Pure functions; thread-safe.
+// A quantized weight is presented as GGUF NVFP4 blocks plus the per-tensor scale, as llama.cpp's
+// converter writes it (RepackModelOptNvfp4AsGguf; docs/design/fp4-formats.md), so every backend
+// keeps it packed; the few that ggml's blocks cannot hold (K not a multiple of 64, a negative
+// scale) are presented as F32 (DequantizeModelOptNvfp4). Pure functions; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -38,5 +41,22 @@ bool IsModelOptCompanionTensor(std::string_view name);
 absl::StatusOr<std::vector<float>> DequantizeModelOptNvfp4(const SafetensorsTensor& weight,
                                                            const SafetensorsTensor& weight_scale,
                                                            const SafetensorsTensor& weight_scale_2);
+
+// A weight as ggml's NVFP4 (type 40): 64-element blocks of four UE4M3 sub-block scales and 32
+// code bytes, [N, K] in GGUF order, and the tensor scale every product of the matrix is to be
+// multiplied by (weight_scale_2; llama.cpp's `<name>.scale` sidecar). The blocks decode (ggml's
+// doubled E2M1 × halved UE4M3) to exactly e2m1(code) × e4m3(weight_scale), the weight divided by
+// the tensor scale.
+struct GgufNvfp4Weight {
+  std::vector<uint8_t> blocks;
+  float tensor_scale = 1.0f;
+};
+
+// The weight as GgufNvfp4Weight; nullopt when ggml's blocks cannot hold it: K not a multiple of
+// 64, or a scale byte with its sign bit set other than -0 (UE4M3 has no sign). The same errors as
+// DequantizeModelOptNvfp4 for a bad layout or a NaN scale.
+absl::StatusOr<std::optional<GgufNvfp4Weight>> RepackModelOptNvfp4AsGguf(
+    const SafetensorsTensor& weight, const SafetensorsTensor& weight_scale,
+    const SafetensorsTensor& weight_scale_2);
 
 }  // namespace tessera::safetensors

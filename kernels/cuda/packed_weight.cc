@@ -186,12 +186,6 @@ absl::StatusOr<PackedWeight> PackGgufRows(gguf::GgmlType type, std::span<const u
   return w;
 }
 
-absl::StatusOr<PackedWeight> PackModelOptNvfp4(std::span<const uint8_t> codes,
-                                               std::span<const uint8_t> scales, float scale_2,
-                                               int n, int k) {
-  return PackPlanar(PackedScheme::kNvfp4, n, k, codes, scales, {}, {}, scale_2);
-}
-
 absl::StatusOr<PackedWeight> PackPlanar(PackedScheme scheme, int n, int k,
                                         std::span<const uint8_t> codes,
                                         std::span<const uint8_t> scales,

@@ -44,14 +44,9 @@ std::optional<PackedScheme> PackedSchemeOfGgufType(gguf::GgmlType type);
 absl::StatusOr<PackedWeight> PackGgufRows(gguf::GgmlType type, std::span<const uint8_t> data,
                                           int n, int k);
 
-// A ModelOpt NVFP4 linear weight: `codes` uint8 [n][k/2] (already the planar nibble order),
-// `scales` F8_E4M3 [n][k/16], `scale_2` its f32 weight_scale_2.
-absl::StatusOr<PackedWeight> PackModelOptNvfp4(std::span<const uint8_t> codes,
-                                               std::span<const uint8_t> scales, float scale_2,
-                                               int n, int k);
-
 // The arrays given directly, already planar (sizes checked against packed_format.h's table;
-// `mins` / `super_scales` empty where the scheme has none). For MXFP4 and for tests.
+// `mins` / `super_scales` empty where the scheme has none). For tests and synthetic weights; an
+// NVFP4 `codes` [n][k/2] in ModelOpt's order is already planar.
 absl::StatusOr<PackedWeight> PackPlanar(PackedScheme scheme, int n, int k,
                                         std::span<const uint8_t> codes,
                                         std::span<const uint8_t> scales,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "common/gguf/dequantize.h"
@@ -80,6 +81,32 @@ bool IsNvfp4Linear(std::string_view name) {
   return false;
 }
 
+namespace {
+
+// The matrix as ggml's NVFP4 blocks: per row, per 64 elements, the four group scales, then for
+// each group 8 bytes holding element i (low nibble) and element i + 8 (high nibble), i < 8.
+std::vector<uint8_t> GgmlNvfp4Blocks(const Nvfp4Matrix& m, uint64_t rows, uint64_t cols) {
+  constexpr uint64_t kBlock = 64;
+  TESSERA_CHECK(cols % kBlock == 0, "GgmlNvfp4Blocks: K is not a multiple of 64");
+  auto code_of = [&](uint64_t element) {
+    return static_cast<uint8_t>((m.codes[element / 2] >> (element % 2 == 0 ? 0 : 4)) & 0xF);
+  };
+  std::vector<uint8_t> out;
+  out.reserve(rows * cols / kBlock * 36);
+  for (uint64_t first = 0; first < rows * cols; first += kBlock) {
+    for (uint64_t g = 0; g < kBlock / kGroup; ++g) out.push_back(m.scales[first / kGroup + g]);
+    for (uint64_t g = 0; g < kBlock / kGroup; ++g) {
+      const uint64_t base = first + g * kGroup;
+      for (uint64_t i = 0; i < kGroup / 2; ++i) {
+        out.push_back(static_cast<uint8_t>(code_of(base + i) | code_of(base + i + 8) << 4));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<uint8_t>> SnapLinearsToNvfp4(const gguf::GgufFile& file) {
   gguf::GgufWriter writer(3, file.alignment());
   for (const gguf::GgufMetadataEntry& entry : file.metadata()) {
@@ -93,9 +120,13 @@ absl::StatusOr<std::vector<uint8_t>> SnapLinearsToNvfp4(const gguf::GgufFile& fi
     TESSERA_ASSIGN_OR_RETURN(const std::vector<float> values,
                              gguf::DequantizeToF32(t.type, file.TensorData(t), t.num_elements));
     const Nvfp4Matrix m = EncodeNvfp4(values, t.dims[1], t.dims[0]);
-    std::vector<uint8_t> bytes(m.values.size() * sizeof(float));
-    std::memcpy(bytes.data(), m.values.data(), bytes.size());
-    writer.AddTensor(t.name, t.dims, gguf::GgmlType::kF32, bytes);
+    writer.AddTensor(t.name, t.dims, gguf::GgmlType::kNvfp4, GgmlNvfp4Blocks(m, t.dims[1], t.dims[0]));
+    if (m.global_scale != 1.0f) {
+      std::vector<uint8_t> scale(sizeof(float));
+      std::memcpy(scale.data(), &m.global_scale, sizeof(float));
+      const std::string module = t.name.substr(0, t.name.size() - std::string_view(".weight").size());
+      writer.AddTensor(module + ".scale", {1}, gguf::GgmlType::kF32, scale);
+    }
   }
   return writer.Serialize();
 }

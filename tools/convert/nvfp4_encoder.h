@@ -30,8 +30,10 @@ Nvfp4Matrix EncodeNvfp4(std::span<const float> values, uint64_t rows, uint64_t c
 // projection matrices (attn_q/k/v/output, ffn_gate/up/down .weight).
 bool IsNvfp4Linear(std::string_view gguf_name);
 
-// `file` with every IsNvfp4Linear tensor replaced by the F32 values its NVFP4 encoding stands for
-// (everything else byte for byte): the GGUF twin of the NVFP4 HF export of `file`.
+// `file` with every IsNvfp4Linear tensor replaced by its NVFP4 encoding as llama.cpp's converter
+// writes it (ggml NVFP4 blocks, K a multiple of 64, and the global scale as the F32 [1] tensor
+// `<module>.scale`), everything else byte for byte: the GGUF twin of the NVFP4 HF export of
+// `file`.
 absl::StatusOr<std::vector<uint8_t>> SnapLinearsToNvfp4(const gguf::GgufFile& file);
 
 }  // namespace tessera::convert

@@ -176,7 +176,7 @@ TEST(PackedWeightTest, Nvfp4AndMxfp4DequantizeAsTheirDefinitions) {
   for (float tensor_scale : {1.0f, 0.0123f, 3.0e-5f}) {
     const std::vector<uint8_t> codes = RandomBytes(n * k / 2, rng);
     const std::vector<uint8_t> scales = RandomBytes(n * k / 16, rng);  // every E4M3, NaN too
-    absl::StatusOr<PackedWeight> nvfp4 = PackModelOptNvfp4(codes, scales, tensor_scale, n, k);
+    absl::StatusOr<PackedWeight> nvfp4 = PackPlanar(PackedScheme::kNvfp4, n, k, codes, scales, {}, {}, tensor_scale);
     ASSERT_TRUE(nvfp4.ok()) << nvfp4.status();
     EXPECT_EQ(nvfp4->codes, codes);
     EXPECT_EQ(nvfp4->scales, scales);

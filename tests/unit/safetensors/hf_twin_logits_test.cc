@@ -4,8 +4,9 @@
 // The directory is served without rewriting a weight: a llama's Q/K rotate in NeoX mode instead
 // of being permuted, so for llama the two agree up to float summation order (attention dot
 // products run over permuted head dimensions), and Qwen, stored as trained in both, bit for bit.
-// Also: sharded directories, untied heads, NVFP4 (against a GGUF holding the values the NVFP4
-// encoding stands for), and tensors not aligned to their element size in the file.
+// Also: sharded directories, untied heads, NVFP4 (against the GGUF llama.cpp's converter makes of
+// it: ggml NVFP4 blocks and `.scale` tensors, which the directory is read as, so Qwen's logits are
+// bit-identical), and tensors not aligned to their element size in the file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,8 +43,8 @@ struct Case {
   convert::HfExportOptions hf;
 };
 
-// Writes the tiny model as GGUF and as its HF twin. With NVFP4 the GGUF holds, as F32, the values
-// the directory's NVFP4 codes stand for.
+// Writes the tiny model as GGUF and as its HF twin. With NVFP4 the GGUF holds the directory's
+// NVFP4 encoding as ggml's NVFP4 blocks with their tensor scales.
 Twin WriteTwin(const Case& c) {
   Twin twin{testing_util::UniqueTempPath(std::string("twin_") + c.label + ".gguf"),
             testing::FreshDir(std::string("twin_") + c.label)};
@@ -92,11 +93,30 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+// NVFP4 is read packed: every projection a ggml NVFP4 tensor with its `.scale`, nothing F32
+// beyond the norms.
+void ExpectPackedNvfp4Projections(const std::string& dir, int num_layers) {
+  auto view = OpenModelFile(dir);
+  ASSERT_TRUE(view.ok()) << view.status();
+  int packed = 0;
+  int scales = 0;
+  for (const gguf::GgufTensorInfo& t : (*view)->tensors()) {
+    if (t.type == gguf::GgmlType::kNvfp4) {
+      EXPECT_TRUE(convert::IsNvfp4Linear(t.name)) << t.name;
+      ++packed;
+    }
+    if (t.name.ends_with(".scale")) ++scales;
+  }
+  EXPECT_EQ(packed, 7 * num_layers);
+  EXPECT_EQ(scales, 7 * num_layers);
+}
+
 class HfTwinLogitsTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HfTwinLogitsTest, TheDirectoryGivesTheGgufTwinsLogits) {
   const Case& c = GetParam();
   const Twin twin = WriteTwin(c);
+  if (c.hf.nvfp4) ExpectPackedNvfp4Projections(twin.dir, c.model.num_layers);
   const bool llama = c.model.arch == TinyDenseArch::kLlama;
   const std::vector<float> from_gguf = PromptLogits(twin.gguf, !llama);
   const std::vector<float> from_hf = PromptLogits(twin.dir, true);

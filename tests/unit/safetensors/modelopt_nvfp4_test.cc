@@ -1,15 +1,18 @@
 // ModelOpt NVFP4: the decoder on values worked out by hand from the format (nibble order, the
 // E2M1 table, E4M3 normal and subnormal scales, the global scale), its layout checks, and how a
-// checkpoint says it is NVFP4.
+// checkpoint says it is NVFP4; the repack into ggml's NVFP4 blocks, which must decode (with its
+// tensor scale) to the same f32 values, and its fallbacks.
 #include "common/safetensors/modelopt_nvfp4.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "common/gguf/dequantize.h"
 #include "common/safetensors/safetensors_writer.h"
 #include "tests/unit/safetensors/safetensors_test_util.h"
 
@@ -92,6 +95,55 @@ TEST(ModelOptNvfp4Test, BadLayoutsAndNanScalesNameTheTensor) {
           .status()
           .message(),
       HasSubstr("weight_scale_2 must be one F32 value"));
+}
+
+// Random codes and scale bytes (every E4M3 byte but NaN and the negative ones) for `rows` rows of
+// `cols` elements.
+struct RandomWeight {
+  std::vector<uint8_t> codes, scales, global = FloatBytes(0.0371f);
+  uint64_t rows, cols;
+  RandomWeight(uint64_t rows, uint64_t cols, uint32_t seed) : rows(rows), cols(cols) {
+    std::mt19937 rng(seed);
+    for (uint64_t i = 0; i < rows * cols / 2; ++i) codes.push_back(rng() & 0xFF);
+    for (uint64_t i = 0; i < rows * cols / 16; ++i) scales.push_back(rng() % 0x7F);
+  }
+  SafetensorsTensor Weight() const { return Tensor("m.weight", Dtype::kU8, {rows, cols / 2}, codes); }
+  SafetensorsTensor Scale() const {
+    return Tensor("m.weight_scale", Dtype::kF8E4M3, {rows, cols / 16}, scales);
+  }
+  SafetensorsTensor Global() const { return Tensor("m.weight_scale_2", Dtype::kF32, {}, global); }
+};
+
+TEST(ModelOptNvfp4Test, GgufBlocksTimesTheTensorScaleAreTheDecodedValues) {
+  RandomWeight w(5, 192, 11);
+  w.scales[3] = 0x80;  // -0 is 0 in either format
+  const auto expected = DequantizeModelOptNvfp4(w.Weight(), w.Scale(), w.Global());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const auto packed = RepackModelOptNvfp4AsGguf(w.Weight(), w.Scale(), w.Global());
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  ASSERT_TRUE(packed->has_value());
+  EXPECT_EQ((*packed)->tensor_scale, 0.0371f);
+  ASSERT_EQ((*packed)->blocks.size(), 5u * 192 / 64 * 36);
+  auto blocks = gguf::DequantizeToF32(gguf::GgmlType::kNvfp4, (*packed)->blocks, 5 * 192);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  for (float& v : *blocks) v *= (*packed)->tensor_scale;
+  EXPECT_THAT(*blocks, ElementsAreArray(*expected));
+}
+
+TEST(ModelOptNvfp4Test, WhatGgmlBlocksCannotHoldIsLeftToTheF32Path) {
+  const RandomWeight not_64(2, 48, 12);
+  auto packed = RepackModelOptNvfp4AsGguf(not_64.Weight(), not_64.Scale(), not_64.Global());
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_FALSE(packed->has_value());
+  RandomWeight negative(2, 64, 13);
+  negative.scales[5] = 0xB8;  // -1.0
+  packed = RepackModelOptNvfp4AsGguf(negative.Weight(), negative.Scale(), negative.Global());
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_FALSE(packed->has_value());
+  RandomWeight nan(2, 64, 14);
+  nan.scales[6] = 0xFF;
+  EXPECT_THAT(RepackModelOptNvfp4AsGguf(nan.Weight(), nan.Scale(), nan.Global()).status().message(),
+              HasSubstr("scale [1, 2] is NaN"));
 }
 
 // A directory with config.json (`config`), an empty model.safetensors and, when not empty,
