@@ -12,14 +12,15 @@
 
 namespace tessera::worker {
 
-// A projection (kMatrix) the model does not read in f32 (WeightSpec::f32_output): embeddings,
-// expert stacks, the logits head and MoE routers stay dense.
+// A projection (kMatrix) or expert stack (kExperts) the model does not read in f32
+// (WeightSpec::f32_output): embeddings, the logits head and MoE routers stay dense.
 inline bool MayKeepPacked(const WeightSpec& spec) {
-  return spec.role == WeightRole::kMatrix && !spec.f32_output;
+  return (spec.role == WeightRole::kMatrix || spec.role == WeightRole::kExperts) &&
+         !spec.f32_output;
 }
 
 // `spec`'s packed scheme when stored as `type` (a scheme of the type, a shape PackedShapeError
-// accepts), or nullopt.
+// accepts: for an expert stack, each expert's matrix), or nullopt.
 inline std::optional<cuda::PackedScheme> CudaPackedScheme(const WeightSpec& spec,
                                                           gguf::GgmlType type) {
   if (!MayKeepPacked(spec)) return std::nullopt;

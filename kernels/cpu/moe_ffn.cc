@@ -61,6 +61,23 @@ std::span<float> Rows(AlignedVector<float>& v, int64_t first_row, int64_t num_ro
   return {v.data() + first_row * width, static_cast<size_t>(num_rows * width)};
 }
 
+// out *= scale, unless it is 1 (then nothing is touched: the bits of an unscaled model stay).
+void Scale(std::span<float> out, float scale) {
+  if (scale == 1.0f) return;
+  for (float& v : out) v *= scale;
+}
+
+// Each grouped row of `rows` [n * k, width] times its expert's output scale (none: nothing).
+void ScaleGroups(ThreadPool& pool, const ExpertWeightsView& w, const PassDims& d,
+                 const std::vector<int32_t>& offsets, AlignedVector<float>& rows, int64_t width) {
+  if (w.output_scales == nullptr) return;
+  pool.ParallelFor(d.num_experts, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      Scale(Rows(rows, offsets[e], offsets[e + 1] - offsets[e], width), w.output_scales[e]);
+    }
+  });
+}
+
 // Phase 1: everything that reads x directly, in one parallel region.
 void ProjectTokens(ThreadPool& pool, const MoeFfnWeights& w, const PassDims& d,
                    std::span<const float> x, MoeFfnWorkspace* ws, Isa isa) {
@@ -75,6 +92,12 @@ void ProjectTokens(ThreadPool& pool, const MoeFfnWeights& w, const PassDims& d,
     }
   }
   MatmulMany(pool, problems, isa);
+  Scale(Rows(ws->logits, 0, d.n, d.num_experts), w.scales.router);
+  if (w.has_shared_expert()) {
+    Scale(Rows(ws->shared_gate, 0, d.n, d.shared_ffn), w.scales.shared_gate);
+    Scale(Rows(ws->shared_up, 0, d.n, d.shared_ffn), w.scales.shared_up);
+    if (w.has_shared_expert_gate()) Scale(Rows(ws->shared_logit, 0, d.n, 1), w.scales.shared_expert_gate);
+  }
 }
 
 // Phase 2: per-token routing (independent rows, so split across threads), then the grouping.
@@ -120,6 +143,8 @@ void ProjectGateUp(ThreadPool& pool, const MoeFfnWeights& w, const PassDims& d, 
     problems.push_back({in, count, w.up.Expert(e), Rows(ws->rows_up, first, count, d.expert_ffn)});
   }
   MatmulMany(pool, problems, isa);
+  ScaleGroups(pool, w.gate, d, offsets, ws->rows_gate, d.expert_ffn);
+  ScaleGroups(pool, w.up, d, offsets, ws->rows_up, d.expert_ffn);
 }
 
 // Phase 5: gate <- silu(gate) * up over the routed rows, then the shared expert's rows.
@@ -158,6 +183,8 @@ void ProjectDown(ThreadPool& pool, const MoeFfnWeights& w, const PassDims& d, Mo
                         Rows(ws->shared_out, 0, d.n, d.hidden)});
   }
   MatmulMany(pool, problems, isa);
+  ScaleGroups(pool, w.down, d, offsets, ws->rows_out, d.hidden);
+  if (w.has_shared_expert()) Scale(Rows(ws->shared_out, 0, d.n, d.hidden), w.scales.shared_down);
 }
 
 // Phase 7: each token's terms added in an order fixed by the token alone (header comment).

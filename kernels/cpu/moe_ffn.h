@@ -49,6 +49,9 @@ struct ExpertWeightsView {
   int64_t cols = 0;
   int64_t expert_rows = 0;  // rows from one expert's matrix to the next's; 0 = rows
   int64_t first_row = 0;    // the view's first row within each expert's matrix
+  // [num_experts]: expert e's products are multiplied by output_scales[e] (an NVFP4 stack's
+  // per-expert tensor scales, docs/design/fp4-formats.md); null: 1.
+  const float* output_scales = nullptr;
 
   // Expert e's matrix [rows, cols]. Precondition: 0 <= e < num_experts.
   WeightView Expert(int64_t e) const;
@@ -66,6 +69,15 @@ struct MoeFfnWeights {
   WeightView shared_down;  // ffn_down_shexp [hidden, shared_ffn]
   // ffn_gate_inp_shexp [1, hidden]; null: the shared expert is added with weight 1.
   WeightView shared_expert_gate;
+
+  // What each plain matrix's products are multiplied by (an NVFP4 tensor scale; 1 otherwise).
+  struct OutputScales {
+    float router = 1.0f;
+    float shared_gate = 1.0f;
+    float shared_up = 1.0f;
+    float shared_down = 1.0f;
+    float shared_expert_gate = 1.0f;
+  } scales;
 
   bool has_shared_expert() const { return shared_gate.data != nullptr; }
   bool has_shared_expert_gate() const { return shared_expert_gate.data != nullptr; }

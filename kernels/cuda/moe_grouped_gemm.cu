@@ -6,7 +6,8 @@ namespace tessera::cuda {
 
 #define TESSERA_INSTANTIATE_MOE(T, TY)                                                        \
   template auto LaunchMoeGroupedGemm<CudaLauncher, T, TY>(                                    \
-      CudaLauncher&, const T*, const T*, TY*, const MoeGemmGroups&, int, int, int, int, int); \
+      CudaLauncher&, const T*, const ExpertStack<T>&, TY*, const MoeGemmGroups&, int, int, int,  \
+      int);                                                                                    \
   template auto LaunchMoeCombine<CudaLauncher, TY, T>(CudaLauncher&, const TY*, const float*, \
                                                       const int32_t*, const T*, const float*, \
                                                       T*, int, int, int);                     \

@@ -7,10 +7,13 @@
 // offsets[e + 1])):
 //   C[row, j] = Σ_i A[a_row(row), i] · W[e, j, i]      a_row(row) = row_tokens[row] (gather
 //   fused into the A read) or row itself when row_tokens is null (inputs already grouped)
-// A: [*, cols] of T; W: [E, rows_out, cols] of T (one tensor, the GGUF expert layout; the device
-// loader dequantizes to T); C: [n * k, rows_out] of TC (T or f32). T: bf16, f16 or f32.
+// A: [*, cols] of T; W: an ExpertStack (moe_expert_weights.cuh): [E, rows_out, cols] of T (the
+// GGUF expert layout dequantized at load), or a packed stack decoded exactly to f32 in the tile
+// and its expert's scale s_e applied to each product; C: [n * k, rows_out] of TC (T or f32).
+// T: bf16, f16 or f32.
 // Invariance (DESIGN.md §6): every C element is ONE thread's f32 chain
-//   acc = __fmaf_rn(A[r][0], W[e][j][0], acc); ... in i order from 0, one rounding to TC
+//   acc = __fmaf_rn(A[r][0], W[e][j][0], acc); ... in i order from 0, (packed: acc · s_e, one
+//   rounding), one rounding to TC
 // (as batch_invariant_gemm.cuh), so a row's bits depend on its own input row and its expert only:
 // not on the group size, the other rows, its tile or the batch. One launch covers all experts:
 // grid (ceil(rows_out / 128), MoeMaxRowTiles(n * k, E)); block y takes the tile list entry y
@@ -45,6 +48,7 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/launch_status.h"
+#include "kernels/cuda/moe_expert_weights.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 
 namespace tessera::cuda {
@@ -82,23 +86,25 @@ __device__ __forceinline__ void LoadRows(const T* a, const int32_t* row_tokens, 
 }
 
 // w_tile[kk][j] = W_e[col0 + j][k0 + kk] as f32 (stride kMoeGemmTileN + 4; zeros outside).
-template <typename T>
-__device__ __forceinline__ void LoadWeights(const T* w_e, int rows_out, int cols, int col0,
-                                            int k0, float* w_tile) {
+template <typename Source>
+__device__ __forceinline__ void LoadWeights(const Source& w, int expert, int rows_out, int cols,
+                                            int col0, int k0, float* w_tile) {
   for (int i = threadIdx.x; i < kMoeGemmTileN * kMoeGemmTileK; i += blockDim.x) {
     const int j = i / kMoeGemmTileK, kk = i % kMoeGemmTileK;
     const int out_row = col0 + j, col = k0 + kk;
     w_tile[kk * (kMoeGemmTileN + 4) + j] =
-        out_row < rows_out && col < cols ? ToFloat(w_e[int64_t{out_row} * cols + col]) : 0.0f;
+        out_row < rows_out && col < cols ? w.Load(expert, out_row, col) : 0.0f;
   }
 }
 
 }  // namespace moe_gemm_detail
 
-template <typename T, typename TC>
-__global__ void __launch_bounds__(kMoeGemmThreads)
-    MoeGroupedGemmKernel(const T* __restrict__ a, const T* __restrict__ w, TC* __restrict__ c,
-                         MoeGemmGroups groups, int rows_out, int cols, int expert_rows) {
+// At least 4 blocks an SM (64 registers a thread): without the floor ptxas for sm_100a picks 32
+// registers for the Q4_K decode and spills.
+template <typename T, typename TC, typename Source>
+__global__ void __launch_bounds__(kMoeGemmThreads, 4)
+    MoeGroupedGemmKernel(const T* __restrict__ a, Source w, TC* __restrict__ c,
+                         MoeGemmGroups groups, int rows_out, int cols) {
   constexpr int kStride = kMoeGemmTileN + 4;
   TESSERA_SHARED(float, a_tile, kMoeGemmTileK * kMoeTileRows);
   TESSERA_SHARED(float, w_tile, kMoeGemmTileK * kStride);
@@ -108,14 +114,13 @@ __global__ void __launch_bounds__(kMoeGemmThreads)
   const int group_end = __ldg(&groups.offsets[expert + 1]);
   const int row_end = row0 + kMoeTileRows < group_end ? row0 + kMoeTileRows : group_end;
   const int col0 = blockIdx.x * kMoeGemmTileN;
-  const T* w_e = w + int64_t{expert} * expert_rows * cols;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool row_used = row0 + warp < row_end;  // warp-uniform
   float acc[kMoeGemmColsPerLane] = {};
   for (int k0 = 0; k0 < cols; k0 += kMoeGemmTileK) {
     __syncthreads();  // the previous tiles are no longer read
     moe_gemm_detail::LoadRows(a, groups.row_tokens, row0, row_end, cols, k0, a_tile);
-    moe_gemm_detail::LoadWeights(w_e, rows_out, cols, col0, k0, w_tile);
+    moe_gemm_detail::LoadWeights(w, expert, rows_out, cols, col0, k0, w_tile);
     __syncthreads();
     if (!row_used) continue;
     const int steps = cols - k0 < kMoeGemmTileK ? cols - k0 : kMoeGemmTileK;
@@ -128,10 +133,14 @@ __global__ void __launch_bounds__(kMoeGemmThreads)
     }
   }
   if (!row_used) return;
+  float scale = 1.0f;
+  if constexpr (Source::kScaled) scale = w.OutputScale(expert);
   TESSERA_UNROLL
   for (int j = 0; j < kMoeGemmColsPerLane; ++j) {
     const int col = col0 + lane + 32 * j;
-    if (col < rows_out) c[int64_t{row0 + warp} * rows_out + col] = FromFloat<TC>(acc[j]);
+    float value = acc[j];
+    if constexpr (Source::kScaled) value = __fmul_rn(value, scale);
+    if (col < rows_out) c[int64_t{row0 + warp} * rows_out + col] = FromFloat<TC>(value);
   }
 }
 
@@ -162,18 +171,46 @@ __global__ void __launch_bounds__(kMoeCombineThreads)
 
 // C = the grouped projection (header comment). Preconditions: `groups` from
 // LaunchMoeGroupByExpert for these num_slots = n * k and num_experts; every row_tokens entry a
-// row of a; c [num_slots, rows_out] overlaps nothing; rows_out >= 1, cols >= 0 (0: zeros).
-// `expert_rows` (0 = rows_out) is the rows from one expert's matrix to the next's: a view of
-// part of each matrix (the gate or up half of a fused gate_up stack, w pointing at its first row).
+// row of a; c [num_slots, rows_out] overlaps nothing; rows_out >= 1, cols >= 0 (0: zeros);
+// ExpertStackError(w) null (else the launcher's invalid-configuration error, an empty grid). A
+// dense w.expert_rows (0 = rows_out) is the rows from one expert's matrix to the next's: a view
+// of part of each matrix (the gate or up half of a fused gate_up stack, w.dense pointing at its
+// first row).
 template <class Launcher, typename T, typename TC>
-auto LaunchMoeGroupedGemm(Launcher& launcher, const T* a, const T* w, TC* c,
+auto LaunchMoeGroupedGemm(Launcher& launcher, const T* a, const ExpertStack<T>& w, TC* c,
                           const MoeGemmGroups& groups, int num_slots, int num_experts,
-                          int rows_out, int cols, int expert_rows = 0) {
+                          int rows_out, int cols) {
   const int tiles = MoeMaxRowTiles(num_slots, num_experts);
-  const LaunchShape shape{dim3(CeilDiv(rows_out, kMoeGemmTileN), tiles > 0 ? tiles : 1),
+  const bool valid = ExpertStackError(w, num_experts, rows_out, cols) == nullptr;
+  const LaunchShape shape{dim3(valid ? CeilDiv(rows_out, kMoeGemmTileN) : 0, tiles > 0 ? tiles : 1),
                           dim3(kMoeGemmThreads), 0};
-  return launcher.Launch(shape, MoeGroupedGemmKernel<T, TC>, a, w, c, groups, rows_out, cols,
-                         expert_rows > 0 ? expert_rows : rows_out);
+  if (!w.packed) {
+    const moe_weights::DenseSource<T> source{w.dense, cols,
+                                             w.expert_rows > 0 ? w.expert_rows : rows_out};
+    return launcher.Launch(shape, MoeGroupedGemmKernel<T, TC, moe_weights::DenseSource<T>>, a,
+                           source, c, groups, rows_out, cols);
+  }
+  switch (w.packed_view.stack.scheme) {
+#define TESSERA_MOE_PACKED_CASE(S)                                                           \
+  case PackedScheme::S:                                                                      \
+    return launcher.Launch(shape,                                                            \
+                           MoeGroupedGemmKernel<T, TC, moe_weights::PackedSource<PackedScheme::S>>, \
+                           a, moe_weights::PackedSource<PackedScheme::S>{w.packed_view}, c,  \
+                           groups, rows_out, cols);
+    TESSERA_MOE_PACKED_CASE(kQ8_0)
+    TESSERA_MOE_PACKED_CASE(kQ4_0)
+    TESSERA_MOE_PACKED_CASE(kQ4_1)
+    TESSERA_MOE_PACKED_CASE(kQ4_K)
+    TESSERA_MOE_PACKED_CASE(kNvfp4)
+    TESSERA_MOE_PACKED_CASE(kMxfp4)
+#undef TESSERA_MOE_PACKED_CASE
+    default:
+      break;
+  }
+  const LaunchShape empty{dim3(0), dim3(kMoeGemmThreads), 0};  // the launcher's invalid config
+  using Unknown = moe_weights::PackedSource<PackedScheme::kQ8_0>;
+  return launcher.Launch(empty, MoeGroupedGemmKernel<T, TC, Unknown>, a, Unknown{w.packed_view}, c,
+                         groups, rows_out, cols);
 }
 
 // out [n, hidden] = the combine (header comment). y [n * k, hidden]; weights, slot_rows [n, k];
@@ -194,9 +231,9 @@ auto LaunchMoeCombine(Launcher& launcher, const TY* y, const float* weights,
 template <typename T, typename TY>
 struct MoeExpertsArgs {
   const T* x = nullptr;       // [n, hidden]
-  const T* gate_w = nullptr;  // [E, ffn, hidden]
-  const T* up_w = nullptr;    // [E, ffn, hidden]
-  const T* down_w = nullptr;  // [E, hidden, ffn]
+  ExpertStack<T> gate_w;      // [E, ffn, hidden] (a view of a fused gate_up stack's gate half)
+  ExpertStack<T> up_w;        // [E, ffn, hidden]
+  ExpertStack<T> down_w;      // [E, hidden, ffn]
   T* gate = nullptr;          // scratch [n * k, ffn]; holds SwiGLU(gate, up) after
   T* up = nullptr;            // scratch [n * k, ffn]
   TY* y = nullptr;            // [n * k, hidden], grouped row order
@@ -205,9 +242,6 @@ struct MoeExpertsArgs {
   int num_experts = 0;
   int hidden = 0;
   int ffn = 0;
-  // > 0: gate_w and up_w are the two halves of a fused gate_up stack [E, 2 * ffn, hidden]
-  // (gate_w = its start, up_w = its start + ffn rows) and this is 2 * ffn.
-  int gate_up_expert_rows = 0;
 };
 
 // Preconditions: as LaunchMoeGroupedGemm; groups.row_tokens not null; n * k >= 1.
@@ -216,11 +250,10 @@ auto LaunchMoeExperts(Launcher& launcher, const MoeGemmGroups& groups,
                       const MoeExpertsArgs<T, TY>& args) {
   const int slots = args.num_tokens * args.k;
   auto status = LaunchMoeGroupedGemm(launcher, args.x, args.gate_w, args.gate, groups, slots,
-                                     args.num_experts, args.ffn, args.hidden,
-                                     args.gate_up_expert_rows);
+                                     args.num_experts, args.ffn, args.hidden);
   if (!LaunchSucceeded(status)) return status;
   status = LaunchMoeGroupedGemm(launcher, args.x, args.up_w, args.up, groups, slots,
-                                args.num_experts, args.ffn, args.hidden, args.gate_up_expert_rows);
+                                args.num_experts, args.ffn, args.hidden);
   if (!LaunchSucceeded(status)) return status;
   status = LaunchSwiGlu(launcher, static_cast<const T*>(args.gate),
                         static_cast<const T*>(args.up), args.gate, slots, args.ffn);

@@ -123,6 +123,21 @@ __device__ __forceinline__ GroupScale DecodeGroupScale(const RawGroupScale& raw)
   }
 }
 
+// Weight (row, col) as packed_format.h's f32 formula (without NVFP4's tensor scale): scale·c,
+// or scale·c + min with one rounding; what PackedDequantizeKernel writes before rounding to T.
+// One element at a time: for kernels that stage weight tiles element by element.
+template <PackedScheme kScheme>
+__device__ __forceinline__ float PackedWeightValue(const PackedLinear& w, int row, int col) {
+  constexpr int kCodesPerWord = 32 / PackedCodeBits(kScheme);
+  const auto* words = reinterpret_cast<const unsigned*>(w.codes + int64_t{row} *
+                                                                      PackedRowCodeBytes(kScheme, w.k));
+  const unsigned code = CodeOfWord<kScheme>(__ldg(words + col / kCodesPerWord), col % kCodesPerWord);
+  const GroupScale scale =
+      DecodeGroupScale<kScheme>(LoadRawGroupScale<kScheme>(w, row, col / PackedGroupSize(kScheme)));
+  const float c = CodeValue<kScheme>(code);
+  return PackedHasMins(kScheme) ? __fmaf_rn(scale.scale, c, scale.min) : __fmul_rn(scale.scale, c);
+}
+
 // Two floats as T (bf16 or f16) packed in a word, `low` in the low half (an mma operand pair).
 template <typename T>
 __device__ __forceinline__ uint32_t PackPair(float low, float high) {

@@ -43,7 +43,9 @@ std::vector<std::vector<float>> TeacherForcedLogits(const worker::LoadedModel& m
     const worker::SequenceWork work{.tokens = std::span(tokens).subspan(t, 1),
                                     .start_pos = static_cast<int32_t>(t),
                                     .block_table = table,
-                                    .needs_logits = true};
+                                    .needs_logits = true,
+                                    // a hybrid's recurrent state lives in a slot
+                                    .slot = model.config.hybrid.has_value() ? 0 : -1};
     const absl::Status status = runner.Forward({&work, 1}, &logits);
     TESSERA_CHECK(status.ok(), "TeacherForcedLogits: Forward failed");
     all.emplace_back(logits.Row(0).begin(), logits.Row(0).end());

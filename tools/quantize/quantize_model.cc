@@ -63,26 +63,35 @@ absl::Status ForEachChunk(const gguf::GgufFile& in, const gguf::GgufTensorInfo& 
 
 struct Requantized {
   std::vector<uint8_t> bytes;
-  float tensor_scale = 1.0f;  // NVFP4's, written as the sidecar
+  std::vector<float> tensor_scales;  // NVFP4's (one per expert of a stack), written as the sidecar
 };
 
-// NVFP4's two-level recipe: the tensor scale from the whole tensor's amax, then each block.
-absl::StatusOr<Requantized> RequantizeNvfp4(const gguf::GgufFile& in,
-                                            const gguf::GgufTensorInfo& t) {
-  float amax = 0.0f;
-  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, t, [&amax](std::span<const float> values) {
-    for (float v : values) amax = std::max(amax, std::fabs(v));
+// NVFP4's two-level recipe: the tensor scale from the amax of the whole matrix (of each expert's
+// matrix in a stack), then each block against its matrix's scale.
+absl::StatusOr<Requantized> RequantizeNvfp4(const gguf::GgufFile& in, const gguf::GgufTensorInfo& t,
+                                            uint64_t num_matrices) {
+  const uint64_t matrix_elements = t.num_elements / num_matrices;
+  std::vector<float> amax(num_matrices, 0.0f);
+  uint64_t at = 0;
+  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, t, [&](std::span<const float> values) {
+    for (float v : values) {
+      float& m = amax[at++ / matrix_elements];
+      m = std::max(m, std::fabs(v));
+    }
     return absl::OkStatus();
   }));
   Requantized out;
-  out.tensor_scale = gguf::Nvfp4TensorScale(std::span<const float>(&amax, 1));
+  for (float m : amax) out.tensor_scales.push_back(gguf::Nvfp4TensorScale(std::span<const float>(&m, 1)));
   out.bytes.reserve(t.num_elements / gguf::kNvfp4BlockElements * gguf::kNvfp4BlockBytes);
-  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, t, [&out](std::span<const float> values) {
+  at = 0;
+  TESSERA_RETURN_IF_ERROR(ForEachChunk(in, t, [&](std::span<const float> values) {
     for (size_t i = 0; i < values.size(); i += gguf::kNvfp4BlockElements) {
       uint8_t block[gguf::kNvfp4BlockBytes];
-      gguf::QuantizeNvfp4Block(values.subspan(i).first<gguf::kNvfp4BlockElements>(),
-                               out.tensor_scale, block);
+      // matrix_elements is a whole number of blocks (rows are), so no block spans two matrices.
+      const float scale = out.tensor_scales[at / matrix_elements];
+      gguf::QuantizeNvfp4Block(values.subspan(i).first<gguf::kNvfp4BlockElements>(), scale, block);
       out.bytes.insert(out.bytes.end(), block, block + sizeof(block));
+      at += gguf::kNvfp4BlockElements;
     }
     return absl::OkStatus();
   }));
@@ -90,7 +99,7 @@ absl::StatusOr<Requantized> RequantizeNvfp4(const gguf::GgufFile& in,
 }
 
 absl::StatusOr<Requantized> Requantize(const gguf::GgufFile& in, const TensorDecision& d) {
-  if (d.output_type == gguf::GgmlType::kNvfp4) return RequantizeNvfp4(in, *d.tensor);
+  if (d.output_type == gguf::GgmlType::kNvfp4) return RequantizeNvfp4(in, *d.tensor, d.scale_count);
   Requantized out;
   TESSERA_RETURN_IF_ERROR(ForEachChunk(in, *d.tensor, [&](std::span<const float> values) {
     absl::StatusOr<std::vector<uint8_t>> blocks = gguf::QuantizeFromF32(d.output_type, values);
@@ -113,7 +122,7 @@ absl::StatusOr<QuantizeSummary> QuantizeModel(const gguf::GgufFile& in,
   gguf::GgmlType target = gguf::GgmlType::kF32;
   for (const TensorDecision& d : plan) {
     specs.push_back({d.tensor->name, d.tensor->dims, d.output_type});
-    if (!d.scale_name.empty()) specs.push_back({d.scale_name, {1}, gguf::GgmlType::kF32});
+    if (!d.scale_name.empty()) specs.push_back({d.scale_name, {d.scale_count}, gguf::GgmlType::kF32});
     state.bytes_total += d.tensor->num_bytes;
     if (d.action == TensorAction::kQuantize) target = d.output_type;
   }
@@ -129,9 +138,10 @@ absl::StatusOr<QuantizeSummary> QuantizeModel(const gguf::GgufFile& in,
       if (!result.ok()) return result.status();
       written = (*writer)->WriteNext(result->bytes);
       if (written.ok() && !d.scale_name.empty()) {
+        const std::span<const float> scales(result->tensor_scales);
         written = (*writer)->WriteNext(std::span<const uint8_t>(
-            reinterpret_cast<const uint8_t*>(&result->tensor_scale), sizeof(float)));
-        summary.output_bytes += sizeof(float);
+            reinterpret_cast<const uint8_t*>(scales.data()), scales.size_bytes()));
+        summary.output_bytes += scales.size_bytes();
       }
       ++summary.quantized;
       summary.quantized_elements += d.tensor->num_elements;

@@ -26,9 +26,6 @@ std::string KeepReason(const gguf::GgufTensorInfo& t, const QuantizeOptions& opt
   if (absl::StrContains(t.name, "_norm") || absl::StrContains(t.name, "conv1d")) {
     return "norm or convolution kernel";
   }
-  if (options.target == gguf::GgmlType::kNvfp4 && t.dims.size() > 2) {
-    return "an expert stack (NVFP4 per-expert scales are not applied yet)";
-  }
   const uint32_t block = gguf::GetGgmlTypeInfo(options.target).block_size;
   if (t.dims[0] % block != 0) {
     return absl::StrCat("rows of ", t.dims[0], " are not a multiple of ", block);
@@ -64,6 +61,7 @@ absl::StatusOr<std::vector<TensorDecision>> PlanQuantization(const gguf::GgufFil
       if (options.target == gguf::GgmlType::kNvfp4) {
         d.scale_name = t.name.substr(0, t.name.size() - std::string_view(".weight").size()) +
                        ".scale";
+        d.scale_count = t.dims.size() > 2 ? t.dims[2] : 1;
       }
     }
     plan.push_back(std::move(d));

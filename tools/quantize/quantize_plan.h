@@ -12,8 +12,8 @@
 // A tensor already in the target type is copied unchanged.
 // NVFP4 follows NVIDIA's two-level recipe (common/gguf/quantize_fp4.h): each converted matrix
 // gets its per-tensor scale as the F32 sidecar `<name less .weight>.scale` that llama.cpp's
-// converter writes; expert stacks and the token embedding stay as they are for NVFP4, since the
-// MoE path and the embedding lookup do not apply such a scale yet.
+// converter writes (an expert stack one per expert, F32 [experts]); the token embedding stays as
+// it is for NVFP4, since the embedding lookup does not apply such a scale yet.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,8 @@ struct TensorDecision {
   TensorAction action = TensorAction::kCopy;
   gguf::GgmlType output_type = gguf::GgmlType::kF32;
   std::string reason;  // why it is kept ("norm", "output head", "rows not a multiple of 64")
-  std::string scale_name;  // NVFP4: the F32 [1] sidecar written right after the tensor; "" none
+  std::string scale_name;  // NVFP4: the F32 sidecar written right after the tensor; "" none
+  uint64_t scale_count = 0;  // its values: 1, or one per expert of a stack
 };
 
 // One decision per tensor of `file`, in file order. FAILED_PRECONDITION when the file's

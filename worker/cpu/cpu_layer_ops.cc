@@ -78,7 +78,13 @@ void CpuModelOps::LinearAttend(int linear_layer, const GdnOpWeights& w, const Gd
 
 void CpuModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
   const model::MoeDims& m = *config_.hybrid->moe;
-  const auto experts = [this](WeightId id) { return (*weights_)[id].experts; };
+  const auto experts = [this](WeightId id) {
+    const CpuWeight& weight = (*weights_)[id];
+    cpu::ExpertWeightsView view = weight.experts;
+    view.output_scales = weight.expert_scales.empty() ? nullptr : weight.expert_scales.data();
+    return view;
+  };
+  const auto scale = [this](WeightId id) { return Has(id) ? (*weights_)[id].tensor_scale : 1.0f; };
   const cpu::WeightView none{};
   cpu::ExpertWeightsView gate, up;
   if (w.gate_up_exps != kNoWeight) {  // fused: each expert's gate rows, then its up rows
@@ -101,7 +107,12 @@ void CpuModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
                              .shared_down = Has(w.shared_down) ? Matrix(w.shared_down) : none,
                              .shared_expert_gate = Has(w.shared_expert_gate)
                                                        ? Matrix(w.shared_expert_gate)
-                                                       : none};
+                                                       : none,
+                             .scales = {.router = scale(w.router),
+                                        .shared_gate = scale(w.shared_gate),
+                                        .shared_up = scale(w.shared_up),
+                                        .shared_down = scale(w.shared_down),
+                                        .shared_expert_gate = scale(w.shared_expert_gate)}};
   const cpu::MoeFfnConfig moe{.routing = {.num_experts = m.num_experts,
                                           .num_experts_used = m.num_experts_used,
                                           .normalize_weights = true},

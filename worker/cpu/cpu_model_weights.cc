@@ -29,37 +29,40 @@ bool SameShape(const std::vector<uint64_t>& actual, const std::vector<uint64_t>&
 }
 
 // The per-tensor scale llama.cpp's converter writes beside an NVFP4 matrix `X.weight`: the F32
-// tensor `X.scale` ([1]; [experts] for an expert stack), which multiplies the matmul output
-// (docs/design/fp4-formats.md). 1 when the file has none. A matrix's scale becomes part of the
-// weight (CpuWeight::tensor_scale), applied by the backend's Project; an expert stack's or an
-// embedding table's is refused (UNIMPLEMENTED) until the MoE path and the embedding lookup apply
-// them, since running without it would silently scale every output wrong.
-absl::StatusOr<float> Nvfp4TensorScale(const gguf::GgufFile& file, const WeightSpec& spec) {
+// tensor `X.scale` ([1]; [experts] for an expert stack, one per expert), which multiplies the
+// matmul output (docs/design/fp4-formats.md). Empty when the file has none. It becomes part of
+// the weight (CpuWeight::tensor_scale / expert_scales), applied by the backends; an embedding
+// table's is refused (UNIMPLEMENTED), since the lookup would silently run without it.
+absl::StatusOr<std::vector<float>> Nvfp4TensorScales(const gguf::GgufFile& file,
+                                                     const WeightSpec& spec) {
   const gguf::GgufTensorInfo* info = file.FindTensor(spec.name);
   constexpr std::string_view kSuffix = ".weight";
   if (info == nullptr || info->type != gguf::GgmlType::kNvfp4 || !spec.name.ends_with(kSuffix)) {
-    return 1.0f;
+    return std::vector<float>();
   }
   const std::string name = spec.name.substr(0, spec.name.size() - kSuffix.size()) + ".scale";
   const gguf::GgufTensorInfo* scale = file.FindTensor(name);
-  if (scale == nullptr) return 1.0f;
-  if (spec.role != WeightRole::kMatrix) {  // an expert stack, or an embedding table
+  if (scale == nullptr) return std::vector<float>();
+  if (spec.role != WeightRole::kMatrix && spec.role != WeightRole::kExperts) {
     return absl::UnimplementedError(absl::StrCat(
         "tensor '", spec.name, "' is NVFP4 with scales '", name,
-        "', which only plain matrices apply yet (not expert stacks or embedding lookups)"));
+        "', which an embedding lookup does not apply yet"));
   }
-  if (scale->type != gguf::GgmlType::kF32 || scale->num_elements != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name, "' must be one F32 value (the tensor scale of '",
-                     spec.name, "')"));
+  const int64_t count = spec.role == WeightRole::kExperts ? spec.experts() : 1;
+  if (scale->type != gguf::GgmlType::kF32 || scale->num_elements != static_cast<uint64_t>(count)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' must be ", count,
+                                                   " F32 value(s) (the tensor scale of '",
+                                                   spec.name, "')"));
   }
-  float value;
-  std::memcpy(&value, file.TensorData(*scale).data(), sizeof(value));
-  if (!std::isfinite(value) || !(value > 0.0f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name, "' = ", value, " must be finite and positive"));
+  std::vector<float> values(static_cast<size_t>(count));
+  std::memcpy(values.data(), file.TensorData(*scale).data(), values.size() * sizeof(float));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i]) || !(values[i] > 0.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' [", i, "] = ", values[i],
+                                                     " must be finite and positive"));
+    }
   }
-  return value;
+  return values;
 }
 
 // Resolves one declared tensor at a time and keeps the f32 copies it has to make.
@@ -81,10 +84,12 @@ class TensorBinder {
       return weight;
     }
     TESSERA_ASSIGN_OR_RETURN(const MatmulData data, Matmul(*info));
-    TESSERA_ASSIGN_OR_RETURN(weight.tensor_scale, Nvfp4TensorScale(file_, spec));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> scales, Nvfp4TensorScales(file_, spec));
     if (spec.role != WeightRole::kExperts) {
       weight.matrix = {data.format, data.data, spec.rows(), spec.cols()};
+      if (!scales.empty()) weight.tensor_scale = scales[0];
     } else {
+      weight.expert_scales = std::move(scales);
       weight.experts = {.format = data.format, .data = data.data, .num_experts = spec.experts(),
                         .rows = spec.rows(), .cols = spec.cols()};
     }

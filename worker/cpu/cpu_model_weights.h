@@ -9,8 +9,9 @@
 //
 // An NVFP4 matrix may come with a per-tensor scale, the F32 tensor `<name less .weight>.scale`
 // (docs/design/fp4-formats.md) that multiplies its matmul output: it is part of the weight
-// (tensor_scale), applied by each backend's Project, so no model definition names it. An expert
-// stack with per-expert scales is refused (UNIMPLEMENTED) until the MoE path applies them.
+// (tensor_scale), applied by each backend's Project, so no model definition names it; an expert
+// stack's `.scale` holds one per expert (expert_scales), applied by each backend's MoE layer. A
+// scale beside an embedding table is refused (UNIMPLEMENTED): the lookup does not apply it.
 //
 // Ownership: views point into the GgufFile (which must outlive this) or into `owned`.
 // Immutable after load; any thread may read.
@@ -37,6 +38,7 @@ struct CpuWeight {
   kernels::cpu::ExpertWeightsView experts;  // kExperts
   std::span<const float> values;            // kDense, [spec.elements()]
   float tensor_scale = 1.0f;  // kMatrix: multiplies the matmul output (an NVFP4 sidecar), else 1
+  std::vector<float> expert_scales;  // kExperts: [experts], expert e's outputs × [e]; empty: 1
 };
 
 struct CpuModelWeights {
@@ -50,7 +52,8 @@ struct CpuModelWeights {
 // Binds every declared tensor. INVALID_ARGUMENT naming the tensor when a required one is missing
 // ("model has no tensor 'blk.0.attn_q.weight'"), has another shape, cannot be dequantized, or
 // (spec.positive) holds a value that is not finite and positive, or an NVFP4 tensor scale that is
-// not one finite positive F32; UNIMPLEMENTED naming an NVFP4 expert stack's per-expert scales.
+// not one finite positive F32 per matrix (per expert for a stack); UNIMPLEMENTED naming an NVFP4
+// embedding table's scale.
 absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
     const gguf::GgufFile& file, const WeightDeclaration& declaration);
 

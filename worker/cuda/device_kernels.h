@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,22 +45,29 @@ struct GdnRuleInputs {
   const float* beta = nullptr;
 };
 
+// One grouped projection's expert weights (moe_expert_weights.cuh's ExpertStack, untyped): the
+// dense stack of the call's data type, or the packed stack.
+struct MoeExpertWeights {
+  const void* dense = nullptr;  // [E, expert_rows, cols], at the view's first row
+  int expert_rows = 0;          // dense: rows from one expert's matrix to the next's (0: rows)
+  std::optional<cuda::PackedExperts> packed;
+};
+
 // The routed experts of one MoE layer (moe_grouped_gemm.cuh's MoeExpertsArgs<T, float>, untyped:
 // x, the expert stacks and the gate/up scratch of the call's data type; y f32).
 struct MoeExpertsInputs {
-  const void* x = nullptr;       // [n, hidden]
-  const void* gate_w = nullptr;  // [E, ffn, hidden]
-  const void* up_w = nullptr;    // [E, ffn, hidden]
-  const void* down_w = nullptr;  // [E, hidden, ffn]
-  void* gate = nullptr;          // scratch [n * k, ffn]
-  void* up = nullptr;            // scratch [n * k, ffn]
-  float* y = nullptr;            // [n * k, hidden], grouped row order
+  const void* x = nullptr;  // [n, hidden]
+  MoeExpertWeights gate_w;  // [E, ffn, hidden]
+  MoeExpertWeights up_w;    // [E, ffn, hidden]
+  MoeExpertWeights down_w;  // [E, hidden, ffn]
+  void* gate = nullptr;     // scratch [n * k, ffn]
+  void* up = nullptr;       // scratch [n * k, ffn]
+  float* y = nullptr;       // [n * k, hidden], grouped row order
   int num_tokens = 0;
   int k = 0;
   int num_experts = 0;
   int hidden = 0;
   int ffn = 0;
-  int gate_up_expert_rows = 0;   // > 0: gate_w/up_w are halves of a fused [E, 2 * ffn, hidden]
 };
 
 class DeviceKernels {

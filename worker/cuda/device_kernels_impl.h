@@ -306,10 +306,16 @@ class DeviceKernelsFor final : public DeviceKernels {
                           const MoeExpertsInputs& in) override {
     return WithElementType(type, [&](auto t) {
       using T = decltype(t);
+      auto stack = [](const MoeExpertWeights& w) {
+        return cuda::ExpertStack<T>{.dense = static_cast<const T*>(w.dense),
+                                    .expert_rows = w.expert_rows,
+                                    .packed = w.packed.has_value(),
+                                    .packed_view = w.packed.value_or(cuda::PackedExperts{})};
+      };
       const cuda::MoeExpertsArgs<T, float> args{.x = static_cast<const T*>(in.x),
-                                                .gate_w = static_cast<const T*>(in.gate_w),
-                                                .up_w = static_cast<const T*>(in.up_w),
-                                                .down_w = static_cast<const T*>(in.down_w),
+                                                .gate_w = stack(in.gate_w),
+                                                .up_w = stack(in.up_w),
+                                                .down_w = stack(in.down_w),
                                                 .gate = static_cast<T*>(in.gate),
                                                 .up = static_cast<T*>(in.up),
                                                 .y = in.y,
@@ -317,8 +323,7 @@ class DeviceKernelsFor final : public DeviceKernels {
                                                 .k = in.k,
                                                 .num_experts = in.num_experts,
                                                 .hidden = in.hidden,
-                                                .ffn = in.ffn,
-                                                .gate_up_expert_rows = in.gate_up_expert_rows};
+                                                .ffn = in.ffn};
       return to_status_(cuda::LaunchMoeExperts<Launcher, T, float>(launcher_, groups, args));
     });
   }

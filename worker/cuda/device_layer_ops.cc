@@ -142,6 +142,23 @@ void DeviceModelOps::SharedExpert(ActId in, const MoeOpWeights& w) {
   }
 }
 
+// Rows [first_row, first_row + rows) of each expert's matrix in the stack `w` (rows 0: all).
+MoeExpertWeights DeviceModelOps::ExpertWeights(const DeviceWeight& w, int first_row,
+                                               int rows) const {
+  MoeExpertWeights out;
+  out.expert_rows = rows > 0 ? static_cast<int>(w.rows) : 0;
+  if (w.packed) {
+    out.packed = cuda::PackedExperts{.stack = *w.packed,
+                                     .expert_rows = static_cast<int>(w.rows),
+                                     .first_row = first_row,
+                                     .expert_scales = w.expert_scales};
+    return out;
+  }
+  out.dense = static_cast<const uint8_t*>(w.data) +
+              static_cast<size_t>(first_row) * w.cols * device::DataTypeBytes(dtype_);
+  return out;
+}
+
 // Router logits, routing + grouping, the routed experts, the shared expert, the combine:
 // kernels/cpu/moe_ffn.h's steps on the device.
 void DeviceModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
@@ -160,21 +177,19 @@ void DeviceModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
                                    .row_tokens = moe_.groups.row_tokens,
                                    .tile_expert = moe_.groups.tile_expert,
                                    .tile_row0 = moe_.groups.tile_row0};
-  MoeExpertsInputs experts{.x = Buffer(in), .down_w = weights_[w.down_exps].data,
-                           .gate = moe_.gate, .up = moe_.up, .y = moe_.y, .num_tokens = n,
-                           .k = k, .num_experts = m.num_experts,
-                           .hidden = config_.hidden_size};
+  MoeExpertsInputs experts{.x = Buffer(in), .gate_w = {}, .up_w = {},
+                           .down_w = ExpertWeights(weights_[w.down_exps]), .gate = moe_.gate,
+                           .up = moe_.up, .y = moe_.y, .num_tokens = n, .k = k,
+                           .num_experts = m.num_experts, .hidden = config_.hidden_size, .ffn = 0};
   if (w.gate_up_exps != kNoWeight) {  // fused: each expert's gate rows, then its up rows
     const DeviceWeight& fused = weights_[w.gate_up_exps];
     experts.ffn = static_cast<int>(fused.rows / 2);
-    experts.gate_w = fused.data;
-    experts.up_w = static_cast<const uint8_t*>(fused.data) +
-                   static_cast<size_t>(experts.ffn) * fused.cols * device::DataTypeBytes(dtype_);
-    experts.gate_up_expert_rows = static_cast<int>(fused.rows);
+    experts.gate_w = ExpertWeights(fused, 0, experts.ffn);
+    experts.up_w = ExpertWeights(fused, experts.ffn, experts.ffn);
   } else {
     experts.ffn = static_cast<int>(weights_[w.gate_exps].rows);
-    experts.gate_w = weights_[w.gate_exps].data;
-    experts.up_w = weights_[w.up_exps].data;
+    experts.gate_w = ExpertWeights(weights_[w.gate_exps]);
+    experts.up_w = ExpertWeights(weights_[w.up_exps]);
   }
   Check(kernels_.MoeExperts(dtype_, groups, experts));
   if (!status_.ok()) return;

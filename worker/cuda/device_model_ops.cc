@@ -92,7 +92,7 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
 absl::Status DeviceModelOps::AllocateDequantizeScratch() {
   int64_t largest = 0;
   for (const DeviceWeight& w : weights_.tensors) {
-    if (w.packed) largest = std::max(largest, w.rows * w.cols);
+    if (w.packed && w.experts == 1) largest = std::max(largest, w.rows * w.cols);  // not stacks
   }
   if (largest == 0) return absl::OkStatus();
   TESSERA_ASSIGN_OR_RETURN(dequantized_,

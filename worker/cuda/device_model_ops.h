@@ -150,6 +150,7 @@ class DeviceModelOps {
   void GemmRows(const void* a, int m, const DeviceWeight& weight, void* c,
                 device::DataType c_type);
   void SharedExpert(ActId in, const MoeOpWeights& w);  // device_layer_ops.cc
+  MoeExpertWeights ExpertWeights(const DeviceWeight& w, int first_row = 0, int rows = 0) const;
   void DecodeAttention(int kv_layer, const void* q, void* out);
   void PrefillAttention(int kv_layer, const void* q, void* out);
 

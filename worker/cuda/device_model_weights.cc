@@ -46,10 +46,11 @@ class Uploader {
   }
 
   // A matrix or an expert stack ([experts * rows, cols] in one format), dequantized and
-  // multiplied by its tensor scale (an NVFP4 sidecar; 1 otherwise).
+  // multiplied by its tensor scales (NVFP4's sidecar: one for a matrix, one per expert for a
+  // stack, each over its equal share of the rows; none: 1).
   absl::StatusOr<const void*> UploadMatmul(kernels::cpu::WeightFormat format, const void* data,
                                            int64_t rows, int64_t cols, const std::string& name,
-                                           float tensor_scale = 1.0f) {
+                                           std::span<const float> tensor_scales = {}) {
     const uint64_t elements = static_cast<uint64_t>(rows * cols);
     dequantized_.resize(elements);
     const size_t bytes = kernels::cpu::RowBytes(format, cols) * rows;
@@ -60,8 +61,10 @@ class Uploader {
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
     }
-    if (tensor_scale != 1.0f) {
-      for (float& v : dequantized_) v *= tensor_scale;
+    const size_t share = tensor_scales.empty() ? 0 : elements / tensor_scales.size();
+    for (size_t i = 0; i < tensor_scales.size(); ++i) {
+      if (tensor_scales[i] == 1.0f) continue;
+      for (size_t j = i * share; j < (i + 1) * share; ++j) dequantized_[j] *= tensor_scales[i];
     }
     return Upload(dequantized_);
   }
@@ -88,33 +91,41 @@ class Uploader {
 
 // The raw GGUF blocks of a matrix and their type: the cpu binding's view when it kept the file's
 // format, else the file's tensor (a format the cpu kernels do not read, e.g. Q4_K).
+// Rows of the whole tensor: an expert stack's experts one after another.
+int64_t StackRows(const WeightSpec& spec) {
+  return spec.role == WeightRole::kExperts ? spec.experts() * spec.rows() : spec.rows();
+}
+
 struct RawMatrix {
   gguf::GgmlType type = gguf::GgmlType::kF32;
   std::span<const uint8_t> data;
 };
 std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
                                      const gguf::GgufFile* file) {
-  if (w.matrix.format != kernels::cpu::WeightFormat::kF32) {
-    const size_t bytes = kernels::cpu::RowBytes(w.matrix.format, spec.cols()) * spec.rows();
-    return RawMatrix{kernels::cpu::ToGgmlType(w.matrix.format),
-                     {static_cast<const uint8_t*>(w.matrix.data), bytes}};
+  const bool stack = spec.role == WeightRole::kExperts;
+  const kernels::cpu::WeightFormat format = stack ? w.experts.format : w.matrix.format;
+  if (format != kernels::cpu::WeightFormat::kF32) {
+    const size_t bytes = kernels::cpu::RowBytes(format, spec.cols()) * StackRows(spec);
+    return RawMatrix{kernels::cpu::ToGgmlType(format),
+                     {static_cast<const uint8_t*>(stack ? w.experts.data : w.matrix.data), bytes}};
   }
   const gguf::GgufTensorInfo* info = file != nullptr ? file->FindTensor(spec.name) : nullptr;
   if (info == nullptr) return std::nullopt;
   return RawMatrix{info->type, file->TensorData(*info)};
 }
 
-// The packed form of a projection, or nullopt when it has none (format, shape, role, or a scale
-// byte the planar layout cannot hold: then it is dequantized like any other tensor).
+// The packed form of a projection or expert stack (all experts' rows as one matrix), or nullopt
+// when it has none (format, shape, role, or a scale byte the planar layout cannot hold: then it
+// is dequantized like any other tensor). A stack's per-expert scales are uploaded beside it.
 std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const CpuWeight& w,
                                                const WeightUploadOptions& options) {
   if (!options.keep_packed || !MayKeepPacked(spec)) return std::nullopt;
   const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file);
   if (!raw || !CudaPackedScheme(spec, raw->type)) return std::nullopt;
   absl::StatusOr<cuda::PackedWeight> packed = cuda::PackGgufRows(
-      raw->type, raw->data, static_cast<int>(spec.rows()), static_cast<int>(spec.cols()));
+      raw->type, raw->data, static_cast<int>(StackRows(spec)), static_cast<int>(spec.cols()));
   if (!packed.ok()) return std::nullopt;
-  packed->tensor_scale = w.tensor_scale;
+  packed->tensor_scale = spec.role == WeightRole::kExperts ? 1.0f : w.tensor_scale;
   return *std::move(packed);
 }
 
@@ -141,12 +152,18 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
                                           DeviceModelWeights& model) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
                    .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1,
-                   .packed = std::nullopt, .bytes = 0};
+                   .packed = std::nullopt, .expert_scales = nullptr, .bytes = 0};
   if (!w.present) return out;
   const int64_t bytes_before = model.bytes;
   const int64_t parameters = spec.elements();
   if (std::optional<cuda::PackedWeight> packed = PackedFormOf(spec, w, options)) {
     TESSERA_ASSIGN_OR_RETURN(out.packed, UploadPacked(up, *packed));
+    if (!w.expert_scales.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(const void* scales,
+                               up.UploadBytes(w.expert_scales.data(),
+                                              w.expert_scales.size() * sizeof(float)));
+      out.expert_scales = static_cast<const float*>(scales);
+    }
     out.bytes = model.bytes - bytes_before;
     model.CountStorage(cuda::PackedSchemeName(packed->scheme), true, parameters, out.bytes);
     return out;
@@ -161,10 +178,11 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
   } else if (spec.role == WeightRole::kExperts) {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.experts.format, w.experts.data,
                                                        out.experts * out.rows, out.cols,
-                                                       spec.name));
+                                                       spec.name, w.expert_scales));
   } else {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.matrix.format, w.matrix.data, out.rows,
-                                                       out.cols, spec.name, w.tensor_scale));
+                                                       out.cols, spec.name,
+                                                       std::span(&w.tensor_scale, 1)));
   }
   out.bytes = parameters * static_cast<int64_t>(device::DataTypeBytes(model.dtype));
   if (spec.role != WeightRole::kDense) {

@@ -42,7 +42,8 @@ struct DeviceWeight {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t experts = 1;
-  std::optional<cuda::PackedLinear> packed;
+  std::optional<cuda::PackedLinear> packed;  // kExperts: n = experts * rows
+  const float* expert_scales = nullptr;  // packed kExperts: [experts] (NVFP4's), null: none
   int64_t bytes = 0;  // device bytes of the tensor (codes and scales when packed; data, not values)
 
   bool present() const { return data != nullptr || packed.has_value(); }
@@ -50,9 +51,10 @@ struct DeviceWeight {
 
 struct WeightUploadOptions {
   // Keeps each projection whose file type has a packed form (Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4)
-  // and shape (rows % 8, cols % 64; cols % 256 for Q4_K) packed instead of dequantized; not
-  // embeddings, expert stacks or f32-output projections (WeightSpec::f32_output). Needs a bf16 or
-  // f16 compute type; the runner asks for it outside the batch-invariant mode.
+  // and shape (rows % 8, cols % 64; cols % 256 for Q4_K) packed instead of dequantized, and
+  // expert stacks likewise (each expert's rows in turn); not embeddings or f32-output projections
+  // (WeightSpec::f32_output). Needs a bf16 or f16 compute type; the runner asks for it outside
+  // the batch-invariant mode.
   bool keep_packed = false;
   // The model file: the raw blocks of matrices the cpu binding dequantized (Q4_K).
   const gguf::GgufFile* file = nullptr;

@@ -7,6 +7,8 @@
 //   - the combine is bit for bit moe_ffn.cc's Combine (rank order, multiply then add, gate last)
 //     with a gated, an ungated and no shared expert (under the emulator; on a GPU expf may move
 //     the gate by an ulp, so there a 1e-6 relative tolerance);
+//   - packed expert stacks (every scheme, a fused stack's half): the decoded weights' chain times
+//     the expert's scale, bit for bit; stacks that do not fit the projection are launch errors;
 // The whole layer and its batch invariance: moe_layer_kernel_test.cc.
 #include <gtest/gtest.h>
 
@@ -23,7 +25,9 @@
 
 #include "kernels/cpu/moe_routing.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/packed_weight.h"
 #include "tests/unit/cuda/kernel_test_env.h"
+#include "tests/unit/cuda/random_packed_weight.h"
 
 namespace tessera::cuda {
 namespace {
@@ -78,9 +82,10 @@ void CheckGroupedGemm(const simt::Schedule& schedule, int n, int k, int num_expe
     d_c[i] = simt::FloatTo<TC>(std::numeric_limits<float>::quiet_NaN());
   }
   simt::TestLauncher launcher(schedule);
-  const auto status = LaunchMoeGroupedGemm(launcher, static_cast<const T*>(d_a.get()),
-                                           static_cast<const T*>(d_w.get()), d_c.get(),
-                                           groups.View(gather), slots, num_experts, rows_out, cols);
+  const ExpertStack<T> stack{.dense = static_cast<const T*>(d_w.get())};
+  const auto status = LaunchMoeGroupedGemm(launcher, static_cast<const T*>(d_a.get()), stack,
+                                           d_c.get(), groups.View(gather), slots, num_experts,
+                                           rows_out, cols);
   ASSERT_TRUE(status.ok()) << status;
   const std::vector<int32_t> offsets = groups.offsets.ToHost();
   const std::vector<int32_t> row_tokens = groups.row_tokens.ToHost();
@@ -116,6 +121,99 @@ TEST_P(MoeGroupedGemmKernelTest, GroupedGemmIsTheKOrderedFmaChain) {
   }
   CheckGroupedGemm<__nv_bfloat16, float>(GetParam(), 37, 8, 60, 70, 33, true, rng);
   CheckGroupedGemm<__half, __half>(GetParam(), 3, 2, 7, 130, 33, true, rng);
+}
+
+// A packed stack of num_experts matrices of expert_rows rows, viewed from first_row for
+// rows_out rows: the tile holds DequantizePacked's f32 weights exactly, and each expert's
+// products are multiplied once by its scale (per-expert scales, or the stack's tensor scale):
+// bit for bit the host chain times s_e.
+template <typename T, typename TC>
+void CheckPackedGroupedGemm(const simt::Schedule& schedule, PackedScheme scheme, int n, int k,
+                            int num_experts, int rows_out, int cols, int expert_rows,
+                            int first_row, bool per_expert_scales, std::mt19937& rng) {
+  const std::vector<int32_t> ids = RandomExpertIds(n, k, num_experts, rng);
+  DeviceBuffer<int32_t> d_ids{std::span<const int32_t>(ids)};
+  const DeviceGroups groups(schedule, d_ids.get(), n, k, num_experts);
+  const int slots = n * k;
+  const std::vector<T> a = simt::Convert<T>(simt::RandomFloats(size_t(n) * cols, rng, -2, 2));
+  PackedWeight weight = RandomWeight(scheme, num_experts * expert_rows, cols, rng);
+  std::vector<float> scales(num_experts);
+  for (float& s : scales) s = std::uniform_real_distribution<float>(0.25f, 3.0f)(rng);
+  const float tensor_scale = per_expert_scales ? 1.0f : weight.tensor_scale;
+  weight.tensor_scale = 1.0f;  // the weights alone, for the reference
+  const std::vector<float> w = DequantizePacked(weight);
+  weight.tensor_scale = tensor_scale;
+  const DevicePackedWeight d_w(weight);
+  DeviceBuffer<float> d_scales{std::span<const float>(scales)};
+  const ExpertStack<T> stack{.packed = true,
+                             .packed_view = {.stack = d_w.view,
+                                             .expert_rows = expert_rows,
+                                             .first_row = first_row,
+                                             .expert_scales =
+                                                 per_expert_scales ? d_scales.get() : nullptr}};
+  DeviceBuffer<T> d_a{std::span<const T>(a)};
+  DeviceBuffer<TC> d_c(size_t(slots) * rows_out);
+  for (size_t i = 0; i < d_c.size(); ++i) {
+    d_c[i] = simt::FloatTo<TC>(std::numeric_limits<float>::quiet_NaN());
+  }
+  simt::TestLauncher launcher(schedule);
+  const auto status = LaunchMoeGroupedGemm(launcher, static_cast<const T*>(d_a.get()), stack,
+                                           d_c.get(), groups.View(true), slots, num_experts,
+                                           rows_out, cols);
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<int32_t> offsets = groups.offsets.ToHost();
+  const std::vector<int32_t> row_tokens = groups.row_tokens.ToHost();
+  for (int e = 0; e < num_experts; ++e) {
+    const float s = per_expert_scales ? scales[e] : tensor_scale;
+    for (int row = offsets[e]; row < offsets[e + 1]; ++row) {
+      for (int j = 0; j < rows_out; ++j) {
+        const size_t w_row = size_t(e) * expert_rows + first_row + j;
+        float acc = 0.0f;
+        for (int i = 0; i < cols; ++i) {
+          acc = std::fma(simt::AsFloat(a[size_t(row_tokens[row]) * cols + i]), w[w_row * cols + i],
+                         acc);
+        }
+        const float expected = acc * s;
+        ASSERT_TRUE(SameBits(d_c[size_t(row) * rows_out + j], simt::FloatTo<TC>(expected)))
+            << PackedSchemeName(scheme) << " n " << n << " E " << num_experts << " expert " << e
+            << " row " << row << " col " << j;
+      }
+    }
+  }
+}
+
+TEST_P(MoeGroupedGemmKernelTest, PackedStacksAreTheDecodedChainTimesTheExpertScale) {
+  std::mt19937 rng(82);
+  for (PackedScheme scheme : {PackedScheme::kQ8_0, PackedScheme::kQ4_0, PackedScheme::kQ4_1,
+                              PackedScheme::kNvfp4, PackedScheme::kMxfp4}) {
+    // A whole stack, and the up half of a fused gate_up stack (rows 24..47 of 48 per expert).
+    CheckPackedGroupedGemm<__nv_bfloat16, float>(GetParam(), scheme, 3, 2, 7, 16, 64, 16, 0,
+                                                 true, rng);
+    CheckPackedGroupedGemm<__nv_bfloat16, __nv_bfloat16>(GetParam(), scheme, 5, 2, 5, 24, 128,
+                                                         48, 24, false, rng);
+  }
+  CheckPackedGroupedGemm<__half, float>(GetParam(), PackedScheme::kQ4_K, 2, 2, 3, 8, 256, 8, 0,
+                                        true, rng);
+}
+
+TEST_P(MoeGroupedGemmKernelTest, PackedStacksThatDoNotFitAreALaunchError) {
+  std::mt19937 rng(83);
+  const PackedWeight weight = RandomWeight(PackedScheme::kQ4_0, 4 * 16, 64, rng);
+  const DevicePackedWeight d_w(weight);
+  const std::vector<int32_t> ids = RandomExpertIds(2, 1, 4, rng);
+  DeviceBuffer<int32_t> d_ids{std::span<const int32_t>(ids)};
+  const DeviceGroups groups(GetParam(), d_ids.get(), 2, 1, 4);
+  DeviceBuffer<float> d_a(2 * 64), d_c(2 * 16);
+  simt::TestLauncher launcher(GetParam());
+  for (auto [experts, expert_rows, first_row, rows_out, cols] :
+       {std::tuple{4, 16, 8, 16, 64}, {4, 8, 0, 8, 64}, {4, 16, 0, 16, 128}}) {
+    const ExpertStack<float> stack{
+        .packed = true, .packed_view = {.stack = d_w.view, .expert_rows = expert_rows, .first_row = first_row}};
+    EXPECT_FALSE(LaunchMoeGroupedGemm(launcher, static_cast<const float*>(d_a.get()), stack,
+                                      d_c.get(), groups.View(true), 2, experts, rows_out, cols)
+                     .ok())
+        << expert_rows << " " << first_row << " " << cols;
+  }
 }
 
 // moe_ffn.cc's Combine on the host (f32, -ffp-contract=off: products rounded before the adds).

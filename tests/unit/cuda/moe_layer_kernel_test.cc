@@ -104,9 +104,18 @@ std::pair<std::vector<T>, std::vector<int32_t>> RunLayer(const simt::Schedule& s
                          weights.get(),
                          MoeGroupsView{offsets.get(), row_tokens.get(), slot_rows.get(),
                                        tile_expert.get(), tile_row0.get()}));
-  MoeExpertsArgs<T, float> args{xp,        w.gate.get(), w.up.get(), w.down.get(), gate.get(),
-                                up.get(),  y.get(),      n,          s.k,          s.num_experts,
-                                s.hidden,  s.ffn};
+  MoeExpertsArgs<T, float> args{.x = xp,
+                                .gate_w = {.dense = w.gate.get()},
+                                .up_w = {.dense = w.up.get()},
+                                .down_w = {.dense = w.down.get()},
+                                .gate = gate.get(),
+                                .up = up.get(),
+                                .y = y.get(),
+                                .num_tokens = n,
+                                .k = s.k,
+                                .num_experts = s.num_experts,
+                                .hidden = s.hidden,
+                                .ffn = s.ffn};
   check(LaunchMoeExperts(launcher,
                          MoeGemmGroups{offsets.get(), row_tokens.get(), tile_expert.get(),
                                        tile_row0.get()},

@@ -27,75 +27,12 @@
 #include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/packed_weight.h"
 #include "tests/unit/cuda/kernel_test_env.h"
+#include "tests/unit/cuda/random_packed_weight.h"
 
 namespace tessera::cuda {
 namespace {
 
 using simt::DeviceBuffer;
-
-uint16_t HalfBits(float value) { return util::FloatToHalf(value); }
-
-float RandomMagnitude(std::mt19937& rng, float low, float high) {
-  const float v = std::uniform_real_distribution<float>(low, high)(rng);
-  return (rng() & 1) ? -v : v;
-}
-
-// A random weight whose outputs stay well inside f16's range for |x| <= 2, k <= 768. With
-// `tiny_scales`, NVFP4's E4M3 scales are only subnormals and the smallest normals (tensor scale
-// 1), so a misdecoded subnormal is not lost among larger groups.
-PackedWeight RandomWeight(PackedScheme scheme, int n, int k, std::mt19937& rng,
-                          bool tiny_scales = false) {
-  const int groups = n * (k / PackedGroupSize(scheme));
-  std::vector<uint8_t> codes(n * PackedRowCodeBytes(scheme, k)), scales, mins;
-  std::vector<uint16_t> super;
-  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng());
-  auto push_half = [](std::vector<uint8_t>& bytes, float value) {
-    const uint16_t h = HalfBits(value);
-    bytes.push_back(static_cast<uint8_t>(h));
-    bytes.push_back(static_cast<uint8_t>(h >> 8));
-  };
-  float tensor_scale = 1.0f;
-  for (int g = 0; g < groups; ++g) {
-    switch (scheme) {
-      case PackedScheme::kQ8_0:
-        push_half(scales, RandomMagnitude(rng, 0x1p-9f, 0x1p-5f));
-        break;
-      case PackedScheme::kQ4_0:
-        push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f));
-        break;
-      case PackedScheme::kQ4_1:
-        push_half(scales, RandomMagnitude(rng, 0x1p-5f, 0.25f));
-        push_half(mins, RandomMagnitude(rng, 0.0f, 2.0f));
-        break;
-      case PackedScheme::kQ4_K:
-        scales.push_back(static_cast<uint8_t>(rng() % 64));
-        mins.push_back(static_cast<uint8_t>(rng() % 64));
-        break;
-      case PackedScheme::kNvfp4: {  // any finite E4M3 (448, subnormals), a small tensor scale
-        uint8_t s;
-        do {
-          s = static_cast<uint8_t>(rng());
-        } while ((s & 0x7F) == 0x7F);
-        scales.push_back(tiny_scales ? s & 0x8F : s);
-        tensor_scale = tiny_scales ? 1.0f : 0x1p-9f * 1.375f;
-        break;
-      }
-      case PackedScheme::kMxfp4:
-        scales.push_back(static_cast<uint8_t>(118 + rng() % 11));
-        break;
-    }
-  }
-  if (scheme == PackedScheme::kQ4_K) {
-    for (int s = 0; s < n * (k / 256); ++s) {
-      super.push_back(HalfBits(RandomMagnitude(rng, 0x1p-10f, 0x1p-6f)));
-      super.push_back(HalfBits(std::fabs(RandomMagnitude(rng, 0x1p-10f, 0x1p-6f))));
-    }
-  }
-  absl::StatusOr<PackedWeight> w =
-      PackPlanar(scheme, n, k, codes, scales, mins, super, tensor_scale);
-  EXPECT_TRUE(w.ok()) << w.status();
-  return *w;
-}
 
 // |min| of each group of row `row` (0 without mins), for the bound.
 float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
@@ -138,34 +75,13 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
   return LaunchPackedLinear(launcher, x, m, w, y);
 }
 
-// The weight's arrays on the device and its view.
-struct DeviceWeight {
-  explicit DeviceWeight(const PackedWeight& w)
-      : codes(std::span<const uint8_t>(w.codes)),
-        scales(std::span<const uint8_t>(w.scales)),
-        mins(std::span<const uint8_t>(w.mins)),
-        super(std::span<const uint16_t>(w.super_scales)) {
-    view = PackedLinear{w.scheme,
-                        w.n,
-                        w.k,
-                        codes.get(),
-                        scales.get(),
-                        w.mins.empty() ? nullptr : mins.get(),
-                        w.super_scales.empty() ? nullptr : super.get(),
-                        w.tensor_scale};
-  }
-  DeviceBuffer<uint8_t> codes, scales, mins;
-  DeviceBuffer<uint16_t> super;
-  PackedLinear view;
-};
-
 template <typename T>
 void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme, int m, int n,
                  int k, std::mt19937& rng, bool tiny_scales = false) {
   const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
   const std::vector<float> w = DequantizePacked(weight);
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
-  const DeviceWeight d_w(weight);
+  const DevicePackedWeight d_w(weight);
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_y(size_t(m) * n);
   for (size_t i = 0; i < d_y.size(); ++i)
     d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
@@ -261,7 +177,7 @@ void CheckDequantize(const simt::Schedule& schedule, PackedScheme scheme, int n,
                      std::mt19937& rng, bool tiny_scales = false) {
   const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
   const std::vector<float> w = DequantizePacked(weight);
-  const DeviceWeight d_w(weight);
+  const DevicePackedWeight d_w(weight);
   DeviceBuffer<T> d_out(size_t(n) * k);
   for (size_t i = 0; i < d_out.size(); ++i)
     d_out[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
@@ -287,7 +203,7 @@ TEST_P(PackedLinearKernelTest, DequantizeIsTheReferenceRoundedOnce) {
   CheckDequantize<__half>(GetParam(), PackedScheme::kNvfp4, 16, 256, rng, true);
   DeviceBuffer<__half> out(64 * 96);
   const PackedWeight weight = RandomWeight(PackedScheme::kQ8_0, 8, 64, rng);
-  DeviceWeight d_w(weight);
+  DevicePackedWeight d_w(weight);
   d_w.view.k = 96;  // k % 64
   simt::TestLauncher launcher(GetParam());
   EXPECT_FALSE(LaunchPackedDequantize(launcher, d_w.view, out.get()).ok());
@@ -296,7 +212,7 @@ TEST_P(PackedLinearKernelTest, DequantizeIsTheReferenceRoundedOnce) {
 TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
   std::mt19937 rng(2008);
   const PackedWeight weight = RandomWeight(PackedScheme::kQ4_K, 16, 256, rng);
-  const DeviceWeight d_w(weight);
+  const DevicePackedWeight d_w(weight);
   DeviceBuffer<__nv_bfloat16> d_x(32 * 256 + 8), d_y(32 * 16 + 8);
   const __nv_bfloat16* x = d_x.get();
   simt::TestLauncher launcher(GetParam());

@@ -240,6 +240,58 @@ TEST_P(CpuMoeFfnTest, QuantizedEqualsDequantizedAtLoad) {
       BitEqual(RunMoe(pool, moe, x, 17, GetParam()), RunMoe(pool, dequantized, x, 17, GetParam())));
 }
 
+// An f32 copy of `rows` x `cols` weights with row r multiplied by scale_of_row(r).
+template <typename ScaleOfRow>
+std::vector<float> ScaledCopy(const void* data, int64_t rows, int64_t cols, ScaleOfRow scale_of_row) {
+  const auto* values = static_cast<const float*>(data);
+  std::vector<float> out(values, values + rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] *= scale_of_row(r);
+  }
+  return out;
+}
+
+// Output scales (NVFP4's per-tensor and per-expert tensor scales) multiply each product once:
+// with powers of two that is exact, so the layer equals the one whose weights were pre-scaled.
+TEST_P(CpuMoeFfnTest, OutputScalesEqualPrescaledWeights) {
+  ThreadPool pool(2);
+  const MoeShape shape = Shape(WeightFormat::kF32, 6, 2);
+  OwnedMoe moe = MakeMoe(shape, 6000);
+  const std::vector<float> expert_scales = {0.5f, 2.0f, 1.0f, 0.25f, 4.0f, 0.125f};
+  std::vector<std::vector<float>> copies;
+  copies.reserve(8);
+  OwnedMoe prescaled = moe;
+  auto scale_experts = [&](ExpertWeightsView* source, ExpertWeightsView* target) {
+    copies.push_back(ScaledCopy(source->data, source->num_experts * source->rows, source->cols,
+                                [&](int64_t r) { return expert_scales[r / source->rows]; }));
+    target->data = copies.back().data();
+    source->output_scales = expert_scales.data();
+  };
+  auto scale_matrix = [&](WeightView* source, float* scale, WeightView* target, float value) {
+    copies.push_back(ScaledCopy(source->data, source->rows, source->cols, [&](int64_t) { return value; }));
+    target->data = copies.back().data();
+    *scale = value;
+  };
+  MoeFfnWeights& w = moe.weights;
+  MoeFfnWeights& p = prescaled.weights;
+  scale_experts(&w.gate, &p.gate);
+  scale_experts(&w.up, &p.up);
+  scale_experts(&w.down, &p.down);
+  scale_matrix(&w.router, &w.scales.router, &p.router, 0.5f);
+  scale_matrix(&w.shared_gate, &w.scales.shared_gate, &p.shared_gate, 4.0f);
+  scale_matrix(&w.shared_up, &w.scales.shared_up, &p.shared_up, 0.25f);
+  scale_matrix(&w.shared_down, &w.scales.shared_down, &p.shared_down, 2.0f);
+  scale_matrix(&w.shared_expert_gate, &w.scales.shared_expert_gate, &p.shared_expert_gate, 8.0f);
+  const auto x = RandomVector(13 * shape.hidden, 6001);
+  const std::vector<float> scaled = RunMoe(pool, moe, x, 13, GetParam());
+  EXPECT_TRUE(BitEqual(scaled, RunMoe(pool, prescaled, x, 13, GetParam())));
+  MoeFfnWeights unscaled = w;  // and the scales do change the output
+  unscaled.gate.output_scales = nullptr;
+  unscaled.scales = {};
+  moe.weights = unscaled;
+  EXPECT_FALSE(BitEqual(scaled, RunMoe(pool, moe, x, 13, GetParam())));
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuIsas, CpuMoeFfnTest, ::testing::ValuesIn(SupportedIsas()),
                          testing::IsaParamName);
 
