@@ -34,7 +34,7 @@ struct ExpertStack {
   const T* dense = nullptr;  // [E, expert_rows, cols] of T, at the view's first row
   int expert_rows = 0;       // dense: rows from one expert's matrix to the next's (0: rows_out)
   bool packed = false;       // true: read packed_view instead
-  PackedExperts packed_view;
+  PackedExperts packed_view = {};
 };
 
 namespace moe_weights {

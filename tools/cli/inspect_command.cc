@@ -165,7 +165,8 @@ void PrintTensorSummary(const gguf::GgufFile& file) {
 }
 
 // How the cuda backend holds the declared tensors at --dtype bf16 (worker/cuda_packed_rule.h):
-// projections packed in their file's quantized format, the rest dequantized to bf16.
+// projections and expert stacks packed in their file's quantized format, an untied embedding
+// table in its quantized rows, the rest dequantized to bf16.
 void PrintCudaWeights(const gguf::GgufFile& file, const model::ModelConfig& config,
                       const model::HybridTensorForms& forms) {
   const absl::StatusOr<worker::ModelPlan> plan = worker::PlanModel(config, forms);
@@ -179,7 +180,11 @@ void PrintCudaWeights(const gguf::GgufFile& file, const model::ModelConfig& conf
     if (const auto scheme = worker::CudaPackedScheme(spec, info->type)) {
       ++packed_by_type[gguf::GgmlTypeName(info->type)];
       packed_params += spec.elements();
-      packed_bytes += cuda::PackedWeightBytes(*scheme, spec.rows(), spec.cols());
+      packed_bytes += cuda::PackedWeightBytes(*scheme, worker::PackedMatrixRows(spec), spec.cols());
+    } else if (worker::KeepsEmbeddingRows(spec, info->type)) {
+      ++packed_by_type[gguf::GgmlTypeName(info->type)];
+      packed_params += spec.elements();
+      packed_bytes += static_cast<int64_t>(info->num_bytes);
     } else {
       ++dense;
       dense_bytes += spec.elements() * 2;

@@ -131,10 +131,11 @@ void DeviceModelOps::Check(const absl::Status& status) {
 
 void DeviceModelOps::Embed(WeightId table_id, ActId out) {
   if (!status_.ok()) return;
-  const cuda::GgufFormat table = dtype_ == DataType::kF32   ? cuda::GgufFormat::kF32
-                                 : dtype_ == DataType::kBf16 ? cuda::GgufFormat::kBF16
-                                                             : cuda::GgufFormat::kF16;
   const DeviceWeight& embedding = weights_[table_id];
+  const cuda::GgufFormat table = embedding.table_format.value_or(
+      dtype_ == DataType::kF32 ? cuda::GgufFormat::kF32
+      : dtype_ == DataType::kBf16 ? cuda::GgufFormat::kBF16
+                                  : cuda::GgufFormat::kF16);
   Check(kernels_.Embedding(dtype_, table, inputs_->device_token_ids(), embedding.data,
                            Buffer(out), Rows(out), embedding.rows, config_.hidden_size));
 }

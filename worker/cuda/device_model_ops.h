@@ -48,7 +48,8 @@ namespace tessera::worker {
 struct DeviceKvPools {
   int64_t num_blocks = 0;
   int block_size = 0;
-  std::vector<void*> k, v;  // [attention layers]
+  std::vector<void*> k = {};  // [attention layers]
+  std::vector<void*> v = {};
 };
 
 // What the attention of one step needs beyond the step inputs: host-side maxima that size the

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/gguf/dequantize.h"
 #include "common/util/half.h"
@@ -91,11 +92,6 @@ class Uploader {
 
 // The raw GGUF blocks of a matrix and their type: the cpu binding's view when it kept the file's
 // format, else the file's tensor (a format the cpu kernels do not read, e.g. Q4_K).
-// Rows of the whole tensor: an expert stack's experts one after another.
-int64_t StackRows(const WeightSpec& spec) {
-  return spec.role == WeightRole::kExperts ? spec.experts() * spec.rows() : spec.rows();
-}
-
 struct RawMatrix {
   gguf::GgmlType type = gguf::GgmlType::kF32;
   std::span<const uint8_t> data;
@@ -105,7 +101,7 @@ std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
   const bool stack = spec.role == WeightRole::kExperts;
   const kernels::cpu::WeightFormat format = stack ? w.experts.format : w.matrix.format;
   if (format != kernels::cpu::WeightFormat::kF32) {
-    const size_t bytes = kernels::cpu::RowBytes(format, spec.cols()) * StackRows(spec);
+    const size_t bytes = kernels::cpu::RowBytes(format, spec.cols()) * PackedMatrixRows(spec);
     return RawMatrix{kernels::cpu::ToGgmlType(format),
                      {static_cast<const uint8_t*>(stack ? w.experts.data : w.matrix.data), bytes}};
   }
@@ -123,10 +119,34 @@ std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const Cpu
   const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file);
   if (!raw || !CudaPackedScheme(spec, raw->type)) return std::nullopt;
   absl::StatusOr<cuda::PackedWeight> packed = cuda::PackGgufRows(
-      raw->type, raw->data, static_cast<int>(StackRows(spec)), static_cast<int>(spec.cols()));
+      raw->type, raw->data, static_cast<int>(PackedMatrixRows(spec)), static_cast<int>(spec.cols()));
   if (!packed.ok()) return std::nullopt;
   packed->tensor_scale = spec.role == WeightRole::kExperts ? 1.0f : w.tensor_scale;
   return *std::move(packed);
+}
+
+// The device lookup's format of a GGUF type KeepsEmbeddingRows accepts.
+cuda::GgufFormat EmbeddingRowsFormat(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ8_0: return cuda::GgufFormat::kQ8_0;
+    case gguf::GgmlType::kQ4_0: return cuda::GgufFormat::kQ4_0;
+    case gguf::GgmlType::kQ4_1: return cuda::GgufFormat::kQ4_1;
+    case gguf::GgmlType::kQ4_K: return cuda::GgufFormat::kQ4_K;
+    default: return cuda::GgufFormat::kQ6_K;
+  }
+}
+
+// An embedding table kept in its quantized GGUF rows: their type, or nullopt when the rule or
+// the file says otherwise (then it is dequantized like any other tensor).
+absl::StatusOr<std::optional<gguf::GgmlType>> UploadEmbeddingRows(
+    Uploader& up, const WeightSpec& spec, const CpuWeight& w, const WeightUploadOptions& options,
+    DeviceWeight* out) {
+  const std::optional<RawMatrix> raw =
+      options.keep_packed ? RawMatrixOf(spec, w, options.file) : std::nullopt;
+  if (!raw || !KeepsEmbeddingRows(spec, raw->type)) return std::optional<gguf::GgmlType>();
+  TESSERA_ASSIGN_OR_RETURN(out->data, up.UploadBytes(raw->data.data(), raw->data.size()));
+  out->table_format = EmbeddingRowsFormat(raw->type);
+  return std::optional<gguf::GgmlType>(raw->type);
 }
 
 absl::StatusOr<cuda::PackedLinear> UploadPacked(Uploader& up, const cuda::PackedWeight& w) {
@@ -152,7 +172,8 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
                                           DeviceModelWeights& model) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
                    .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1,
-                   .packed = std::nullopt, .expert_scales = nullptr, .bytes = 0};
+                   .packed = std::nullopt, .expert_scales = nullptr, .table_format = std::nullopt,
+                   .bytes = 0};
   if (!w.present) return out;
   const int64_t bytes_before = model.bytes;
   const int64_t parameters = spec.elements();
@@ -166,6 +187,14 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
     }
     out.bytes = model.bytes - bytes_before;
     model.CountStorage(cuda::PackedSchemeName(packed->scheme), true, parameters, out.bytes);
+    return out;
+  }
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<gguf::GgmlType> rows_kept,
+                           UploadEmbeddingRows(up, spec, w, options, &out));
+  if (rows_kept) {
+    out.bytes = model.bytes - bytes_before;
+    model.CountStorage(absl::AsciiStrToLower(gguf::GgmlTypeName(*rows_kept)), true, parameters,
+                       out.bytes);
     return out;
   }
   if (spec.role == WeightRole::kDense) {

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf_file.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cuda/gguf_blocks.cuh"
 #include "kernels/cuda/packed_format.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
@@ -44,6 +45,9 @@ struct DeviceWeight {
   int64_t experts = 1;
   std::optional<cuda::PackedLinear> packed;  // kExperts: n = experts * rows
   const float* expert_scales = nullptr;  // packed kExperts: [experts] (NVFP4's), null: none
+  // kEmbedding kept as the file's quantized rows (`data` holds them): their format for the
+  // embedding lookup; nullopt: `data` is in the compute type.
+  std::optional<cuda::GgufFormat> table_format;
   int64_t bytes = 0;  // device bytes of the tensor (codes and scales when packed; data, not values)
 
   bool present() const { return data != nullptr || packed.has_value(); }
@@ -52,8 +56,9 @@ struct DeviceWeight {
 struct WeightUploadOptions {
   // Keeps each projection whose file type has a packed form (Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4)
   // and shape (rows % 8, cols % 64; cols % 256 for Q4_K) packed instead of dequantized, and
-  // expert stacks likewise (each expert's rows in turn); not embeddings or f32-output projections
-  // (WeightSpec::f32_output). Needs a bf16 or f16 compute type; the runner asks for it outside
+  // expert stacks likewise (each expert's rows in turn), and an untied embedding table in a
+  // quantized type the lookup decodes keeps its GGUF rows (worker/cuda_packed_rule.h); not
+  // f32-output projections (WeightSpec::f32_output). Needs a bf16 or f16 compute type; the runner asks for it outside
   // the batch-invariant mode.
   bool keep_packed = false;
   // The model file: the raw blocks of matrices the cpu binding dequantized (Q4_K).

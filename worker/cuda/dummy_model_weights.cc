@@ -120,7 +120,8 @@ absl::StatusOr<DeviceWeight> FillTensor(DummyFiller& f, const WeightSpec& spec,
                                         std::optional<cuda::PackedScheme> packed) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
                    .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1,
-                   .packed = std::nullopt, .expert_scales = nullptr, .bytes = 0};
+                   .packed = std::nullopt, .expert_scales = nullptr, .table_format = std::nullopt,
+                   .bytes = 0};
   if (packed && MayKeepPacked(spec) &&
       cuda::PackedShapeError(*packed, spec.rows(), spec.cols()) == nullptr) {
     TESSERA_ASSIGN_OR_RETURN(out.packed, f.Packed(*packed, static_cast<int>(out.experts * spec.rows()),

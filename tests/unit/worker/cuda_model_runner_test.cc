@@ -182,6 +182,58 @@ TEST_F(CudaRunnerTest, LogitsAgainstCpuF32ExactishBf16WithinKlBound) {
   }
 }
 
+// An untied model's Q8_0 embedding table (tiny_model.h) stays in its GGUF rows on the device,
+// decoded by the lookup (bit for bit the cpu decoder's values, rounded once to bf16 as the dense
+// upload rounds them): the packed runner's logits are the cpu runner's within the bf16 bounds,
+// and the table takes the file's bytes, not 2 per weight.
+TEST(CudaRunnerUntiedTest, AQuantizedEmbeddingTableStaysInItsRows) {
+  if (kOnGpu && device::OpenDevice(TestDeviceOptions()).status().code() ==
+                    absl::StatusCode::kUnavailable) {
+    testing_util::SkipOrFailWithoutGpu("no GPU");
+    return;
+  }
+  LoadedModel* raw = nullptr;
+  const std::string error = WriteAndLoadTinyModel(
+      {.num_layers = 2, .hidden = 128, .num_heads = 2, .num_kv_heads = 1, .ffn = 256,
+       .context_length = 128, .seed = 12, .tied_embeddings = false},
+      "cuda_runner_untied.gguf", &raw);
+  ASSERT_TRUE(error.empty()) << error;
+  const std::unique_ptr<LoadedModel> model(raw);
+  const WeightId table = model->plan.weights.Find("token_embd.weight");
+  ASSERT_EQ(model->plan.weights.spec(table).role, WeightRole::kEmbedding);
+  kernels::cpu::ThreadPool pool(2);
+  CpuModelRunner cpu(model->config, &model->plan, model->weights.get(), &pool,
+                     {.block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .max_num_seqs = 1});
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 12; ++i) prompt.push_back(3 + (i * 7919) % (model->config.vocab_size - 3));
+  const auto reference = PositionLogits(cpu, prompt);
+  for (const bool packed : {true, false}) {
+    auto runtime = device::OpenDevice(TestDeviceOptions());
+    ASSERT_TRUE(runtime.ok()) << runtime.status();
+    auto runner = CudaModelRunner::Create(
+        *std::move(runtime), model->config, model->plan, *model->weights,
+        {.dtype = DataType::kBf16, .block_size = kBlockSize, .num_kv_blocks = kNumBlocks,
+         .max_num_seqs = 1, .graphs = CudaGraphMode::kOff, .keep_weights_packed = packed});
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    const DeviceWeight& embedding = (*runner)->device_weights()[table];
+    const gguf::GgufTensorInfo* info = model->file->FindTensor("token_embd.weight");
+    ASSERT_EQ(info->type, gguf::GgmlType::kQ8_0);
+    if (packed) {
+      EXPECT_EQ(embedding.table_format, cuda::GgufFormat::kQ8_0);
+      EXPECT_EQ(embedding.bytes, static_cast<int64_t>(info->num_bytes));
+    } else {
+      EXPECT_FALSE(embedding.table_format.has_value());
+      EXPECT_EQ(embedding.bytes, static_cast<int64_t>(info->num_elements) * 2);
+    }
+    const auto logits = PositionLogits(**runner, prompt);
+    const LogitDiffs diffs = MaxDiffs(reference, logits);
+    std::printf("untied, bf16 %s: max |dlogprob| %.3g, mean KL %.3g\n",
+                packed ? "packed" : "dequantized", diffs.logprob, MeanKl(reference, logits));
+    EXPECT_LT(diffs.logprob, testing_util::kCudaBf16Tolerance.logprob);
+    EXPECT_LT(MeanKl(reference, logits), 2e-3);
+  }
+}
+
 // The tiny model's Q4_1 and Q8_0 projections (tiny_model.h: attention Q4_1 in layer 0 and Q8_0
 // in layer 1, the FFN F16 in layer 0 and Q4_1 in layer 1) stay packed at their formats' sizes,
 // 20 and 34 bytes per 32 weights; the tied embedding / output head (f32 logits) and the F16
