@@ -55,32 +55,47 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
   TESSERA_RETURN_IF_ERROR(CheckRunnable(config, plan, options));
   const kernels::cpu::RopeTable rope(
       RopeParamsForModel(config, weights[plan.head.rope_freqs].values), config.context_length);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DeviceKernels> kernels, MakeDeviceKernels(*runtime));
   const WeightUploadOptions upload{.keep_packed = options.keep_weights_packed &&
                                                   !options.batch_invariant &&
                                                   options.dtype != device::DataType::kF32,
-                                   .file = file};
+                                   .file = file,
+                                   .kernels = kernels.get()};
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<DeviceModelWeights> device_weights,
       UploadModelWeights(*runtime, plan.weights, weights, rope, options.dtype, upload));
-  return Create(std::move(runtime), config, plan, std::move(device_weights), options);
+  return CreateWithKernels(std::move(runtime), config, plan, std::move(device_weights), options,
+                           std::move(kernels));
 }
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
     std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
     const ModelPlan& plan, std::unique_ptr<DeviceModelWeights> weights,
     const CudaRunnerOptions& options) {
+  return CreateWithKernels(std::move(runtime), config, plan, std::move(weights), options, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::CreateWithKernels(
+    std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+    const ModelPlan& plan, std::unique_ptr<DeviceModelWeights> weights,
+    const CudaRunnerOptions& options, std::unique_ptr<DeviceKernels> kernels) {
   TESSERA_RETURN_IF_ERROR(CheckRunnable(config, plan, options));
   TESSERA_CHECK(weights != nullptr && weights->dtype == options.dtype &&
                     static_cast<int>(weights->tensors.size()) == plan.weights.size(),
                 "CudaModelRunner::Create: device weights of another dtype or declaration");
   std::unique_ptr<CudaModelRunner> runner(
       new CudaModelRunner(std::move(runtime), config, plan, options));
-  TESSERA_RETURN_IF_ERROR(runner->Initialize(std::move(weights)));
+  TESSERA_RETURN_IF_ERROR(runner->Initialize(std::move(weights), std::move(kernels)));
   return runner;
 }
 
-absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> weights) {
-  TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
+absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> weights,
+                                         std::unique_ptr<DeviceKernels> kernels) {
+  if (kernels != nullptr) {
+    kernels_ = std::move(kernels);
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
+  }
   TESSERA_RETURN_IF_ERROR(kernels_->PrepareSampling(config_.vocab_size));
   if (plan_.num_linear_layers > 0) {
     TESSERA_RETURN_IF_ERROR(kernels_->PrepareGatedDeltaRule(options_.dtype));

@@ -136,7 +136,13 @@ class CudaModelRunner final : public ModelRunner {
   // What both Create paths check before any device work.
   static absl::Status CheckRunnable(const model::ModelConfig& config, const ModelPlan& plan,
                                     const CudaRunnerOptions& options);
-  absl::Status Initialize(std::unique_ptr<DeviceModelWeights> weights);
+  // `kernels`: those the weights were uploaded with, or null (made here).
+  absl::Status Initialize(std::unique_ptr<DeviceModelWeights> weights,
+                          std::unique_ptr<DeviceKernels> kernels = nullptr);
+  static absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateWithKernels(
+      std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
+      const ModelPlan& plan, std::unique_ptr<DeviceModelWeights> weights,
+      const CudaRunnerOptions& options, std::unique_ptr<DeviceKernels> kernels);
   absl::Status AllocateKvPool();
   absl::StatusOr<int64_t> KvBlocksToAllocate(int64_t block_bytes);
   int64_t KvBlockBytes() const;

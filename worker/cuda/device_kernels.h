@@ -128,6 +128,10 @@ class DeviceKernels {
   // (kernels/cuda/packed_dequantize.cuh); out 16-byte aligned.
   virtual absl::Status PackedDequantize(DataType type, const cuda::PackedLinear& w,
                                         void* out) = 0;
+  // out [rows, cols] bf16 = the GGUF rows `src` of `format` decoded (kernels/cuda/dequantize.cuh:
+  // the cpu decoder's values rounded once): how dense weights are made at load.
+  virtual absl::Status DequantizeToBf16(cuda::GgufFormat format, const void* src, void* out,
+                                        int64_t rows, int64_t cols) = 0;
   // The hybrid layer kinds (worker/models/model_ops.h).
   // dst[r·dst_row + g·dst_group + j] = src[r·src_row + g·src_group + j] (elementwise.cuh).
   virtual absl::Status CopyColumnGroups(DataType type, const void* src, int64_t src_row,

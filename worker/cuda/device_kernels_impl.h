@@ -13,6 +13,7 @@
 #include "kernels/cuda/batch_invariant_gemm.cuh"
 #include "kernels/cuda/block_tables.cuh"
 #include "kernels/cuda/causal_conv1d.cuh"
+#include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gated_delta_rule.cuh"
@@ -212,6 +213,13 @@ class DeviceKernelsFor final : public DeviceKernels {
             cuda::LaunchPackedDequantize<Launcher, T>(launcher_, w, static_cast<T*>(out)));
       }
     });
+  }
+
+  absl::Status DequantizeToBf16(cuda::GgufFormat format, const void* src, void* out, int64_t rows,
+                                int64_t cols) override {
+    return to_status_(cuda::LaunchDequantizeToBf16<Launcher>(
+        launcher_, format, static_cast<const uint8_t*>(src), static_cast<__nv_bfloat16*>(out),
+        rows, cols));
   }
 
   absl::Status CopyColumnGroups(DataType type, const void* src, int64_t src_row, int64_t src_group,

@@ -13,6 +13,7 @@
 #include "common/util/half.h"
 #include "common/util/status_macros.h"
 #include "kernels/cuda/packed_weight.h"
+#include "worker/cuda/device_kernels.h"
 #include "worker/cuda_packed_rule.h"
 
 namespace tessera::worker {
@@ -43,6 +44,25 @@ class Uploader {
     if (absl::Status s = runtime_.Synchronize(); !s.ok()) return s;
     out_->bytes += static_cast<int64_t>(size);
     out_->memory.push_back(*std::move(memory));
+    return static_cast<const void*>(out_->memory.back().data());
+  }
+
+  // GGUF rows of `format` uploaded as they are and decoded to bf16 by `kernels` into a new
+  // allocation; the rows' upload is freed once the decode has run.
+  absl::StatusOr<const void*> UploadDecodedOnDevice(DeviceKernels& kernels, cuda::GgufFormat format,
+                                                    std::span<const uint8_t> rows_bytes,
+                                                    int64_t rows, int64_t cols) {
+    TESSERA_ASSIGN_OR_RETURN(device::DeviceMemory encoded,
+                             device::DeviceMemory::Allocate(runtime_, rows_bytes.size()));
+    TESSERA_RETURN_IF_ERROR(
+        runtime_.CopyToDevice(encoded.data(), rows_bytes.data(), rows_bytes.size()));
+    const size_t size = static_cast<size_t>(rows * cols) * sizeof(uint16_t);
+    TESSERA_ASSIGN_OR_RETURN(device::DeviceMemory decoded,
+                             device::DeviceMemory::Allocate(runtime_, size));
+    TESSERA_RETURN_IF_ERROR(kernels.DequantizeToBf16(format, encoded.data(), decoded.data(), rows, cols));
+    TESSERA_RETURN_IF_ERROR(runtime_.Synchronize());
+    out_->bytes += static_cast<int64_t>(size);
+    out_->memory.push_back(std::move(decoded));
     return static_cast<const void*>(out_->memory.back().data());
   }
 
@@ -125,14 +145,18 @@ std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const Cpu
   return *std::move(packed);
 }
 
-// The device lookup's format of a GGUF type KeepsEmbeddingRows accepts.
-cuda::GgufFormat EmbeddingRowsFormat(gguf::GgmlType type) {
+// The device decoders' format of a GGUF type (kernels/cuda/gguf_blocks.cuh), or nullopt.
+std::optional<cuda::GgufFormat> DeviceGgufFormat(gguf::GgmlType type) {
   switch (type) {
+    case gguf::GgmlType::kF32: return cuda::GgufFormat::kF32;
+    case gguf::GgmlType::kF16: return cuda::GgufFormat::kF16;
+    case gguf::GgmlType::kBF16: return cuda::GgufFormat::kBF16;
     case gguf::GgmlType::kQ8_0: return cuda::GgufFormat::kQ8_0;
     case gguf::GgmlType::kQ4_0: return cuda::GgufFormat::kQ4_0;
     case gguf::GgmlType::kQ4_1: return cuda::GgufFormat::kQ4_1;
     case gguf::GgmlType::kQ4_K: return cuda::GgufFormat::kQ4_K;
-    default: return cuda::GgufFormat::kQ6_K;
+    case gguf::GgmlType::kQ6_K: return cuda::GgufFormat::kQ6_K;
+    default: return std::nullopt;
   }
 }
 
@@ -145,8 +169,25 @@ absl::StatusOr<std::optional<gguf::GgmlType>> UploadEmbeddingRows(
       options.keep_packed ? RawMatrixOf(spec, w, options.file) : std::nullopt;
   if (!raw || !KeepsEmbeddingRows(spec, raw->type)) return std::optional<gguf::GgmlType>();
   TESSERA_ASSIGN_OR_RETURN(out->data, up.UploadBytes(raw->data.data(), raw->data.size()));
-  out->table_format = EmbeddingRowsFormat(raw->type);
+  out->table_format = DeviceGgufFormat(raw->type);
   return std::optional<gguf::GgmlType>(raw->type);
+}
+
+// A dense matrix, embedding or expert stack decoded on the device (WeightUploadOptions::kernels),
+// or null when the host does it: another compute type, a tensor scale to fold, or a type the
+// device does not decode.
+absl::StatusOr<const void*> UploadDecodedOnDevice(Uploader& up, const WeightSpec& spec,
+                                                  const CpuWeight& w,
+                                                  const WeightUploadOptions& options,
+                                                  DataType dtype) {
+  const bool scaled = w.tensor_scale != 1.0f || !w.expert_scales.empty();
+  if (options.kernels == nullptr || dtype != DataType::kBf16 || scaled) return nullptr;
+  const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file);
+  const std::optional<cuda::GgufFormat> format =
+      raw ? DeviceGgufFormat(raw->type) : std::nullopt;
+  if (!format) return nullptr;
+  return up.UploadDecodedOnDevice(*options.kernels, *format, raw->data, PackedMatrixRows(spec),
+                                  spec.cols());
 }
 
 absl::StatusOr<cuda::PackedLinear> UploadPacked(Uploader& up, const cuda::PackedWeight& w) {
@@ -204,19 +245,21 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
     TESSERA_ASSIGN_OR_RETURN(const void* values,
                              up.UploadBytes(w.values.data(), w.values.size() * sizeof(float)));
     out.values = static_cast<const float*>(values);
-  } else if (spec.role == WeightRole::kExperts) {
+    out.bytes = parameters * static_cast<int64_t>(device::DataTypeBytes(model.dtype));
+    return out;
+  }
+  TESSERA_ASSIGN_OR_RETURN(out.data, UploadDecodedOnDevice(up, spec, w, options, model.dtype));
+  if (out.data == nullptr && spec.role == WeightRole::kExperts) {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.experts.format, w.experts.data,
                                                        out.experts * out.rows, out.cols,
                                                        spec.name, w.expert_scales));
-  } else {
+  } else if (out.data == nullptr) {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.matrix.format, w.matrix.data, out.rows,
                                                        out.cols, spec.name,
                                                        std::span(&w.tensor_scale, 1)));
   }
   out.bytes = parameters * static_cast<int64_t>(device::DataTypeBytes(model.dtype));
-  if (spec.role != WeightRole::kDense) {
-    model.CountStorage(device::DataTypeName(model.dtype), false, parameters, out.bytes);
-  }
+  model.CountStorage(device::DataTypeName(model.dtype), false, parameters, out.bytes);
   return out;
 }
 

@@ -30,6 +30,8 @@
 
 namespace tessera::worker {
 
+class DeviceKernels;  // worker/cuda/device_kernels.h
+
 // One tensor on the device: row-major [experts ×] [rows, cols] (rows = output features);
 // data is null for an optional tensor the model lacks. A kDense tensor (norms, biases, conv
 // kernels, per-head constants) is also kept in f32 (`values`) for the kernels that read small
@@ -61,8 +63,13 @@ struct WeightUploadOptions {
   // f32-output projections (WeightSpec::f32_output). Needs a bf16 or f16 compute type; the runner asks for it outside
   // the batch-invariant mode.
   bool keep_packed = false;
-  // The model file: the raw blocks of matrices the cpu binding dequantized (Q4_K).
+  // The model file: the raw blocks of matrices the cpu binding dequantized (Q4_K, Q6_K, F16).
   const gguf::GgufFile* file = nullptr;
+  // Set: a dense bf16 matrix, embedding or expert stack stored in a type the device decodes
+  // (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) and without a tensor scale is uploaded as its
+  // GGUF rows and dequantized there (kernels/cuda/dequantize.cuh: the same bits as the host's
+  // decode and rounding). Null, or another compute type: dequantized on the host.
+  DeviceKernels* kernels = nullptr;
 };
 
 struct DeviceModelWeights {

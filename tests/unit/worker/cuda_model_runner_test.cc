@@ -13,6 +13,8 @@
 
 #include "tests/testing/greedy_comparison.h"
 #include "tests/unit/worker/cuda_runner_fixture.h"
+#include "worker/cuda/device_kernels.h"
+#include "worker/cuda/device_model_weights.h"
 
 namespace tessera::worker::testing {
 namespace {
@@ -180,6 +182,41 @@ TEST_F(CudaRunnerTest, LogitsAgainstCpuF32ExactishBf16WithinKlBound) {
     EXPECT_LT(bf16_diffs.logprob, testing_util::kCudaBf16Tolerance.logprob);
     EXPECT_LT(kl, 2e-3);
   }
+}
+
+// Dense weights decoded on the device at load (the GGUF rows uploaded, kernels/cuda/dequantize.cuh)
+// hold the bits the host's decode and bf16 rounding give: every matrix of the tiny model (Q8_0,
+// Q4_1, F16) uploaded both ways and read back.
+TEST_F(CudaRunnerTest, DenseWeightsDecodedOnTheDeviceAreTheHostsBits) {
+  auto runtime = device::OpenDevice(TestDeviceOptions());
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  auto kernels = MakeDeviceKernels(**runtime);
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  const LoadedModel& m = *model_;
+  const kernels::cpu::RopeTable rope(
+      RopeParamsForModel(m.config, (*m.weights)[m.plan.head.rope_freqs].values),
+      m.config.context_length);
+  auto upload = [&](DeviceKernels* on_device) {
+    auto w = UploadModelWeights(**runtime, m.plan.weights, *m.weights, rope, DataType::kBf16,
+                                {.keep_packed = false, .file = m.file.get(), .kernels = on_device});
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? *std::move(w) : nullptr;
+  };
+  const auto device = upload(kernels->get());
+  const auto host = upload(nullptr);
+  ASSERT_NE(device, nullptr);
+  ASSERT_NE(host, nullptr);
+  int compared = 0;
+  for (WeightId id = 0; id < m.plan.weights.size(); ++id) {
+    const WeightSpec& spec = m.plan.weights.spec(id);
+    if (spec.role == WeightRole::kDense || !(*host)[id].present()) continue;
+    std::vector<uint16_t> a(spec.elements()), b(spec.elements());
+    ASSERT_TRUE((*runtime)->CopyToHost(a.data(), (*device)[id].data, a.size() * 2).ok());
+    ASSERT_TRUE((*runtime)->CopyToHost(b.data(), (*host)[id].data, b.size() * 2).ok());
+    EXPECT_EQ(a, b) << spec.name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 15);  // embedding (the tied head), 7 matrices x 2 layers
 }
 
 // An untied model's Q8_0 embedding table (tiny_model.h) stays in its GGUF rows on the device,
