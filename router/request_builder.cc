@@ -188,7 +188,9 @@ absl::StatusOr<std::vector<int32_t>> TokenizeChat(const v1::Chat& chat,
   for (const chat::PromptPiece& piece : *pieces) {
     segments.push_back({.text = piece.text, .parse_special = piece.is_markup});
   }
-  return model.tokenizer->EncodeSegments(segments, {.add_special = true});
+  // The template adds BOS itself where the model wants one (`bos_token`), as Hugging Face's
+  // apply_chat_template and vLLM's chat path assume: no second one here.
+  return model.tokenizer->EncodeSegments(segments, {.add_special = false});
 }
 
 absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request,

@@ -44,60 +44,49 @@ std::string QuoteBeginning(std::string_view source) {
                       cut < source.size() ? "...\"" : "\"");
 }
 
-bool IsAllowedRole(std::string_view role) {
-  return role == "system" || role == "user" || role == "assistant";
+// messages as the template sees them: a list of {role, content}, strings as content.
+jinja::Value MessagesValue(std::span<const ChatMessage> messages) {
+  jinja::Array list;
+  for (const ChatMessage& m : messages) {
+    jinja::Object message;
+    message.Set("role", jinja::Value::Content(m.role));
+    message.Set("content", jinja::Value::Content(m.content));
+    list.push_back(jinja::Value::MakeObject(std::move(message)));
+  }
+  return jinja::Value::MakeArray(std::move(list));
 }
 
-absl::Status ValidateMessages(std::span<const ChatMessage> messages) {
-  if (messages.empty()) {
-    return absl::InvalidArgumentError(
-        "chat messages are empty; a prompt needs at least one message");
-  }
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string& role = messages[i].role;
-    if (!IsAllowedRole(role)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("messages[", i, "] has role \"", EscapeForMessage(role),
-                       "\"; allowed roles are system, user, assistant"));
-    }
-    if (role == "system" && i != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("messages[", i,
-                       "] is a system message; a system message is only allowed as messages[0]"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The template's own text goes in as markup; `content` as data unless `content_is_markup` (the
-// template's default system prompt).
-void AppendTurn(std::string_view role, std::string_view content, bool content_is_markup,
-                std::vector<PromptPiece>* out) {
-  out->push_back({"<|im_start|>" + std::string(role) + "\n", true});
-  if (!content.empty()) out->push_back({std::string(content), content_is_markup});
-  out->push_back({"<|im_end|>\n", true});
+// The GGUF token text of the id under `key`, or "" (no such token).
+std::string TokenText(const gguf::GgufFile& file, std::string_view key) {
+  absl::StatusOr<int64_t> id = file.GetInt(key);
+  if (!id.ok()) return "";
+  absl::StatusOr<std::vector<std::string>> tokens = file.GetStringArray("tokenizer.ggml.tokens");
+  if (!tokens.ok() || *id < 0 || *id >= static_cast<int64_t>(tokens->size())) return "";
+  return (*tokens)[*id];
 }
 
 }  // namespace
 
-absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view jinja_source) {
+absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view jinja_source,
+                                                      ChatTokens tokens) {
   if (std::all_of(jinja_source.begin(), jinja_source.end(),
                   [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); })) {
     return absl::InvalidArgumentError("chat template is empty");
   }
-  absl::StatusOr<std::vector<JinjaToken>> tokens = TokenizeJinja(jinja_source);
-  if (!tokens.ok()) {
+  absl::StatusOr<jinja::Template> engine = jinja::Template::Parse(jinja_source);
+  if (!engine.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("chat template is not valid Jinja (",
-                                                   tokens.status().message(), "); it begins ",
+                                                   engine.status().message(), "); it begins ",
                                                    QuoteBeginning(jinja_source)));
   }
-  std::optional<KnownTemplateMatch> match = MatchKnownTemplate(*tokens);
-  if (!match.has_value()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "unsupported chat template: ", DiagnoseTemplate(jinja_source), ". The template begins ",
-        QuoteBeginning(jinja_source), ". Supported: ", SupportedTemplatesSummary(), "."));
+  ChatTemplate out(*std::move(engine), std::move(tokens));
+  if (absl::StatusOr<std::vector<JinjaToken>> lexed = TokenizeJinja(jinja_source); lexed.ok()) {
+    if (std::optional<KnownTemplateMatch> match = MatchKnownTemplate(*lexed)) {
+      out.shape_ = match->shape;
+      out.default_system_prompt_ = match->default_system_prompt;
+    }
   }
-  return ChatTemplate(std::move(*match));
+  return out;
 }
 
 absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const gguf::GgufFile& file) {
@@ -107,20 +96,40 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const gguf::GgufFile& file) 
   }
   absl::StatusOr<std::string> source = file.GetString(kChatTemplateKey);
   if (!source.ok()) return source.status();
-  return FromSource(*source);
+  return FromSource(*source, {.bos = TokenText(file, "tokenizer.ggml.bos_token_id"),
+                              .eos = TokenText(file, "tokenizer.ggml.eos_token_id")});
 }
 
 absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(
     std::span<const ChatMessage> messages, bool add_generation_prompt) const {
-  if (absl::Status s = ValidateMessages(messages); !s.ok()) return s;
+  if (messages.empty()) {
+    return absl::InvalidArgumentError(
+        "chat messages are empty; a prompt needs at least one message");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+        role != "tool") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("messages[", i, "] has role \"", EscapeForMessage(role),
+                       "\"; allowed roles are system, developer, user, assistant, tool"));
+    }
+  }
+  jinja::Object context;
+  context.Set("messages", MessagesValue(messages));
+  context.Set("add_generation_prompt", jinja::Value::Bool(add_generation_prompt));
+  context.Set("bos_token", jinja::Value::Markup(tokens_.bos));
+  context.Set("eos_token", jinja::Value::Markup(tokens_.eos));
+  absl::StatusOr<jinja::Text> text = engine_.Render(context);
+  if (!text.ok()) return text.status();
   std::vector<PromptPiece> pieces;
-  if (match_.variant == ChatMlVariant::kDefaultSystem && messages.front().role != "system") {
-    AppendTurn("system", *match_.default_system_prompt, /*content_is_markup=*/true, &pieces);
+  for (size_t i = 0; i < text->bytes.size();) {
+    const bool content = text->IsContent(i);
+    size_t j = i + 1;
+    while (j < text->bytes.size() && text->IsContent(j) == content) ++j;
+    pieces.push_back({text->bytes.substr(i, j - i), !content});
+    i = j;
   }
-  for (const ChatMessage& message : messages) {
-    AppendTurn(message.role, message.content, /*content_is_markup=*/false, &pieces);
-  }
-  if (add_generation_prompt) pieces.push_back({"<|im_start|>assistant\n", true});
   return pieces;
 }
 

@@ -1,25 +1,18 @@
-// ChatTemplate turns a conversation into the prompt text a chat model was trained on.
+// ChatTemplate turns a conversation into the prompt text a chat model was trained on, by
+// rendering the model's own Jinja template (common/chat/jinja_render.h) as Hugging Face's
+// apply_chat_template does: context `messages`, `add_generation_prompt`, `bos_token`,
+// `eos_token` (the tokenizer's texts). Whatever the template does with the conversation is what
+// the model gets; a template that refuses it (raise_exception, a role it does not know) is an
+// INVALID_ARGUMENT naming the template's message.
 //
-// Templates are recognized, not interpreted: FromSource compares the Jinja source structurally
-// with the templates tessera knows (known_templates.h) and refuses everything else with
-// UNIMPLEMENTED, so an unsupported model fails loudly instead of getting a subtly wrong prompt.
-// Supported: the ChatML family — plain ChatML, ChatML with a default system prompt
-// (SmolLM2-Instruct, Qwen2-Instruct) and Qwen2.5-Instruct's ChatML (used without tools).
+// Content is not markup: ApplyPieces keeps the template's own text apart from message content
+// (the engine tracks each output byte's provenance), so a caller tokenizes content as plain text
+// (Tokenizer::EncodeSegments) and a user cannot close their turn by spelling a control token.
 //
-// Conversation rules (Apply), chosen to match what these templates were trained on:
-//   - at least one message;
-//   - roles are exactly "system", "user" or "assistant" (case-sensitive; no "tool");
-//   - a "system" message may only be messages[0]. The Jinja templates would render a later
-//     system turn verbatim, but the models never saw one in training, so it is refused rather
-//     than silently producing an off-distribution prompt;
-//   - content is copied byte for byte (no trimming); roles need not alternate, and the last
-//     message may be an assistant turn (continuation) — the templates allow both.
-// Content is not escaped: text that spells "<|im_end|>" becomes a control token if the tokenizer
-// is asked to parse special tokens in it. ApplyPieces keeps the template's own markup apart from
-// message content so a caller can tokenize content as plain text (Tokenizer::EncodeSegments):
-// then only the template's markers are control tokens and a user cannot close their turn.
+// shape() names the template when it is one tessera knows structurally (known_templates.h:
+// "chatml", "chatml-default-system", "qwen2.5"), else "jinja"; only a label.
 //
-// Ownership/threading: a small immutable value; copy freely; Apply is const and thread-safe.
+// Ownership/threading: cheap to copy (the parsed template is shared); Apply is thread-safe.
 #pragma once
 
 #include <optional>
@@ -29,14 +22,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/chat/jinja_render.h"
 #include "common/chat/known_templates.h"
 #include "common/gguf/gguf_file.h"
 
 namespace tessera::chat {
 
 struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant"
+  std::string role;  // "system" | "user" | "assistant" | "tool" | ... (the template decides)
   std::string content;
+};
+
+// The tokenizer's special-token texts a template may print.
+struct ChatTokens {
+  std::string bos;
+  std::string eos;
 };
 
 // One piece of a rendered prompt: the template's markup (turn markers, role names, the default
@@ -50,28 +50,25 @@ inline constexpr std::string_view kChatTemplateKey = "tokenizer.chat_template";
 
 class ChatTemplate {
  public:
-  // Recognizes `jinja_source` (as stored in GGUF `tokenizer.chat_template` or HF
-  // tokenizer_config.json). INVALID_ARGUMENT for an empty or lexically broken template;
-  // UNIMPLEMENTED, quoting the template's beginning and the family it resembles, for any
-  // template that is not a supported one.
-  static absl::StatusOr<ChatTemplate> FromSource(std::string_view jinja_source);
-  // Reads `tokenizer.chat_template` from the file. NOT_FOUND naming the key when it is absent;
-  // otherwise as FromSource.
+  // Parses `jinja_source` (as stored in GGUF `tokenizer.chat_template` or HF
+  // tokenizer_config.json). INVALID_ARGUMENT for an empty template or one the engine cannot
+  // parse (naming the construct and quoting the template's beginning).
+  static absl::StatusOr<ChatTemplate> FromSource(std::string_view jinja_source,
+                                                 ChatTokens tokens = {});
+  // Reads `tokenizer.chat_template` and the BOS/EOS texts from the file. NOT_FOUND naming the
+  // key when it is absent; otherwise as FromSource.
   static absl::StatusOr<ChatTemplate> FromGguf(const gguf::GgufFile& file);
 
-  // Template family: "chatml".
-  std::string name() const { return "chatml"; }
-  // Which known source matched: "chatml", "chatml-default-system" or "qwen2.5".
-  const std::string& shape() const { return match_.shape; }
-  // The system prompt the template inserts when messages[0] is not a system message.
-  bool has_default_system_prompt() const { return match_.default_system_prompt.has_value(); }
+  // A known template's label, else "jinja".
+  const std::string& shape() const { return shape_; }
+  // The system prompt a known template inserts when messages[0] is not a system message.
+  bool has_default_system_prompt() const { return default_system_prompt_.has_value(); }
   const std::optional<std::string>& default_system_prompt() const {
-    return match_.default_system_prompt;
+    return default_system_prompt_;
   }
 
-  // Renders `messages`, then (when `add_generation_prompt`) the opening of an assistant turn
-  // "<|im_start|>assistant\n". INVALID_ARGUMENT naming the message index for rule violations
-  // (see the file comment).
+  // Renders `messages`, then (when `add_generation_prompt`) the opening of an assistant turn.
+  // INVALID_ARGUMENT for no messages, and for whatever the template refuses.
   absl::StatusOr<std::string> Apply(std::span<const ChatMessage> messages,
                                     bool add_generation_prompt) const;
   // The same prompt as pieces; concatenated they equal Apply's text. Same errors.
@@ -79,9 +76,12 @@ class ChatTemplate {
                                                        bool add_generation_prompt) const;
 
  private:
-  explicit ChatTemplate(KnownTemplateMatch match) : match_(std::move(match)) {}
+  ChatTemplate(jinja::Template engine, ChatTokens tokens) : engine_(std::move(engine)), tokens_(std::move(tokens)) {}
 
-  KnownTemplateMatch match_;
+  jinja::Template engine_;
+  ChatTokens tokens_;
+  std::string shape_ = "jinja";
+  std::optional<std::string> default_system_prompt_;
 };
 
 }  // namespace tessera::chat

@@ -124,13 +124,6 @@ bool MatchToken(const JinjaToken& pattern, const JinjaToken& token,
   return true;
 }
 
-bool ContainsAny(std::string_view source, std::initializer_list<std::string_view> needles) {
-  for (std::string_view needle : needles) {
-    if (Contains(source, needle)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::optional<KnownTemplateMatch> MatchKnownTemplate(const std::vector<JinjaToken>& tokens) {
@@ -151,37 +144,6 @@ std::optional<KnownTemplateMatch> MatchKnownTemplate(const std::vector<JinjaToke
     return match;
   }
   return std::nullopt;
-}
-
-std::string DiagnoseTemplate(std::string_view source) {
-  if (Contains(source, "<|start_header_id|>")) return "it looks like a Llama 3 template";
-  if (Contains(source, "[INST]")) return "it looks like a Llama 2 / Mistral [INST] template";
-  if (Contains(source, "<start_of_turn>")) return "it looks like a Gemma template";
-  if (ContainsAny(source, {"<｜User｜>", "<｜Assistant｜>"}))
-    return "it looks like a DeepSeek template";
-  if (Contains(source, "<|user|>")) return "it looks like a Zephyr / Phi-3 (<|user|>) template";
-  if (!Contains(source, "<|im_start|>")) return "it does not look like any known chat format";
-  std::vector<std::string> features;
-  if (ContainsAny(source, {"tools", "tool_call"})) features.push_back("tools");
-  if (ContainsAny(source, {"<think>", "reasoning_content", "enable_thinking"})) {
-    features.push_back("reasoning (<think>)");
-  }
-  if (ContainsAny(source,
-                  {"is string", "is not string", "'type'", "\"type\"", "image", "<|vision"})) {
-    features.push_back("list (multimodal) message content");
-  }
-  if (Contains(source, "namespace(")) features.push_back("namespace()");
-  if (Contains(source, "raise_exception")) features.push_back("raise_exception()");
-  if (features.empty()) {
-    return "it looks like ChatML but does not match a known ChatML template token for token";
-  }
-  return absl::StrCat("it looks like ChatML but uses ", absl::StrJoin(features, ", "),
-                      ", which tessera does not implement");
-}
-
-std::string SupportedTemplatesSummary() {
-  return "plain ChatML; ChatML with a default system prompt (SmolLM2-Instruct, Qwen2-Instruct); "
-         "Qwen2.5-Instruct ChatML (rendered without tools)";
 }
 
 }  // namespace tessera::chat

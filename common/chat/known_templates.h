@@ -1,5 +1,6 @@
-// The chat templates tessera can render, recognized structurally (see jinja_lexer.h), and the
-// diagnosis used to explain why any other template is refused.
+// The chat templates tessera names, recognized structurally (see jinja_lexer.h): a label for
+// `ChatTemplate::shape()` (ModelInfo, `tessera inspect`) and the default system prompt it shows.
+// Rendering does not depend on it (every template runs through common/chat/jinja_render.h).
 //
 // Each known template is kept as its real Jinja source with `@@SYSTEM@@` standing where the
 // model's default system prompt goes. A template is recognized when its canonical token stream
@@ -32,12 +33,5 @@ struct KnownTemplateMatch {
 
 // nullopt when `tokens` (from TokenizeJinja) is not one of the known templates.
 std::optional<KnownTemplateMatch> MatchKnownTemplate(const std::vector<JinjaToken>& tokens);
-
-// One sentence saying which family `source` looks like and which features it uses that tessera
-// does not implement, e.g. "it looks like ChatML but uses tools, reasoning (<think>)".
-std::string DiagnoseTemplate(std::string_view source);
-
-// The supported shapes, for error messages.
-std::string SupportedTemplatesSummary();
 
 }  // namespace tessera::chat

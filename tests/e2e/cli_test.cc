@@ -79,7 +79,7 @@ TEST(TesseraInspect, ShowsTheDefaultModelsRealHyperParameters) {
   EXPECT_THAT(r.out, ContainsRegex("tensors: +272 \\(F32 x61, Q4_1 x210, Q8_0 x1\\)"));
   EXPECT_THAT(r.out, ContainsRegex("tokenizer: +gpt2 \\(pre-tokenizer smollm\\), 49152 tokens, "
                                    "48900 merges"));
-  EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+  EXPECT_THAT(r.out, ContainsRegex("chat template: +jinja \\(chatml"));
   EXPECT_THAT(r.out, Not(HasSubstr("unsupported")));
 }
 
@@ -109,7 +109,7 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("layers: +3\n"));
   EXPECT_THAT(r.out, HasSubstr("blk.2.ffn_down.weight"));
-  EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+  EXPECT_THAT(r.out, ContainsRegex("chat template: +jinja \\(chatml"));
 }
 
 // A Hugging Face safetensors directory (the tiny qwen3's twin, in two shards): the source format
@@ -129,7 +129,7 @@ TEST(TesseraInspect, ReadsASafetensorsDirectoryLikeItsGgufTwin) {
   EXPECT_THAT(r.out, ContainsRegex("architecture: +qwen3\n"));
   EXPECT_THAT(r.out, ContainsRegex("rope: +theta 10000, neox mode"));
   EXPECT_THAT(r.out, ContainsRegex("tokenizer: +gpt2 \\(pre-tokenizer smollm\\), 459 tokens"));
-  EXPECT_THAT(r.out, ContainsRegex("chat template: +chatml"));
+  EXPECT_THAT(r.out, ContainsRegex("chat template: +jinja \\(chatml"));
   CommandResult gguf_info = RunBinary("tessera", absl::StrCat("inspect ", gguf));
   EXPECT_THAT(gguf_info.out, ContainsRegex("format: +GGUF file\n"));
   const std::string text = ShellQuote("<|im_start|>user\nHello, tiny world 42!<|im_end|>");

@@ -237,10 +237,10 @@ void PrintTokenizer(const gguf::GgufFile& file) {
 void PrintChatTemplate(const gguf::GgufFile& file) {
   auto chat_template = chat::ChatTemplate::FromGguf(file);
   if (!chat_template.ok()) {
-    PrintField("chat template", absl::StrCat("unsupported: ", chat_template.status().message()));
+    PrintField("chat template", absl::StrCat("unusable: ", chat_template.status().message()));
     return;
   }
-  std::string description = absl::StrCat(chat_template->name(), " (", chat_template->shape());
+  std::string description = absl::StrCat("jinja (", chat_template->shape());
   if (chat_template->has_default_system_prompt()) {
     absl::StrAppend(&description, "; default system prompt \"",
                     *chat_template->default_system_prompt(), "\"");

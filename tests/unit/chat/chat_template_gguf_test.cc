@@ -24,7 +24,7 @@ TEST(ChatTemplateGgufTest, SmolLm2ModelFilePromptIsExact) {
   ASSERT_TRUE(file.ok()) << file.status();
   absl::StatusOr<ChatTemplate> t = ChatTemplate::FromGguf(**file);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->name(), "chatml");
+  EXPECT_EQ(t->shape(), "chatml-default-system");
   std::vector<ChatMessage> messages = {{"user", "What is the capital of France?"}};
   absl::StatusOr<std::string> prompt = t->Apply(messages, true);
   ASSERT_TRUE(prompt.ok()) << prompt.status();
@@ -48,7 +48,7 @@ TEST(ChatTemplateGgufTest, MissingKeyIsNotFoundNamingTheKey) {
   EXPECT_THAT(t.status().message(), HasSubstr("tokenizer.chat_template"));
 }
 
-TEST(ChatTemplateGgufTest, WrongTypeAndUnsupportedTemplateAreReported) {
+TEST(ChatTemplateGgufTest, WrongTypeAndBrokenTemplateAreReportedAndBosComesFromTheVocabulary) {
   gguf::GgufWriter writer;
   writer.AddUint32("tokenizer.chat_template", 7);
   absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = BuildGguf(writer);
@@ -57,13 +57,26 @@ TEST(ChatTemplateGgufTest, WrongTypeAndUnsupportedTemplateAreReported) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(t.status().message(), HasSubstr("tokenizer.chat_template"));
 
+  gguf::GgufWriter broken;
+  broken.AddString("tokenizer.chat_template", "{% if %}");
+  file = BuildGguf(broken);
+  ASSERT_TRUE(file.ok()) << file.status();
+  t = ChatTemplate::FromGguf(**file);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), HasSubstr("not valid Jinja"));
+
   gguf::GgufWriter llama;
-  llama.AddString("tokenizer.chat_template", "{{ '<|start_header_id|>' }}");
+  llama.AddString("tokenizer.chat_template",
+                  "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}");
+  llama.AddStringArray("tokenizer.ggml.tokens", {"<unk>", "<|begin_of_text|>", "<|eot_id|>"});
+  llama.AddUint32("tokenizer.ggml.bos_token_id", 1);
+  llama.AddUint32("tokenizer.ggml.eos_token_id", 2);
   file = BuildGguf(llama);
   ASSERT_TRUE(file.ok()) << file.status();
   t = ChatTemplate::FromGguf(**file);
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(t.status().message(), HasSubstr("Llama 3"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<ChatMessage> messages = {{"user", "hi"}};
+  EXPECT_EQ(t->Apply(messages, false).value(), "<|begin_of_text|>hi<|eot_id|>");
 }
 
 }  // namespace

@@ -44,7 +44,6 @@ std::string MustApply(const ChatTemplate& t, const std::vector<ChatMessage>& mes
 
 TEST(ChatTemplateTest, RecognizesSmolLm2WithItsDefaultSystemPrompt) {
   ChatTemplate t = MustLoad("smollm2_instruct.jinja");
-  EXPECT_EQ(t.name(), "chatml");
   EXPECT_EQ(t.shape(), "chatml-default-system");
   ASSERT_TRUE(t.has_default_system_prompt());
   EXPECT_EQ(*t.default_system_prompt(), kSmolSystem);
@@ -134,43 +133,44 @@ TEST(ChatTemplateTest, SpellingDifferencesAreRecognized) {
   EXPECT_EQ(*t.default_system_prompt(), "Be kind.");
 }
 
-TEST(ChatTemplateTest, SemanticDifferencesAreRejected) {
-  // `| trim` changes the output, so this is not the known template any more.
+TEST(ChatTemplateTest, AnyTemplateRendersAndItsShapeIsOnlyALabel) {
+  // `| trim` makes it another program than the known ChatML: it renders (trimmed), labelled jinja.
   std::string source = absl::StrReplaceAll(ReadTemplate("chatml.jinja"),
                                            {{"message['content']", "message['content'] | trim"}});
   absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource(source);
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(t.status().message(), HasSubstr("looks like ChatML but does not match"));
-  // Literal text outside tags is output too...
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->shape(), "jinja");
+  EXPECT_EQ(MustApply(*t, {{"user", "  hi  "}}, true),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  // Literal text outside tags is output too, except the newline right after a block tag.
   t = ChatTemplate::FromSource(ReadTemplate("chatml.jinja") + " \n");
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
-  // ...except the newline right after a block tag, which jinja's trim_blocks drops.
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(MustApply(*t, {{"user", "a"}}, false), "<|im_start|>user\na<|im_end|>\n \n");
   t = ChatTemplate::FromSource(ReadTemplate("chatml.jinja") + "\n");
-  EXPECT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->shape(), "chatml");
 }
 
-TEST(ChatTemplateTest, RejectsLlama3) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource(ReadTemplate("llama3_instruct.jinja"));
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(t.status().message(),
-              AllOf(HasSubstr("Llama 3"), HasSubstr("{% set loop_messages = messages %}"),
-                    HasSubstr("Supported: plain ChatML")));
+TEST(ChatTemplateTest, Llama3RendersWithTheTokenizersBos) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource(
+      ReadTemplate("llama3_instruct.jinja"), {.bos = "<|begin_of_text|>", .eos = "<|eot_id|>"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(MustApply(*t, {{"system", "Be brief."}, {"user", " Hi! "}}, true),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  absl::StatusOr<std::vector<PromptPiece>> pieces = t->ApplyPieces({{{"user", "Hi"}}}, false);
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  // Markup, the role (content: it came from the request), markup, the text, markup.
+  ASSERT_EQ(pieces->size(), 5u);
+  EXPECT_EQ((*pieces)[0].text, "<|begin_of_text|><|start_header_id|>");
+  EXPECT_TRUE((*pieces)[0].is_markup);
+  EXPECT_EQ((*pieces)[3].text, "Hi");
+  EXPECT_FALSE((*pieces)[3].is_markup);
 }
 
-TEST(ChatTemplateTest, RejectsQwen3NamingToolsAndReasoning) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource(ReadTemplate("qwen3.jinja"));
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(t.status().message(),
-              AllOf(HasSubstr("looks like ChatML but uses tools, reasoning (<think>)"),
-                    HasSubstr("\"{%- if tools %}\\n    {{- '<|im_start|>system\\n' }}")));
-}
-
-TEST(ChatTemplateTest, RejectsGarbageEmptyAndBrokenJinja) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource("hello world, not a template");
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(t.status().message(), AllOf(HasSubstr("does not look like any known chat format"),
-                                          HasSubstr("\"hello world, not a template\"")));
-  t = ChatTemplate::FromSource("");
+TEST(ChatTemplateTest, BrokenAndEmptyTemplatesAreErrorsQuotingTheirBeginning) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource("");
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(t.status().message(), HasSubstr("empty"));
   t = ChatTemplate::FromSource(" \n\t");
@@ -178,34 +178,30 @@ TEST(ChatTemplateTest, RejectsGarbageEmptyAndBrokenJinja) {
   t = ChatTemplate::FromSource("{% for message in messages %}{{ '<|im_start|>' ");
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(t.status().message(), HasSubstr("unterminated '{{' tag opened at offset 29"));
-}
-
-TEST(ChatTemplateTest, LongTemplatesAreQuotedShortly) {
-  absl::StatusOr<ChatTemplate> t = ChatTemplate::FromSource(std::string(5000, 'x'));
+  t = ChatTemplate::FromSource("{% call foo() %}x{% endcall %}");
+  EXPECT_THAT(t.status().message(), HasSubstr("unsupported statement 'call'"));
+  t = ChatTemplate::FromSource(std::string(5000, 'x') + "{{");
   EXPECT_THAT(t.status().message(), HasSubstr(std::string(80, 'x') + "...\""));
   EXPECT_LT(t.status().message().size(), 600u);
 }
 
-TEST(ChatTemplateTest, ApplyRejectsBadConversations) {
+TEST(ChatTemplateTest, ConversationsTheTemplateRefusesAreErrors) {
   ChatTemplate t = MustLoad("smollm2_instruct.jinja");
   absl::StatusOr<std::string> p = t.Apply({}, true);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(p.status().message(), HasSubstr("empty"));
-
-  std::vector<ChatMessage> tool = {{"user", "a"}, {"tool", "42"}};
-  p = t.Apply(tool, true);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(p.status().message(), AllOf(HasSubstr("messages[1]"), HasSubstr("\"tool\""),
-                                          HasSubstr("system, user, assistant")));
-
   std::vector<ChatMessage> upper = {{"User", "a"}};
   EXPECT_THAT(t.Apply(upper, true).status().message(), HasSubstr("messages[0] has role \"User\""));
-
-  std::vector<ChatMessage> late_system = {{"user", "a"}, {"assistant", "b"}, {"system", "c"}};
-  p = t.Apply(late_system, true);
+  // A tool result and a late system turn are the template's to render, as transformers does.
+  std::vector<ChatMessage> tool = {{"user", "a"}, {"tool", "42"}, {"system", "c"}};
+  EXPECT_THAT(MustApply(t, tool, false), HasSubstr("<|im_start|>tool\n42<|im_end|>\n"));
+  // Mistral's template raises on a role it does not know: its message is the error.
+  absl::StatusOr<ChatTemplate> mistral = ChatTemplate::FromSource(ReadTemplate("mistral_small_3_1.jinja"));
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  std::vector<ChatMessage> developer = {{"user", "a"}, {"developer", "b"}};
+  p = mistral->Apply(developer, true);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(p.status().message(),
-              AllOf(HasSubstr("messages[2]"), HasSubstr("only allowed as messages[0]")));
+  EXPECT_THAT(p.status().message(), HasSubstr("Only user and assistant roles are supported"));
 }
 
 TEST(ChatTemplateTest, OnlyASystemMessage) {

@@ -215,7 +215,7 @@ TEST(TinyModelTest, ChatTemplateIsRecognized) {
   ASSERT_NE(f, nullptr);
   absl::StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::FromGguf(*f);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->name(), "chatml");
+  EXPECT_EQ(t->shape(), "chatml-default-system");
   EXPECT_EQ(*t->default_system_prompt(), kTinyDefaultSystemPrompt);
   std::vector<chat::ChatMessage> messages = {{"user", "Hi"}};
   EXPECT_EQ(

@@ -1,0 +1,440 @@
+#include "common/chat/jinja_render.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/chat/jinja_builtins.h"
+#include "common/chat/jinja_parser.h"
+#include "common/util/absl_compat.h"
+#include "common/util/status_macros.h"
+
+namespace tessera::chat::jinja {
+namespace {
+
+enum class Flow { kNormal, kBreak, kContinue };
+
+class Renderer {
+ public:
+  explicit Renderer(const Object& context) { scopes_.emplace_back(); globals_ = &context; }
+
+  absl::Status RenderBody(const Body& body, Text* out, Flow* flow) {
+    for (const auto& stmt : body) {
+      TESSERA_RETURN_IF_ERROR(RenderStmt(*stmt, out, flow));
+      if (*flow != Flow::kNormal) return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Step() {
+    if (++steps_ > kMaxSteps) {
+      return absl::ResourceExhaustedError("chat template: too many steps (a runaway loop?)");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Emit(const Text& text, Text* out) {
+    if (out->bytes.size() + text.bytes.size() > kMaxOutputBytes) {
+      return absl::ResourceExhaustedError("chat template: the output exceeds 16 MiB");
+    }
+    out->Append(text);
+    return absl::OkStatus();
+  }
+
+  // --- variables ---
+  Value Lookup(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto found = it->find(name);
+      if (found != it->end()) return found->second;
+    }
+    if (const Value* v = globals_->Find(name)) return *v;
+    return GlobalFunction(name);
+  }
+  void Assign(const std::string& name, Value value) { scopes_.back()[name] = std::move(value); }
+
+  absl::Status RenderStmt(const Stmt& s, Text* out, Flow* flow);
+  absl::Status RenderFor(const Stmt& s, Text* out);
+  absl::Status RenderSet(const Stmt& s);
+  absl::StatusOr<Value> Eval(const Expr& e);
+  absl::StatusOr<Value> EvalBinary(const Expr& e);
+  absl::StatusOr<CallArgs> EvalArgs(const Expr& e, size_t first);
+  absl::StatusOr<Value> CallMacro(const Stmt& macro, CallArgs& args);
+
+  std::vector<std::map<std::string, Value>> scopes_;
+  const Object* globals_;
+  int64_t steps_ = 0;
+  int depth_ = 0;
+};
+
+absl::Status Renderer::RenderStmt(const Stmt& s, Text* out, Flow* flow) {
+  TESSERA_RETURN_IF_ERROR(Step());
+  switch (s.kind) {
+    case Stmt::Kind::kText: return Emit(Text::Markup(s.text), out);
+    case Stmt::Kind::kPrint: {
+      TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
+      return Emit(v.ToText(), out);
+    }
+    case Stmt::Kind::kIf: {
+      for (size_t i = 0; i < s.conditions.size(); ++i) {
+        TESSERA_ASSIGN_OR_RETURN(Value c, Eval(*s.conditions[i]));
+        if (c.Truthy()) return RenderBody(s.bodies[i], out, flow);
+      }
+      if (s.bodies.size() > s.conditions.size()) return RenderBody(s.bodies.back(), out, flow);
+      return absl::OkStatus();
+    }
+    case Stmt::Kind::kFor: return RenderFor(s, out);
+    case Stmt::Kind::kSet: return RenderSet(s);
+    case Stmt::Kind::kMacro: {
+      const Stmt* macro = &s;
+      Assign(s.name, Value::MakeFunction([this, macro](CallArgs& args) { return CallMacro(*macro, args); }));
+      return absl::OkStatus();
+    }
+    case Stmt::Kind::kBreak: *flow = Flow::kBreak; return absl::OkStatus();
+    case Stmt::Kind::kContinue: *flow = Flow::kContinue; return absl::OkStatus();
+    case Stmt::Kind::kBlock: return RenderBody(s.bodies[0], out, flow);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Value> Renderer::CallMacro(const Stmt& macro, CallArgs& args) {
+  if (depth_ >= kMaxCallDepth) return absl::ResourceExhaustedError("chat template: macro recursion too deep");
+  std::map<std::string, Value> frame;
+  for (size_t i = 0; i < macro.targets.size(); ++i) {
+    Value v = args.Get(macro.targets[i], i);
+    if (v.is_undefined() && macro.defaults[i] != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(v, Eval(*macro.defaults[i]));
+    }
+    frame[macro.targets[i]] = std::move(v);
+  }
+  std::vector<std::map<std::string, Value>> saved;
+  saved.swap(scopes_);
+  scopes_.push_back(saved.front());  // the template's top level, then the macro's own frame
+  scopes_.push_back(std::move(frame));
+  ++depth_;
+  Text out;
+  Flow flow = Flow::kNormal;
+  const absl::Status status = RenderBody(macro.bodies[0], &out, &flow);
+  --depth_;
+  scopes_.swap(saved);
+  if (!status.ok()) return status;
+  return Value::String(std::move(out));
+}
+
+absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
+  TESSERA_ASSIGN_OR_RETURN(Value iterable, Eval(*s.expr));
+  std::vector<Value> items;
+  if (iterable.is_array()) {
+    items = iterable.array();
+  } else if (iterable.is_object()) {
+    for (const auto& kv : iterable.object().items) items.push_back(Value::Markup(kv.first));
+  } else if (iterable.is_string()) {
+    for (size_t i = 0; i < iterable.str().size(); ++i) items.push_back(Value::String(iterable.text().Slice(i, i + 1)));
+  } else if (!iterable.is_undefined() && !iterable.is_none()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template: cannot loop over a ", util::ToAbsl(iterable.TypeName())));
+  }
+  auto bind = [&](const Value& item) {
+    if (s.targets.size() == 1) {
+      Assign(s.targets[0], item);
+      return;
+    }
+    for (size_t t = 0; t < s.targets.size(); ++t) {
+      Assign(s.targets[t], item.is_array() && t < item.array().size() ? item.array()[t] : Value());
+    }
+  };
+  if (!s.conditions.empty()) {  // the loop's `if` filters before loop.* counts
+    std::vector<Value> kept;
+    for (const Value& item : items) {
+      scopes_.emplace_back();
+      bind(item);
+      absl::StatusOr<Value> keep = Eval(*s.conditions[0]);
+      scopes_.pop_back();
+      if (!keep.ok()) return keep.status();
+      if (keep->Truthy()) kept.push_back(item);
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) {
+    if (s.bodies.size() < 2) return absl::OkStatus();
+    Flow flow = Flow::kNormal;
+    return RenderBody(s.bodies[1], out, &flow);
+  }
+  const int64_t n = static_cast<int64_t>(items.size());
+  for (int64_t i = 0; i < n; ++i) {
+    scopes_.emplace_back();
+    bind(items[i]);
+    Object loop;
+    loop.Set("index", Value::Int(i + 1));
+    loop.Set("index0", Value::Int(i));
+    loop.Set("revindex", Value::Int(n - i));
+    loop.Set("revindex0", Value::Int(n - i - 1));
+    loop.Set("first", Value::Bool(i == 0));
+    loop.Set("last", Value::Bool(i == n - 1));
+    loop.Set("length", Value::Int(n));
+    loop.Set("previtem", i > 0 ? items[i - 1] : Value());
+    loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value());
+    Assign("loop", Value::MakeObject(std::move(loop)));
+    Flow flow = Flow::kNormal;
+    const absl::Status status = RenderBody(s.bodies[0], out, &flow);
+    scopes_.pop_back();
+    TESSERA_RETURN_IF_ERROR(status);
+    if (flow == Flow::kBreak) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Renderer::RenderSet(const Stmt& s) {
+  Value value;
+  if (s.expr != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(value, Eval(*s.expr));
+  } else {
+    Text body;
+    Flow flow = Flow::kNormal;
+    TESSERA_RETURN_IF_ERROR(RenderBody(s.bodies[0], &body, &flow));
+    value = Value::String(std::move(body));
+  }
+  if (!s.attr.empty()) {
+    const Value target = Lookup(s.targets[0]);
+    if (!target.is_namespace()) {
+      return absl::InvalidArgumentError(absl::StrCat("chat template: cannot assign attribute '", s.attr,
+                                                     "' of '", s.targets[0], "' (not a namespace)"));
+    }
+    target.object().Set(s.attr, std::move(value));
+    return absl::OkStatus();
+  }
+  if (s.targets.size() == 1) {
+    Assign(s.targets[0], std::move(value));
+    return absl::OkStatus();
+  }
+  for (size_t t = 0; t < s.targets.size(); ++t) {
+    Assign(s.targets[t], value.is_array() && t < value.array().size() ? value.array()[t] : Value());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CallArgs> Renderer::EvalArgs(const Expr& e, size_t first) {
+  CallArgs args;
+  for (size_t i = first; i < e.args.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i]));
+    args.positional.push_back(std::move(v));
+  }
+  for (const auto& [name, expr] : e.kwargs) {
+    TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*expr));
+    args.keyword.emplace_back(name, std::move(v));
+  }
+  return args;
+}
+
+// Python slicing of a list or string.
+Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value& step_value) {
+  const int64_t n = v.is_array() ? static_cast<int64_t>(v.array().size())
+                                 : static_cast<int64_t>(v.str().size());
+  const int64_t step = step_value.is_number() ? step_value.AsInt() : 1;
+  if (step == 0) return Value();
+  auto clamp = [&](const Value& x, int64_t fallback) {
+    if (!x.is_number()) return fallback;
+    int64_t i = x.AsInt();
+    if (i < 0) i += n;
+    return step > 0 ? std::min(std::max<int64_t>(i, 0), n) : std::min(std::max<int64_t>(i, -1), n - 1);
+  };
+  const int64_t begin = clamp(start, step > 0 ? 0 : n - 1);
+  const int64_t end = clamp(stop, step > 0 ? n : -1);
+  if (v.is_array()) {
+    Array out;
+    for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) out.push_back(v.array()[i]);
+    return Value::MakeArray(std::move(out));
+  }
+  Text out;
+  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) out.Append(v.text().Slice(i, i + 1));
+  return Value::String(std::move(out));
+}
+
+absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
+  TESSERA_RETURN_IF_ERROR(Step());
+  switch (e.kind) {
+    case Expr::Kind::kLiteral: return e.value;
+    case Expr::Kind::kName: return Lookup(e.name);
+    case Expr::Kind::kAttr: {
+      TESSERA_ASSIGN_OR_RETURN(Value target, Eval(*e.args[0]));
+      return GetAttribute(target, e.name);
+    }
+    case Expr::Kind::kItem: {
+      TESSERA_ASSIGN_OR_RETURN(Value target, Eval(*e.args[0]));
+      TESSERA_ASSIGN_OR_RETURN(Value index, Eval(*e.args[1]));
+      return GetItem(target, index);
+    }
+    case Expr::Kind::kSlice: {
+      TESSERA_ASSIGN_OR_RETURN(Value target, Eval(*e.args[0]));
+      Value parts[3];
+      for (int i = 0; i < 3; ++i) {
+        if (e.args[i + 1] != nullptr) {
+          TESSERA_ASSIGN_OR_RETURN(parts[i], Eval(*e.args[i + 1]));
+        }
+      }
+      return SliceOf(target, parts[0], parts[1], parts[2]);
+    }
+    case Expr::Kind::kCall: {
+      TESSERA_ASSIGN_OR_RETURN(Value callee, Eval(*e.args[0]));
+      if (!callee.is_function()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "chat template: calling a ", util::ToAbsl(callee.TypeName()),
+            e.args[0]->kind == Expr::Kind::kName || e.args[0]->kind == Expr::Kind::kAttr
+                ? absl::StrCat(" ('", e.args[0]->name, "')") : std::string()));
+      }
+      TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+      return callee.function()(args);
+    }
+    case Expr::Kind::kFilter: {
+      TESSERA_ASSIGN_OR_RETURN(Value input, Eval(*e.args[0]));
+      TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+      return ApplyFilter(e.name, input, args);
+    }
+    case Expr::Kind::kTest: {
+      TESSERA_ASSIGN_OR_RETURN(Value input, Eval(*e.args[0]));
+      TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+      TESSERA_ASSIGN_OR_RETURN(bool passed, ApplyTest(e.name, input, args));
+      return Value::Bool(passed != e.negated);
+    }
+    case Expr::Kind::kNot: {
+      TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
+      return Value::Bool(!v.Truthy());
+    }
+    case Expr::Kind::kNegate: {
+      TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
+      if (v.kind() == Value::Kind::kInt) return Value::Int(-v.AsInt());
+      if (v.kind() == Value::Kind::kFloat) return Value::Float(-v.AsDouble());
+      return absl::InvalidArgumentError(absl::StrCat("chat template: cannot negate a ", util::ToAbsl(v.TypeName())));
+    }
+    case Expr::Kind::kBinary: return EvalBinary(e);
+    case Expr::Kind::kConditional: {
+      TESSERA_ASSIGN_OR_RETURN(Value c, Eval(*e.args[0]));
+      if (c.Truthy()) return Eval(*e.args[1]);
+      if (e.args[2] == nullptr) return Value();
+      return Eval(*e.args[2]);
+    }
+    case Expr::Kind::kList: {
+      Array items;
+      for (const ExprPtr& item : e.args) {
+        TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*item));
+        items.push_back(std::move(v));
+      }
+      return Value::MakeArray(std::move(items));
+    }
+    case Expr::Kind::kDict: {
+      Object object;
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        TESSERA_ASSIGN_OR_RETURN(Value key, Eval(*e.args[i]));
+        TESSERA_ASSIGN_OR_RETURN(Value value, Eval(*e.args[i + 1]));
+        object.Set(key.ToText().bytes, std::move(value));
+      }
+      return Value::MakeObject(std::move(object));
+    }
+  }
+  return Value();
+}
+
+absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
+  if (container.is_string()) {
+    if (!item.is_string()) return absl::InvalidArgumentError("chat template: 'in <string>' needs a string");
+    return container.str().find(item.str()) != std::string::npos;
+  }
+  if (container.is_object()) return item.is_string() && container.object().Find(item.str()) != nullptr;
+  if (container.is_array()) {
+    for (const Value& v : container.array()) {
+      if (v.Equals(item)) return true;
+    }
+    return false;
+  }
+  if (container.is_undefined()) return absl::InvalidArgumentError("chat template: 'in' an undefined value");
+  return absl::InvalidArgumentError(absl::StrCat("chat template: 'in' a ", util::ToAbsl(container.TypeName())));
+}
+
+absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) {
+  if (op == "+" && a.is_string() && b.is_string()) {
+    Text t = a.text();
+    t.Append(b.text());
+    return Value::String(std::move(t));
+  }
+  if (op == "+" && a.is_array() && b.is_array()) {
+    Array items = a.array();
+    items.insert(items.end(), b.array().begin(), b.array().end());
+    return Value::MakeArray(std::move(items));
+  }
+  if (op == "*" && a.is_string() && b.kind() == Value::Kind::kInt) {
+    Text t;
+    for (int64_t i = 0; i < b.AsInt() && i < 100000; ++i) t.Append(a.text());
+    return Value::String(std::move(t));
+  }
+  const bool ints = a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt;
+  if (!a.is_number() || !b.is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template: unsupported operands for ", op, ": ",
+                                                   util::ToAbsl(a.TypeName()), " and ", util::ToAbsl(b.TypeName())));
+  }
+  const double x = a.AsDouble(), y = b.AsDouble();
+  if ((op == "/" || op == "//" || op == "%") && y == 0) return absl::InvalidArgumentError("chat template: division by zero");
+  if (op == "+") return ints ? Value::Int(a.AsInt() + b.AsInt()) : Value::Float(x + y);
+  if (op == "-") return ints ? Value::Int(a.AsInt() - b.AsInt()) : Value::Float(x - y);
+  if (op == "*") return ints ? Value::Int(a.AsInt() * b.AsInt()) : Value::Float(x * y);
+  if (op == "/") return Value::Float(x / y);
+  if (op == "//") return ints ? Value::Int(static_cast<int64_t>(std::floor(x / y))) : Value::Float(std::floor(x / y));
+  if (op == "%") {
+    if (ints) return Value::Int(((a.AsInt() % b.AsInt()) + b.AsInt()) % b.AsInt());
+    return Value::Float(x - y * std::floor(x / y));
+  }
+  if (op == "**") return ints && b.AsInt() >= 0 ? Value::Int(static_cast<int64_t>(std::pow(x, y))) : Value::Float(std::pow(x, y));
+  return absl::InvalidArgumentError(absl::StrCat("chat template: unknown operator ", op));
+}
+
+absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
+  const std::string& op = e.name;
+  TESSERA_ASSIGN_OR_RETURN(Value a, Eval(*e.args[0]));
+  if (op == "and") return a.Truthy() ? Eval(*e.args[1]) : a;
+  if (op == "or") return a.Truthy() ? a : Eval(*e.args[1]);
+  TESSERA_ASSIGN_OR_RETURN(Value b, Eval(*e.args[1]));
+  if (op == "==") return Value::Bool(a.Equals(b));
+  if (op == "!=") return Value::Bool(!a.Equals(b));
+  if (op == "in" || op == "notin") {
+    TESSERA_ASSIGN_OR_RETURN(bool in, Contains(b, a));
+    return Value::Bool(in == (op == "in"));
+  }
+  if (op == "~") {
+    Text t = a.ToText();
+    t.Append(b.ToText());
+    return Value::String(std::move(t));
+  }
+  if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+    int c = 0;
+    if (a.is_string() && b.is_string()) {
+      c = a.str().compare(b.str());
+    } else if (a.is_number() && b.is_number()) {
+      c = a.AsDouble() < b.AsDouble() ? -1 : a.AsDouble() > b.AsDouble() ? 1 : 0;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("chat template: cannot compare ", util::ToAbsl(a.TypeName()),
+                                                     " and ", util::ToAbsl(b.TypeName())));
+    }
+    const bool r = op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0;
+    return Value::Bool(r);
+  }
+  return Arithmetic(op, a, b);
+}
+
+}  // namespace
+
+absl::StatusOr<Template> Template::Parse(std::string_view source) {
+  TESSERA_ASSIGN_OR_RETURN(Body body, ParseTemplate(source));
+  return Template(std::make_shared<const Body>(std::move(body)));
+}
+
+absl::StatusOr<Text> Template::Render(const Object& context) const {
+  Renderer renderer(context);
+  Text out;
+  Flow flow = Flow::kNormal;
+  TESSERA_RETURN_IF_ERROR(renderer.RenderBody(*body_, &out, &flow));
+  return out;
+}
+
+}  // namespace tessera::chat::jinja
