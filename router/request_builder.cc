@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "router/chat_inputs.h"
 #include "router/stop_checker.h"
 #include "worker/sampler/sampling_params.h"
 
@@ -170,14 +171,10 @@ absl::StatusOr<std::vector<int32_t>> TokenizeChat(const v1::Chat& chat,
         "this model has no usable chat template (", model.chat_template_error,
         "); send text or token_ids instead"));
   }
-  std::vector<chat::ChatMessage> messages;
-  for (const v1::ChatMessage& message : chat.messages()) {
-    messages.push_back({.role = message.role(), .content = message.content()});
-  }
-  const bool add_generation_prompt =
-      chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
-  absl::StatusOr<std::vector<chat::PromptPiece>> pieces =
-      model.chat_template->ApplyPieces(messages, add_generation_prompt);
+  absl::StatusOr<ChatInputs> inputs = ChatInputsFromProto(chat);
+  if (!inputs.ok()) return inputs.status();
+  absl::StatusOr<std::vector<chat::PromptPiece>> pieces = model.chat_template->ApplyPieces(
+      inputs->messages, inputs->add_generation_prompt, inputs->extras());
   if (!pieces.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("chat.", pieces.status().message()));
   }

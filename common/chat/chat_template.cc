@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/chat/jinja_json.h"
 
 namespace tessera::chat {
 namespace {
@@ -50,7 +51,10 @@ jinja::Value MessagesValue(std::span<const ChatMessage> messages) {
   for (const ChatMessage& m : messages) {
     jinja::Object message;
     message.Set("role", jinja::Value::Content(m.role));
-    message.Set("content", jinja::Value::Content(m.content));
+    message.Set("content", m.content_is_null ? jinja::Value::None() : jinja::Value::Content(m.content));
+    if (!m.tool_calls.is_null()) message.Set("tool_calls", jinja::FromJson(m.tool_calls));
+    if (!m.tool_call_id.empty()) message.Set("tool_call_id", jinja::Value::Content(m.tool_call_id));
+    if (!m.name.empty()) message.Set("name", jinja::Value::Content(m.name));
     list.push_back(jinja::Value::MakeObject(std::move(message)));
   }
   return jinja::Value::MakeArray(std::move(list));
@@ -101,7 +105,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const gguf::GgufFile& file) 
 }
 
 absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(
-    std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+    std::span<const ChatMessage> messages, bool add_generation_prompt,
+    const ChatExtras& extras) const {
   if (messages.empty()) {
     return absl::InvalidArgumentError(
         "chat messages are empty; a prompt needs at least one message");
@@ -120,6 +125,13 @@ absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(
   context.Set("add_generation_prompt", jinja::Value::Bool(add_generation_prompt));
   context.Set("bos_token", jinja::Value::Markup(tokens_.bos));
   context.Set("eos_token", jinja::Value::Markup(tokens_.eos));
+  if (extras.tools != nullptr) context.Set("tools", jinja::FromJson(*extras.tools));
+  if (extras.template_kwargs != nullptr && extras.template_kwargs->is_object()) {
+    for (const auto& [key, value] : extras.template_kwargs->items()) {
+      if (key == "messages") continue;  // the conversation is not the client's to replace
+      context.Set(key, jinja::FromJson(value));
+    }
+  }
   absl::StatusOr<jinja::Text> text = engine_.Render(context);
   if (!text.ok()) return text.status();
   std::vector<PromptPiece> pieces;

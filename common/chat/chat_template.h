@@ -25,12 +25,26 @@
 #include "common/chat/jinja_render.h"
 #include "common/chat/known_templates.h"
 #include "common/gguf/gguf_file.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::chat {
 
 struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant" | "tool" | ... (the template decides)
+  std::string role;  // "system" | "developer" | "user" | "assistant" | "tool"
   std::string content;
+  bool content_is_null = false;  // OpenAI's `"content": null` (an assistant turn of tool calls)
+  // An assistant turn's calls as OpenAI sends them, each function's `arguments` parsed to an
+  // object where it is JSON (templates print it with tojson); null: none.
+  nlohmann::ordered_json tool_calls;
+  std::string tool_call_id;  // role tool: the call it answers
+  std::string name;          // optional author / tool name
+};
+
+// What a request adds to the template's context besides the messages.
+struct ChatExtras {
+  const nlohmann::ordered_json* tools = nullptr;  // OpenAI `tools` (a list), or null: undefined
+  // chat_template_kwargs: each key becomes a template variable (enable_thinking, ...).
+  const nlohmann::ordered_json* template_kwargs = nullptr;
 };
 
 // The tokenizer's special-token texts a template may print.
@@ -73,7 +87,8 @@ class ChatTemplate {
                                     bool add_generation_prompt) const;
   // The same prompt as pieces; concatenated they equal Apply's text. Same errors.
   absl::StatusOr<std::vector<PromptPiece>> ApplyPieces(std::span<const ChatMessage> messages,
-                                                       bool add_generation_prompt) const;
+                                                       bool add_generation_prompt,
+                                                       const ChatExtras& extras = {}) const;
 
  private:
   ChatTemplate(jinja::Template engine, ChatTokens tokens) : engine_(std::move(engine)), tokens_(std::move(tokens)) {}

@@ -10,25 +10,23 @@
 namespace tessera::util {
 namespace {
 
-using Json = nlohmann::json;
-
 // A client's key echoed in an error message is cut short: the message is not a place to copy
 // kilobytes of someone else's text into.
 constexpr size_t kMaxFieldInMessage = 64;
 
-}  // namespace
-
-absl::StatusOr<Json> ParseClientJson(std::string_view text, std::string_view document,
-                                     int max_depth) {
+template <typename Json>
+absl::StatusOr<Json> ParseUnderCap(std::string_view text, std::string_view document,
+                                   int max_depth) {
   std::optional<std::string> field;     // the top-level key whose value is being parsed
   std::optional<std::string> too_deep;  // where the nesting first went past the cap
   // nlohmann calls back with `depth` = the number of containers enclosing the event: 0 for the
   // top-level value, 1 for the top-level object's keys and values. Returning false on a
   // container's start drops that container (parsing goes on, iteratively, to report bad JSON).
-  const Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+  const typename Json::parser_callback_t callback = [&](int depth, typename Json::parse_event_t event,
+                                                         Json& parsed) {
     switch (event) {
       case Json::parse_event_t::key:
-        if (depth == 1) field = parsed.get_ref<const std::string&>();
+        if (depth == 1) field = parsed.template get_ref<const std::string&>();
         return true;
       case Json::parse_event_t::object_start:
       case Json::parse_event_t::array_start:
@@ -51,6 +49,19 @@ absl::StatusOr<Json> ParseClientJson(std::string_view text, std::string_view doc
         absl::StrCat(name, " nests deeper than ", max_depth, " levels"));
   }
   return json;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> ParseClientJson(std::string_view text, std::string_view document,
+                                               int max_depth) {
+  return ParseUnderCap<nlohmann::json>(text, document, max_depth);
+}
+
+absl::StatusOr<nlohmann::ordered_json> ParseClientOrderedJson(std::string_view text,
+                                                              std::string_view document,
+                                                              int max_depth) {
+  return ParseUnderCap<nlohmann::ordered_json>(text, document, max_depth);
 }
 
 }  // namespace tessera::util

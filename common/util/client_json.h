@@ -30,4 +30,10 @@ absl::StatusOr<nlohmann::json> ParseClientJson(std::string_view text,
                                                std::string_view document = "body",
                                                int max_depth = kMaxClientJsonDepth);
 
+// The same, keeping each object's keys in the client's order (what a chat template prints with
+// `tojson`: tool schemas, tool-call arguments).
+absl::StatusOr<nlohmann::ordered_json> ParseClientOrderedJson(
+    std::string_view text, std::string_view document = "body",
+    int max_depth = kMaxClientJsonDepth);
+
 }  // namespace tessera::util

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "router/openai/openai_chat_request.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/util/client_json.h"
@@ -12,7 +13,7 @@ namespace tessera::router::openai {
 namespace {
 
 namespace v1 = ::tessera::v1;
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;  // the client's key order (tool schemas)
 
 absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
@@ -21,7 +22,7 @@ absl::Status Invalid(absl::string_view field, absl::string_view problem) {
 // Under the client-JSON nesting cap: nothing below walks deeper than it (and copying or dumping
 // a value, which nlohmann does recursively, stays shallow too).
 absl::StatusOr<Json> ParseObject(std::string_view body) {
-  absl::StatusOr<Json> json = util::ParseClientJson(body);
+  absl::StatusOr<Json> json = util::ParseClientOrderedJson(body);
   if (!json.ok()) return json.status();
   if (!json->is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   return json;
@@ -90,48 +91,6 @@ absl::Status SetPrompt(const Json& prompt, v1::GenerateRequest& out) {
   if (!ids.ok()) return ids.status();
   out.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
   return absl::OkStatus();
-}
-
-// A message's content: a string or a list of {"type": "text", "text": ...} parts.
-absl::StatusOr<std::string> MessageContent(const Json& content, const std::string& name) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return Invalid(name, "must be a string or a list of text parts");
-  std::string text;
-  for (const Json& part : content) {
-    const Json* type = part.is_object() ? Field(part, "type") : nullptr;
-    const Json* part_text = part.is_object() ? Field(part, "text") : nullptr;
-    if (type == nullptr || *type != "text" || part_text == nullptr || !part_text->is_string()) {
-      return Invalid(name,
-                     "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is "
-                     "supported)");
-    }
-    text += part_text->get<std::string>();
-  }
-  return text;
-}
-
-absl::StatusOr<v1::Chat> ParseMessages(const Json& messages) {
-  if (!messages.is_array() || messages.empty()) {
-    return Invalid("messages", "must be a non-empty list of {role, content}");
-  }
-  v1::Chat chat;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string name = absl::StrCat("messages[", i, "]");
-    const Json& message = messages[i];
-    const Json* role = message.is_object() ? Field(message, "role") : nullptr;
-    if (role == nullptr || !role->is_string()) return Invalid(name + ".role", "must be a string");
-    const Json* content = Field(message, "content");
-    std::string text;
-    if (content != nullptr) {
-      absl::StatusOr<std::string> parsed = MessageContent(*content, name + ".content");
-      if (!parsed.ok()) return parsed.status();
-      text = std::move(*parsed);
-    }
-    v1::ChatMessage* out = chat.add_messages();
-    out->set_role(role->get<std::string>());
-    out->set_content(std::move(text));
-  }
-  return chat;
 }
 
 absl::Status SetStop(const Json& stop, v1::GenerateRequest& out) {
@@ -266,9 +225,7 @@ absl::Status SetPromptOrMessages(const Json& body, Endpoint endpoint, v1::Genera
     if (prompt == nullptr) return Invalid("prompt", "is required");
     return SetPrompt(*prompt, out);
   }
-  const Json* messages = Field(body, "messages");
-  if (messages == nullptr) return Invalid("messages", "is required");
-  absl::StatusOr<v1::Chat> chat = ParseMessages(*messages);
+  absl::StatusOr<v1::Chat> chat = ParseChat(body);
   if (!chat.ok()) return chat.status();
   *out.mutable_chat() = std::move(*chat);
   return absl::OkStatus();
@@ -319,15 +276,10 @@ absl::StatusOr<v1::TokenizeRequest> ParseTokenizeRequest(std::string_view body) 
   absl::StatusOr<Json> json = ParseObject(body);
   if (!json.ok()) return json.status();
   v1::TokenizeRequest out;
-  if (const Json* messages = Field(*json, "messages")) {
-    absl::StatusOr<v1::Chat> chat = ParseMessages(*messages);
+  if (Field(*json, "messages") != nullptr) {
+    absl::StatusOr<v1::Chat> chat = ParseChat(*json);
     if (!chat.ok()) return chat.status();
     *out.mutable_chat() = std::move(*chat);
-    if (const Json* add = Field(*json, "add_generation_prompt")) {
-      absl::StatusOr<bool> on = Bool(*add, "add_generation_prompt");
-      if (!on.ok()) return on.status();
-      out.mutable_chat()->set_add_generation_prompt(*on);
-    }
     return out;
   }
   const Json* prompt = Field(*json, "prompt");

@@ -97,6 +97,44 @@ TEST(OpenAiRequestTest, ChatMessagesAndLogprobs) {
   EXPECT_THAT(r->generate.stop(), ElementsAre("END"));
 }
 
+// Tools, tool calls, tool results, a null content and chat_template_kwargs reach the Chat the
+// template renders, tools keeping the client's key order (a template prints them with tojson).
+TEST(OpenAiRequestTest, ToolsToolCallsAndTemplateKwargs) {
+  absl::StatusOr<OpenAiRequest> r = Chat(R"({
+    "messages": [
+      {"role": "user", "content": "Weather in Lyon?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Lyon\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "rain"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"zeta": {}, "alpha": {}}}}}],
+    "tool_choice": "auto",
+    "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::Chat& chat = r->generate.chat();
+  ASSERT_EQ(chat.messages_size(), 3);
+  EXPECT_TRUE(chat.messages(1).content_null());
+  EXPECT_FALSE(chat.messages(0).content_null());
+  EXPECT_THAT(chat.messages(1).tool_calls_json(), HasSubstr("\"name\":\"get_weather\""));
+  EXPECT_EQ(chat.messages(2).tool_call_id(), "call_1");
+  EXPECT_EQ(chat.messages(2).name(), "get_weather");
+  EXPECT_THAT(chat.tools_json(), HasSubstr("\"zeta\":{},\"alpha\":{}"));
+  EXPECT_EQ(chat.template_kwargs_json(), "{\"enable_thinking\":false}");
+  // tool_choice "none": the template gets no tools; "required" is refused for now.
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none",
+               "tools": [{"type": "function", "function": {"name": "f"}}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.chat().tools_json(), "");
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})");
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("tool_choice must be"));
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})");
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("tools[0].function.name must be a string"));
+  r = Chat(R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "a"}]}]})");
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("messages[0].tool_calls[0].function is required"));
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})");
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("chat_template_kwargs must be an object"));
+}
+
 TEST(OpenAiRequestTest, BadInputNamesTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"prompt": "x", "temperature": "hot"})", "temperature "},

@@ -3,7 +3,10 @@
 #include "router/request_builder.h"
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
+#include <optional>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +85,47 @@ TEST_F(RequestBuilderTest, ChatWithoutMarkersMatchesRenderedPrompt) {
                                                           .parse_special = true}))
         << content;
   }
+}
+
+// The request's tools, tool calls (arguments as the object their JSON encodes), tool results and
+// chat_template_kwargs reach the model's template: Qwen3's, rendered into the prompt.
+TEST_F(RequestBuilderTest, ToolsToolCallsAndKwargsReachTheTemplate) {
+  std::ifstream in("tests/data/chat/qwen3.jinja");
+  std::stringstream source;
+  source << in.rdbuf();
+  absl::StatusOr<chat::ChatTemplate> qwen3 = chat::ChatTemplate::FromSource(source.str());
+  ASSERT_TRUE(qwen3.ok()) << qwen3.status();
+  const std::optional<chat::ChatTemplate> shipped = model_->chat_template;
+  model_->chat_template = *qwen3;
+  v1::Chat chat = OneUserChat("Weather in Lyon?");
+  v1::ChatMessage* call = chat.add_messages();
+  call->set_role("assistant");
+  call->set_content_null(true);
+  call->set_tool_calls_json(R"([{"id": "c1", "type": "function", "function": {"name": "get_weather",
+                               "arguments": "{\"city\": \"Lyon\", \"days\": 2}"}}])");
+  v1::ChatMessage* result = chat.add_messages();
+  result->set_role("tool");
+  result->set_tool_call_id("c1");
+  result->set_content("rain");
+  chat.set_tools_json(R"([{"type": "function", "function": {"name": "get_weather",
+                          "parameters": {"type": "object", "properties": {"zeta": {}, "alpha": {}}}}}])");
+  chat.set_template_kwargs_json(R"({"enable_thinking": false})");
+  absl::StatusOr<std::vector<int32_t>> ids = TokenizeChat(chat, *model_);
+  model_->chat_template = shipped;
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  absl::StatusOr<std::string> text = model_->tokenizer->Decode(*ids, {});
+  ASSERT_TRUE(text.ok());
+  EXPECT_THAT(*text, HasSubstr("<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
+                               "\"get_weather\", \"parameters\": {\"type\": \"object\", "
+                               "\"properties\": {\"zeta\": {}, \"alpha\": {}}}}}\n</tools>"));
+  EXPECT_THAT(*text, HasSubstr("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                               "{\"city\": \"Lyon\", \"days\": 2}}\n</tool_call>"));
+  EXPECT_THAT(*text, HasSubstr("<tool_response>\nrain\n</tool_response>"));
+  EXPECT_THAT(*text, HasSubstr("<|im_start|>assistant\n<think>\n\n</think>\n\n"));  // thinking off
+
+  chat.set_tools_json("[{\"type\": ");
+  ids = TokenizeChat(chat, *model_);
+  EXPECT_THAT(std::string(ids.status().message()), HasSubstr("chat.tools_json is not valid JSON"));
 }
 
 // A text prompt is the caller's whole prompt: its control-token spellings stay control tokens.
