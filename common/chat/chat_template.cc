@@ -69,6 +69,20 @@ std::string TokenText(const gguf::GgufFile& file, std::string_view key) {
   return (*tokens)[*id];
 }
 
+ReasoningFormat DetectReasoning(const ChatTemplate& t, std::string_view source) {
+  if (source.find("</think>") == std::string_view::npos) return ReasoningFormat::kNone;
+  const std::vector<ChatMessage> probe = {{.role = "user", .content = "x"}};
+  absl::StatusOr<std::string> prompt = t.Apply(probe, /*add_generation_prompt=*/true);
+  if (prompt.ok()) {
+    const size_t open = prompt->rfind("<think>");
+    const size_t close = prompt->rfind("</think>");
+    if (open != std::string::npos && (close == std::string::npos || close < open)) {
+      return ReasoningFormat::kStartsInThinking;
+    }
+  }
+  return ReasoningFormat::kThinkTags;
+}
+
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view jinja_source,
@@ -84,6 +98,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view jinja_sou
                                                    QuoteBeginning(jinja_source)));
   }
   ChatTemplate out(*std::move(engine), std::move(tokens));
+  out.reasoning_ = DetectReasoning(out, jinja_source);
   if (absl::StatusOr<std::vector<JinjaToken>> lexed = TokenizeJinja(jinja_source); lexed.ok()) {
     if (std::optional<KnownTemplateMatch> match = MatchKnownTemplate(*lexed)) {
       out.shape_ = match->shape;

@@ -40,6 +40,11 @@ struct ChatMessage {
   std::string name;          // optional author / tool name
 };
 
+// How a model's output carries its reasoning, from its template (vLLM's reasoning parsers'
+// cases): none; `<think>…</think>` the model writes itself (Qwen3); or the generation prompt
+// already opened `<think>`, so the output is reasoning until `</think>` (DeepSeek-R1).
+enum class ReasoningFormat { kNone, kThinkTags, kStartsInThinking };
+
 // What a request adds to the template's context besides the messages.
 struct ChatExtras {
   const nlohmann::ordered_json* tools = nullptr;  // OpenAI `tools` (a list), or null: undefined
@@ -81,6 +86,11 @@ class ChatTemplate {
     return default_system_prompt_;
   }
 
+  // Decided once from the template: kStartsInThinking when a one-message conversation's
+  // generation prompt ends inside an unclosed `<think>`, kThinkTags when the template mentions
+  // `</think>` otherwise, else kNone.
+  ReasoningFormat reasoning_format() const { return reasoning_; }
+
   // Renders `messages`, then (when `add_generation_prompt`) the opening of an assistant turn.
   // INVALID_ARGUMENT for no messages, and for whatever the template refuses.
   absl::StatusOr<std::string> Apply(std::span<const ChatMessage> messages,
@@ -97,6 +107,7 @@ class ChatTemplate {
   ChatTokens tokens_;
   std::string shape_ = "jinja";
   std::optional<std::string> default_system_prompt_;
+  ReasoningFormat reasoning_ = ReasoningFormat::kNone;
 };
 
 }  // namespace tessera::chat

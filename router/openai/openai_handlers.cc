@@ -121,9 +121,13 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
   absl::StatusOr<std::vector<ValidatedRequest>> admitted = Admit(*parsed, id);
   if (!admitted.ok()) return SendError(responder, admitted.status());
   std::shared_ptr<CompletionJob> job = CompletionJob::Submit(engine_, *std::move(admitted));
+  const chat::ReasoningFormat reasoning =
+      endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value()
+          ? model_->chat_template->reasoning_format()
+          : chat::ReasoningFormat::kNone;
   auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
                                                    model_->tokenizer.get(), parsed->logprobs,
-                                                   parsed->include_usage);
+                                                   parsed->include_usage, reasoning);
   if (!parsed->stream) {
     absl::StatusOr<Json> body = CollectCompletion(*job, *encoder, parsed->n, responder);
     if (!body.ok()) return SendError(responder, body.status());

@@ -131,14 +131,16 @@ Json FinishReason(v1::FinishReason reason) {
 
 ResponseEncoder::ResponseEncoder(Endpoint endpoint, std::string id, std::string model,
                                  int64_t created, const tokenizer::Tokenizer* tokenizer,
-                                 bool logprobs, bool include_usage)
+                                 bool logprobs, bool include_usage,
+                                 chat::ReasoningFormat reasoning)
     : endpoint_(endpoint),
       id_(std::move(id)),
       model_(std::move(model)),
       created_(created),
       tokenizer_(tokenizer),
       logprobs_(logprobs),
-      include_usage_(include_usage) {}
+      include_usage_(include_usage),
+      reasoning_(reasoning) {}
 
 Json ResponseEncoder::Envelope(const char* object) const {
   return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
@@ -198,7 +200,16 @@ Json ResponseEncoder::Chunk(int choice, const v1::GenerateResponse& delta, bool 
                 {"finish_reason", FinishReason(delta.finish_reason())}};
   Json chunk;
   if (endpoint_ == Endpoint::kChatCompletions) {
-    Json message = {{"content", delta.text()}};
+    while (splitters_.size() <= static_cast<size_t>(choice)) splitters_.emplace_back(reasoning_);
+    ReasoningSplitter::Parts parts = splitters_[choice].Feed(delta.text());
+    if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      ReasoningSplitter::Parts rest = splitters_[choice].Finish();
+      parts.reasoning += rest.reasoning;
+      parts.content += rest.content;
+    }
+    Json message = Json::object();
+    if (!parts.content.empty() || parts.reasoning.empty()) message["content"] = parts.content;
+    if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
     if (first) message["role"] = "assistant";
     entry["delta"] = std::move(message);
     chunk = Envelope("chat.completion.chunk");
@@ -243,7 +254,9 @@ Json ResponseEncoder::Complete(const std::vector<ChoiceResult>& choices) const {
                   {"logprobs", Logprobs(choices[i].logprobs, &offset)},
                   {"finish_reason", FinishReason(choices[i].finish_reason)}};
     if (endpoint_ == Endpoint::kChatCompletions) {
-      entry["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      const ReasoningSplitter::Parts parts = ReasoningSplitter::Split(reasoning_, choices[i].text);
+      entry["message"] = {{"role", "assistant"}, {"content", parts.content}};
+      if (!parts.reasoning.empty()) entry["message"]["reasoning_content"] = parts.reasoning;
     } else {
       entry["text"] = choices[i].text;
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "router/openai/reasoning_splitter.h"
 #include "absl/status/status.h"
 #include "common/tokenizer/tokenizer.h"
 #include "router/openai/openai_request.h"
@@ -47,8 +48,11 @@ struct ChoiceResult {
 
 class ResponseEncoder {
  public:
+  // `reasoning`: how the model's output carries its reasoning (chat; split into
+  // reasoning_content by ReasoningSplitter).
   ResponseEncoder(Endpoint endpoint, std::string id, std::string model, int64_t created,
-                  const tokenizer::Tokenizer* tokenizer, bool logprobs, bool include_usage);
+                  const tokenizer::Tokenizer* tokenizer, bool logprobs, bool include_usage,
+                  chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone);
 
   // A streaming chunk for choice `choice`: its new text (a chat choice's first chunk also
   // carries the assistant role), logprobs, and finish_reason on its last chunk.
@@ -74,6 +78,8 @@ class ResponseEncoder {
   bool logprobs_;
   bool include_usage_;
   std::vector<int64_t> text_offsets_;  // per choice: completions logprobs' running text_offset
+  chat::ReasoningFormat reasoning_;
+  std::vector<ReasoningSplitter> splitters_;  // per choice (chat)
 };
 
 }  // namespace tessera::router::openai
