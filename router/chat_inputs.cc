@@ -47,8 +47,7 @@ absl::StatusOr<ChatInputs> ChatInputsFromProto(const v1::Chat& chat) {
   out.add_generation_prompt = chat.has_add_generation_prompt() ? chat.add_generation_prompt() : true;
   for (int i = 0; i < chat.messages_size(); ++i) {
     const v1::ChatMessage& m = chat.messages(i);
-    chat::ChatMessage message{.role = m.role(), .content = m.content(),
-                              .content_is_null = m.content_null(), .tool_calls = nullptr,
+    chat::ChatMessage message{.role = m.role(), .content = m.content(), .tool_calls = nullptr,
                               .tool_call_id = m.tool_call_id(), .name = m.name()};
     if (!m.tool_calls_json().empty()) {
       TESSERA_ASSIGN_OR_RETURN(

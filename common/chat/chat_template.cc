@@ -51,7 +51,7 @@ jinja::Value MessagesValue(std::span<const ChatMessage> messages) {
   for (const ChatMessage& m : messages) {
     jinja::Object message;
     message.Set("role", jinja::Value::Content(m.role));
-    message.Set("content", m.content_is_null ? jinja::Value::None() : jinja::Value::Content(m.content));
+    message.Set("content", jinja::Value::Content(m.content));
     if (!m.tool_calls.is_null()) message.Set("tool_calls", jinja::FromJson(m.tool_calls));
     if (!m.tool_call_id.empty()) message.Set("tool_call_id", jinja::Value::Content(m.tool_call_id));
     if (!m.name.empty()) message.Set("name", jinja::Value::Content(m.name));
@@ -83,6 +83,16 @@ ReasoningFormat DetectReasoning(const ChatTemplate& t, std::string_view source) 
   return ReasoningFormat::kThinkTags;
 }
 
+ToolCallFormat DetectToolCalls(std::string_view source) {
+  if (source.find("<tool_call>") != std::string_view::npos) return ToolCallFormat::kHermes;
+  if (source.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::kMistral;
+  if (source.find("<|python_tag|>") != std::string_view::npos ||
+      source.find("ipython") != std::string_view::npos) {
+    return ToolCallFormat::kLlama3Json;
+  }
+  return ToolCallFormat::kNone;
+}
+
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view jinja_source,
@@ -99,6 +109,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view jinja_sou
   }
   ChatTemplate out(*std::move(engine), std::move(tokens));
   out.reasoning_ = DetectReasoning(out, jinja_source);
+  out.tool_calls_ = DetectToolCalls(jinja_source);
   if (absl::StatusOr<std::vector<JinjaToken>> lexed = TokenizeJinja(jinja_source); lexed.ok()) {
     if (std::optional<KnownTemplateMatch> match = MatchKnownTemplate(*lexed)) {
       out.shape_ = match->shape;

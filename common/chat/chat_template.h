@@ -31,8 +31,7 @@ namespace tessera::chat {
 
 struct ChatMessage {
   std::string role;  // "system" | "developer" | "user" | "assistant" | "tool"
-  std::string content;
-  bool content_is_null = false;  // OpenAI's `"content": null` (an assistant turn of tool calls)
+  std::string content;  // OpenAI's `"content": null` arrives as "" (as vLLM gives templates)
   // An assistant turn's calls as OpenAI sends them, each function's `arguments` parsed to an
   // object where it is JSON (templates print it with tojson); null: none.
   nlohmann::ordered_json tool_calls;
@@ -44,6 +43,11 @@ struct ChatMessage {
 // cases): none; `<think>…</think>` the model writes itself (Qwen3); or the generation prompt
 // already opened `<think>`, so the output is reasoning until `</think>` (DeepSeek-R1).
 enum class ReasoningFormat { kNone, kThinkTags, kStartsInThinking };
+
+// How a model writes tool calls, from its template: Hermes/Qwen `<tool_call>{json}</tool_call>`,
+// Mistral `[TOOL_CALLS][{...}, ...]`, Llama 3's bare `{"name": ..., "parameters": ...}`, or none
+// the server parses.
+enum class ToolCallFormat { kNone, kHermes, kMistral, kLlama3Json };
 
 // What a request adds to the template's context besides the messages.
 struct ChatExtras {
@@ -90,6 +94,9 @@ class ChatTemplate {
   // generation prompt ends inside an unclosed `<think>`, kThinkTags when the template mentions
   // `</think>` otherwise, else kNone.
   ReasoningFormat reasoning_format() const { return reasoning_; }
+  // From the markers the template prints: `<tool_call>` Hermes, `[TOOL_CALLS]` Mistral,
+  // `<|python_tag|>` or an `ipython` role Llama 3 JSON; else kNone.
+  ToolCallFormat tool_call_format() const { return tool_calls_; }
 
   // Renders `messages`, then (when `add_generation_prompt`) the opening of an assistant turn.
   // INVALID_ARGUMENT for no messages, and for whatever the template refuses.
@@ -108,6 +115,7 @@ class ChatTemplate {
   std::string shape_ = "jinja";
   std::optional<std::string> default_system_prompt_;
   ReasoningFormat reasoning_ = ReasoningFormat::kNone;
+  ToolCallFormat tool_calls_ = ToolCallFormat::kNone;
 };
 
 }  // namespace tessera::chat

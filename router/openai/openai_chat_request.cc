@@ -59,9 +59,7 @@ absl::Status ParseMessage(const Json& message, const std::string& name, v1::Chat
   if (const Json* content = Field(message, "content")) {
     TESSERA_ASSIGN_OR_RETURN(std::string text, MessageContent(*content, name + ".content"));
     out->set_content(std::move(text));
-  } else {
-    out->set_content_null(message.contains("content"));  // explicit null, not absent
-  }
+  }  // null or absent: "" (what vLLM gives a template for an assistant turn of tool calls)
   if (const Json* calls = Field(message, "tool_calls")) {
     TESSERA_RETURN_IF_ERROR(CheckToolCalls(*calls, name + ".tool_calls"));
     if (!calls->empty()) out->set_tool_calls_json(calls->dump());

@@ -125,9 +125,14 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
       endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value()
           ? model_->chat_template->reasoning_format()
           : chat::ReasoningFormat::kNone;
+  // Tool calls are looked for only when the request offered tools to the template.
+  const chat::ToolCallFormat tool_calls =
+      endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value() && !parsed->generate.chat().tools_json().empty()
+          ? model_->chat_template->tool_call_format()
+          : chat::ToolCallFormat::kNone;
   auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
                                                    model_->tokenizer.get(), parsed->logprobs,
-                                                   parsed->include_usage, reasoning);
+                                                   parsed->include_usage, reasoning, tool_calls);
   if (!parsed->stream) {
     absl::StatusOr<Json> body = CollectCompletion(*job, *encoder, parsed->n, responder);
     if (!body.ok()) return SendError(responder, body.status());

@@ -132,7 +132,7 @@ Json FinishReason(v1::FinishReason reason) {
 ResponseEncoder::ResponseEncoder(Endpoint endpoint, std::string id, std::string model,
                                  int64_t created, const tokenizer::Tokenizer* tokenizer,
                                  bool logprobs, bool include_usage,
-                                 chat::ReasoningFormat reasoning)
+                                 chat::ReasoningFormat reasoning, chat::ToolCallFormat tool_calls)
     : endpoint_(endpoint),
       id_(std::move(id)),
       model_(std::move(model)),
@@ -140,7 +140,8 @@ ResponseEncoder::ResponseEncoder(Endpoint endpoint, std::string id, std::string 
       tokenizer_(tokenizer),
       logprobs_(logprobs),
       include_usage_(include_usage),
-      reasoning_(reasoning) {}
+      reasoning_(reasoning),
+      tool_calls_(tool_calls) {}
 
 Json ResponseEncoder::Envelope(const char* object) const {
   return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
@@ -200,16 +201,12 @@ Json ResponseEncoder::Chunk(int choice, const v1::GenerateResponse& delta, bool 
                 {"finish_reason", FinishReason(delta.finish_reason())}};
   Json chunk;
   if (endpoint_ == Endpoint::kChatCompletions) {
-    while (splitters_.size() <= static_cast<size_t>(choice)) splitters_.emplace_back(reasoning_);
-    ReasoningSplitter::Parts parts = splitters_[choice].Feed(delta.text());
-    if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-      ReasoningSplitter::Parts rest = splitters_[choice].Finish();
-      parts.reasoning += rest.reasoning;
-      parts.content += rest.content;
+    const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+    bool had_calls = false;
+    Json message = ChatDelta(choice, delta.text(), finished, &had_calls);
+    if (finished && had_calls && delta.finish_reason() != v1::FINISH_REASON_LENGTH) {
+      entry["finish_reason"] = "tool_calls";
     }
-    Json message = Json::object();
-    if (!parts.content.empty() || parts.reasoning.empty()) message["content"] = parts.content;
-    if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
     if (first) message["role"] = "assistant";
     entry["delta"] = std::move(message);
     chunk = Envelope("chat.completion.chunk");
@@ -220,6 +217,50 @@ Json ResponseEncoder::Chunk(int choice, const v1::GenerateResponse& delta, bool 
   chunk["choices"] = Json::array({std::move(entry)});
   if (include_usage_) chunk["usage"] = nullptr;
   return chunk;
+}
+
+Json ResponseEncoder::ToolCallsJson(int choice, const std::vector<ParsedToolCall>& calls,
+                                    int first) {
+  Json list = Json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const int index = first + static_cast<int>(k);
+    list.push_back({{"index", index},
+                    {"id", absl::StrCat("call_", id_, "_", choice, "_", index)},
+                    {"type", "function"},
+                    {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}});
+  }
+  return list;
+}
+
+Json ResponseEncoder::ChatDelta(int choice, const std::string& text, bool finished,
+                                bool* had_calls) {
+  while (splitters_.size() <= static_cast<size_t>(choice)) {
+    splitters_.emplace_back(reasoning_);
+    tool_parsers_.emplace_back(tool_calls_);
+    calls_emitted_.push_back(0);
+  }
+  ReasoningSplitter::Parts parts = splitters_[choice].Feed(text);
+  if (finished) {
+    ReasoningSplitter::Parts rest = splitters_[choice].Finish();
+    parts.reasoning += rest.reasoning;
+    parts.content += rest.content;
+  }
+  ToolCallParser::Output tools = tool_parsers_[choice].Feed(parts.content);
+  if (finished) {
+    ToolCallParser::Output rest = tool_parsers_[choice].Finish();
+    tools.content += rest.content;
+    tools.calls.insert(tools.calls.end(), rest.calls.begin(), rest.calls.end());
+  }
+  Json message = Json::object();
+  const bool anything = !parts.reasoning.empty() || !tools.calls.empty();
+  if (!tools.content.empty() || !anything) message["content"] = tools.content;
+  if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
+  if (!tools.calls.empty()) {
+    message["tool_calls"] = ToolCallsJson(choice, tools.calls, calls_emitted_[choice]);
+    calls_emitted_[choice] += static_cast<int>(tools.calls.size());
+  }
+  *had_calls = calls_emitted_[choice] > 0;
+  return message;
 }
 
 Json ResponseEncoder::UsageChunk(const Json& usage) const {
@@ -255,8 +296,22 @@ Json ResponseEncoder::Complete(const std::vector<ChoiceResult>& choices) const {
                   {"finish_reason", FinishReason(choices[i].finish_reason)}};
     if (endpoint_ == Endpoint::kChatCompletions) {
       const ReasoningSplitter::Parts parts = ReasoningSplitter::Split(reasoning_, choices[i].text);
-      entry["message"] = {{"role", "assistant"}, {"content", parts.content}};
-      if (!parts.reasoning.empty()) entry["message"]["reasoning_content"] = parts.reasoning;
+      const ToolCallParser::Output tools = ToolCallParser::ParseAll(tool_calls_, parts.content);
+      Json message = {{"role", "assistant"}, {"content", tools.content}};
+      if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
+      if (!tools.calls.empty()) {
+        if (tools.content.empty()) message["content"] = nullptr;
+        Json list = Json::array();
+        for (size_t k = 0; k < tools.calls.size(); ++k) {
+          list.push_back({{"id", absl::StrCat("call_", id_, "_", i, "_", k)},
+                          {"type", "function"},
+                          {"function", {{"name", tools.calls[k].name},
+                                        {"arguments", tools.calls[k].arguments}}}});
+        }
+        message["tool_calls"] = std::move(list);
+        if (choices[i].finish_reason != v1::FINISH_REASON_LENGTH) entry["finish_reason"] = "tool_calls";
+      }
+      entry["message"] = std::move(message);
     } else {
       entry["text"] = choices[i].text;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "router/openai/reasoning_splitter.h"
+#include "router/openai/tool_call_parser.h"
 #include "absl/status/status.h"
 #include "common/tokenizer/tokenizer.h"
 #include "router/openai/openai_request.h"
@@ -49,10 +50,13 @@ struct ChoiceResult {
 class ResponseEncoder {
  public:
   // `reasoning`: how the model's output carries its reasoning (chat; split into
-  // reasoning_content by ReasoningSplitter).
+  // reasoning_content by ReasoningSplitter). `tool_calls`: how it writes tool calls, when the
+  // request offered tools (parsed into tool_calls by ToolCallParser; finish_reason
+  // "tool_calls"); kNone otherwise.
   ResponseEncoder(Endpoint endpoint, std::string id, std::string model, int64_t created,
                   const tokenizer::Tokenizer* tokenizer, bool logprobs, bool include_usage,
-                  chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone);
+                  chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone,
+                  chat::ToolCallFormat tool_calls = chat::ToolCallFormat::kNone);
 
   // A streaming chunk for choice `choice`: its new text (a chat choice's first chunk also
   // carries the assistant role), logprobs, and finish_reason on its last chunk.
@@ -80,6 +84,13 @@ class ResponseEncoder {
   std::vector<int64_t> text_offsets_;  // per choice: completions logprobs' running text_offset
   chat::ReasoningFormat reasoning_;
   std::vector<ReasoningSplitter> splitters_;  // per choice (chat)
+  chat::ToolCallFormat tool_calls_;
+  std::vector<ToolCallParser> tool_parsers_;  // per choice (chat)
+  std::vector<int> calls_emitted_;            // per choice: tool calls streamed so far
+
+  // The chat delta of one chunk: content, reasoning_content, tool_calls; sets *had_calls.
+  nlohmann::json ChatDelta(int choice, const std::string& text, bool finished, bool* had_calls);
+  nlohmann::json ToolCallsJson(int choice, const std::vector<ParsedToolCall>& calls, int first);
 };
 
 }  // namespace tessera::router::openai

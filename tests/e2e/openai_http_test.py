@@ -152,6 +152,42 @@ def check_chat(client, stub, pb2, model):
     print(f"chat OK: {text!r}, usage {answer.usage}")
 
 
+def check_tool_round_trip_shapes(client, openai, http_addr, model):
+    """The openai client's tool-calling conversation shapes reach the model's template: an
+    assistant turn of tool calls (content None), the tool's result, tools offered. The default
+    model's ChatML template renders the tool turn as a `tool` role; tool_choice "required" needs
+    constrained output, refused by name."""
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}]
+    messages = [
+        {"role": "user", "content": "Is it raining in Lyon?"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Lyon\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "light rain, 11 C"},
+    ]
+    answer = client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                            max_tokens=8, temperature=0)
+    assert answer.choices[0].message.role == "assistant", answer
+    assert answer.choices[0].finish_reason in ("stop", "length"), answer.choices[0]
+    streamed = list(client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                                   max_tokens=8, temperature=0, stream=True))
+    text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    assert text == answer.choices[0].message.content, (text, answer.choices[0].message.content)
+    status, body = raw_request(http_addr, "POST", "/tokenize",
+                               {"messages": messages, "add_generation_prompt": True})
+    assert status == 200, (status, body)
+    try:
+        client.chat.completions.create(model=model, messages=messages, tools=tools,
+                                       tool_choice="required", max_tokens=4)
+        raise AssertionError("tool_choice=required was accepted")
+    except openai.BadRequestError as e:
+        assert e.body["param"] == "tool_choice", e.body
+    print("tool-call conversation shapes OK")
+
+
 def check_tokenize(http_addr, stub, pb2):
     status, body = raw_request(http_addr, "POST", "/tokenize", {"prompt": PROMPT})
     assert status == 200, (status, body)
@@ -283,6 +319,7 @@ def main():
             check_models_and_health(client, http_addr, info)
             check_completions(client, stub, pb2, info.model_name)
             check_chat(client, stub, pb2, info.model_name)
+            check_tool_round_trip_shapes(client, openai, http_addr, info.model_name)
             check_tokenize(http_addr, stub, pb2)
             check_errors(client, openai, http_addr, info.model_name)
             check_bench(args.bin_dir, grpc_addr, http_addr)

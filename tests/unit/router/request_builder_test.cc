@@ -100,7 +100,6 @@ TEST_F(RequestBuilderTest, ToolsToolCallsAndKwargsReachTheTemplate) {
   v1::Chat chat = OneUserChat("Weather in Lyon?");
   v1::ChatMessage* call = chat.add_messages();
   call->set_role("assistant");
-  call->set_content_null(true);
   call->set_tool_calls_json(R"([{"id": "c1", "type": "function", "function": {"name": "get_weather",
                                "arguments": "{\"city\": \"Lyon\", \"days\": 2}"}}])");
   v1::ChatMessage* result = chat.add_messages();

@@ -1,0 +1,53 @@
+// Finds the tool calls in a chat choice's content (after its reasoning is split off), in the
+// format the model's template declares (chat::ToolCallFormat), as OpenAI's `tool_calls`:
+//   kHermes     `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, any number, text
+//               around them stays content;
+//   kMistral    `[TOOL_CALLS]` then a JSON list of {"name", "arguments"} to the end of output;
+//   kLlama3Json the whole output one `{"name": ..., "parameters"|"arguments": ...}` object
+//               (optionally after `<|python_tag|>`).
+// Streaming: content before a call streams as usual; a call is held until it is complete
+// (its closing tag, or the end of output) and then emitted whole, its arguments as a JSON
+// string. Text that looked like a call but does not parse as one is given back as content.
+// Model output is untrusted: JSON is parsed under util::kMaxClientJsonDepth.
+//
+// One per choice, on the request's thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/chat/chat_template.h"
+
+namespace tessera::router::openai {
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object, as text
+};
+
+class ToolCallParser {
+ public:
+  struct Output {
+    std::string content;
+    std::vector<ParsedToolCall> calls;
+  };
+
+  explicit ToolCallParser(chat::ToolCallFormat format) : format_(format) {}
+
+  Output Feed(std::string_view content);
+  Output Finish();
+  static Output ParseAll(chat::ToolCallFormat format, std::string_view content);
+
+ private:
+  Output FeedHermes();
+  Output FinishWhole();
+
+  chat::ToolCallFormat format_;
+  std::string buffer_;
+  bool in_call_ = false;   // kHermes: inside <tool_call>
+  bool holding_ = false;   // kMistral / kLlama3Json: the output may be a call; held to the end
+  bool decided_ = false;   // kMistral / kLlama3Json: whether it may be a call is known
+};
+
+}  // namespace tessera::router::openai
