@@ -29,7 +29,7 @@ struct JobEvent {
   int choice = 0;
   ::tessera::v1::GenerateResponse response;  // text/tokens since the last event of this choice
   bool closed = false;                       // the choice's last event
-  absl::Status status;                       // when closed: how it ended
+  absl::Status status = {};                  // when closed: how it ended
 };
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {

@@ -59,7 +59,7 @@ struct EngineConfig {
   // (--max-queue-time); 0 = no limit.
   std::chrono::milliseconds max_queue_time{0};
   // Operational log (router_log.h); null = none.
-  std::shared_ptr<spdlog::logger> log;
+  std::shared_ptr<spdlog::logger> log = nullptr;
   // A preemption_storm warning when at least this many preemptions happen within one window
   // (--preemption-storm-threshold, --preemption-storm-window-s).
   int preemption_storm_threshold = 50;

@@ -52,7 +52,7 @@ struct RunnerFlags {
   std::string dummy_shape = "";      // dummy: a SyntheticShapeNames() entry
   int dummy_vocab = 0;               // dummy: vocabulary override (0 = the shape's)
   uint64_t dummy_seed = 0;           // dummy: the weights' seed
-  std::string dummy_weight_format;   // dummy: "" (the dtype) or a packed scheme: q4_0, nvfp4, ...
+  std::string dummy_weight_format = {};// dummy: "" (the dtype) or a packed scheme: q4_0, nvfp4, ...
 };
 
 // "auto" -> false, "dummy" -> true; INVALID_ARGUMENT naming both otherwise.

@@ -30,13 +30,13 @@
 namespace tessera::chat {
 
 struct ChatMessage {
-  std::string role;  // "system" | "developer" | "user" | "assistant" | "tool"
-  std::string content;  // OpenAI's `"content": null` arrives as "" (as vLLM gives templates)
+  std::string role = {};  // "system" | "developer" | "user" | "assistant" | "tool"
+  std::string content = {};  // OpenAI's `"content": null` arrives as "" (as vLLM gives templates)
   // An assistant turn's calls as OpenAI sends them, each function's `arguments` parsed to an
   // object where it is JSON (templates print it with tojson); null: none.
-  nlohmann::ordered_json tool_calls;
-  std::string tool_call_id;  // role tool: the call it answers
-  std::string name;          // optional author / tool name
+  nlohmann::ordered_json tool_calls = nullptr;
+  std::string tool_call_id = {};  // role tool: the call it answers
+  std::string name = {};          // optional author / tool name
 };
 
 // How a model's output carries its reasoning, from its template (vLLM's reasoning parsers'

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,16 @@ namespace tessera::chat::jinja {
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
+
+// A kBinary node's operator, resolved once at parse time.
+enum class BinaryOp {
+  kOr, kAnd, kEq, kNe, kLt, kGt, kLe, kGe, kIn, kNotIn, kAdd, kSub, kMul, kDiv, kFloorDiv, kMod,
+  kPow, kConcat
+};
+
+// The operator spelled `op` ("==", "notin", "~", ...); kConcat for an unknown spelling is never
+// asked for (the parser only makes these).
+BinaryOp BinaryOpOf(std::string_view op);
 
 struct Expr {
   enum class Kind {
@@ -38,7 +49,7 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;  // kTest: `is not`
-  int line = 0;
+  BinaryOp op = BinaryOp::kConcat;  // kBinary
 };
 
 struct Stmt;
@@ -65,7 +76,6 @@ struct Stmt {
   std::string attr;                  // kSet: `set targets[0].attr = ...`
   std::string name;                  // kMacro
   std::vector<ExprPtr> defaults;     // kMacro: one per parameter (null: none)
-  int line = 0;
 };
 
 }  // namespace tessera::chat::jinja

@@ -255,6 +255,7 @@ class Parser {
 
   ExprPtr Binary(std::string op, ExprPtr left, ExprPtr right) {
     auto e = Node(Expr::Kind::kBinary, std::move(op));
+    e->op = BinaryOpOf(e->name);
     e->args.push_back(std::move(left));
     e->args.push_back(std::move(right));
     return e;
@@ -539,6 +540,20 @@ absl::StatusOr<ExprPtr> Parser::ParseFilters(ExprPtr node) {
 }
 
 }  // namespace
+
+BinaryOp BinaryOpOf(std::string_view op) {
+  static constexpr std::pair<std::string_view, BinaryOp> kOps[] = {
+      {"or", BinaryOp::kOr},   {"and", BinaryOp::kAnd},   {"==", BinaryOp::kEq},
+      {"!=", BinaryOp::kNe},   {"<", BinaryOp::kLt},      {">", BinaryOp::kGt},
+      {"<=", BinaryOp::kLe},   {">=", BinaryOp::kGe},     {"in", BinaryOp::kIn},
+      {"notin", BinaryOp::kNotIn}, {"+", BinaryOp::kAdd}, {"-", BinaryOp::kSub},
+      {"*", BinaryOp::kMul},   {"/", BinaryOp::kDiv},     {"//", BinaryOp::kFloorDiv},
+      {"%", BinaryOp::kMod},   {"**", BinaryOp::kPow},    {"~", BinaryOp::kConcat}};
+  for (const auto& [spelling, value] : kOps) {
+    if (spelling == op) return value;
+  }
+  return BinaryOp::kConcat;
+}
 
 absl::StatusOr<Body> ParseTemplate(std::string_view source) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<JinjaToken> tokens, TokenizeJinja(source));

@@ -127,13 +127,14 @@ absl::StatusOr<Value> Renderer::CallMacro(const Stmt& macro, CallArgs& args) {
 
 absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   TESSERA_ASSIGN_OR_RETURN(Value iterable, Eval(*s.expr));
-  std::vector<Value> items;
+  std::vector<Value> owned;  // a dict's keys, a string's characters, or the filtered items
+  const std::vector<Value>* list = &owned;
   if (iterable.is_array()) {
-    items = iterable.array();
+    list = &iterable.array();  // shared with the value, which outlives the loop
   } else if (iterable.is_object()) {
-    for (const auto& kv : iterable.object().items) items.push_back(Value::Markup(kv.first));
+    for (const auto& kv : iterable.object().items) owned.push_back(Value::Markup(kv.first));
   } else if (iterable.is_string()) {
-    for (size_t i = 0; i < iterable.str().size(); ++i) items.push_back(Value::String(iterable.text().Slice(i, i + 1)));
+    for (size_t i = 0; i < iterable.str().size(); ++i) owned.push_back(Value::String(iterable.text().Slice(i, i + 1)));
   } else if (!iterable.is_undefined() && !iterable.is_none()) {
     return absl::InvalidArgumentError(absl::StrCat("chat template: cannot loop over a ", util::ToAbsl(iterable.TypeName())));
   }
@@ -148,7 +149,7 @@ absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   };
   if (!s.conditions.empty()) {  // the loop's `if` filters before loop.* counts
     std::vector<Value> kept;
-    for (const Value& item : items) {
+    for (const Value& item : *list) {
       scopes_.emplace_back();
       bind(item);
       absl::StatusOr<Value> keep = Eval(*s.conditions[0]);
@@ -156,27 +157,30 @@ absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
       if (!keep.ok()) return keep.status();
       if (keep->Truthy()) kept.push_back(item);
     }
-    items = std::move(kept);
+    owned = std::move(kept);
+    list = &owned;
   }
-  if (items.empty()) {
+  if (list->empty()) {
     if (s.bodies.size() < 2) return absl::OkStatus();
     Flow flow = Flow::kNormal;
     return RenderBody(s.bodies[1], out, &flow);
   }
-  const int64_t n = static_cast<int64_t>(items.size());
+  const std::vector<Value>& all = *list;
+  const int64_t n = static_cast<int64_t>(all.size());
   for (int64_t i = 0; i < n; ++i) {
     scopes_.emplace_back();
-    bind(items[i]);
+    bind(all[i]);
     Object loop;
-    loop.Set("index", Value::Int(i + 1));
-    loop.Set("index0", Value::Int(i));
-    loop.Set("revindex", Value::Int(n - i));
-    loop.Set("revindex0", Value::Int(n - i - 1));
-    loop.Set("first", Value::Bool(i == 0));
-    loop.Set("last", Value::Bool(i == n - 1));
-    loop.Set("length", Value::Int(n));
-    loop.Set("previtem", i > 0 ? items[i - 1] : Value());
-    loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value());
+    loop.items.reserve(9);
+    loop.items.emplace_back("index", Value::Int(i + 1));
+    loop.items.emplace_back("index0", Value::Int(i));
+    loop.items.emplace_back("revindex", Value::Int(n - i));
+    loop.items.emplace_back("revindex0", Value::Int(n - i - 1));
+    loop.items.emplace_back("first", Value::Bool(i == 0));
+    loop.items.emplace_back("last", Value::Bool(i == n - 1));
+    loop.items.emplace_back("length", Value::Int(n));
+    loop.items.emplace_back("previtem", i > 0 ? all[i - 1] : Value());
+    loop.items.emplace_back("nextitem", i + 1 < n ? all[i + 1] : Value());
     Assign("loop", Value::MakeObject(std::move(loop)));
     Flow flow = Flow::kNormal;
     const absl::Status status = RenderBody(s.bodies[0], out, &flow);
@@ -390,36 +394,44 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Va
 }
 
 absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
-  const std::string& op = e.name;
   TESSERA_ASSIGN_OR_RETURN(Value a, Eval(*e.args[0]));
-  if (op == "and") return a.Truthy() ? Eval(*e.args[1]) : a;
-  if (op == "or") return a.Truthy() ? a : Eval(*e.args[1]);
+  if (e.op == BinaryOp::kAnd) return a.Truthy() ? Eval(*e.args[1]) : a;
+  if (e.op == BinaryOp::kOr) return a.Truthy() ? a : Eval(*e.args[1]);
   TESSERA_ASSIGN_OR_RETURN(Value b, Eval(*e.args[1]));
-  if (op == "==") return Value::Bool(a.Equals(b));
-  if (op == "!=") return Value::Bool(!a.Equals(b));
-  if (op == "in" || op == "notin") {
-    TESSERA_ASSIGN_OR_RETURN(bool in, Contains(b, a));
-    return Value::Bool(in == (op == "in"));
-  }
-  if (op == "~") {
-    Text t = a.ToText();
-    t.Append(b.ToText());
-    return Value::String(std::move(t));
-  }
-  if (op == "<" || op == ">" || op == "<=" || op == ">=") {
-    int c = 0;
-    if (a.is_string() && b.is_string()) {
-      c = a.str().compare(b.str());
-    } else if (a.is_number() && b.is_number()) {
-      c = a.AsDouble() < b.AsDouble() ? -1 : a.AsDouble() > b.AsDouble() ? 1 : 0;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("chat template: cannot compare ", util::ToAbsl(a.TypeName()),
-                                                     " and ", util::ToAbsl(b.TypeName())));
+  switch (e.op) {
+    case BinaryOp::kEq: return Value::Bool(a.Equals(b));
+    case BinaryOp::kNe: return Value::Bool(!a.Equals(b));
+    case BinaryOp::kIn:
+    case BinaryOp::kNotIn: {
+      TESSERA_ASSIGN_OR_RETURN(bool in, Contains(b, a));
+      return Value::Bool(in == (e.op == BinaryOp::kIn));
     }
-    const bool r = op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0;
-    return Value::Bool(r);
+    case BinaryOp::kConcat: {
+      Text t = a.ToText();
+      t.Append(b.ToText());
+      return Value::String(std::move(t));
+    }
+    case BinaryOp::kLt:
+    case BinaryOp::kGt:
+    case BinaryOp::kLe:
+    case BinaryOp::kGe: {
+      int c = 0;
+      if (a.is_string() && b.is_string()) {
+        c = a.str().compare(b.str());
+      } else if (a.is_number() && b.is_number()) {
+        c = a.AsDouble() < b.AsDouble() ? -1 : a.AsDouble() > b.AsDouble() ? 1 : 0;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("chat template: cannot compare ",
+                                                       util::ToAbsl(a.TypeName()), " and ",
+                                                       util::ToAbsl(b.TypeName())));
+      }
+      return Value::Bool(e.op == BinaryOp::kLt   ? c < 0
+                         : e.op == BinaryOp::kGt ? c > 0
+                         : e.op == BinaryOp::kLe ? c <= 0
+                                                 : c >= 0);
+    }
+    default: return Arithmetic(e.name, a, b);
   }
-  return Arithmetic(op, a, b);
 }
 
 }  // namespace

@@ -82,10 +82,15 @@ Value Value::Float(double d) {
   v.d_ = d;
   return v;
 }
+const Text& Value::EmptyText() {
+  static const Text kEmpty;
+  return kEmpty;
+}
+
 Value Value::String(Text text) {
   Value v;
   v.kind_ = Kind::kString;
-  v.text_ = std::move(text);
+  v.text_ = std::make_shared<const Text>(std::move(text));
   return v;
 }
 Value Value::MakeArray(Array items) {
@@ -119,7 +124,7 @@ bool Value::Truthy() const {
     case Kind::kBool: return b_;
     case Kind::kInt: return i_ != 0;
     case Kind::kFloat: return d_ != 0.0;
-    case Kind::kString: return !text_.bytes.empty();
+    case Kind::kString: return !str().empty();
     case Kind::kArray: return !array_->empty();
     case Kind::kObject: return namespace_ || !object_->items.empty();
     case Kind::kFunction: return true;
@@ -139,7 +144,7 @@ bool Value::Equals(const Value& other) const {
   switch (kind_) {
     case Kind::kUndefined:
     case Kind::kNone: return true;
-    case Kind::kString: return text_.bytes == other.text_.bytes;
+    case Kind::kString: return str() == other.str();
     case Kind::kArray: {
       if (array_->size() != other.array_->size()) return false;
       for (size_t i = 0; i < array_->size(); ++i) {
@@ -184,7 +189,7 @@ std::string FloatRepr(double d) {
 Text Value::ToText() const {
   switch (kind_) {
     case Kind::kUndefined: return {};
-    case Kind::kString: return text_;
+    case Kind::kString: return text();
     case Kind::kNone: return Text::Markup("None");
     case Kind::kBool: return Text::Markup(b_ ? "True" : "False");
     case Kind::kInt: return Text::Markup(std::to_string(i_));
@@ -193,7 +198,7 @@ Text Value::ToText() const {
       // Containers print as Python's repr; any content inside makes it content.
       bool any = false;
       std::function<void(const Value&)> scan = [&](const Value& v) {
-        if (v.is_string() && v.text_.AnyContent()) any = true;
+        if (v.is_string() && v.text().AnyContent()) any = true;
         if (v.is_array()) for (const Value& e : *v.array_) scan(e);
         if (v.is_object()) for (const auto& kv : v.object_->items) scan(kv.second);
       };
@@ -231,7 +236,7 @@ std::string PythonStringRepr(const std::string& s) {
 
 std::string Value::Repr() const {
   switch (kind_) {
-    case Kind::kString: return PythonStringRepr(text_.bytes);
+    case Kind::kString: return PythonStringRepr(str());
     case Kind::kArray: {
       std::string out = "[";
       for (size_t i = 0; i < array_->size(); ++i) {

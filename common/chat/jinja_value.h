@@ -85,8 +85,8 @@ class Value {
   bool AsBool() const { return b_; }
   int64_t AsInt() const { return i_; }
   double AsDouble() const { return kind_ == Kind::kInt ? static_cast<double>(i_) : d_; }
-  const Text& text() const { return text_; }
-  const std::string& str() const { return text_.bytes; }
+  const Text& text() const { return text_ != nullptr ? *text_ : EmptyText(); }
+  const std::string& str() const { return text().bytes; }
   Array& array() const { return *array_; }
   Object& object() const { return *object_; }
   const Function& function() const { return *function_; }
@@ -108,7 +108,9 @@ class Value {
   int64_t i_ = 0;
   double d_ = 0;
   bool namespace_ = false;
-  Text text_;
+  static const Text& EmptyText();
+
+  std::shared_ptr<const Text> text_;  // strings: shared, immutable (copies are cheap)
   std::shared_ptr<Array> array_;
   std::shared_ptr<Object> object_;
   std::shared_ptr<Function> function_;

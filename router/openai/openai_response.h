@@ -41,10 +41,10 @@ nlohmann::json FinishReason(::tessera::v1::FinishReason reason);
 
 // Everything one choice produced (the non-streaming answer).
 struct ChoiceResult {
-  std::string text;
-  std::vector<::tessera::v1::TokenLogprob> logprobs;
+  std::string text = {};
+  std::vector<::tessera::v1::TokenLogprob> logprobs = {};
   ::tessera::v1::FinishReason finish_reason = ::tessera::v1::FINISH_REASON_UNSPECIFIED;
-  ::tessera::v1::Usage usage;
+  ::tessera::v1::Usage usage = {};
 };
 
 class ResponseEncoder {

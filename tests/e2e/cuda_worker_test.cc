@@ -93,7 +93,9 @@ void ExpectCpuBackendsTokens(const std::vector<StreamResult>& expected,
                                                       : testing_util::kCudaF32Tolerance;
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_EQ(got[i].token_ids.size(), got[i].logprobs.size()) << "request " << i;
-    if (OnEmulatedF32()) EXPECT_EQ(got[i].token_ids, expected[i].token_ids) << "request " << i;
+    if (OnEmulatedF32()) {
+      EXPECT_EQ(got[i].token_ids, expected[i].token_ids) << "request " << i;
+    }
     const testing_util::GreedyComparison result = testing_util::CompareGreedyRuns(
         GreedyTokens(expected[i]), GreedyTokens(got[i]), tolerance);
     std::printf("%s %s, request %zu: %d positions compared, max |dlogprob| %.3g, min top-2 margin "

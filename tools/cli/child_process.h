@@ -45,13 +45,13 @@ struct ChildExit {
 struct ChildOptions {
   std::string path;               // the executable (no PATH search)
   std::vector<std::string> args;  // argv[1...]
-  std::string name;               // for messages and the echo prefix; default: path's basename
+  std::string name = {};          // for messages and the echo prefix; default: path's basename
   int echo_stdout_fd = -1;        // echo stdout lines ("[name] line") here; -1: don't
   int echo_stderr_fd = -1;        // echo stderr lines here; -1: don't
   bool new_process_group = true;  // see the file comment
   // "NAME=value" entries added to (or replacing in) the inherited environment: secrets go here
   // rather than on the command line, where any local user could read them.
-  std::vector<std::string> env;
+  std::vector<std::string> env = {};
 };
 
 class ChildProcess {
