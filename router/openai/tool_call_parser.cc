@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/util/client_json.h"
+#include "router/openai/partial_tag.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::router::openai {
@@ -16,13 +17,6 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralStart = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
-
-size_t PartialSuffix(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 // {"name": str, "arguments"|"parameters": object|str} as a call; false otherwise.
 bool CallOf(const Json& json, ParsedToolCall* out) {
@@ -89,7 +83,7 @@ ToolCallParser::Output ToolCallParser::FeedHermes() {
     if (!in_call_) {
       const size_t open = buffer_.find(kHermesOpen);
       if (open == std::string::npos) {
-        const size_t keep = PartialSuffix(buffer_, kHermesOpen);
+        const size_t keep = PartialTagSuffix(buffer_, kHermesOpen);
         out.content.append(buffer_, 0, buffer_.size() - keep);
         buffer_.erase(0, buffer_.size() - keep);
         return out;
