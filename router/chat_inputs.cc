@@ -48,7 +48,8 @@ absl::StatusOr<ChatInputs> ChatInputsFromProto(const v1::Chat& chat) {
   for (int i = 0; i < chat.messages_size(); ++i) {
     const v1::ChatMessage& m = chat.messages(i);
     chat::ChatMessage message{.role = m.role(), .content = m.content(), .tool_calls = nullptr,
-                              .tool_call_id = m.tool_call_id(), .name = m.name()};
+                              .tool_call_id = m.tool_call_id(), .name = m.name(),
+                              .reasoning_content = m.reasoning_content()};
     if (!m.tool_calls_json().empty()) {
       TESSERA_ASSIGN_OR_RETURN(
           message.tool_calls,

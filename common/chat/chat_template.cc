@@ -55,6 +55,9 @@ jinja::Value MessagesValue(std::span<const ChatMessage> messages) {
     if (!m.tool_calls.is_null()) message.Set("tool_calls", jinja::FromJson(m.tool_calls));
     if (!m.tool_call_id.empty()) message.Set("tool_call_id", jinja::Value::Content(m.tool_call_id));
     if (!m.name.empty()) message.Set("name", jinja::Value::Content(m.name));
+    if (!m.reasoning_content.empty()) {
+      message.Set("reasoning_content", jinja::Value::Content(m.reasoning_content));
+    }
     list.push_back(jinja::Value::MakeObject(std::move(message)));
   }
   return jinja::Value::MakeArray(std::move(list));

@@ -37,6 +37,7 @@ struct ChatMessage {
   nlohmann::ordered_json tool_calls = nullptr;
   std::string tool_call_id = {};  // role tool: the call it answers
   std::string name = {};          // optional author / tool name
+  std::string reasoning_content = {};  // an assistant turn's reasoning (Qwen3 replays it)
 };
 
 // How a model's output carries its reasoning, from its template (vLLM's reasoning parsers'

@@ -50,6 +50,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;  // kTest: `is not`
   BinaryOp op = BinaryOp::kConcat;  // kBinary
+  int line = 0;  // kFilter, kTest, kCall: the source line, for errors
 };
 
 struct Stmt;

@@ -17,6 +17,7 @@ enum class TagKind { kExpr, kStmt, kComment };
 // One `{{ }}`, `{% %}` or `{# #}` with its whitespace-control markers ('-', '+' or 0).
 struct RawTag {
   TagKind kind = TagKind::kExpr;
+  int line = 0;
   char left_marker = 0;
   char right_marker = 0;
   std::vector<JinjaToken> tokens;
@@ -74,14 +75,28 @@ class Lexer {
       texts_.emplace_back(src_.substr(pos_, open - pos_));
       if (open == src_.size()) return absl::OkStatus();
       RawTag tag;
+      tag.line = LineOf(open);
       if (absl::Status s = LexTag(open, &tag); !s.ok()) return s;
       tags_.push_back(std::move(tag));
     }
   }
 
-  std::vector<JinjaToken> Emit() const;
+  std::vector<JinjaToken> Emit();
 
  private:
+  // The 1-based line of `offset`; offsets asked for mostly increase, so it counts on from the
+  // last one (and starts over when asked for an earlier one).
+  int LineOf(size_t offset) {
+    if (offset < line_offset_) {
+      line_offset_ = 0;
+      line_ = 1;
+    }
+    for (; line_offset_ < offset && line_offset_ < src_.size(); ++line_offset_) {
+      if (src_[line_offset_] == '\n') ++line_;
+    }
+    return line_;
+  }
+
   size_t FindTagOpen(size_t from) const {
     for (size_t i = from; i + 1 < src_.size(); ++i) {
       if (src_[i] == '{' && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#')) {
@@ -101,6 +116,8 @@ class Lexer {
   size_t pos_ = 0;
   std::vector<std::string_view> texts_;
   std::vector<RawTag> tags_;
+  size_t line_offset_ = 0;
+  int line_ = 1;
 };
 
 absl::Status Lexer::LexTag(size_t open, RawTag* tag) {
@@ -151,20 +168,22 @@ absl::Status Lexer::LexOneToken(std::vector<JinjaToken>* out, int* depth) {
   size_t start = pos_;
   if (IsNameStart(c)) {
     while (pos_ < src_.size() && IsNameChar(src_[pos_])) ++pos_;
-    out->push_back({JinjaTokenKind::kName, std::string(src_.substr(start, pos_ - start))});
+    out->push_back({JinjaTokenKind::kName, std::string(src_.substr(start, pos_ - start)),
+                    LineOf(start)});
     return absl::OkStatus();
   }
   if (IsDigit(c)) {
     while (pos_ < src_.size() && (IsDigit(src_[pos_]) || src_[pos_] == '.' || src_[pos_] == '_'))
       ++pos_;
-    out->push_back({JinjaTokenKind::kNumber, std::string(src_.substr(start, pos_ - start))});
+    out->push_back({JinjaTokenKind::kNumber, std::string(src_.substr(start, pos_ - start)),
+                    LineOf(start)});
     return absl::OkStatus();
   }
   static constexpr std::string_view kTwoCharOps[] = {"==", "!=", "<=", ">=", "//", "**"};
   for (std::string_view op : kTwoCharOps) {
     if (src_.substr(pos_, 2) == op) {
       pos_ += 2;
-      out->push_back({JinjaTokenKind::kOperator, std::string(op)});
+      out->push_back({JinjaTokenKind::kOperator, std::string(op), LineOf(pos_ - 2)});
       return absl::OkStatus();
     }
   }
@@ -177,7 +196,7 @@ absl::Status Lexer::LexOneToken(std::vector<JinjaToken>* out, int* depth) {
   if (c == '(' || c == '[' || c == '{') ++*depth;
   if ((c == ')' || c == ']' || c == '}') && *depth > 0) --*depth;
   ++pos_;
-  out->push_back({JinjaTokenKind::kOperator, std::string(1, c)});
+  out->push_back({JinjaTokenKind::kOperator, std::string(1, c), LineOf(pos_ - 1)});
   return absl::OkStatus();
 }
 
@@ -254,7 +273,7 @@ absl::Status Lexer::LexString(std::vector<JinjaToken>* out) {
         absl::StrCat("unterminated string literal at offset ", start));
   }
   ++pos_;  // closing quote
-  out->push_back({JinjaTokenKind::kString, std::move(value)});
+  out->push_back({JinjaTokenKind::kString, std::move(value), LineOf(start)});
   return absl::OkStatus();
 }
 
@@ -302,8 +321,8 @@ void NormalizeSubscripts(std::vector<JinjaToken>* tokens) {
         (out.back().kind == JinjaTokenKind::kName || out.back().value == ")" ||
          out.back().value == "]");
     if (is_subscript) {
-      out.push_back({JinjaTokenKind::kOperator, "."});
-      out.push_back({JinjaTokenKind::kName, t[i + 1].value});
+      out.push_back({JinjaTokenKind::kOperator, ".", t[i].line});
+      out.push_back({JinjaTokenKind::kName, t[i + 1].value, t[i + 1].line});
       i += 2;
     } else {
       out.push_back(std::move(t[i]));
@@ -312,7 +331,7 @@ void NormalizeSubscripts(std::vector<JinjaToken>* tokens) {
   t = std::move(out);
 }
 
-std::vector<JinjaToken> Lexer::Emit() const {
+std::vector<JinjaToken> Lexer::Emit() {
   std::vector<JinjaToken> out;
   for (size_t i = 0; i < texts_.size(); ++i) {
     const RawTag* prev = i > 0 ? &tags_[i - 1] : nullptr;
@@ -322,16 +341,18 @@ std::vector<JinjaToken> Lexer::Emit() const {
       if (!out.empty() && out.back().kind == JinjaTokenKind::kText) {
         out.back().value.append(text);  // texts around a dropped comment join up
       } else {
-        out.push_back({JinjaTokenKind::kText, std::string(text)});
+        out.push_back({JinjaTokenKind::kText, std::string(text),
+                       LineOf(static_cast<size_t>(text.data() - src_.data()))});
       }
     }
     if (next == nullptr || next->kind == TagKind::kComment) continue;
     const bool expr = next->kind == TagKind::kExpr;
-    out.push_back({expr ? JinjaTokenKind::kExprBegin : JinjaTokenKind::kStmtBegin, ""});
+    out.push_back({expr ? JinjaTokenKind::kExprBegin : JinjaTokenKind::kStmtBegin, "", next->line});
     std::vector<JinjaToken> body = next->tokens;
     NormalizeSubscripts(&body);
     for (JinjaToken& token : body) out.push_back(std::move(token));
-    out.push_back({expr ? JinjaTokenKind::kExprEnd : JinjaTokenKind::kStmtEnd, ""});
+    out.push_back({expr ? JinjaTokenKind::kExprEnd : JinjaTokenKind::kStmtEnd, "",
+                   out.back().line});
   }
   return out;
 }

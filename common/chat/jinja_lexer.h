@@ -36,7 +36,10 @@ enum class JinjaTokenKind {
 struct JinjaToken {
   JinjaTokenKind kind;
   std::string value;  // empty for the begin/end kinds
-  bool operator==(const JinjaToken&) const = default;
+  int line = 0;       // 1-based source line where it starts (not part of equality)
+  bool operator==(const JinjaToken& other) const {
+    return kind == other.kind && value == other.value;
+  }
 };
 
 // Tokenizes `source`. Comments are dropped; `x['name']` is rewritten to `x.name` when 'name' is

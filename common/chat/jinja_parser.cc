@@ -58,8 +58,10 @@ class Parser {
     return true;
   }
   absl::Status Error(std::string_view what) const {
-    std::string near = AtEnd() ? "the end of the template" : "'" + Peek().value + "'";
-    return absl::InvalidArgumentError(absl::StrCat("chat template: ", util::ToAbsl(what), " (at ", near, ")"));
+    const std::string near = AtEnd() ? "the end of the template"
+                                     : absl::StrCat("'", Peek().value, "', line ", Peek().line);
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template: ", util::ToAbsl(what), " (at ", near, ")"));
   }
   absl::Status Expect(std::string_view op) {
     if (Accept(op)) return absl::OkStatus();
@@ -502,6 +504,7 @@ absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
       TESSERA_ASSIGN_OR_RETURN(node, ParseSubscript(std::move(node)));
     } else if (Accept("(")) {
       auto call = Node(Expr::Kind::kCall);
+      call->line = Peek().line;
       call->args.push_back(std::move(node));
       TESSERA_RETURN_IF_ERROR(ParseCallArgs(call.get()));
       node = std::move(call);
@@ -514,14 +517,17 @@ absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
 absl::StatusOr<ExprPtr> Parser::ParseFilters(ExprPtr node) {
   while (true) {
     if (Accept("|")) {
+      const int line = Peek().line;
       TESSERA_ASSIGN_OR_RETURN(std::string name, ExpectIdentifier());
       auto filter = Node(Expr::Kind::kFilter, std::move(name));
+      filter->line = line;
       filter->args.push_back(std::move(node));
       if (Accept("(")) TESSERA_RETURN_IF_ERROR(ParseCallArgs(filter.get()));
       TESSERA_ASSIGN_OR_RETURN(node, ParsePostfix(std::move(filter)));
     } else if (AcceptName("is")) {
       auto test = Node(Expr::Kind::kTest);
       test->negated = AcceptName("not");
+      test->line = Peek().line;
       TESSERA_ASSIGN_OR_RETURN(test->name, ExpectIdentifier());
       test->args.push_back(std::move(node));
       if (Accept("(")) {

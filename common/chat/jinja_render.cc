@@ -18,6 +18,11 @@ namespace {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// `status` with the template line it happened at.
+absl::Status AtLine(const absl::Status& status, int line) {
+  return absl::Status(status.code(), absl::StrCat(status.message(), " (line ", line, ")"));
+}
+
 class Renderer {
  public:
   explicit Renderer(const Object& context) { scopes_.emplace_back(); globals_ = &context; }
@@ -287,7 +292,8 @@ absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
         return absl::InvalidArgumentError(absl::StrCat(
             "chat template: calling a ", util::ToAbsl(callee.TypeName()),
             e.args[0]->kind == Expr::Kind::kName || e.args[0]->kind == Expr::Kind::kAttr
-                ? absl::StrCat(" ('", e.args[0]->name, "')") : std::string()));
+                ? absl::StrCat(" ('", e.args[0]->name, "')") : std::string(),
+            " (line ", e.line, ")"));
       }
       TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
       return callee.function()(args);
@@ -295,13 +301,16 @@ absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
     case Expr::Kind::kFilter: {
       TESSERA_ASSIGN_OR_RETURN(Value input, Eval(*e.args[0]));
       TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
-      return ApplyFilter(e.name, input, args);
+      absl::StatusOr<Value> out = ApplyFilter(e.name, input, args);
+      if (!out.ok()) return AtLine(out.status(), e.line);
+      return out;
     }
     case Expr::Kind::kTest: {
       TESSERA_ASSIGN_OR_RETURN(Value input, Eval(*e.args[0]));
       TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
-      TESSERA_ASSIGN_OR_RETURN(bool passed, ApplyTest(e.name, input, args));
-      return Value::Bool(passed != e.negated);
+      absl::StatusOr<bool> passed = ApplyTest(e.name, input, args);
+      if (!passed.ok()) return AtLine(passed.status(), e.line);
+      return Value::Bool(*passed != e.negated);
     }
     case Expr::Kind::kNot: {
       TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));

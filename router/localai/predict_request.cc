@@ -9,14 +9,44 @@ namespace tessera::router::localai {
 
 namespace v1 = ::tessera::v1;
 
+namespace {
+
+// ToolChoice as LocalAI sends it: a bare word, the JSON string of one, or a JSON object naming a
+// function. Whether the tools go to the template ("auto", "" → yes; "none" → no); "required"
+// and a named function need constrained output (issue 25) and are refused.
+absl::StatusOr<bool> OffersTools(std::string choice) {
+  if (choice.size() >= 2 && choice.front() == '"' && choice.back() == '"') {
+    choice = choice.substr(1, choice.size() - 2);
+  }
+  if (choice.empty() || choice == "auto") return true;
+  if (choice == "none") return false;
+  return absl::InvalidArgumentError(
+      "ToolChoice must be auto or none on this backend (required and a named function need "
+      "constrained output, not implemented yet)");
+}
+
+absl::Status SetChat(const ::backend::PredictOptions& options, v1::Chat* chat) {
+  for (const ::backend::Message& message : options.messages()) {
+    v1::ChatMessage* out = chat->add_messages();
+    out->set_role(message.role());
+    out->set_content(message.content());
+    out->set_name(message.name());
+    out->set_tool_call_id(message.tool_call_id());
+    out->set_reasoning_content(message.reasoning_content());
+    out->set_tool_calls_json(message.tool_calls());
+  }
+  absl::StatusOr<bool> offer = OffersTools(options.toolchoice());
+  if (!offer.ok()) return offer.status();
+  if (*offer) chat->set_tools_json(options.tools());  // checked as JSON when the chat renders
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::GenerateRequest> ToGenerateRequest(const ::backend::PredictOptions& options) {
   v1::GenerateRequest request;
   if (options.usetokenizertemplate() && options.messages_size() > 0) {
-    for (const ::backend::Message& message : options.messages()) {
-      v1::ChatMessage* out = request.mutable_chat()->add_messages();
-      out->set_role(message.role());
-      out->set_content(message.content());
-    }
+    if (absl::Status s = SetChat(options, request.mutable_chat()); !s.ok()) return s;
   } else if (!options.prompt().empty()) {
     request.set_text(options.prompt());
   } else {

@@ -16,9 +16,12 @@
 
 namespace tessera::router::localai {
 
-// Prompt (raw text), or with UseTokenizerTemplate the Messages rendered by the model's chat
-// template; sampling, Tokens as max_tokens, StopPrompts, IgnoreEOS. INVALID_ARGUMENT naming the
-// LocalAI field when there is no prompt.
+// Prompt (raw text), or with UseTokenizerTemplate the Messages (with their name, tool_call_id,
+// reasoning_content and tool_calls) rendered by the model's chat template with Tools (unless
+// ToolChoice is "none"); sampling, Tokens as max_tokens, StopPrompts, IgnoreEOS.
+// INVALID_ARGUMENT naming the LocalAI field when there is no prompt, or for a ToolChoice of
+// "required" or a named function (not implemented yet). LocalAI parses the tool calls out of
+// the reply text itself, so replies carry the model's text.
 absl::StatusOr<::tessera::v1::GenerateRequest> ToGenerateRequest(
     const ::backend::PredictOptions& options);
 

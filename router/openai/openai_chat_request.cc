@@ -64,15 +64,15 @@ absl::Status ParseMessage(const Json& message, const std::string& name, v1::Chat
     TESSERA_RETURN_IF_ERROR(CheckToolCalls(*calls, name + ".tool_calls"));
     if (!calls->empty()) out->set_tool_calls_json(calls->dump());
   }
-  for (const char* key : {"tool_call_id", "name"}) {
+  for (const char* key : {"tool_call_id", "name", "reasoning_content"}) {
     const Json* value = Field(message, key);
     if (value == nullptr) continue;
     if (!value->is_string()) return Invalid(absl::StrCat(name, ".", key), "must be a string");
-    if (std::string(key) == "name") {
-      out->set_name(value->get<std::string>());
-    } else {
-      out->set_tool_call_id(value->get<std::string>());
-    }
+    const std::string text = value->get<std::string>();
+    const std::string_view k = key;
+    if (k == "name") out->set_name(text);
+    if (k == "tool_call_id") out->set_tool_call_id(text);
+    if (k == "reasoning_content") out->set_reasoning_content(text);
   }
   return absl::OkStatus();
 }

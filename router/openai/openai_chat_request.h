@@ -1,6 +1,6 @@
 // The chat part of an OpenAI request body (POST /v1/chat/completions, /tokenize with messages):
 // `messages` (roles system/developer/user/assistant/tool; content a string, text parts or null;
-// an assistant's `tool_calls`; a tool result's `tool_call_id`; `name`), `tools`, `tool_choice`
+// an assistant's `tool_calls` and `reasoning_content`; a tool result's `tool_call_id`; `name`), `tools`, `tool_choice`
 // and vLLM's `chat_template_kwargs`, as the public API's Chat, which the model's chat template
 // renders (router/chat_inputs.h). Errors are INVALID_ARGUMENT starting with the field's name.
 //

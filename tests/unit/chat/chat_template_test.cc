@@ -178,8 +178,14 @@ TEST(ChatTemplateTest, BrokenAndEmptyTemplatesAreErrorsQuotingTheirBeginning) {
   t = ChatTemplate::FromSource("{% for message in messages %}{{ '<|im_start|>' ");
   EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(t.status().message(), HasSubstr("unterminated '{{' tag opened at offset 29"));
-  t = ChatTemplate::FromSource("{% call foo() %}x{% endcall %}");
-  EXPECT_THAT(t.status().message(), HasSubstr("unsupported statement 'call'"));
+  t = ChatTemplate::FromSource("line one\n{% call foo() %}x{% endcall %}");
+  EXPECT_THAT(t.status().message(), HasSubstr("unsupported statement 'call' (at 'call', line 2)"));
+  // What only rendering finds names its line too.
+  t = ChatTemplate::FromSource("{% for m in messages %}\n\n{{ m.content | bogus }}{% endfor %}");
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<ChatMessage> one = {{"user", "a"}};
+  EXPECT_THAT(t->Apply(one, false).status().message(),
+              HasSubstr("unknown filter 'bogus' (line 3)"));
   t = ChatTemplate::FromSource(std::string(5000, 'x') + "{{");
   EXPECT_THAT(t.status().message(), HasSubstr(std::string(80, 'x') + "...\""));
   EXPECT_LT(t.status().message().size(), 600u);

@@ -51,6 +51,41 @@ TEST(LocalAiPredictRequestTest, SetFieldsReachTheGenerateRequest) {
   EXPECT_TRUE(r->ignore_eos());
 }
 
+// LocalAI's tool-calling fields (backend.proto: Tools 48, ToolChoice 49; Message name 3,
+// tool_call_id 4, reasoning_content 5, tool_calls 6) reach the chat the template renders.
+TEST(LocalAiPredictRequestTest, ToolsAndToolMessagesReachTheChat) {
+  ::backend::PredictOptions options;
+  options.set_usetokenizertemplate(true);
+  ::backend::Message* user = options.add_messages();
+  user->set_role("user");
+  user->set_content("Weather in Lyon?");
+  ::backend::Message* call = options.add_messages();
+  call->set_role("assistant");
+  call->set_reasoning_content("I should look it up.");
+  call->set_tool_calls(R"([{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}])");
+  ::backend::Message* result = options.add_messages();
+  result->set_role("tool");
+  result->set_name("w");
+  result->set_tool_call_id("c1");
+  result->set_content("rain");
+  options.set_tools(R"([{"type": "function", "function": {"name": "w"}}])");
+  options.set_toolchoice("\"auto\"");
+  absl::StatusOr<::tessera::v1::GenerateRequest> r = ToGenerateRequest(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ::tessera::v1::Chat& chat = r->chat();
+  ASSERT_EQ(chat.messages_size(), 3);
+  EXPECT_EQ(chat.messages(1).reasoning_content(), "I should look it up.");
+  EXPECT_THAT(chat.messages(1).tool_calls_json(), HasSubstr("\"name\": \"w\""));
+  EXPECT_EQ(chat.messages(2).tool_call_id(), "c1");
+  EXPECT_EQ(chat.messages(2).name(), "w");
+  EXPECT_EQ(chat.tools_json(), options.tools());
+  options.set_toolchoice("none");
+  EXPECT_EQ(ToGenerateRequest(options)->chat().tools_json(), "");
+  options.set_toolchoice("required");
+  EXPECT_THAT(std::string(ToGenerateRequest(options).status().message()),
+              HasSubstr("ToolChoice must be auto or none"));
+}
+
 TEST(LocalAiPredictRequestTest, ZerosMeanDefaults) {
   ::backend::PredictOptions options;
   options.set_prompt("x");

@@ -87,8 +87,8 @@ TEST_F(RequestBuilderTest, ChatWithoutMarkersMatchesRenderedPrompt) {
   }
 }
 
-// The request's tools, tool calls (arguments as the object their JSON encodes), tool results and
-// chat_template_kwargs reach the model's template: Qwen3's, rendered into the prompt.
+// The request's tools, tool calls (arguments as the object their JSON encodes), reasoning
+// content, tool results and chat_template_kwargs reach the model's template: Qwen3's.
 TEST_F(RequestBuilderTest, ToolsToolCallsAndKwargsReachTheTemplate) {
   std::ifstream in("tests/data/chat/qwen3.jinja");
   std::stringstream source;
@@ -100,6 +100,7 @@ TEST_F(RequestBuilderTest, ToolsToolCallsAndKwargsReachTheTemplate) {
   v1::Chat chat = OneUserChat("Weather in Lyon?");
   v1::ChatMessage* call = chat.add_messages();
   call->set_role("assistant");
+  call->set_reasoning_content("I should look it up.");
   call->set_tool_calls_json(R"([{"id": "c1", "type": "function", "function": {"name": "get_weather",
                                "arguments": "{\"city\": \"Lyon\", \"days\": 2}"}}])");
   v1::ChatMessage* result = chat.add_messages();
@@ -120,6 +121,8 @@ TEST_F(RequestBuilderTest, ToolsToolCallsAndKwargsReachTheTemplate) {
   EXPECT_THAT(*text, HasSubstr("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
                                "{\"city\": \"Lyon\", \"days\": 2}}\n</tool_call>"));
   EXPECT_THAT(*text, HasSubstr("<tool_response>\nrain\n</tool_response>"));
+  // Qwen3 replays the reasoning of turns after the last user query.
+  EXPECT_THAT(*text, HasSubstr("<think>\nI should look it up.\n</think>"));
   EXPECT_THAT(*text, HasSubstr("<|im_start|>assistant\n<think>\n\n</think>\n\n"));  // thinking off
 
   chat.set_tools_json("[{\"type\": ");
