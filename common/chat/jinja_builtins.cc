@@ -77,8 +77,12 @@ void JsonString(const std::string& s, std::string* out) {
 }
 
 void Json(const Value& v, int indent, bool sort_keys, int depth, std::string* out) {
-  const std::string newline = indent >= 0 ? "\n" + std::string((depth + 1) * indent, ' ') : "";
-  const std::string closing = indent >= 0 ? "\n" + std::string(depth * indent, ' ') : "";
+  // Built by append, not `"\n" + std::string(...)`: GCC 12 warns (-Wrestrict) on that at -O3.
+  std::string newline, closing;
+  if (indent >= 0) {
+    newline.append(1, '\n').append(static_cast<size_t>((depth + 1) * indent), ' ');
+    closing.append(1, '\n').append(static_cast<size_t>(depth * indent), ' ');
+  }
   const std::string item_separator = indent >= 0 ? "," : ", ";
   switch (v.kind()) {
     case Value::Kind::kUndefined:
