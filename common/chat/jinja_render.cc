@@ -61,6 +61,17 @@ class Renderer {
     return GlobalFunction(name);
   }
   void Assign(const std::string& name, Value value) { scopes_.back()[name] = std::move(value); }
+  // `for a, b in` / `set a, b =`: one name takes the value, several unpack a list (missing
+  // elements undefined).
+  void AssignTargets(const std::vector<std::string>& targets, const Value& value) {
+    if (targets.size() == 1) {
+      Assign(targets[0], value);
+      return;
+    }
+    for (size_t t = 0; t < targets.size(); ++t) {
+      Assign(targets[t], value.is_array() && t < value.array().size() ? value.array()[t] : Value());
+    }
+  }
 
   absl::Status RenderStmt(const Stmt& s, Text* out, Flow* flow);
   absl::Status RenderFor(const Stmt& s, Text* out);
@@ -143,20 +154,11 @@ absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   } else if (!iterable.is_undefined() && !iterable.is_none()) {
     return absl::InvalidArgumentError(absl::StrCat("chat template: cannot loop over a ", util::ToAbsl(iterable.TypeName())));
   }
-  auto bind = [&](const Value& item) {
-    if (s.targets.size() == 1) {
-      Assign(s.targets[0], item);
-      return;
-    }
-    for (size_t t = 0; t < s.targets.size(); ++t) {
-      Assign(s.targets[t], item.is_array() && t < item.array().size() ? item.array()[t] : Value());
-    }
-  };
   if (!s.conditions.empty()) {  // the loop's `if` filters before loop.* counts
     std::vector<Value> kept;
     for (const Value& item : *list) {
       scopes_.emplace_back();
-      bind(item);
+      AssignTargets(s.targets, item);
       absl::StatusOr<Value> keep = Eval(*s.conditions[0]);
       scopes_.pop_back();
       if (!keep.ok()) return keep.status();
@@ -174,7 +176,7 @@ absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   const int64_t n = static_cast<int64_t>(all.size());
   for (int64_t i = 0; i < n; ++i) {
     scopes_.emplace_back();
-    bind(all[i]);
+    AssignTargets(s.targets, all[i]);
     Object loop;
     loop.items.reserve(9);
     loop.items.emplace_back("index", Value::Int(i + 1));
@@ -215,13 +217,7 @@ absl::Status Renderer::RenderSet(const Stmt& s) {
     target.object().Set(s.attr, std::move(value));
     return absl::OkStatus();
   }
-  if (s.targets.size() == 1) {
-    Assign(s.targets[0], std::move(value));
-    return absl::OkStatus();
-  }
-  for (size_t t = 0; t < s.targets.size(); ++t) {
-    Assign(s.targets[t], value.is_array() && t < value.array().size() ? value.array()[t] : Value());
-  }
+  AssignTargets(s.targets, value);
   return absl::OkStatus();
 }
 

@@ -110,7 +110,7 @@ Value Value::MakeNamespace(Object object) {
   v.namespace_ = true;
   return v;
 }
-Value Value::MakeFunction(Function fn, bool) {
+Value Value::MakeFunction(Function fn) {
   Value v;
   v.kind_ = Kind::kFunction;
   v.function_ = std::make_shared<Function>(std::move(fn));

@@ -68,7 +68,7 @@ class Value {
   static Value Content(std::string s) { return String(Text::Content(std::move(s))); }
   static Value MakeArray(Array items = {});
   static Value MakeObject(Object object = {});
-  static Value MakeFunction(Function fn, bool is_namespace_factory = false);
+  static Value MakeFunction(Function fn);
   // A namespace(): an object whose attributes `set ns.x = ...` may assign.
   static Value MakeNamespace(Object object);
 
