@@ -409,6 +409,18 @@ bool Engine::SendPlans() {
   return sent;
 }
 
+// The request's grammar, ended by its EOS and stop tokens (EOS even under ignore_eos: once the
+// grammar is complete nothing else may follow).
+void Engine::SetGrammar(const ValidatedRequest& request, wv1::Grammar* grammar) const {
+  *grammar = request.grammar;
+  grammar->mutable_stop_token_ids()->Add(eos_token_ids_.begin(), eos_token_ids_.end());
+  for (const int32_t id : request.stop_token_ids) {
+    if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) {
+      grammar->add_stop_token_ids(id);
+    }
+  }
+}
+
 void Engine::BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightStep* in_flight) {
   const Clock::time_point now = Clock::now();
   in_flight->step = next_step_++;
@@ -422,6 +434,9 @@ void Engine::BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightS
       wv1::NewSequence* sequence = plan->add_new_sequences();
       sequence->set_slot(scheduled.slot);
       *sequence->mutable_sampling() = output.request().sampling;
+      if (output.request().grammar.kind() != wv1::GRAMMAR_KIND_NONE) {
+        SetGrammar(output.request(), sequence->mutable_grammar());
+      }
       const std::span<const int32_t> tokens =
           scheduler_->Tokens(scheduled.request_id).first(scheduled.num_known_tokens);
       sequence->mutable_tokens()->Add(tokens.begin(), tokens.end());

@@ -160,6 +160,7 @@ class Engine {
   // Plans and sends steps while fewer than two are unanswered. True when one was sent.
   bool SendPlans();
   void BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightStep* in_flight);
+  void SetGrammar(const ValidatedRequest& request, wv1::Grammar* grammar) const;
   // The client's request_id, or the engine id when the client gave none (for the step trace).
   std::string RequestName(uint64_t id) const;
   void FailAll(const absl::Status& status);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "router/chat_inputs.h"
 #include "router/stop_checker.h"
+#include "common/grammar/grammar_spec.h"
 #include "worker/sampler/sampling_params.h"
 
 namespace tessera::router {
@@ -190,6 +191,74 @@ absl::StatusOr<std::vector<int32_t>> TokenizeChat(const v1::Chat& chat,
   return model.tokenizer->EncodeSegments(segments, {.add_special = false});
 }
 
+ModelLimits LimitsOfWorker(const wv1::DescribeResponse& worker) {
+  const auto& features = worker.features();
+  return ModelLimits{
+      .vocab_size = worker.vocab_size(),
+      .max_context = worker.max_context(),
+      .max_logprobs = worker.max_logprobs(),
+      .structured_outputs =
+          std::find(features.begin(), features.end(), "structured_outputs") != features.end()};
+}
+
+namespace {
+
+// The request's structured-output constraint as the worker takes it, parsed by xgrammar so a bad
+// one is refused here ("structured.json_schema is invalid: ...").
+absl::StatusOr<wv1::Grammar> ResolveGrammar(const v1::GenerateRequest& request,
+                                            const ModelLimits& limits) {
+  wv1::Grammar out;
+  if (!request.has_structured() ||
+      request.structured().constraint_case() == v1::StructuredOutput::CONSTRAINT_NOT_SET) {
+    return out;
+  }
+  if (!limits.structured_outputs) {
+    return absl::InvalidArgumentError(
+        "structured: this worker cannot constrain output (it has no tokenizer vocabulary, e.g. "
+        "--load-format dummy)");
+  }
+  const v1::StructuredOutput& in = request.structured();
+  grammar::GrammarSpec spec;
+  switch (in.constraint_case()) {
+    case v1::StructuredOutput::kJsonObject:
+      if (!in.json_object()) return absl::InvalidArgumentError("structured.json_object must be true");
+      spec = {grammar::GrammarKind::kJsonObject, ""};
+      break;
+    case v1::StructuredOutput::kJsonSchema:
+      spec = {grammar::GrammarKind::kJsonSchema, in.json_schema()};
+      break;
+    case v1::StructuredOutput::kRegex:
+      spec = {grammar::GrammarKind::kRegex, in.regex()};
+      break;
+    case v1::StructuredOutput::kGrammar:
+      spec = {grammar::GrammarKind::kEbnf, in.grammar()};
+      break;
+    case v1::StructuredOutput::kChoice: {
+      const std::vector<std::string> choices(in.choice().values().begin(),
+                                             in.choice().values().end());
+      absl::StatusOr<std::string> ebnf = grammar::ChoiceGrammar(choices);
+      if (!ebnf.ok()) return absl::InvalidArgumentError(absl::StrCat("structured.choice: ", ebnf.status().message()));
+      spec = {grammar::GrammarKind::kEbnf, std::move(*ebnf)};
+      break;
+    }
+    case v1::StructuredOutput::CONSTRAINT_NOT_SET:
+      return out;
+  }
+  if (absl::StatusOr<xgrammar::Grammar> parsed = grammar::ParseGrammar(spec); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("structured.", parsed.status().message()));
+  }
+  switch (spec.kind) {
+    case grammar::GrammarKind::kJsonObject: out.set_kind(wv1::GRAMMAR_KIND_JSON_OBJECT); break;
+    case grammar::GrammarKind::kJsonSchema: out.set_kind(wv1::GRAMMAR_KIND_JSON_SCHEMA); break;
+    case grammar::GrammarKind::kRegex: out.set_kind(wv1::GRAMMAR_KIND_REGEX); break;
+    case grammar::GrammarKind::kEbnf: out.set_kind(wv1::GRAMMAR_KIND_EBNF); break;
+  }
+  out.set_text(std::move(spec.text));
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request,
                                               const ModelFrontend& model,
                                               const ModelLimits& limits, uint64_t random_seed) {
@@ -216,6 +285,9 @@ absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request
   out.ignore_eos = request.ignore_eos();
   out.skip_special_tokens = request.skip_special_tokens();
   out.cache_salt = request.cache_salt();
+  absl::StatusOr<wv1::Grammar> grammar = ResolveGrammar(request, limits);
+  if (!grammar.ok()) return grammar.status();
+  out.grammar = std::move(*grammar);
   return out;
 }
 

@@ -21,7 +21,11 @@ struct ModelLimits {
   int vocab_size = 0;
   int max_context = 0;
   int max_logprobs = 20;
+  bool structured_outputs = false;  // the worker can mask tokens by a grammar
 };
+
+// The limits a connected worker reported (DescribeResponse).
+ModelLimits LimitsOfWorker(const ::tessera::worker::v1::DescribeResponse& worker);
 
 inline constexpr uint32_t kDefaultMaxTokens = 256;
 inline constexpr int kMaxStopStrings = 16;
@@ -47,6 +51,9 @@ struct ValidatedRequest {
   bool ignore_eos = false;
   bool skip_special_tokens = false;
   std::string cache_salt;                       // prefix-cache namespace ("" = shared default)
+  // Structured output, parsed (kind NONE: free text). The engine adds the stop tokens when it
+  // sends the request to the worker.
+  ::tessera::worker::v1::Grammar grammar;
 };
 
 // `random_seed` is used when the request gives no seed.

@@ -24,9 +24,7 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const abs
 absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
   std::optional<wv1::DescribeResponse> worker = engine.worker();
   if (!worker.has_value()) return absl::UnavailableError("no worker has connected yet; retry later");
-  return ModelLimits{.vocab_size = worker->vocab_size(),
-                     .max_context = worker->max_context(),
-                     .max_logprobs = worker->max_logprobs()};
+  return LimitsOfWorker(*worker);
 }
 
 // The client's gRPC deadline on the engine's clock; none when the call has no deadline (gRPC

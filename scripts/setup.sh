@@ -4,4 +4,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
 "$root/scripts/fetch_model.sh"
+"$root/scripts/fetch_xgrammar.sh"
 "$root/scripts/build.sh" "$@"

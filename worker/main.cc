@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -125,6 +126,7 @@ struct Worker {
 struct SpecialTokens {
   int32_t bos_id = -1;
   std::vector<int32_t> eos_ids;
+  std::optional<GrammarVocabulary> grammar_vocabulary;  // none without a tokenizer
 };
 
 // Loads the model file (none with --load-format dummy) and builds the runner.
@@ -146,6 +148,7 @@ absl::StatusOr<SpecialTokens> BuildWorkerRunner(const WorkerFlags& flags, Worker
   TESSERA_ASSIGN_OR_RETURN(worker->runner, BuildRunner(flags.runner, *worker->model));
   tokens.bos_id = tok->info().bos_id;
   if (tok->info().eos_id >= 0) tokens.eos_ids.push_back(tok->info().eos_id);
+  tokens.grammar_vocabulary = GrammarVocabularyOf(*tok);
   return tokens;
 }
 
@@ -179,7 +182,10 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
                                .weights_load_seconds = built.weights_load_seconds,
                                .weight_storage = built.weight_storage,
                                .metrics = worker->metrics.get(),
-                               .secret = flags.secret};
+                               .secret = flags.secret,
+                               .grammar_vocabulary = tokens.grammar_vocabulary
+                                                         ? &*tokens.grammar_vocabulary
+                                                         : nullptr};
   if (config.name.empty()) {
     options.model_name = std::filesystem::path(flags.model_path).stem().string();
   }

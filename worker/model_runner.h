@@ -45,6 +45,10 @@ struct SequenceWork {
   int32_t slot = -1;  // the slot whose sampling state samples it (required by Step when
                       // needs_logits) and, for models with recurrent layers, whose recurrent
                       // state the tokens advance (then required, distinct, by Step and Forward)
+  // Structured output (Step, needs_logits rows): bit t of word t / 32 set = token t may be
+  // sampled; the runner masks every other logit to -inf before sampling (logprobs then come from
+  // the masked logits). ceil(vocab / 32) words, or empty: no constraint.
+  std::span<const uint32_t> allowed_tokens;
 };
 
 // Logits of the sequences that asked for them, in batch order: [num_rows, vocab_size].

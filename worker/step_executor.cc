@@ -47,6 +47,10 @@ StepExecutor::StepExecutor(ModelRunner* runner, const StepExecutorOptions& optio
   TESSERA_CHECK(max_context_ >= 1, "StepExecutor: the model needs a context length");
   TESSERA_CHECK(options.max_num_seqs <= runner->max_num_seqs(),
                 "StepExecutor: more slots than the runner has sampling slots");
+  if (options.grammar_vocabulary != nullptr) {
+    grammars_ = std::make_unique<SlotGrammars>(*options.grammar_vocabulary, vocab_size_,
+                                               options.max_num_seqs);
+  }
   batch_.reserve(static_cast<size_t>(options.max_num_seqs));
   batch_slots_.reserve(static_cast<size_t>(options.max_num_seqs));
 }
@@ -65,6 +69,7 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
   ApplyNewSequences(plan);
   const Clock::time_point set_inputs_start = Clock::now();
   AppendBlocksAndBuildBatch(plan);
+  FillGrammarMasks();
 
   const Clock::time_point step_start = Clock::now();
   stats_.set_inputs_seconds = Seconds(step_start - set_inputs_start);
@@ -115,6 +120,7 @@ void StepExecutor::FillTimings(Clock::time_point received, Clock::time_point ste
 void StepExecutor::EndSlot(int slot) {
   slots_.Drop(slot);
   runner_->EndSequence(slot);
+  if (grammars_ != nullptr) grammars_->End(slot);
 }
 
 void StepExecutor::ApplyDrops(const v1::StepPlan& plan) {
@@ -136,6 +142,9 @@ void StepExecutor::ApplyNewSequences(const v1::StepPlan& plan) {
     const size_t num_prompt = static_cast<size_t>(seq.num_prompt_tokens());
     runner_->BeginSequence(seq.slot(), SamplingParamsFromProto(sampling),
                            tokens.first(num_prompt), tokens.subspan(num_prompt));
+    if (seq.grammar().kind() != v1::GRAMMAR_KIND_NONE) {
+      grammars_->Begin(seq.slot(), seq.grammar(), tokens.subspan(num_prompt));
+    }
     // A prefix hit on a hybrid model: the recurrent state at the cached prefix's end.
     if (seq.restore_snapshot() > 0) runner_->RestoreStateSnapshot(seq.restore_snapshot(), seq.slot());
   }
@@ -177,6 +186,25 @@ void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
                            : (any_prefill ? StepKind::kPrefill : StepKind::kEmpty);
 }
 
+// Every guided row that samples gets its slot's mask (filled together: xgrammar spreads a
+// batch over its threads). A terminated grammar leaves its row unconstrained.
+void StepExecutor::FillGrammarMasks() {
+  guided_rows_.clear();
+  if (grammars_ == nullptr) return;
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    if (batch_[i].needs_logits && grammars_->active(batch_[i].slot)) {
+      guided_rows_.push_back(batch_[i].slot);
+    }
+  }
+  if (guided_rows_.empty()) return;
+  grammars_->FillMasks(guided_rows_);
+  for (SequenceWork& work : batch_) {
+    if (work.needs_logits && grammars_->active(work.slot)) {
+      work.allowed_tokens = grammars_->Mask(work.slot);
+    }
+  }
+}
+
 // Advances every scheduled slot's computed count, then appends each token the runner sampled
 // (batch order = plan order) to its slot and writes it into the result.
 void StepExecutor::SampleAndFill(v1::StepResult* result) {
@@ -198,6 +226,7 @@ void StepExecutor::SampleAndFill(v1::StepResult* result) {
     TESSERA_CHECK(s.num_computed == s.num_known(), "StepExecutor: a row sampled mid-prompt");
     const SampleResult& sampled = samples_.rows[row];
     s.tokens.push_back(sampled.token);
+    if (grammars_ != nullptr && grammars_->active(slot)) grammars_->Accept(slot, sampled.token);
     v1::SampledToken* out = result->add_sampled();
     out->set_slot(slot);
     out->set_token_id(sampled.token);

@@ -45,12 +45,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "tessera/worker/v1/worker.pb.h"
 #include "worker/model_runner.h"
+#include "worker/sampler/slot_grammars.h"
 #include "worker/slot_table.h"
 
 namespace tessera::worker {
@@ -78,6 +80,9 @@ struct StepStats {
 
 struct StepExecutorOptions {
   int max_num_seqs = 256;  // slots [0, max_num_seqs); >= 1
+  // The model's vocabulary for structured outputs (read during construction only); null: a plan
+  // asking for a grammar is INVALID_ARGUMENT (e.g. --load-format dummy has no tokenizer).
+  const GrammarVocabulary* grammar_vocabulary = nullptr;
 };
 
 class StepExecutor {
@@ -151,6 +156,7 @@ class StepExecutor {
   void ApplyDrops(const tessera::worker::v1::StepPlan& plan);
   void ApplyNewSequences(const tessera::worker::v1::StepPlan& plan);
   void AppendBlocksAndBuildBatch(const tessera::worker::v1::StepPlan& plan);
+  void FillGrammarMasks();  // the allowed_tokens of every guided row that samples
   void SaveSnapshots(const tessera::worker::v1::StepPlan& plan);
   void SampleAndFill(tessera::worker::v1::StepResult* result);
   void FillTimings(Clock::time_point received, Clock::time_point step_start,
@@ -177,6 +183,10 @@ class StepExecutor {
   std::vector<int32_t> table_ref_delta_;       // [num_blocks] change of SlotTable::block_refs
   std::vector<int32_t> cached_ref_delta_;      // [num_blocks] change of SlotTable::cached_refs
   std::vector<uint64_t> snapshot_marks_;       // [num_snapshots + 1] epoch_ when saved by the plan
+
+  // Structured outputs: the slots' grammar matchers (null without a vocabulary).
+  std::unique_ptr<SlotGrammars> grammars_;
+  std::vector<int32_t> guided_rows_;  // batch entries whose slot has a grammar, this step
 
   // Step buffers, reused every step.
   std::vector<SequenceWork> batch_;

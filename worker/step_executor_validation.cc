@@ -145,6 +145,16 @@ absl::Status StepExecutor::ValidateNewSequence(const v1::NewSequence& seq, int i
   const absl::Status params =
       ValidateSamplingParams(SamplingParamsFromProto(seq.sampling()), vocab_size_);
   if (!params.ok()) return Invalid(absl::StrCat(field(), ".sampling.", params.message()));
+  if (seq.grammar().kind() != v1::GRAMMAR_KIND_NONE) {
+    if (grammars_ == nullptr) {
+      return Invalid(absl::StrCat(field(), ".grammar: this worker has no vocabulary to constrain "
+                                  "output with (no tokenizer, e.g. --load-format dummy)"));
+    }
+    const absl::Status grammar = grammars_->Check(
+        seq.grammar(), std::span<const int32_t>(seq.tokens().data(), num_tokens)
+                           .subspan(static_cast<size_t>(seq.num_prompt_tokens())));
+    if (!grammar.ok()) return Invalid(absl::StrCat(field(), ".", grammar.message()));
+  }
   return absl::OkStatus();
 }
 

@@ -112,6 +112,8 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
                                     : snapshots > 0 ? v1::PREFIX_SHARING_STATE_SNAPSHOTS
                                                     : v1::PREFIX_SHARING_NONE;
   if (sharing != v1::PREFIX_SHARING_NONE) d.add_features("prefix_cache");
+  // Token masks from a grammar (structured outputs) need the model's vocabulary.
+  if (options.grammar_vocabulary != nullptr) d.add_features("structured_outputs");
   d.set_prefix_sharing(sharing);
   d.set_state_snapshot_slots(snapshots);
   d.set_attention_layers(layers.attention_layers);
@@ -126,7 +128,8 @@ v1::DescribeResponse BuildDescription(const ModelRunner& runner, const WorkerSer
 WorkerService::WorkerService(ModelRunner* runner, const WorkerServiceOptions& options)
     : metrics_(options.metrics),
       secret_(options.secret),
-      executor_(runner, {.max_num_seqs = options.max_num_seqs}),
+      executor_(runner, {.max_num_seqs = options.max_num_seqs,
+                         .grammar_vocabulary = options.grammar_vocabulary}),
       step_thread_(std::make_unique<StepThread>()) {
   description_ = BuildDescription(*runner, options, executor_.max_logprobs());
 }

@@ -54,6 +54,9 @@ struct WorkerServiceOptions {
   // The router⇄worker shared secret: Describe and Run need `authorization: Bearer <secret>`
   // (UNAUTHENTICATED otherwise). "" = no check.
   std::string secret;
+  // The model's vocabulary for structured outputs (read during construction); null: none
+  // (Describe then leaves out the "structured_outputs" feature).
+  const GrammarVocabulary* grammar_vocabulary = nullptr;
 };
 
 class StepThread;

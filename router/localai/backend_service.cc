@@ -262,9 +262,7 @@ grpc::Status BackendService::Run(grpc::ServerContext* context,
   if (!worker.has_value()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is not connected");
   }
-  ModelLimits limits{.vocab_size = worker->vocab_size(),
-                     .max_context = worker->max_context(),
-                     .max_logprobs = worker->max_logprobs()};
+  ModelLimits limits = LimitsOfWorker(*worker);
   if (loaded->context_size > 0)
     limits.max_context = std::min(limits.max_context, loaded->context_size);
   uint64_t seed = 0;

@@ -68,6 +68,7 @@ absl::StatusOr<v1::GenerateRequest> ToGenerateRequest(const ::backend::PredictOp
   }
   request.set_ignore_eos(options.ignoreeos());
   request.set_skip_special_tokens(true);
+  if (!options.grammar().empty()) request.mutable_structured()->set_grammar(options.grammar());
   return request;
 }
 

@@ -5,21 +5,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "router/openai/openai_json.h"
 #include "common/util/status_macros.h"
 
 namespace tessera::router::openai {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
-}
-
-const Json* Field(const Json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
 
 // A message's content: a string or a list of {"type": "text", "text": ...} parts.
 absl::StatusOr<std::string> MessageContent(const Json& content, const std::string& name) {

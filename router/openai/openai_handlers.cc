@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "router/completion_job.h"
 #include "common/util/bearer_token.h"
@@ -40,13 +41,21 @@ int64_t UnixSeconds() {
       .count();
 }
 
+// "structured.json_schema is invalid: ..." names the request's own field instead
+// ("response_format is invalid: ...").
+absl::Status NamingTheStructuredField(const absl::Status& status, const std::string& field) {
+  const absl::string_view message = status.message();
+  if (field.empty() || !absl::StartsWith(message, "structured.")) return status;
+  const size_t space = message.find(' ');
+  if (space == absl::string_view::npos) return status;
+  return absl::Status(status.code(), absl::StrCat(field, message.substr(space)));
+}
+
 absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
   std::optional<wv1::DescribeResponse> worker = engine.worker();
   if (!worker.has_value())
     return absl::UnavailableError("no worker has connected yet; retry later");
-  return ModelLimits{.vocab_size = worker->vocab_size(),
-                     .max_context = worker->max_context(),
-                     .max_logprobs = worker->max_logprobs()};
+  return LimitsOfWorker(*worker);
 }
 
 }  // namespace
@@ -98,7 +107,7 @@ absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAi
       choice.mutable_sampling()->set_seed(choice.sampling().seed() + i);
     }
     absl::StatusOr<ValidatedRequest> admitted = BuildRequest(choice, *model_, *limits, NextSeed());
-    if (!admitted.ok()) return admitted.status();
+    if (!admitted.ok()) return NamingTheStructuredField(admitted.status(), request.structured_field);
     requests.push_back(*std::move(admitted));
   }
   return requests;

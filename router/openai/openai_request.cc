@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "router/openai/openai_chat_request.h"
+#include "router/openai/openai_structured_request.h"
 #include "absl/strings/str_cat.h"
+#include "router/openai/openai_json.h"
 #include "absl/strings/string_view.h"
 #include "common/util/client_json.h"
 
@@ -13,11 +15,6 @@ namespace tessera::router::openai {
 namespace {
 
 namespace v1 = ::tessera::v1;
-using Json = nlohmann::ordered_json;  // the client's key order (tool schemas)
-
-absl::Status Invalid(absl::string_view field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
-}
 
 // Under the client-JSON nesting cap: nothing below walks deeper than it (and copying or dumping
 // a value, which nlohmann does recursively, stays shallow too).
@@ -26,12 +23,6 @@ absl::StatusOr<Json> ParseObject(std::string_view body) {
   if (!json.ok()) return json.status();
   if (!json->is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   return json;
-}
-
-// The field when present and not null.
-const Json* Field(const Json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
 absl::StatusOr<double> Number(const Json& value, const char* name) {
@@ -251,7 +242,7 @@ absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::str
        {RejectUnsupported(*json), SetPromptOrMessages(*json, endpoint, out.generate),
         SetSampling(*json, *out.generate.mutable_sampling()),
         SetMaxTokens(*json, endpoint, out.generate), SetLogprobs(*json, endpoint, out),
-        SetStreaming(*json, out)}) {
+        SetStreaming(*json, out), SetStructuredOutput(*json, out.generate, &out.structured_field)}) {
     if (!status.ok()) return status;
   }
   if (const Json* stop = Field(*json, "stop")) {

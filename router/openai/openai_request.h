@@ -35,6 +35,9 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // return logprobs (completions: `logprobs` >= 0)
+  // The field that set generate.structured ("response_format", "guided_json", ...), so an
+  // invalid constraint's 400 names it; "" when none.
+  std::string structured_field;
 };
 
 absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::string_view body);

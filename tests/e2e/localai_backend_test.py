@@ -40,7 +40,7 @@ WIRE_FACTS = {
                        "Batch": 7, "NKeep": 8, "Temperature": 9, "Penalty": 10,
                        "StopPrompts": 13, "IgnoreEOS": 14, "FrequencyPenalty": 17,
                        "PresencePenalty": 18, "TopP": 32, "UseTokenizerTemplate": 43,
-                       "Messages": 44, "MinP": 53},
+                       "Messages": 44, "MinP": 53, "Grammar": 29},
     "ModelOptions": {"Model": 1, "ContextSize": 2, "Seed": 3, "NBatch": 4, "NGPULayers": 12,
                      "Threads": 15, "ModelFile": 21, "ModelPath": 59},
     "Message": {"role": 1, "content": 2},
@@ -231,7 +231,12 @@ def check_predict(stub, pb2):
     stopped, _ = stream(stub, pb2, Prompt=prompt, Tokens=32, Temperature=0, IgnoreEOS=True,
                         StopPrompts=[text[3:6]])
     assert stopped == text[:text.find(text[3:6])], (stopped, text)
-    print(f"predict OK: {text!r}; chat {chat!r}")
+    # LocalAI's Grammar (GBNF): the output is a sentence of it.
+    grammar = 'root ::= "The answer is " ("yes" | "no") "."'
+    guided = stub.Predict(pb2.PredictOptions(Prompt="Is water wet?", Tokens=24, Temperature=1.0,
+                                             Seed=3, Grammar=grammar), timeout=120)
+    assert guided.message.decode() in ("The answer is yes.", "The answer is no."), guided.message
+    print(f"predict OK: {text!r}; chat {chat!r}; grammar {guided.message.decode()!r}")
 
 
 def check_concurrent(stub, pb2):

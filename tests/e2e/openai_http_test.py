@@ -32,11 +32,18 @@ QUESTION = "What is the capital of France?"
 
 
 def start_serve(bin_dir, model):
-    """Starts `tessera serve`; returns (proc, grpc_addr, http_addr)."""
+    """Starts `tessera serve` (one sequence at a time, so "queue full" is reachable); returns
+    (proc, grpc_addr, http_addr)."""
+    return start_serve_with(bin_dir, model, max_num_seqs=1)
+
+
+def start_serve_with(bin_dir, model, max_num_seqs):
+    """Starts `tessera serve` on loopback with any free ports; returns (proc, grpc_addr,
+    http_addr)."""
     proc = subprocess.Popen(
         [os.path.join(bin_dir, "tessera"), "serve", "--model", model, "--port", "0",
-         "--http-port", "-1", "--threads", "2", "--kv-cache-mb", "256", "--max-num-seqs", "1",
-         "--max-waiting", str(MAX_WAITING)],
+         "--http-port", "-1", "--threads", "2", "--kv-cache-mb", "256",
+         "--max-num-seqs", str(max_num_seqs), "--max-waiting", str(MAX_WAITING)],
         stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
     http_addr = None
     deadline = time.time() + 180

@@ -41,6 +41,9 @@ v1::GenerateRequest ToRequest(const RequestShape& shape, const LevelOptions& opt
   request.mutable_sampling()->set_temperature(options.temperature);
   request.set_max_tokens(static_cast<uint32_t>(shape.output_tokens));
   request.set_ignore_eos(true);  // exact output lengths
+  if (!options.json_schema.empty()) {
+    request.mutable_structured()->set_json_schema(options.json_schema);
+  }
   return request;
 }
 

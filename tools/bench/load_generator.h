@@ -70,6 +70,7 @@ struct LevelOptions {
   int64_t num_requests = 0;      // > 0: run this many; else run for duration_s
   double duration_s = 0;         // no new request starts after this
   float temperature = 0.0f;
+  std::string json_schema;       // non-empty: every request's output is guided by this schema
   double request_timeout_s = 600;
 };
 

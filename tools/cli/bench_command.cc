@@ -103,6 +103,7 @@ bench::LevelOptions LevelFor(const BenchOptions& options, int concurrency) {
                            : (options.num_requests > 0 ? options.num_requests
                                                        : std::max(8, 4 * concurrency));
   level.temperature = options.temperature;
+  level.json_schema = options.json_schema;
   return level;
 }
 

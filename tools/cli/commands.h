@@ -84,6 +84,7 @@ struct BenchOptions {
   int shared_prefix_tokens = 0;           // a common prefix of every prompt
   uint64_t seed = 1;
   float temperature = 0.0f;               // greedy by default
+  std::string json_schema;                // --json-schema: guided output (grpc api)
   std::string json_path;                  // write every number here too
   std::string api = "grpc";               // grpc (Generate) or openai (HTTP /v1/completions)
   std::string http_addr;                  // with --api openai: the router's HTTP HOST:PORT

@@ -123,6 +123,9 @@ CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
   cmd->add_option("--seed", bench.seed, "seeds the request shapes")->capture_default_str();
   cmd->add_option("--temperature", bench.temperature, "0 = greedy (the default)");
   cmd->add_option("--json", bench.json_path, "also write all numbers to this file");
+  cmd->add_option("--json-schema", bench.json_schema,
+                  "guide every request's output by this JSON schema (structured outputs; --api "
+                  "grpc)");
   cmd->add_option("--api", bench.api,
                   "grpc (Generate) or openai (streaming POST /v1/completions on --http-addr)")
       ->capture_default_str()->check(CLI::IsMember({"grpc", "openai"}));

@@ -117,7 +117,8 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
   const int64_t delta_capacity = int64_t{options_.max_num_seqs} * table_stride;
   TESSERA_ASSIGN_OR_RETURN(DeviceStepInputs inputs,
                            DeviceStepInputs::Create(*runtime_, capacity, delta_capacity,
-                                                    penalty_capacity));
+                                                    penalty_capacity,
+                                                    (config_.vocab_size + 31) / 32));
   inputs_ = std::make_unique<DeviceStepInputs>(std::move(inputs));
   TESSERA_RETURN_IF_ERROR(AllocateRecurrentState());
   const DeviceOpsOptions ops_options{.batch_invariant = options_.batch_invariant,

@@ -89,7 +89,9 @@ void CudaModelRunner::LaySequence(const SequenceWork& s, int j, int num_decode, 
   const int row = static_cast<int>(row_sequence_.size());
   inputs_->last_rows()[row] = *token - 1;
   row_sequence_.push_back(order_[j]);
-  if (sampling) SetSamplingRow(row, s.slot, context);
+  if (!sampling) return;
+  SetSamplingRow(row, s.slot, context);
+  if (!s.allowed_tokens.empty()) inputs_->SetRowMask(row, s.allowed_tokens);
 }
 
 void CudaModelRunner::SetSamplingRow(int row, int slot, int position) {

@@ -27,6 +27,7 @@
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/random_uniform.cuh"
+#include "kernels/cuda/token_mask.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sampling.cuh"
@@ -375,6 +376,13 @@ class DeviceKernelsFor final : public DeviceKernels {
                         const cuda::SamplingOutputs& outputs) override {
     return to_status_(
         cuda::LaunchSampling(launcher_, logits, num_rows, vocab, params, penalties, outputs));
+  }
+
+  absl::Status TokenMask(float* logits, int num_rows, int vocab, const uint32_t* masks,
+                         const int32_t* mask_rows) override {
+    if (num_rows == 0) return absl::OkStatus();
+    return to_status_(
+        cuda::LaunchTokenMask(launcher_, logits, num_rows, vocab, masks, mask_rows));
   }
 
   absl::Status RandomUniform(DataType type, void* out, int64_t count,

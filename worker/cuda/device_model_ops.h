@@ -113,6 +113,8 @@ class DeviceModelOps {
   const absl::Status& status() const { return status_; }
   // The logits of the step's rows, [num_rows, vocab] f32 on the device.
   const float* logits() const;
+  // The same buffer, for the sampler's in-place logits processing (the structured-output mask).
+  float* mutable_logits() { return static_cast<float*>(Buffer(plan_.logits)); }
   int64_t activation_bytes() const { return activation_bytes_; }
 
   // The ops of model_ops.h.

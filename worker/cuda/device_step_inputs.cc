@@ -39,6 +39,7 @@ StepInputLayout StepInputLayout::For(const StepShape& shape) {
   l.last_rows = Place<int32_t>(&at, shape.num_rows);
   l.params = Place<cuda::SamplingRowParams>(&at, shape.num_rows);
   l.penalty_offsets = Place<int32_t>(&at, shape.num_rows + 1);
+  l.mask_rows = Place<int32_t>(&at, shape.num_rows);
   l.delta_count = Place<int32_t>(&at, 1);
   l.deltas = at;
   return l;
@@ -47,7 +48,8 @@ StepInputLayout StepInputLayout::For(const StepShape& shape) {
 absl::StatusOr<DeviceStepInputs> DeviceStepInputs::Create(device::DeviceRuntime& runtime,
                                                          const StepShape& capacity,
                                                          int64_t delta_capacity,
-                                                         int64_t penalty_capacity) {
+                                                         int64_t penalty_capacity,
+                                                         int mask_words) {
   DeviceStepInputs in;
   in.runtime_ = &runtime;
   in.capacity_ = capacity;
@@ -62,6 +64,11 @@ absl::StatusOr<DeviceStepInputs> DeviceStepInputs::Create(device::DeviceRuntime&
   TESSERA_ASSIGN_OR_RETURN(in.penalties_, device::DeviceMemory::Allocate(runtime, penalty_bytes));
   TESSERA_ASSIGN_OR_RETURN(in.host_penalties_,
                            device::HostMemory::Allocate(runtime, penalty_bytes));
+  in.mask_words_ = std::max(mask_words, 1);
+  const size_t mask_bytes =
+      static_cast<size_t>(capacity.num_rows) * static_cast<size_t>(in.mask_words_) * 4;
+  TESSERA_ASSIGN_OR_RETURN(in.token_masks_, device::DeviceMemory::Allocate(runtime, mask_bytes));
+  TESSERA_ASSIGN_OR_RETURN(in.host_token_masks_, device::HostMemory::Allocate(runtime, mask_bytes));
   TESSERA_ASSIGN_OR_RETURN(in.host_outputs_,
                            device::HostMemory::Allocate(runtime, in.OutputBytes()));
   std::memset(in.host_outputs_.data(), 0, in.OutputBytes());
@@ -105,6 +112,18 @@ void DeviceStepInputs::Begin(const StepShape& shape) {
   penalty_offsets_.assign(1, 0);
   num_penalty_entries_ = 0;
   penalties_used_ = false;
+  row_masks_.assign(static_cast<size_t>(shape.num_rows), -1);
+  masked_rows_ = 0;
+}
+
+void DeviceStepInputs::SetRowMask(int row, std::span<const uint32_t> allowed_tokens) {
+  TESSERA_CHECK(row >= 0 && row < shape_.num_rows &&
+                    allowed_tokens.size() == static_cast<size_t>(mask_words_),
+                "DeviceStepInputs: a token mask for a row out of range or of the wrong width");
+  std::copy(allowed_tokens.begin(), allowed_tokens.end(),
+            host_token_masks_.as<uint32_t>() + static_cast<size_t>(row) * mask_words_);
+  row_masks_[static_cast<size_t>(row)] = row;
+  masked_rows_ = std::max(masked_rows_, row + 1);
 }
 
 void DeviceStepInputs::AddPenaltyRow(std::span<const int32_t> tokens,
@@ -152,9 +171,16 @@ absl::Status DeviceStepInputs::Upload() {
   }
   std::memcpy(staging_.as<uint8_t>() + layout_.penalty_offsets, penalty_offsets_.data(),
               penalty_offsets_.size() * sizeof(int32_t));
+  std::copy(row_masks_.begin(), row_masks_.end(),
+            Host<int32_t>(layout_.mask_rows, row_masks_.size()).begin());
   Host<int32_t>(layout_.delta_count, 1)[0] = static_cast<int32_t>(num_deltas_);
   TESSERA_RETURN_IF_ERROR(
       runtime_->CopyToDevice(input_.data(), staging_.data(), layout_.deltas_end(num_deltas_)));
+  if (masked_rows_ > 0) {
+    TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(
+        token_masks_.data(), host_token_masks_.data(),
+        static_cast<size_t>(masked_rows_) * static_cast<size_t>(mask_words_) * 4));
+  }
   if (!penalties_used_) return absl::OkStatus();
   const PenaltyArrays device = PenaltyArraysIn(penalties_.data());
   const PenaltyArrays host = PenaltyArraysIn(host_penalties_.data());

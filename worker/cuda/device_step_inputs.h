@@ -54,7 +54,7 @@ struct StepInputLayout {
   size_t decode_slots = 0, decode_lens = 0;
   size_t prefill_slots = 0, prefill_query_start = 0, prefill_lens = 0;
   size_t recurrent = 0;
-  size_t last_rows = 0, params = 0, penalty_offsets = 0;
+  size_t last_rows = 0, params = 0, penalty_offsets = 0, mask_rows = 0;
   size_t delta_count = 0, deltas = 0;
   size_t deltas_end(int64_t n) const { return deltas + size_t(n) * sizeof(cuda::TableDelta); }
   static StepInputLayout For(const StepShape& shape);
@@ -63,11 +63,12 @@ struct StepInputLayout {
 class DeviceStepInputs {
  public:
   // Capacity: the largest shape any step may have; delta_capacity: block-table deltas per step;
-  // penalty_capacity: CSR entries over all rows.
+  // penalty_capacity: CSR entries over all rows; mask_words: 32-bit words of one row's
+  // structured-output token mask (ceil(vocab / 32)).
   static absl::StatusOr<DeviceStepInputs> Create(device::DeviceRuntime& runtime,
                                                  const StepShape& capacity,
                                                  int64_t delta_capacity,
-                                                 int64_t penalty_capacity);
+                                                 int64_t penalty_capacity, int mask_words);
 
   const StepShape& capacity() const { return capacity_; }
 
@@ -108,6 +109,8 @@ class DeviceStepInputs {
   void AddPenaltyRow(std::span<const int32_t> tokens, std::span<const int32_t> counts,
                      std::span<const uint8_t> in_prompt);
   int64_t penalty_capacity() const { return penalty_capacity_; }
+  // The row's structured-output mask (mask_words words); rows without one stay unmasked.
+  void SetRowMask(int row, std::span<const uint32_t> allowed_tokens);
   // Appends a block-table delta (precondition: fewer than delta_capacity this step).
   void AddDelta(const cuda::TableDelta& delta);
   int64_t num_deltas() const { return num_deltas_; }
@@ -140,6 +143,10 @@ class DeviceStepInputs {
   // Always non-null (a graph captured without penalties must serve a step with them); the
   // offsets are all 0 when no row has penalties.
   cuda::SamplingPenalties device_penalties() const;
+  // The token masks (row r's at r * mask_words) and each row's mask index (-1: none), at fixed
+  // addresses; the masks are copied only on steps where a row has one.
+  const uint32_t* device_token_masks() const { return token_masks_.as<uint32_t>(); }
+  const int32_t* device_mask_rows() const { return Device<int32_t>(layout_.mask_rows); }
 
   // The sampler's outputs for `num_rows` rows at fixed addresses (rows-major arrays sized by
   // the capacity, so a graph's addresses never move).
@@ -198,6 +205,13 @@ class DeviceStepInputs {
   // and mirrored in pinned host memory (the same layout); num_penalty_entries_ used this step.
   device::DeviceMemory penalties_;
   device::HostMemory host_penalties_;
+  // Token masks [capacity rows, mask_words_] on the device and mirrored in pinned host memory;
+  // row_masks_[r]: row r's mask index this step, or -1; masked_rows_: rows [0, n) to copy.
+  int mask_words_ = 0;
+  device::DeviceMemory token_masks_;
+  device::HostMemory host_token_masks_;
+  std::vector<int32_t> row_masks_;
+  int masked_rows_ = 0;
   std::vector<int32_t> penalty_offsets_;
   int64_t num_penalty_entries_ = 0;
   bool penalties_used_ = false;

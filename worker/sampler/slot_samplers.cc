@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
+#include "kernels/cpu/token_mask.h"
 
 namespace tessera::worker {
 
@@ -61,8 +62,19 @@ void SlotSamplers::SampleRows(std::span<const SequenceWork> batch, const StepLog
     const SequenceWork& work = batch[logits.sequence_index[r]];
     TESSERA_CHECK(work.needs_logits && started(work.slot),
                   "SlotSamplers::SampleRows: a row without a started slot (CheckRows first)");
-    samples->rows[r] = samplers_[work.slot]->Sample(logits.Row(r));
+    samples->rows[r] = samplers_[work.slot]->Sample(
+        work.allowed_tokens.empty() ? logits.Row(r) : Masked(logits.Row(r), work.allowed_tokens));
   }
 }
+
+std::span<const float> SlotSamplers::Masked(std::span<const float> logits,
+                                            std::span<const uint32_t> allowed) {
+  TESSERA_CHECK(allowed.size() * 32 >= logits.size(),
+                "SlotSamplers: a token mask narrower than the vocabulary");
+  masked_.resize(logits.size());
+  kernels::cpu::MaskLogits(logits, allowed, masked_);
+  return masked_;
+}
+
 
 }  // namespace tessera::worker

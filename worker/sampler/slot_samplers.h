@@ -43,13 +43,18 @@ class SlotSamplers {
 
   // Samples every row of `logits` (a forward pass over `batch`, which passed CheckRows) with its
   // slot's sampler into `samples` (sequence_index and rows; their storage is reused, info is
-  // left alone).
+  // left alone). A row whose entry has allowed_tokens samples from its logits masked by them.
   void SampleRows(std::span<const SequenceWork> batch, const StepLogits& logits,
                   StepSamples* samples);
 
  private:
+  // `logits` with every token `allowed` does not list at -inf (kernels/cpu/token_mask.h), in
+  // masked_.
+  std::span<const float> Masked(std::span<const float> logits, std::span<const uint32_t> allowed);
+
   int vocab_size_;
   std::vector<std::optional<Sampler>> samplers_;  // [max_num_seqs]; set while started
+  std::vector<float> masked_;                     // one masked row, reused
 };
 
 }  // namespace tessera::worker

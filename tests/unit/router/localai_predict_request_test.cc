@@ -49,6 +49,18 @@ TEST(LocalAiPredictRequestTest, SetFieldsReachTheGenerateRequest) {
   EXPECT_EQ(r->sampling().seed(), 9u);
   EXPECT_THAT(r->stop(), ElementsAre("\n")) << "empty stop strings are dropped";
   EXPECT_TRUE(r->ignore_eos());
+  EXPECT_FALSE(r->has_structured()) << "no Grammar: free text";
+}
+
+// LocalAI's Grammar (backend.proto field 29: the GBNF it makes from a JSON schema or from
+// function definitions) becomes the request's grammar constraint.
+TEST(LocalAiPredictRequestTest, GrammarBecomesTheStructuredConstraint) {
+  ::backend::PredictOptions options;
+  options.set_prompt("Once");
+  options.set_grammar("root ::= \"yes\" | \"no\"");
+  absl::StatusOr<::tessera::v1::GenerateRequest> r = ToGenerateRequest(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->structured().grammar(), "root ::= \"yes\" | \"no\"");
 }
 
 // LocalAI's tool-calling fields (backend.proto: Tools 48, ToolChoice 49; Message name 3,

@@ -165,6 +165,59 @@ TEST(OpenAiRequestTest, BadInputNamesTheField) {
       StartsWith("top_logprobs "));
 }
 
+// response_format and vLLM's guided_* fields become the request's one structured constraint
+// (parsed later, in BuildRequest); the field that set it is remembered for the 400.
+TEST(OpenAiRequestTest, StructuredOutputFields) {
+  const std::string chat = R"("messages": [{"role": "user", "content": "x"}])";
+  absl::StatusOr<OpenAiRequest> r = Chat("{" + chat + R"(, "response_format": {"type":
+      "json_schema", "json_schema": {"name": "p", "strict": true, "schema": {"type": "object",
+      "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}}}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The client's key order survives (property order is the output's order).
+  EXPECT_EQ(r->generate.structured().json_schema(),
+            R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}})");
+  EXPECT_EQ(r->structured_field, "response_format");
+  r = Chat("{" + chat + R"(, "response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->generate.structured().json_object());
+  r = Chat("{" + chat + R"(, "response_format": {"type": "text"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.has_structured());
+  r = Completions(R"({"prompt": "x", "guided_choice": ["a", "b c"]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->generate.structured().choice().values(), ElementsAre("a", "b c"));
+  EXPECT_EQ(r->structured_field, "guided_choice");
+  r = Completions(R"({"prompt": "x", "guided_json": "{\"type\": \"string\"}"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.structured().json_schema(), R"({"type": "string"})");
+  r = Completions(R"({"prompt": "x", "guided_regex": "[0-9]+"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.structured().regex(), "[0-9]+");
+  r = Completions(R"({"prompt": "x", "guided_grammar": "root ::= \"a\""})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.structured().grammar(), R"(root ::= "a")");
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"prompt": "x", "response_format": {"type": "yaml"}})", "response_format.type "},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema "},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {}}})",
+       "response_format.json_schema.schema "},
+      {R"({"prompt": "x", "guided_choice": "a"})", "guided_choice "},
+      {R"({"prompt": "x", "guided_choice": [1]})", "guided_choice "},
+      {R"({"prompt": "x", "guided_regex": 5})", "guided_regex "},
+      {R"({"prompt": "x", "guided_json": 5})", "guided_json "},
+      {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "guided_choice "},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}, "guided_regex": "a"})",
+       "guided_regex cannot be combined with response_format"},
+  };
+  for (const auto& [body, prefix] : bad) {
+    absl::Status status = Completions(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(Message(status), StartsWith(prefix)) << body;
+  }
+}
+
 TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
   absl::StatusOr<::tessera::v1::TokenizeRequest> text =
       ParseTokenizeRequest(R"({"prompt": "hi", "add_special_tokens": false})");

@@ -18,6 +18,7 @@ namespace tessera::router {
 namespace {
 
 namespace v1 = ::tessera::v1;
+namespace wv1 = ::tessera::worker::v1;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -225,6 +226,57 @@ TEST_F(RequestBuilderTest, TopLogprobsNeedsLogprobs) {
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_TRUE(built->sampling.logprobs());
   EXPECT_EQ(built->sampling.top_logprobs(), 3);
+}
+
+// A structured-output constraint is parsed here (xgrammar), so a bad one is a 400 before it is
+// scheduled; guided choice becomes an EBNF grammar; a worker without a vocabulary refuses all.
+TEST_F(RequestBuilderTest, StructuredOutputsAreParsedAndResolved) {
+  ModelLimits limits = limits_;
+  limits.structured_outputs = true;
+  v1::GenerateRequest request = TextRequest("Hello");
+  request.mutable_structured()->set_json_schema(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  absl::StatusOr<ValidatedRequest> built = BuildRequest(request, *model_, limits, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->grammar.kind(), wv1::GRAMMAR_KIND_JSON_SCHEMA);
+  EXPECT_EQ(built->grammar.text(), request.structured().json_schema());
+
+  request.mutable_structured()->mutable_choice()->add_values("yes \"sure\"");
+  request.mutable_structured()->mutable_choice()->add_values("no");
+  built = BuildRequest(request, *model_, limits, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->grammar.kind(), wv1::GRAMMAR_KIND_EBNF);
+  EXPECT_EQ(built->grammar.text(), R"(root ::= "yes \"sure\"" | "no")");
+
+  request.mutable_structured()->set_json_object(true);
+  built = BuildRequest(request, *model_, limits, 1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->grammar.kind(), wv1::GRAMMAR_KIND_JSON_OBJECT);
+
+  const std::pair<std::function<void(v1::StructuredOutput*)>, const char*> bad[] = {
+      {[](v1::StructuredOutput* s) { s->set_json_schema(R"({"type": 12})"); },
+       "structured.json_schema is invalid: "},
+      {[](v1::StructuredOutput* s) { s->set_json_schema("{not json"); },
+       "structured.json_schema is invalid: "},
+      {[](v1::StructuredOutput* s) { s->set_regex("a(b"); }, "structured.regex is invalid: "},
+      {[](v1::StructuredOutput* s) { s->set_grammar("root ::= nowhere"); },
+       "structured.grammar is invalid: "},
+      {[](v1::StructuredOutput* s) { s->mutable_choice(); }, "structured.choice: "},
+      {[](v1::StructuredOutput* s) { s->set_regex(std::string(70000, 'a')); },
+       "structured.regex is 70000 bytes"},
+  };
+  for (const auto& [set, prefix] : bad) {
+    request.clear_structured();
+    set(request.mutable_structured());
+    built = BuildRequest(request, *model_, limits, 1);
+    ASSERT_FALSE(built.ok()) << prefix;
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(built.status().message()), ::testing::StartsWith(prefix));
+  }
+  request.mutable_structured()->set_regex("[0-9]+");
+  built = BuildRequest(request, *model_, limits_, 1);  // a worker without structured outputs
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(std::string(built.status().message()), HasSubstr("cannot constrain output"));
 }
 
 }  // namespace

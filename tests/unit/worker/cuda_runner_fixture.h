@@ -105,8 +105,10 @@ class CudaRunnerTest : public ::testing::Test {
   // Serves the requests through a StepExecutor on `runner` until all finish; returns them with
   // their results.
   static std::vector<SimRequest> Serve(ModelRunner& runner, const std::vector<SimRequest>& reqs,
-                                       int max_num_seqs) {
-    StepExecutor executor(&runner, {.max_num_seqs = max_num_seqs});
+                                       int max_num_seqs,
+                                       const GrammarVocabulary* grammar_vocabulary = nullptr) {
+    StepExecutor executor(&runner, {.max_num_seqs = max_num_seqs,
+                                    .grammar_vocabulary = grammar_vocabulary});
     SimRouter router(kBlockSize, kNumBlocks, max_num_seqs);
     for (const SimRequest& r : reqs) router.Add(r);
     v1::StepResult result;

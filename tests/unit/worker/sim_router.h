@@ -39,6 +39,7 @@ struct SimRequest {
   // Blocks already holding the K/V of the first tokens (a prefix-cache hit at admission);
   // borrowed: the router never frees them.
   std::vector<int32_t> cached_blocks{};
+  v1::Grammar grammar{};  // structured output (kind NONE: free)
 
   // Results, in order.
   std::vector<int32_t> tokens{};
@@ -151,6 +152,7 @@ class SimRouter {
     v1::NewSequence* seq = plan->add_new_sequences();
     seq->set_slot(s.slot);
     *seq->mutable_sampling() = s.request.sampling;
+    if (s.request.grammar.kind() != v1::GRAMMAR_KIND_NONE) *seq->mutable_grammar() = s.request.grammar;
     for (int32_t t : s.request.prompt) seq->add_tokens(t);
     for (int32_t t : s.request.tokens) seq->add_tokens(t);
     seq->set_num_prompt_tokens(static_cast<int32_t>(s.request.prompt.size()));
