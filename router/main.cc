@@ -48,6 +48,7 @@ using tessera::router::EngineConfig;
 
 struct RouterFlags {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string chat_template_path;  // --chat-template: replaces the model's own
   std::string listen = "127.0.0.1:8000";
   double drain_timeout_s = 30;
   double stream_stall_timeout_s = 60;
@@ -229,6 +230,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", flags.model_path,
                  "GGUF model or HF safetensors directory (tokenizer and chat template)")
       ->capture_default_str();
+  app.add_option("--chat-template", flags.chat_template_path,
+                 "a Jinja chat template file to use instead of the model's own")
+      ->check(CLI::ExistingFile);
   app.add_option("--worker", flags.engine.worker_address, "worker address HOST:PORT")->required();
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();
@@ -331,7 +335,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
 
   absl::StatusOr<std::unique_ptr<tessera::router::ModelFrontend>> model =
-      tessera::router::LoadModelFrontend(flags.model_path);
+      tessera::router::LoadModelFrontend(flags.model_path, flags.chat_template_path);
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
   std::unique_ptr<tessera::router::StepTraceWriter> trace;

@@ -27,6 +27,10 @@ struct ModelFrontend {
 
 // Errors name the path and the problem (unreadable file, unsupported tokenizer). A missing or
 // unsupported chat template is not an error: chat requests are refused with the reason instead.
-absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(const std::string& path);
+// `chat_template_path` (--chat-template) replaces the model's own template with the Jinja file's;
+// there an unreadable file or a template that does not parse IS an error (the operator asked
+// for it), naming the file.
+absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(
+    const std::string& path, const std::string& chat_template_path = "");
 
 }  // namespace tessera::router

@@ -65,6 +65,24 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
                                                    request.top_logprobs()));
   }
   params.num_logprobs = static_cast<int>(request.top_logprobs());
+  if (request.logit_bias_size() > worker::kMaxLogitBiasTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("logit_bias has ", request.logit_bias_size(),
+                                                   " entries; at most ",
+                                                   worker::kMaxLogitBiasTokens));
+  }
+  // A proto map has no order: ascending ids, as the worker takes them.
+  std::vector<std::pair<int32_t, float>> biases(request.logit_bias().begin(),
+                                                request.logit_bias().end());
+  std::sort(biases.begin(), biases.end());
+  for (const auto& [token, bias] : biases) {
+    if (token < 0 || token >= limits.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias has token id ", token,
+                                                     ", outside the vocabulary [0, ",
+                                                     limits.vocab_size, ")"));
+    }
+    params.logit_bias_tokens.push_back(token);
+    params.logit_bias_values.push_back(bias);
+  }
   absl::Status status = worker::ValidateSamplingParams(params, limits.vocab_size);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.", status.message()));
@@ -80,6 +98,11 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
   out.set_seed(params.seed);
   out.set_logprobs(request.logprobs());
   out.set_top_logprobs(params.num_logprobs);
+  for (size_t k = 0; k < params.logit_bias_tokens.size(); ++k) {
+    wv1::TokenBias* entry = out.add_logit_bias();
+    entry->set_token_id(params.logit_bias_tokens[k]);
+    entry->set_bias(params.logit_bias_values[k]);
+  }
   return out;
 }
 

@@ -17,15 +17,20 @@ double Seconds(StepExecutor::Clock::duration d) {
 }  // namespace
 
 SamplingParams SamplingParamsFromProto(const v1::SamplingParams& proto) {
-  return {.temperature = proto.temperature(),
-          .top_k = proto.top_k(),
-          .top_p = proto.top_p(),
-          .min_p = proto.min_p(),
-          .repetition_penalty = proto.repetition_penalty(),
-          .presence_penalty = proto.presence_penalty(),
-          .frequency_penalty = proto.frequency_penalty(),
-          .seed = proto.seed(),
-          .num_logprobs = proto.top_logprobs()};
+  SamplingParams params{.temperature = proto.temperature(),
+                        .top_k = proto.top_k(),
+                        .top_p = proto.top_p(),
+                        .min_p = proto.min_p(),
+                        .repetition_penalty = proto.repetition_penalty(),
+                        .presence_penalty = proto.presence_penalty(),
+                        .frequency_penalty = proto.frequency_penalty(),
+                        .seed = proto.seed(),
+                        .num_logprobs = proto.top_logprobs()};
+  for (const v1::TokenBias& b : proto.logit_bias()) {
+    params.logit_bias_tokens.push_back(b.token_id());
+    params.logit_bias_values.push_back(b.bias());
+  }
+  return params;
 }
 
 StepExecutor::StepExecutor(ModelRunner* runner, const StepExecutorOptions& options)

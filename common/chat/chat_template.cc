@@ -129,8 +129,12 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const gguf::GgufFile& file) 
   }
   absl::StatusOr<std::string> source = file.GetString(kChatTemplateKey);
   if (!source.ok()) return source.status();
-  return FromSource(*source, {.bos = TokenText(file, "tokenizer.ggml.bos_token_id"),
-                              .eos = TokenText(file, "tokenizer.ggml.eos_token_id")});
+  return FromSource(*source, TokensOf(file));
+}
+
+ChatTokens ChatTemplate::TokensOf(const gguf::GgufFile& file) {
+  return {.bos = TokenText(file, "tokenizer.ggml.bos_token_id"),
+          .eos = TokenText(file, "tokenizer.ggml.eos_token_id")};
 }
 
 absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(

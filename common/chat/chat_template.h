@@ -82,6 +82,8 @@ class ChatTemplate {
   // Reads `tokenizer.chat_template` and the BOS/EOS texts from the file. NOT_FOUND naming the
   // key when it is absent; otherwise as FromSource.
   static absl::StatusOr<ChatTemplate> FromGguf(const gguf::GgufFile& file);
+  // The BOS/EOS texts a template of this model's sees (`bos_token`, `eos_token`).
+  static ChatTokens TokensOf(const gguf::GgufFile& file);
 
   // A known template's label, else "jinja".
   const std::string& shape() const { return shape_; }

@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/client_json.h"
 
 namespace tessera::router::localai {
 
@@ -41,6 +43,24 @@ absl::Status SetChat(const ::backend::PredictOptions& options, v1::Chat* chat) {
   return absl::OkStatus();
 }
 
+// LogitBias: a JSON object of token id -> bias, as OpenAI's logit_bias (ranges are checked when
+// the request is built).
+absl::Status SetLogitBias(const std::string& text, v1::GenerateRequest& request) {
+  absl::StatusOr<nlohmann::json> json = util::ParseClientJson(text, "LogitBias");
+  if (!json.ok()) return json.status();
+  if (!json->is_object()) return absl::InvalidArgumentError("LogitBias must be a JSON object");
+  for (const auto& [key, value] : json->items()) {
+    int32_t id = 0;
+    const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || !absl::SimpleAtoi(key, &id) || !value.is_number()) {
+      return absl::InvalidArgumentError(
+          "LogitBias must map token ids (as strings) to numbers");
+    }
+    (*request.mutable_logit_bias())[id] = static_cast<float>(value.get<double>());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::GenerateRequest> ToGenerateRequest(const ::backend::PredictOptions& options) {
@@ -69,6 +89,9 @@ absl::StatusOr<v1::GenerateRequest> ToGenerateRequest(const ::backend::PredictOp
   request.set_ignore_eos(options.ignoreeos());
   request.set_skip_special_tokens(true);
   if (!options.grammar().empty()) request.mutable_structured()->set_grammar(options.grammar());
+  if (!options.logitbias().empty()) {
+    if (absl::Status s = SetLogitBias(options.logitbias(), request); !s.ok()) return s;
+  }
   return request;
 }
 

@@ -82,14 +82,11 @@ absl::Status CheckTools(const Json& tools) {
   return absl::OkStatus();
 }
 
-// Whether the tools go to the template: "auto" yes, "none" no; the rest is refused for now.
-absl::StatusOr<bool> ToolChoiceOffersTools(const Json& body) {
+// Whether the tools go to the template: "none" no; "auto", "required" and a named function yes
+// (forced_tool_choice.h constrains the output of the last two).
+bool ToolChoiceOffersTools(const Json& body) {
   const Json* choice = Field(body, "tool_choice");
-  if (choice == nullptr || *choice == "auto") return true;
-  if (*choice == "none") return false;
-  return Invalid("tool_choice",
-                 "must be \"auto\" or \"none\" on this server (\"required\" and a named function "
-                 "need constrained output, not implemented yet)");
+  return choice == nullptr || *choice != "none";
 }
 
 }  // namespace
@@ -105,7 +102,7 @@ absl::StatusOr<v1::Chat> ParseChat(const Json& body) {
     TESSERA_RETURN_IF_ERROR(
         ParseMessage((*messages)[i], absl::StrCat("messages[", i, "]"), chat.add_messages()));
   }
-  TESSERA_ASSIGN_OR_RETURN(const bool offer_tools, ToolChoiceOffersTools(body));
+  const bool offer_tools = ToolChoiceOffersTools(body);
   if (const Json* tools = Field(body, "tools")) {
     TESSERA_RETURN_IF_ERROR(CheckTools(*tools));
     if (offer_tools && !tools->empty()) chat.set_tools_json(tools->dump());

@@ -51,6 +51,18 @@ absl::Status NamingTheStructuredField(const absl::Status& status, const std::str
   return absl::Status(status.code(), absl::StrCat(field, message.substr(space)));
 }
 
+// The prompt as `echo` returns it: a text prompt as sent, token ids decoded.
+std::string EchoText(const v1::GenerateRequest& request, const tokenizer::Tokenizer& tokenizer) {
+  if (request.has_token_ids()) {
+    absl::StatusOr<std::string> text = tokenizer.Decode(
+        std::span<const int32_t>(request.token_ids().ids().data(),
+                                 static_cast<size_t>(request.token_ids().ids_size())),
+        {});
+    return text.ok() ? *text : "";
+  }
+  return request.text();
+}
+
 absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
   std::optional<wv1::DescribeResponse> worker = engine.worker();
   if (!worker.has_value())
@@ -134,14 +146,19 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
       endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value()
           ? model_->chat_template->reasoning_format()
           : chat::ReasoningFormat::kNone;
-  // Tool calls are looked for only when the request offered tools to the template.
-  const chat::ToolCallFormat tool_calls =
-      endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value() && !parsed->generate.chat().tools_json().empty()
-          ? model_->chat_template->tool_call_format()
-          : chat::ToolCallFormat::kNone;
+  // Tool calls are looked for only when the request offered tools to the template (in its
+  // format) or forced a call (the grammar's JSON).
+  ToolCallMode tool_calls;
+  if (parsed->forced_tool.has_value()) {
+    tool_calls = {.forced = true, .forced_function = parsed->forced_tool->function};
+  } else if (endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value() &&
+             !parsed->generate.chat().tools_json().empty()) {
+    tool_calls.format = model_->chat_template->tool_call_format();
+  }
   auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
                                                    model_->tokenizer.get(), parsed->logprobs,
                                                    parsed->include_usage, reasoning, tool_calls);
+  if (parsed->echo) encoder->set_echo(EchoText(parsed->generate, *model_->tokenizer));
   if (!parsed->stream) {
     absl::StatusOr<Json> body = CollectCompletion(*job, *encoder, parsed->n, responder);
     if (!body.ok()) return SendError(responder, body.status());

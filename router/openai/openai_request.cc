@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "router/openai/openai_chat_request.h"
+#include "router/openai/forced_tool_choice.h"
 #include "router/openai/openai_structured_request.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "router/openai/openai_json.h"
 #include "absl/strings/string_view.h"
@@ -175,6 +177,25 @@ absl::Status SetLogprobs(const Json& body, Endpoint endpoint, OpenAiRequest& out
   return absl::OkStatus();
 }
 
+// logit_bias: {"<token id>": bias, ...} (OpenAI's shape: ids as JSON object keys); the ids and
+// bias range are checked in BuildRequest against the vocabulary.
+absl::Status SetLogitBias(const Json& body, v1::GenerateRequest& out) {
+  const Json* bias = Field(body, "logit_bias");
+  if (bias == nullptr) return absl::OkStatus();
+  if (!bias->is_object()) return Invalid("logit_bias", "must be an object of token id -> bias");
+  for (const auto& [key, value] : bias->items()) {
+    int32_t id = 0;
+    const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || !absl::SimpleAtoi(key, &id)) {
+      return Invalid("logit_bias", absl::StrCat("has the key \"", key.substr(0, 32),
+                                                "\", which is not a token id"));
+    }
+    if (!value.is_number()) return Invalid("logit_bias", "values must be numbers");
+    (*out.mutable_logit_bias())[id] = static_cast<float>(value.get<double>());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetStreaming(const Json& body, OpenAiRequest& out) {
   if (const Json* stream = Field(body, "stream")) {
     absl::StatusOr<bool> on = Bool(*stream, "stream");
@@ -195,12 +216,6 @@ absl::Status SetStreaming(const Json& body, OpenAiRequest& out) {
 
 // Fields we cannot honour are refused rather than ignored.
 absl::Status RejectUnsupported(const Json& body) {
-  if (const Json* bias = Field(body, "logit_bias"); bias != nullptr && !bias->empty()) {
-    return Invalid("logit_bias", "is not supported by this server");
-  }
-  if (const Json* echo = Field(body, "echo"); echo != nullptr && *echo == true) {
-    return Invalid("echo", "is not supported by this server");
-  }
   if (const Json* best_of = Field(body, "best_of"); best_of != nullptr && *best_of != 1) {
     return Invalid("best_of", "is not supported by this server (use n)");
   }
@@ -219,6 +234,22 @@ absl::Status SetPromptOrMessages(const Json& body, Endpoint endpoint, v1::Genera
   absl::StatusOr<v1::Chat> chat = ParseChat(body);
   if (!chat.ok()) return chat.status();
   *out.mutable_chat() = std::move(*chat);
+  return absl::OkStatus();
+}
+
+// tool_choice "required" / a named function: the call's JSON schema becomes the request's
+// structured constraint (so it cannot also have one of its own).
+absl::Status SetForcedToolChoice(const Json& body, OpenAiRequest& out) {
+  absl::StatusOr<std::optional<ForcedToolChoice>> forced = ParseForcedToolChoice(body);
+  if (!forced.ok()) return forced.status();
+  if (!forced->has_value()) return absl::OkStatus();
+  if (!out.structured_field.empty()) {
+    return Invalid("tool_choice", absl::StrCat("forces a tool call; it cannot be combined with ",
+                                               out.structured_field));
+  }
+  out.generate.mutable_structured()->set_json_schema((*forced)->json_schema);
+  out.structured_field = "tool_choice";
+  out.forced_tool = std::move(**forced);
   return absl::OkStatus();
 }
 
@@ -242,11 +273,25 @@ absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::str
        {RejectUnsupported(*json), SetPromptOrMessages(*json, endpoint, out.generate),
         SetSampling(*json, *out.generate.mutable_sampling()),
         SetMaxTokens(*json, endpoint, out.generate), SetLogprobs(*json, endpoint, out),
+        SetLogitBias(*json, out.generate),
         SetStreaming(*json, out), SetStructuredOutput(*json, out.generate, &out.structured_field)}) {
     if (!status.ok()) return status;
   }
+  if (endpoint == Endpoint::kChatCompletions) {
+    if (absl::Status s = SetForcedToolChoice(*json, out); !s.ok()) return s;
+  }
   if (const Json* stop = Field(*json, "stop")) {
     if (absl::Status s = SetStop(*stop, out.generate); !s.ok()) return s;
+  }
+  if (const Json* echo = Field(*json, "echo")) {
+    absl::StatusOr<bool> on = Bool(*echo, "echo");
+    if (!on.ok()) return on.status();
+    if (*on && endpoint != Endpoint::kCompletions) {
+      return Invalid("echo", "is for /v1/completions only");
+    }
+    // The prompt's own logprobs would need the worker to return them (prompt_logprobs).
+    if (*on && out.logprobs) return Invalid("echo", "cannot be combined with logprobs here");
+    out.echo = *on;
   }
   if (const Json* ignore_eos = Field(*json, "ignore_eos")) {
     absl::StatusOr<bool> on = Bool(*ignore_eos, "ignore_eos");

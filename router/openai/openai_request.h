@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,12 @@ enum class Endpoint { kCompletions, kChatCompletions };
 inline constexpr uint32_t kCompletionsDefaultMaxTokens = 16;
 inline constexpr int kMaxChoices = 16;
 
+// tool_choice "required" or a named function (forced_tool_choice.h).
+struct ForcedToolChoice {
+  std::string function;     // named: the function every call is to; "" for "required"
+  std::string json_schema;  // what the whole output must be
+};
+
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;                        // "" when absent
@@ -35,9 +42,12 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // return logprobs (completions: `logprobs` >= 0)
+  bool echo = false;           // completions: the prompt's text starts each choice's text
   // The field that set generate.structured ("response_format", "guided_json", ...), so an
   // invalid constraint's 400 names it; "" when none.
   std::string structured_field;
+  // tool_choice "required" or a named function (chat): the output is constrained to a call.
+  std::optional<ForcedToolChoice> forced_tool;
 };
 
 absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::string_view body);

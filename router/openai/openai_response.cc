@@ -132,7 +132,7 @@ Json FinishReason(v1::FinishReason reason) {
 ResponseEncoder::ResponseEncoder(Endpoint endpoint, std::string id, std::string model,
                                  int64_t created, const tokenizer::Tokenizer* tokenizer,
                                  bool logprobs, bool include_usage,
-                                 chat::ReasoningFormat reasoning, chat::ToolCallFormat tool_calls)
+                                 chat::ReasoningFormat reasoning, ToolCallMode tool_calls)
     : endpoint_(endpoint),
       id_(std::move(id)),
       model_(std::move(model)),
@@ -141,7 +141,7 @@ ResponseEncoder::ResponseEncoder(Endpoint endpoint, std::string id, std::string 
       logprobs_(logprobs),
       include_usage_(include_usage),
       reasoning_(reasoning),
-      tool_calls_(tool_calls) {}
+      tool_calls_(std::move(tool_calls)) {}
 
 Json ResponseEncoder::Envelope(const char* object) const {
   return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
@@ -211,7 +211,7 @@ Json ResponseEncoder::Chunk(int choice, const v1::GenerateResponse& delta, bool 
     entry["delta"] = std::move(message);
     chunk = Envelope("chat.completion.chunk");
   } else {
-    entry["text"] = delta.text();
+    entry["text"] = first ? echo_ + delta.text() : delta.text();
     chunk = Envelope("text_completion");
   }
   chunk["choices"] = Json::array({std::move(entry)});
@@ -313,7 +313,7 @@ Json ResponseEncoder::Complete(const std::vector<ChoiceResult>& choices) const {
       }
       entry["message"] = std::move(message);
     } else {
-      entry["text"] = choices[i].text;
+      entry["text"] = echo_ + choices[i].text;
     }
     list.push_back(std::move(entry));
     usages.push_back(choices[i].usage);

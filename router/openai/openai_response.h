@@ -51,12 +51,15 @@ class ResponseEncoder {
  public:
   // `reasoning`: how the model's output carries its reasoning (chat; split into
   // reasoning_content by ReasoningSplitter). `tool_calls`: how it writes tool calls, when the
-  // request offered tools (parsed into tool_calls by ToolCallParser; finish_reason
-  // "tool_calls"); kNone otherwise.
+  // request offered tools or forced a call (parsed into tool_calls by ToolCallParser;
+  // finish_reason "tool_calls"); inactive otherwise.
   ResponseEncoder(Endpoint endpoint, std::string id, std::string model, int64_t created,
                   const tokenizer::Tokenizer* tokenizer, bool logprobs, bool include_usage,
                   chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone,
-                  chat::ToolCallFormat tool_calls = chat::ToolCallFormat::kNone);
+                  ToolCallMode tool_calls = {});
+
+  // completions with `echo`: every choice's text starts with the prompt's.
+  void set_echo(std::string prompt_text) { echo_ = std::move(prompt_text); }
 
   // A streaming chunk for choice `choice`: its new text (a chat choice's first chunk also
   // carries the assistant role), logprobs, and finish_reason on its last chunk.
@@ -82,9 +85,10 @@ class ResponseEncoder {
   bool logprobs_;
   bool include_usage_;
   std::vector<int64_t> text_offsets_;  // per choice: completions logprobs' running text_offset
+  std::string echo_;  // prepended to each completions choice's text
   chat::ReasoningFormat reasoning_;
   std::vector<ReasoningSplitter> splitters_;  // per choice (chat)
-  chat::ToolCallFormat tool_calls_;
+  ToolCallMode tool_calls_;
   std::vector<ToolCallParser> tool_parsers_;  // per choice (chat)
   std::vector<int> calls_emitted_;            // per choice: tool calls streamed so far
 

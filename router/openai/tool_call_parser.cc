@@ -52,6 +52,10 @@ std::string_view TrimLeft(std::string_view s) {
 
 ToolCallParser::Output ToolCallParser::Feed(std::string_view content) {
   Output out;
+  if (forced_) {  // the whole output is one JSON value: nothing to show until it is complete
+    buffer_.append(content);
+    return out;
+  }
   if (format_ == ToolCallFormat::kNone) {
     out.content.assign(content);
     return out;
@@ -115,9 +119,27 @@ ToolCallParser::Output ToolCallParser::FinishWhole() {
   return out;
 }
 
+ToolCallParser::Output ToolCallParser::FinishForced() {
+  Output out;
+  const std::string_view text = TrimLeft(buffer_);
+  if (forced_function_.empty()) {
+    if (!ParseCalls(text, &out.calls)) out.content = buffer_;
+    return out;
+  }
+  absl::StatusOr<Json> arguments = util::ParseClientOrderedJson(text, "tool call arguments");
+  if (arguments.ok() && arguments->is_object()) {
+    out.calls.push_back({.name = forced_function_, .arguments = arguments->dump()});
+  } else {
+    out.content = buffer_;
+  }
+  return out;
+}
+
 ToolCallParser::Output ToolCallParser::Finish() {
   Output out;
-  if (format_ == ToolCallFormat::kHermes) {
+  if (forced_) {
+    out = FinishForced();
+  } else if (format_ == ToolCallFormat::kHermes) {
     out.content = in_call_ ? std::string(kHermesOpen) + buffer_ : buffer_;
   } else if (holding_ || !decided_) {
     out = FinishWhole();
@@ -129,8 +151,9 @@ ToolCallParser::Output ToolCallParser::Finish() {
   return out;
 }
 
-ToolCallParser::Output ToolCallParser::ParseAll(ToolCallFormat format, std::string_view content) {
-  ToolCallParser parser(format);
+ToolCallParser::Output ToolCallParser::ParseAll(const ToolCallMode& mode,
+                                                std::string_view content) {
+  ToolCallParser parser(mode);
   Output out = parser.Feed(content);
   Output rest = parser.Finish();
   out.content += rest.content;

@@ -8,6 +8,10 @@
 // Streaming: content before a call streams as usual; a call is held until it is complete
 // (its closing tag, or the end of output) and then emitted whole, its arguments as a JSON
 // string. Text that looked like a call but does not parse as one is given back as content.
+// Forced (tool_choice "required" or a named function, forced_tool_choice.h): the whole output is
+// the JSON a grammar made it — the named function's arguments, or a list of {"name",
+// "parameters"} — held to the end and returned as the calls (as content if it does not parse,
+// e.g. cut short by max_tokens).
 // Model output is untrusted: JSON is parsed under util::kMaxClientJsonDepth.
 //
 // One per choice, on the request's thread.
@@ -15,11 +19,20 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/chat/chat_template.h"
 
 namespace tessera::router::openai {
+
+// How one choice's output carries tool calls.
+struct ToolCallMode {
+  chat::ToolCallFormat format = chat::ToolCallFormat::kNone;  // the template's (tool_choice auto)
+  bool forced = false;          // tool_choice forced a call: the output is the grammar's JSON
+  std::string forced_function;  // named: the function; "" for "required"
+  bool active() const { return forced || format != chat::ToolCallFormat::kNone; }
+};
 
 struct ParsedToolCall {
   std::string name;
@@ -33,17 +46,21 @@ class ToolCallParser {
     std::vector<ParsedToolCall> calls;
   };
 
-  explicit ToolCallParser(chat::ToolCallFormat format) : format_(format) {}
+  explicit ToolCallParser(ToolCallMode mode)
+      : format_(mode.format), forced_(mode.forced), forced_function_(std::move(mode.forced_function)) {}
 
   Output Feed(std::string_view content);
   Output Finish();
-  static Output ParseAll(chat::ToolCallFormat format, std::string_view content);
+  static Output ParseAll(const ToolCallMode& mode, std::string_view content);
 
  private:
   Output FeedHermes();
   Output FinishWhole();
+  Output FinishForced();
 
   chat::ToolCallFormat format_;
+  bool forced_ = false;
+  std::string forced_function_;
   std::string buffer_;
   bool in_call_ = false;   // kHermes: inside <tool_call>
   bool holding_ = false;   // kMistral / kLlama3Json: the output may be a call; held to the end

@@ -111,6 +111,13 @@ def check_completions(client, stub, pb2, model):
         model=model, prompt=PROMPT, max_tokens=12, temperature=0, stream=True,
         extra_body={"ignore_eos": True}) if c.choices)
     assert streamed == text, (streamed, text)
+    echoed = client.completions.create(model=model, prompt=PROMPT, max_tokens=12, temperature=0,
+                                       echo=True, extra_body={"ignore_eos": True})
+    assert echoed.choices[0].text == PROMPT + text, echoed.choices[0].text
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=model, prompt=PROMPT, max_tokens=12, temperature=0, stream=True, echo=True,
+        extra_body={"ignore_eos": True}) if c.choices)
+    assert streamed == PROMPT + text, streamed
     with_logprobs = client.completions.create(model=model, prompt=PROMPT, max_tokens=4,
                                               temperature=0, logprobs=2,
                                               extra_body={"ignore_eos": True})
@@ -162,8 +169,9 @@ def check_chat(client, stub, pb2, model):
 def check_tool_round_trip_shapes(client, openai, http_addr, model):
     """The openai client's tool-calling conversation shapes reach the model's template: an
     assistant turn of tool calls (content None), the tool's result, tools offered. The default
-    model's ChatML template renders the tool turn as a `tool` role; tool_choice "required" needs
-    constrained output, refused by name."""
+    model's ChatML template renders the tool turn as a `tool` role. tool_choice "required" makes
+    the model call a tool (its output constrained to the call's JSON); a named function that
+    `tools` does not list is refused by name."""
     tools = [{"type": "function", "function": {
         "name": "get_weather", "description": "Weather for a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -186,13 +194,21 @@ def check_tool_round_trip_shapes(client, openai, http_addr, model):
     status, body = raw_request(http_addr, "POST", "/tokenize",
                                {"messages": messages, "add_generation_prompt": True})
     assert status == 200, (status, body)
+    forced = client.chat.completions.create(
+        model=model, tools=tools, tool_choice="required", max_tokens=60, temperature=0,
+        messages=[{"role": "user", "content": "Is it raining in Lyon?"}])
+    assert forced.choices[0].finish_reason == "tool_calls", forced.choices[0]
+    call = forced.choices[0].message.tool_calls[0]
+    assert call.function.name == "get_weather", call
+    assert isinstance(json.loads(call.function.arguments)["city"], str), call
     try:
         client.chat.completions.create(model=model, messages=messages, tools=tools,
-                                       tool_choice="required", max_tokens=4)
-        raise AssertionError("tool_choice=required was accepted")
+                                       tool_choice={"type": "function",
+                                                    "function": {"name": "nope"}}, max_tokens=4)
+        raise AssertionError("a tool_choice naming an unknown function was accepted")
     except openai.BadRequestError as e:
         assert e.body["param"] == "tool_choice", e.body
-    print("tool-call conversation shapes OK")
+    print("tool-call conversation shapes OK; forced call:", call.function.arguments)
 
 
 def check_tokenize(http_addr, stub, pb2):
@@ -218,7 +234,8 @@ def check_errors(client, openai, http_addr, model):
     expect(openai.BadRequestError, 400, "temperature", prompt=PROMPT,
            extra_body={"temperature": "hot"})
     expect(openai.BadRequestError, 400, "top_p", prompt=PROMPT, top_p=5)
-    expect(openai.BadRequestError, 400, "logit_bias", prompt=PROMPT, logit_bias={"1": 5})
+    expect(openai.BadRequestError, 400, "logit_bias", prompt=PROMPT, logit_bias={"1": 500})
+    expect(openai.BadRequestError, 400, "logit_bias", prompt=PROMPT, logit_bias={"99999999": 1})
     expect(openai.BadRequestError, 400, "max_tokens", prompt=PROMPT, max_tokens=0)
     expect(openai.NotFoundError, 404, "model", prompt=PROMPT, model="no-such-model")
     status, body = raw_request(http_addr, "POST", "/v1/completions", "{not json")

@@ -9,7 +9,10 @@ well-formed answer below is the grammar's token masks at work, not the model.
   - guided_grammar (EBNF) output is a sentence of the grammar;
   - an invalid schema, regex or grammar is a 400 naming the request's field; two constraints at
     once are refused;
-  - an unguided request next to guided ones still runs (and is not constrained).
+  - an unguided request next to guided ones still runs (and is not constrained);
+  - tool_choice naming a function, or "required", makes the model call one (streaming and not);
+    the call and its tool result go back, and the model answers;
+  - logit_bias +100 on a token makes the sampling model emit only it.
 With --model given, the default model also answers response_format json_object with a JSON object.
 Exits non-zero with the reason on any failure.
 """
@@ -71,6 +74,89 @@ def check_regex_choice_grammar(client, model):
                                      extra_body={"guided_grammar": grammar}).choices[0].text
     assert re.fullmatch(r"\([1-9][0-9]?(\+[1-9][0-9]?)*\)", text), text
     print("guided regex / choice / grammar OK")
+
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city",
+        "parameters": {"type": "object", "required": ["city", "unit"],
+                       "properties": {"city": {"type": "string", "enum": ["Lyon", "Paris"]},
+                                      "unit": {"type": "string", "enum": ["C", "F"]}}}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"tz": {"type": "string", "enum": ["UTC", "CET"]}},
+        "required": ["tz"]}}},
+]
+
+
+def streamed_tool_calls(stream):
+    """The tool calls of a streamed chat answer (deltas joined by index), and its finish."""
+    calls, finish = {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        for delta in choice.delta.tool_calls or []:
+            entry = calls.setdefault(delta.index, {"name": "", "arguments": ""})
+            if delta.function.name:
+                entry["name"] += delta.function.name
+            entry["arguments"] += delta.function.arguments or ""
+        finish = choice.finish_reason or finish
+    return [calls[i] for i in sorted(calls)], finish
+
+
+def check_forced_tool_round_trip(client, model):
+    """tool_choice forces the random model to call: a named function, then "required"; the call
+    goes back as an assistant turn with its tool result and the model answers it."""
+    messages = [{"role": "user", "content": "Weather in Lyon, in Celsius?"}]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    answer = client.chat.completions.create(model=model, messages=messages, tools=TOOLS,
+                                            tool_choice=named, max_tokens=60, temperature=1.0,
+                                            seed=2)
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    arguments = json.loads(call.function.arguments)
+    assert call.function.name == "get_weather" and arguments["city"] in ("Lyon", "Paris"), call
+    streamed, finish = streamed_tool_calls(client.chat.completions.create(
+        model=model, messages=messages, tools=TOOLS, tool_choice=named, max_tokens=60,
+        temperature=1.0, seed=2, stream=True))
+    assert finish == "tool_calls", finish
+    assert streamed == [{"name": "get_weather", "arguments": call.function.arguments}], streamed
+    required = client.chat.completions.create(model=model, messages=messages, tools=TOOLS,
+                                              tool_choice="required", parallel_tool_calls=False,
+                                              max_tokens=60, temperature=1.0, seed=5)
+    calls = required.choices[0].message.tool_calls
+    assert required.choices[0].finish_reason == "tool_calls", required.choices[0]
+    assert len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time"), calls
+    json.loads(calls[0].function.arguments)
+    follow_up = messages + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": "light rain, 11 C"}]
+    for stream in (False, True):
+        final = client.chat.completions.create(model=model, messages=follow_up, tools=TOOLS,
+                                               tool_choice="none", max_tokens=8, seed=3,
+                                               stream=stream)
+        if stream:
+            final = list(final)
+            assert final[-1].choices[0].finish_reason in ("stop", "length"), final[-1]
+        else:
+            assert final.choices[0].finish_reason in ("stop", "length"), final.choices[0]
+            assert final.choices[0].message.tool_calls is None, final.choices[0]
+    print("forced tool-call round trip OK:", call.function.arguments)
+
+
+def check_logit_bias(client, model):
+    """logit_bias +100 on one token: a sampling (temperature 1) random model emits only it."""
+    answer = client.completions.create(model=model, prompt="go", max_tokens=5, temperature=1.0,
+                                       seed=1, logprobs=0, logit_bias={"100": 100})
+    tokens = answer.choices[0].logprobs.tokens
+    assert len(tokens) == 5 and len(set(tokens)) == 1, tokens
+    free = client.completions.create(model=model, prompt="go", max_tokens=5, temperature=1.0,
+                                     seed=1, logprobs=0)
+    assert free.choices[0].logprobs.tokens != tokens, free.choices[0].logprobs.tokens
+    print("logit_bias OK:", tokens)
 
 
 def check_errors(client, openai, model):
@@ -138,6 +224,8 @@ def main():
                 if checks == "tiny":
                     check_parse(client, model)
                     check_regex_choice_grammar(client, model)
+                    check_forced_tool_round_trip(client, model)
+                    check_logit_bias(client, model)
                     check_errors(client, openai, model)
                     check_mixed_batch(client, model)
                 else:

@@ -185,6 +185,9 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--tls-key", serve.tls_key, "PEM private key of --tls-cert")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--chat-template", serve.chat_template,
+                  "router: a Jinja chat template file to use instead of the model's own")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--metrics-host", serve.metrics_host, "address of both metrics servers")
       ->capture_default_str();
   cmd->add_option("--worker-arg", serve.worker_args,

@@ -406,6 +406,7 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
   }
   AddIfSet(args, "--tls-cert", o.tls_cert);
   AddIfSet(args, "--tls-key", o.tls_key);
+  AddIfSet(args, "--chat-template", o.chat_template);
   args.insert(args.end(), o.router_args.begin(), o.router_args.end());
   return args;
 }

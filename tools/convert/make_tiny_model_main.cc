@@ -38,6 +38,7 @@ struct SizeFlags {
   std::optional<int> gdn_k_heads, gdn_v_heads, gdn_head_dim, conv_kernel;
   std::optional<int> experts, experts_used, expert_ffn, shared_ffn;
   std::optional<std::string> weight_type;
+  std::optional<std::string> chat_style;
 };
 
 template <typename T>
@@ -68,6 +69,7 @@ absl::Status CheckFlagsApply(const std::string& arch, const SizeFlags& f) {
       {"--expert-ffn", f.expert_ffn.has_value(), false, false, true, true},
       {"--shared-ffn", f.shared_ffn.has_value(), false, false, true, true},
       {"--weight-type", f.weight_type.has_value(), false, true, true, true},
+      {"--chat-style", f.chat_style.has_value(), true, false, false, false},
   };
   for (const ArchSpecificFlag& flag : flags) {
     const bool dense = arch == "llama" || arch == "qwen2" || arch == "qwen3";
@@ -114,6 +116,7 @@ absl::Status WriteDense(const std::string& arch, const SizeFlags& f, bool untied
   Apply(f.merges, &o.num_merges);
   Apply(f.seed, &o.seed);
   o.tied_embeddings = !untied;
+  if (f.chat_style == "llama3") o.chat_style = tessera::convert::TinyChatStyle::kLlama3;
   if (out.format == "gguf") return tessera::convert::WriteTinyLlamaGguf(o, out.path);
   absl::StatusOr<std::vector<uint8_t>> image = tessera::convert::BuildTinyLlamaGguf(o);
   if (!image.ok()) return image.status();
@@ -208,6 +211,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   AddSizeFlags(app, sizes);
   app.add_flag("--untied", untied, "write a separate output.weight instead of tying embeddings");
+  app.add_option("--chat-style", sizes.chat_style,
+                 "llama, qwen2, qwen3: special tokens and chat template, chatml (SmolLM2's, the "
+                 "default) or llama3 (Llama 3 Instruct's)")
+      ->check(CLI::IsMember({"chatml", "llama3"}));
   CLI11_PARSE(app, argc, argv);
 
   absl::Status status = CheckFlagsApply(arch, sizes);

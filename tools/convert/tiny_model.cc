@@ -154,13 +154,14 @@ namespace {
 
 absl::StatusOr<gguf::GgufWriter> BuildWriter(const TinyModelOptions& options) {
   if (absl::Status s = ValidateTinyModelOptions(options); !s.ok()) return s;
-  absl::StatusOr<tokenizer::BpeSpec> vocab = TrainTinyVocab(options.num_merges);
+  absl::StatusOr<tokenizer::BpeSpec> vocab =
+      TrainTinyVocab(options.num_merges, options.chat_style);
   if (!vocab.ok()) return vocab.status();
   const uint32_t vocab_size = static_cast<uint32_t>(vocab->tokens.size());
 
   gguf::GgufWriter writer;
   AddHyperParameters(options, vocab_size, &writer);
-  AddTinyTokenizer(*vocab, &writer);
+  AddTinyTokenizer(*vocab, &writer, options.chat_style);
   for (const TinyTensorPlan& plan : PlanTensors(options, vocab_size)) {
     if (absl::Status s = AddTinyTensor(plan, options.seed, &writer); !s.ok()) return s;
   }

@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tools/convert/tiny_vocab.h"
 
 namespace tessera::convert {
 
@@ -55,6 +56,7 @@ struct TinyModelOptions {
   bool tied_embeddings = true;  // true: no output.weight; the head reuses token_embd
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
+  TinyChatStyle chat_style = TinyChatStyle::kChatMl;  // special tokens + chat template
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field and its value.

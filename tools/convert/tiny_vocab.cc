@@ -61,6 +61,14 @@ constexpr std::string_view kTemplateAfterSystem =
     "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
     "{% endif %}";
 
+// Meta-Llama-3-8B-Instruct's chat template, byte for byte.
+constexpr std::string_view kLlama3Template =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
+    "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+    "{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant"
+    "<|end_header_id|>\n\n' }}{% endif %}";
+
 void AddIdIfPresent(const std::string& key, tokenizer::TokenId id, gguf::GgufWriter* writer) {
   if (id >= 0) writer->AddUint32(key, static_cast<uint32_t>(id));
 }
@@ -69,9 +77,23 @@ void AddIdIfPresent(const std::string& key, tokenizer::TokenId id, gguf::GgufWri
 
 std::string_view TinyCorpus() { return kCorpus; }
 
-absl::StatusOr<tokenizer::BpeSpec> TrainTinyVocab(int num_merges) {
+absl::StatusOr<tokenizer::BpeSpec> TrainTinyVocab(int num_merges, TinyChatStyle style) {
   if (num_merges < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_merges must be >= 0, got ", num_merges));
+  }
+  if (style == TinyChatStyle::kLlama3) {
+    absl::StatusOr<tokenizer::BpeSpec> spec = tokenizer::TrainByteLevelBpe(
+        kCorpus, num_merges,
+        {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+         "<|eot_id|>"});
+    if (!spec.ok()) return spec.status();
+    // As Llama 3 Instruct's GGUF: BOS <|begin_of_text|>, a turn (and the answer) ends with
+    // <|eot_id|>; the template adds BOS itself.
+    spec->bos_id = 0;
+    spec->eos_id = 4;
+    spec->add_bos = false;
+    spec->add_eos = false;
+    return spec;
   }
   absl::StatusOr<tokenizer::BpeSpec> spec = tokenizer::TrainByteLevelBpe(
       kCorpus, num_merges, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
@@ -87,7 +109,8 @@ absl::StatusOr<tokenizer::BpeSpec> TrainTinyVocab(int num_merges) {
   return spec;
 }
 
-std::string TinyChatTemplate() {
+std::string TinyChatTemplate(TinyChatStyle style) {
+  if (style == TinyChatStyle::kLlama3) return std::string(kLlama3Template);
   return absl::StrCat(std::string(kTemplateBeforeSystem), std::string(kTinyDefaultSystemPrompt),
                       std::string(kTemplateAfterSystem));
 }
@@ -111,9 +134,10 @@ void AddBpeSpecToGguf(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer) 
   writer->AddBool("tokenizer.ggml.add_eos_token", spec.add_eos);
 }
 
-void AddTinyTokenizer(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer) {
+void AddTinyTokenizer(const tokenizer::BpeSpec& spec, gguf::GgufWriter* writer,
+                      TinyChatStyle style) {
   AddBpeSpecToGguf(spec, writer);
-  writer->AddString("tokenizer.chat_template", TinyChatTemplate());
+  writer->AddString("tokenizer.chat_template", TinyChatTemplate(style));
 }
 
 }  // namespace tessera::convert

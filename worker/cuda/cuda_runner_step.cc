@@ -25,11 +25,11 @@ absl::Status CudaModelRunner::EnqueueStep(bool sample) {
   RunForward(plan_, config_, *ops_);
   TESSERA_RETURN_IF_ERROR(ops_->status());
   if (!sample || inputs_->shape().num_rows == 0) return absl::OkStatus();
-  // Structured outputs: the guided rows' disallowed tokens to -inf (always launched, so a graph
-  // captured without guided rows serves steps with them; unguided rows are untouched).
-  TESSERA_RETURN_IF_ERROR(kernels_->TokenMask(ops_->mutable_logits(), inputs_->shape().num_rows,
-                                              config_.vocab_size, inputs_->device_token_masks(),
-                                              inputs_->device_mask_rows()));
+  // logit_bias, then the guided rows' disallowed tokens to -inf (always launched, so a graph
+  // captured without them serves steps with them; other rows are untouched).
+  TESSERA_RETURN_IF_ERROR(kernels_->AdjustLogits(ops_->mutable_logits(),
+                                                 inputs_->shape().num_rows, config_.vocab_size,
+                                                 inputs_->device_adjustments()));
   return kernels_->Sampling(ops_->logits(), inputs_->shape().num_rows, config_.vocab_size,
                             inputs_->device_params(), inputs_->device_penalties(),
                             inputs_->device_outputs());

@@ -102,6 +102,8 @@ void CudaModelRunner::SetSamplingRow(int row, int slot, int position) {
   } else {
     inputs_->AddPenaltyRow({}, {}, {});
   }
+  const SamplingParams& params = sampling_.params(slot);
+  inputs_->AddBiasRow(params.logit_bias_tokens, params.logit_bias_values);
 }
 
 // Inert rows after the real ones (a decode graph's bucket is larger than the batch): token 0 at

@@ -24,6 +24,7 @@
 #include "kernels/cuda/packed_format.h"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
+#include "kernels/cuda/logit_adjust.cuh"
 #include "kernels/cuda/random_uniform.cuh"
 #include "kernels/cuda/recurrent_sequence.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -192,10 +193,9 @@ class DeviceKernels {
                                 const cuda::SamplingRowParams* params,
                                 const cuda::SamplingPenalties& penalties,
                                 const cuda::SamplingOutputs& outputs) = 0;
-  // Structured outputs (token_mask.cuh): in row r of logits [num_rows, vocab], every token
-  // masks[mask_rows[r]] does not allow becomes -inf; rows with mask_rows[r] < 0 are left alone.
-  virtual absl::Status TokenMask(float* logits, int num_rows, int vocab, const uint32_t* masks,
-                                 const int32_t* mask_rows) = 0;
+  // logit_bias then the structured-output mask, in place (logit_adjust.cuh).
+  virtual absl::Status AdjustLogits(float* logits, int num_rows, int vocab,
+                                    const cuda::LogitAdjustments& adjust) = 0;
   // out[i] = center + scale * u(seed, stream, i), u in (-1, 1), stored as `type`
   // (random_uniform.cuh): synthetic weights made on the device.
   virtual absl::Status RandomUniform(DataType type, void* out, int64_t count,

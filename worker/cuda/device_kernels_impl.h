@@ -27,7 +27,7 @@
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/random_uniform.cuh"
-#include "kernels/cuda/token_mask.cuh"
+#include "kernels/cuda/logit_adjust.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sampling.cuh"
@@ -378,11 +378,10 @@ class DeviceKernelsFor final : public DeviceKernels {
         cuda::LaunchSampling(launcher_, logits, num_rows, vocab, params, penalties, outputs));
   }
 
-  absl::Status TokenMask(float* logits, int num_rows, int vocab, const uint32_t* masks,
-                         const int32_t* mask_rows) override {
+  absl::Status AdjustLogits(float* logits, int num_rows, int vocab,
+                            const cuda::LogitAdjustments& adjust) override {
     if (num_rows == 0) return absl::OkStatus();
-    return to_status_(
-        cuda::LaunchTokenMask(launcher_, logits, num_rows, vocab, masks, mask_rows));
+    return to_status_(cuda::LaunchLogitAdjust(launcher_, logits, num_rows, vocab, adjust));
   }
 
   absl::Status RandomUniform(DataType type, void* out, int64_t count,

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
 #include "common/util/status_macros.h"
+#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 namespace {
@@ -40,6 +41,7 @@ StepInputLayout StepInputLayout::For(const StepShape& shape) {
   l.params = Place<cuda::SamplingRowParams>(&at, shape.num_rows);
   l.penalty_offsets = Place<int32_t>(&at, shape.num_rows + 1);
   l.mask_rows = Place<int32_t>(&at, shape.num_rows);
+  l.bias_offsets = Place<int32_t>(&at, shape.num_rows + 1);
   l.delta_count = Place<int32_t>(&at, 1);
   l.deltas = at;
   return l;
@@ -69,6 +71,10 @@ absl::StatusOr<DeviceStepInputs> DeviceStepInputs::Create(device::DeviceRuntime&
       static_cast<size_t>(capacity.num_rows) * static_cast<size_t>(in.mask_words_) * 4;
   TESSERA_ASSIGN_OR_RETURN(in.token_masks_, device::DeviceMemory::Allocate(runtime, mask_bytes));
   TESSERA_ASSIGN_OR_RETURN(in.host_token_masks_, device::HostMemory::Allocate(runtime, mask_bytes));
+  in.bias_capacity_ = int64_t{capacity.num_rows} * kMaxLogitBiasTokens;
+  const size_t bias_bytes = static_cast<size_t>(in.bias_capacity_) * 8;
+  TESSERA_ASSIGN_OR_RETURN(in.biases_, device::DeviceMemory::Allocate(runtime, bias_bytes));
+  TESSERA_ASSIGN_OR_RETURN(in.host_biases_, device::HostMemory::Allocate(runtime, bias_bytes));
   TESSERA_ASSIGN_OR_RETURN(in.host_outputs_,
                            device::HostMemory::Allocate(runtime, in.OutputBytes()));
   std::memset(in.host_outputs_.data(), 0, in.OutputBytes());
@@ -114,6 +120,27 @@ void DeviceStepInputs::Begin(const StepShape& shape) {
   penalties_used_ = false;
   row_masks_.assign(static_cast<size_t>(shape.num_rows), -1);
   masked_rows_ = 0;
+  bias_offsets_.assign(1, 0);
+}
+
+void DeviceStepInputs::AddBiasRow(std::span<const int32_t> tokens, std::span<const float> biases) {
+  const int64_t used = bias_offsets_.back();
+  TESSERA_CHECK(tokens.size() == biases.size() &&
+                    used + static_cast<int64_t>(tokens.size()) <= bias_capacity_,
+                "DeviceStepInputs: logit_bias entries disagree in length or exceed capacity");
+  std::copy(tokens.begin(), tokens.end(), host_biases_.as<int32_t>() + used);
+  std::copy(biases.begin(), biases.end(),
+            reinterpret_cast<float*>(host_biases_.as<int32_t>() + bias_capacity_) + used);
+  bias_offsets_.push_back(static_cast<int32_t>(used + static_cast<int64_t>(tokens.size())));
+}
+
+cuda::LogitAdjustments DeviceStepInputs::device_adjustments() const {
+  const int32_t* tokens = biases_.as<int32_t>();
+  return {.bias_offsets = Device<int32_t>(layout_.bias_offsets),
+          .bias_tokens = tokens,
+          .bias_values = reinterpret_cast<const float*>(tokens + bias_capacity_),
+          .masks = token_masks_.as<uint32_t>(),
+          .mask_rows = Device<int32_t>(layout_.mask_rows)};
 }
 
 void DeviceStepInputs::SetRowMask(int row, std::span<const uint32_t> allowed_tokens) {
@@ -173,9 +200,20 @@ absl::Status DeviceStepInputs::Upload() {
               penalty_offsets_.size() * sizeof(int32_t));
   std::copy(row_masks_.begin(), row_masks_.end(),
             Host<int32_t>(layout_.mask_rows, row_masks_.size()).begin());
+  // Rows without bias entries still need their (empty) CSR range.
+  bias_offsets_.resize(static_cast<size_t>(shape_.num_rows) + 1, bias_offsets_.back());
+  std::copy(bias_offsets_.begin(), bias_offsets_.end(),
+            Host<int32_t>(layout_.bias_offsets, bias_offsets_.size()).begin());
   Host<int32_t>(layout_.delta_count, 1)[0] = static_cast<int32_t>(num_deltas_);
   TESSERA_RETURN_IF_ERROR(
       runtime_->CopyToDevice(input_.data(), staging_.data(), layout_.deltas_end(num_deltas_)));
+  if (const size_t n = static_cast<size_t>(bias_offsets_.back()); n > 0) {
+    int32_t* device = biases_.as<int32_t>();
+    const int32_t* host = host_biases_.as<int32_t>();
+    TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(device, host, n * 4));
+    TESSERA_RETURN_IF_ERROR(
+        runtime_->CopyToDevice(device + bias_capacity_, host + bias_capacity_, n * 4));
+  }
   if (masked_rows_ > 0) {
     TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(
         token_masks_.data(), host_token_masks_.data(),

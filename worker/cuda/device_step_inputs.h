@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cuda/block_tables.cuh"
+#include "kernels/cuda/logit_adjust.cuh"
 #include "kernels/cuda/recurrent_sequence.cuh"
 #include "kernels/cuda/sampling_types.h"
 #include "kernels/device/device_memory.h"
@@ -54,7 +55,7 @@ struct StepInputLayout {
   size_t decode_slots = 0, decode_lens = 0;
   size_t prefill_slots = 0, prefill_query_start = 0, prefill_lens = 0;
   size_t recurrent = 0;
-  size_t last_rows = 0, params = 0, penalty_offsets = 0, mask_rows = 0;
+  size_t last_rows = 0, params = 0, penalty_offsets = 0, mask_rows = 0, bias_offsets = 0;
   size_t delta_count = 0, deltas = 0;
   size_t deltas_end(int64_t n) const { return deltas + size_t(n) * sizeof(cuda::TableDelta); }
   static StepInputLayout For(const StepShape& shape);
@@ -111,6 +112,8 @@ class DeviceStepInputs {
   int64_t penalty_capacity() const { return penalty_capacity_; }
   // The row's structured-output mask (mask_words words); rows without one stay unmasked.
   void SetRowMask(int row, std::span<const uint32_t> allowed_tokens);
+  // Appends one row's logit_bias entries (rows in order; call once per row, empty when none).
+  void AddBiasRow(std::span<const int32_t> tokens, std::span<const float> biases);
   // Appends a block-table delta (precondition: fewer than delta_capacity this step).
   void AddDelta(const cuda::TableDelta& delta);
   int64_t num_deltas() const { return num_deltas_; }
@@ -143,10 +146,10 @@ class DeviceStepInputs {
   // Always non-null (a graph captured without penalties must serve a step with them); the
   // offsets are all 0 when no row has penalties.
   cuda::SamplingPenalties device_penalties() const;
-  // The token masks (row r's at r * mask_words) and each row's mask index (-1: none), at fixed
-  // addresses; the masks are copied only on steps where a row has one.
-  const uint32_t* device_token_masks() const { return token_masks_.as<uint32_t>(); }
-  const int32_t* device_mask_rows() const { return Device<int32_t>(layout_.mask_rows); }
+  // The rows' logit_bias (CSR) and structured-output masks, at fixed addresses (a graph captured
+  // without them serves steps with them); entries and masks are copied only on steps that use
+  // them.
+  cuda::LogitAdjustments device_adjustments() const;
 
   // The sampler's outputs for `num_rows` rows at fixed addresses (rows-major arrays sized by
   // the capacity, so a graph's addresses never move).
@@ -212,6 +215,12 @@ class DeviceStepInputs {
   device::HostMemory host_token_masks_;
   std::vector<int32_t> row_masks_;
   int masked_rows_ = 0;
+  // logit_bias entries: [tokens | biases], each bias_capacity_ long, on the device and mirrored
+  // in pinned host memory; bias_offsets_ this step's CSR row offsets.
+  int64_t bias_capacity_ = 0;
+  device::DeviceMemory biases_;
+  device::HostMemory host_biases_;
+  std::vector<int32_t> bias_offsets_;
   std::vector<int32_t> penalty_offsets_;
   int64_t num_penalty_entries_ = 0;
   bool penalties_used_ = false;

@@ -35,6 +35,25 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int vocab_size) {
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
     return Invalid("frequency_penalty", "in [-2, 2]", p.frequency_penalty);
   }
+  const std::vector<int32_t>& tokens = p.logit_bias_tokens;
+  if (p.logit_bias_values.size() != tokens.size()) {
+    return absl::InvalidArgumentError("logit_bias has a different number of tokens and biases");
+  }
+  if (tokens.size() > static_cast<size_t>(kMaxLogitBiasTokens)) {
+    return absl::InvalidArgumentError(absl::StrCat("logit_bias has ", tokens.size(),
+                                                   " entries; at most ", kMaxLogitBiasTokens));
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab_size || (i > 0 && tokens[i] <= tokens[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias[", i, "].token_id = ", tokens[i], " must be in [0, ", vocab_size,
+          ") and above the previous one (ascending, distinct)"));
+    }
+    const float bias = p.logit_bias_values[i];
+    if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
+      return Invalid("logit_bias", "biases in [-100, 100]", bias);
+    }
+  }
   const int max_logprobs = std::min(kMaxLogprobs, vocab_size);
   if (p.num_logprobs < 0 || p.num_logprobs > max_logprobs) {
     return absl::InvalidArgumentError(absl::StrCat("num_logprobs must be in [0, ", max_logprobs,

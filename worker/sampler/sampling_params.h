@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -12,6 +13,9 @@ inline constexpr int kMaxLogprobs = 20;
 // Temperatures below this are treated as greedy (as vLLM does): dividing logits by a tiny
 // temperature only overflows to the same argmax.
 inline constexpr float kGreedyTemperature = 1e-5f;
+
+inline constexpr float kMaxLogitBias = 100.0f;
+inline constexpr int kMaxLogitBiasTokens = 1024;  // logit_bias entries per request
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy (argmax, lowest id on ties); >= 0
@@ -23,6 +27,11 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // in [-2, 2]; over generated tokens
   uint64_t seed = 0;                // seeds the sequence's own RNG
   int num_logprobs = 0;             // top-N logprobs to return, in [0, min(20, vocab)]
+  // OpenAI's logit_bias: logits[logit_bias_tokens[k]] += logit_bias_values[k] before sampling,
+  // like the structured-output mask (so logprobs include it; kernels/cpu/logit_adjust.h). Token
+  // ids ascending and distinct; biases finite in [-kMaxLogitBias, kMaxLogitBias].
+  std::vector<int32_t> logit_bias_tokens = {};
+  std::vector<float> logit_bias_values = {};
 };
 
 // OK, or INVALID_ARGUMENT naming the first bad field, its allowed range and the value given,

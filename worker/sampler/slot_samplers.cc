@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
-#include "kernels/cpu/token_mask.h"
+#include "kernels/cpu/logit_adjust.h"
 
 namespace tessera::worker {
 
@@ -62,18 +62,24 @@ void SlotSamplers::SampleRows(std::span<const SequenceWork> batch, const StepLog
     const SequenceWork& work = batch[logits.sequence_index[r]];
     TESSERA_CHECK(work.needs_logits && started(work.slot),
                   "SlotSamplers::SampleRows: a row without a started slot (CheckRows first)");
-    samples->rows[r] = samplers_[work.slot]->Sample(
-        work.allowed_tokens.empty() ? logits.Row(r) : Masked(logits.Row(r), work.allowed_tokens));
+    Sampler& sampler = *samplers_[work.slot];
+    samples->rows[r] =
+        sampler.Sample(Adjusted(logits.Row(r), sampler.params(), work.allowed_tokens));
   }
 }
 
-std::span<const float> SlotSamplers::Masked(std::span<const float> logits,
-                                            std::span<const uint32_t> allowed) {
-  TESSERA_CHECK(allowed.size() * 32 >= logits.size(),
-                "SlotSamplers: a token mask narrower than the vocabulary");
-  masked_.resize(logits.size());
-  kernels::cpu::MaskLogits(logits, allowed, masked_);
-  return masked_;
+std::span<const float> SlotSamplers::Adjusted(std::span<const float> logits,
+                                              const SamplingParams& params,
+                                              std::span<const uint32_t> allowed) {
+  if (params.logit_bias_tokens.empty() && allowed.empty()) return logits;
+  adjusted_.assign(logits.begin(), logits.end());
+  kernels::cpu::AddLogitBias(adjusted_, params.logit_bias_tokens, params.logit_bias_values);
+  if (!allowed.empty()) {
+    TESSERA_CHECK(allowed.size() * 32 >= logits.size(),
+                  "SlotSamplers: a token mask narrower than the vocabulary");
+    kernels::cpu::MaskLogits(adjusted_, allowed, adjusted_);
+  }
+  return adjusted_;
 }
 
 

@@ -43,18 +43,20 @@ class SlotSamplers {
 
   // Samples every row of `logits` (a forward pass over `batch`, which passed CheckRows) with its
   // slot's sampler into `samples` (sequence_index and rows; their storage is reused, info is
-  // left alone). A row whose entry has allowed_tokens samples from its logits masked by them.
+  // left alone). A row samples from its logits after its slot's logit_bias and its entry's
+  // allowed_tokens mask.
   void SampleRows(std::span<const SequenceWork> batch, const StepLogits& logits,
                   StepSamples* samples);
 
  private:
-  // `logits` with every token `allowed` does not list at -inf (kernels/cpu/token_mask.h), in
-  // masked_.
-  std::span<const float> Masked(std::span<const float> logits, std::span<const uint32_t> allowed);
+  // `logits` after the slot's logit_bias and the row's structured-output mask
+  // (kernels/cpu/logit_adjust.h), in adjusted_; `logits` itself when it has neither.
+  std::span<const float> Adjusted(std::span<const float> logits, const SamplingParams& params,
+                                  std::span<const uint32_t> allowed);
 
   int vocab_size_;
   std::vector<std::optional<Sampler>> samplers_;  // [max_num_seqs]; set while started
-  std::vector<float> masked_;                     // one masked row, reused
+  std::vector<float> adjusted_;                   // one adjusted row, reused
 };
 
 }  // namespace tessera::worker

@@ -63,6 +63,23 @@ TEST(LocalAiPredictRequestTest, GrammarBecomesTheStructuredConstraint) {
   EXPECT_EQ(r->structured().grammar(), "root ::= \"yes\" | \"no\"");
 }
 
+// LocalAI's LogitBias (field 23): a JSON object of token id -> bias, as OpenAI's logit_bias.
+TEST(LocalAiPredictRequestTest, LogitBiasReachesTheRequest) {
+  ::backend::PredictOptions options;
+  options.set_prompt("Once");
+  options.set_logitbias(R"({"15": -100, "7": 2.5})");
+  absl::StatusOr<::tessera::v1::GenerateRequest> r = ToGenerateRequest(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->logit_bias_size(), 2);
+  EXPECT_FLOAT_EQ(r->logit_bias().at(15), -100.0f);
+  EXPECT_FLOAT_EQ(r->logit_bias().at(7), 2.5f);
+  for (const char* bad : {"[1]", R"({"x": 1})", R"({"1": "up"})", "{not json"}) {
+    options.set_logitbias(bad);
+    EXPECT_EQ(ToGenerateRequest(options).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 // LocalAI's tool-calling fields (backend.proto: Tools 48, ToolChoice 49; Message name 3,
 // tool_call_id 4, reasoning_content 5, tool_calls 6) reach the chat the template renders.
 TEST(LocalAiPredictRequestTest, ToolsAndToolMessagesReachTheChat) {

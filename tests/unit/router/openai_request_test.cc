@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "router/openai/openai_response.h"
 
 namespace tessera::router::openai {
@@ -119,13 +121,13 @@ TEST(OpenAiRequestTest, ToolsToolCallsAndTemplateKwargs) {
   EXPECT_EQ(chat.messages(2).name(), "get_weather");
   EXPECT_THAT(chat.tools_json(), HasSubstr("\"zeta\":{},\"alpha\":{}"));
   EXPECT_EQ(chat.template_kwargs_json(), "{\"enable_thinking\":false}");
-  // tool_choice "none": the template gets no tools; "required" is refused for now.
+  // tool_choice "none": the template gets no tools ("required" without tools: see below).
   r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none",
                "tools": [{"type": "function", "function": {"name": "f"}}]})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->generate.chat().tools_json(), "");
   r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})");
-  EXPECT_THAT(std::string(r.status().message()), StartsWith("tool_choice must be"));
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("tool_choice \"required\" needs"));
   r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})");
   EXPECT_THAT(std::string(r.status().message()), StartsWith("tools[0].function.name must be a string"));
   r = Chat(R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "a"}]}]})");
@@ -142,8 +144,11 @@ TEST(OpenAiRequestTest, BadInputNamesTheField) {
       {R"({"prompt": "x", "n": 0})", "n "},
       {R"({"prompt": "x", "logprobs": 21})", "logprobs "},
       {R"({"prompt": "x", "stop": 3})", "stop "},
-      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias "},
-      {R"({"prompt": "x", "echo": true})", "echo "},
+      {R"({"prompt": "x", "logit_bias": {"five": 1}})", "logit_bias "},
+      {R"({"prompt": "x", "logit_bias": {"5": "up"}})", "logit_bias "},
+      {R"({"prompt": "x", "logit_bias": [5]})", "logit_bias "},
+      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo "},
+      {R"({"prompt": "x", "echo": 1})", "echo "},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options "},
       {R"({"prompt": "x", "seed": "s"})", "seed "},
       {R"({"prompt": [1, -2]})", "prompt "},
@@ -216,6 +221,67 @@ TEST(OpenAiRequestTest, StructuredOutputFields) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
     EXPECT_THAT(Message(status), StartsWith(prefix)) << body;
   }
+}
+
+// tool_choice "required" / a named function constrains the output to a call (vLLM's shape:
+// the named function's arguments, or a list of {name, parameters}); the tools still reach the
+// template.
+TEST(OpenAiRequestTest, ForcedToolChoiceBecomesTheStructuredConstraint) {
+  const std::string head = R"({"messages": [{"role": "user", "content": "x"}], "tools": [
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "now"}}])";
+  absl::StatusOr<OpenAiRequest> r =
+      Chat(head + R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->forced_tool.has_value());
+  EXPECT_EQ(r->forced_tool->function, "get_weather");
+  EXPECT_EQ(r->generate.structured().json_schema(),
+            R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
+  EXPECT_EQ(r->structured_field, "tool_choice");
+  EXPECT_FALSE(r->generate.chat().tools_json().empty());
+
+  r = Chat(head + R"(, "tool_choice": "required", "parallel_tool_calls": false})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->forced_tool.has_value());
+  EXPECT_EQ(r->forced_tool->function, "");
+  const nlohmann::json schema = nlohmann::json::parse(r->generate.structured().json_schema());
+  EXPECT_EQ(schema["type"], "array");
+  EXPECT_EQ(schema["minItems"], 1);
+  EXPECT_EQ(schema["maxItems"], 1);
+  ASSERT_EQ(schema["items"]["anyOf"].size(), 2u);
+  EXPECT_EQ(schema["items"]["anyOf"][1]["properties"]["name"]["enum"][0], "now");
+  EXPECT_EQ(schema["items"]["anyOf"][1]["properties"]["parameters"]["type"], "object");
+
+  r = Chat(head + R"(, "tool_choice": "none"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->forced_tool.has_value());
+  EXPECT_FALSE(r->generate.has_structured());
+  EXPECT_TRUE(r->generate.chat().tools_json().empty());
+
+  const std::pair<std::string, const char*> bad[] = {
+      {head + R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}}})",
+       "tool_choice names the function \"nope\""},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+       "tool_choice \"required\" needs"},
+      {head + R"(, "tool_choice": "sometimes"})", "tool_choice must be"},
+      {head + R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})",
+       "tool_choice forces a tool call; it cannot be combined with response_format"},
+  };
+  for (const auto& [body, prefix] : bad) {
+    absl::Status status = Chat(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(Message(status), StartsWith(prefix)) << body;
+  }
+}
+
+TEST(OpenAiRequestTest, EchoIsForCompletions) {
+  absl::StatusOr<OpenAiRequest> r = Completions(R"({"prompt": "x", "echo": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo);
+  EXPECT_THAT(Message(Chat(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})")
+                          .status()),
+              StartsWith("echo is for /v1/completions only"));
 }
 
 TEST(OpenAiRequestTest, TokenizeAndDetokenize) {

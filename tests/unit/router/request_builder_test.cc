@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unique_temp_path.h"
 
 namespace tessera::router {
 namespace {
@@ -226,6 +227,35 @@ TEST_F(RequestBuilderTest, TopLogprobsNeedsLogprobs) {
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_TRUE(built->sampling.logprobs());
   EXPECT_EQ(built->sampling.top_logprobs(), 3);
+}
+
+// --chat-template FILE replaces the model's template: chat prompts render through the file's;
+// a file that does not parse, or is not there, is an error naming it.
+TEST_F(RequestBuilderTest, ChatTemplateFileReplacesTheModelsOwn) {
+  const std::string path = testing_util::UniqueTempPath("override.jinja");
+  {
+    std::ofstream out(path);
+    out << "{{ bos_token }}{% for m in messages %}<<{{ m.role }}>> {{ m.content }}\n{% endfor %}"
+           "{% if add_generation_prompt %}<<assistant>>{% endif %}";
+  }
+  absl::StatusOr<std::unique_ptr<ModelFrontend>> model = LoadModelFrontend(kModelPath, path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->chat_template.has_value());
+  absl::StatusOr<std::vector<int32_t>> ids = TokenizeChat(OneUserChat("Hi there"), **model);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  absl::StatusOr<std::string> text = (*model)->tokenizer->Decode(*ids, {});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "<|im_start|><<user>> Hi there\n<<assistant>>");
+
+  {
+    std::ofstream out(path);
+    out << "{% for m in messages %}{{ m.content }";
+  }
+  model = LoadModelFrontend(kModelPath, path);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("--chat-template " + path));
+  model = LoadModelFrontend(kModelPath, path + ".missing");
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
 }
 
 // A structured-output constraint is parsed here (xgrammar), so a bad one is a 400 before it is

@@ -56,7 +56,7 @@ const std::vector<Case>& Cases() {
 }
 
 ToolCallParser::Output FeedCut(const Case& c, size_t i, size_t j) {
-  ToolCallParser parser(c.format);
+  ToolCallParser parser(ToolCallMode{.format = c.format});
   ToolCallParser::Output all;
   size_t at = 0;
   for (size_t cut : {i, j, c.text.size()}) {
@@ -82,13 +82,41 @@ void ExpectCalls(const ToolCallParser::Output& out, const Case& c, const std::st
 
 TEST(ToolCallParserTest, EveryFormatAndEverySplitGivesTheSameCalls) {
   for (const Case& c : Cases()) {
-    ExpectCalls(ToolCallParser::ParseAll(c.format, c.text), c, "");
+    ExpectCalls(ToolCallParser::ParseAll({.format = c.format}, c.text), c, "");
     for (size_t i = 0; i <= c.text.size(); ++i) {
       for (size_t j = i; j <= c.text.size(); j += 3) {
         ExpectCalls(FeedCut(c, i, j), c, " cut at " + std::to_string(i) + ", " + std::to_string(j));
       }
     }
   }
+}
+
+// tool_choice forced a call: the whole output is the grammar's JSON, whatever the template's
+// format; held to the end (nothing streams before), as content when it does not parse.
+TEST(ToolCallParserTest, ForcedCallsAreTheWholeOutput) {
+  const ToolCallMode named{.forced = true, .forced_function = "get_weather"};
+  const ToolCallMode required{.format = ToolCallFormat::kHermes, .forced = true};
+  ToolCallParser parser(named);
+  EXPECT_EQ(parser.Feed(" {\"city\": ").content, "");
+  EXPECT_EQ(parser.Feed("\"Lyon\"}").content, "");
+  ToolCallParser::Output out = parser.Finish();
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(out.calls[0].name, "get_weather");
+  EXPECT_EQ(out.calls[0].arguments, R"({"city":"Lyon"})");
+  EXPECT_EQ(out.content, "");
+
+  out = ToolCallParser::ParseAll(
+      required, R"([{"name": "a", "parameters": {"x": 1}}, {"name": "b", "parameters": {}}])");
+  ASSERT_EQ(out.calls.size(), 2u);
+  EXPECT_EQ(out.calls[0].name, "a");
+  EXPECT_EQ(out.calls[0].arguments, R"({"x":1})");
+  EXPECT_EQ(out.calls[1].name, "b");
+
+  out = ToolCallParser::ParseAll(named, R"({"city": "Ly)");  // cut short by max_tokens
+  EXPECT_TRUE(out.calls.empty());
+  EXPECT_EQ(out.content, R"({"city": "Ly)");
+  out = ToolCallParser::ParseAll(required, "<tool_call>{\"name\": \"a\"}</tool_call>");
+  EXPECT_TRUE(out.calls.empty()) << "forced output is JSON, never the template's markup";
 }
 
 TEST(ToolCallParserTest, TheFormatComesFromTheTemplate) {
@@ -108,7 +136,7 @@ TEST(ToolCallParserTest, TheFormatComesFromTheTemplate) {
 
 TEST(ToolCallParserTest, ChatResponsesCarryToolCalls) {
   ResponseEncoder encoder(Endpoint::kChatCompletions, "req", "m", 0, nullptr, false, false,
-                          chat::ReasoningFormat::kNone, ToolCallFormat::kHermes);
+                          chat::ReasoningFormat::kNone, ToolCallMode{.format = ToolCallFormat::kHermes});
   v1::GenerateResponse delta;
   delta.set_text("Checking. <tool_c");
   nlohmann::json chunk = encoder.Chunk(0, delta, true);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -222,6 +223,30 @@ TEST(TinyModelTest, ChatTemplateIsRecognized) {
       *t->Apply(messages, true),
       "<|im_start|>system\nYou are a tiny test model.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
       "<|im_start|>assistant\n");
+}
+
+// --chat-style llama3: Llama 3 Instruct's control tokens (BOS <|begin_of_text|>, EOS
+// <|eot_id|>) and its template, which renders through them.
+TEST(TinyModelTest, Llama3ChatStyleHasItsTokensAndTemplate) {
+  std::unique_ptr<gguf::GgufFile> f =
+      WriteAndOpen(TinyModelOptions{.chat_style = TinyChatStyle::kLlama3}, "llama3");
+  ASSERT_NE(f, nullptr);
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = tokenizer::Tokenizer::FromGguf(*f);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->TokenText((*tok)->info().bos_id), "<|begin_of_text|>");
+  EXPECT_EQ((*tok)->TokenText((*tok)->info().eos_id), "<|eot_id|>");
+  for (const char* control : {"<|start_header_id|>", "<|end_header_id|>", "<|end_of_text|>"}) {
+    const std::optional<tokenizer::TokenId> id = (*tok)->FindToken(control);
+    ASSERT_TRUE(id.has_value()) << control;
+    EXPECT_EQ((*tok)->GetTokenType(*id), tokenizer::TokenType::kControl) << control;
+  }
+  absl::StatusOr<chat::ChatTemplate> t = chat::ChatTemplate::FromGguf(*f);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<chat::ChatMessage> messages = {{"system", "Be brief."}, {"user", " Hi "}};
+  EXPECT_EQ(*t->Apply(messages, true),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST(TinyModelTest, DeterministicForASeedAndDifferentAcrossSeeds) {

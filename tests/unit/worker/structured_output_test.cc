@@ -11,7 +11,10 @@
 //   - a guided request preempted mid-output and re-admitted (the grammar replays its tokens)
 //     continues exactly as one never interrupted;
 //   - a plan with a grammar the worker cannot compile, or generated tokens the grammar rejects,
-//     is INVALID_ARGUMENT naming the field; without a vocabulary a grammar is refused.
+//     is INVALID_ARGUMENT naming the field; without a vocabulary a grammar is refused;
+//   - logit_bias (the other per-row logits adjustment, applied before the mask): +100 on a token
+//     makes greedy decoding pick it every time, -100 on the unbiased greedy choice moves it, the
+//     same on both backends, and its batch neighbours are unchanged.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -161,6 +164,29 @@ TEST_F(StructuredOutputTest, AGuidedRequestContinuesExactlyAcrossPreemption) {
   }
   EXPECT_TRUE(preempted);
   EXPECT_EQ(router.request(id).tokens, first[0].tokens);
+}
+
+TEST_F(StructuredOutputTest, LogitBiasSteersBothBackendsAndOnlyItsRow) {
+  auto cpu = MakeCpuRunner();
+  auto cuda = MakeCudaRunner({.dtype = DataType::kF32});
+  ASSERT_NE(cuda, nullptr);
+  const SimRequest plain{.prompt = Prompt(6, 8), .sampling = Sampling(1, true), .max_tokens = 6};
+  const std::vector<SimRequest> alone = Serve(*cpu, {plain}, 4);
+  SimRequest forced = plain;
+  v1::TokenBias* up = forced.sampling.add_logit_bias();
+  up->set_token_id(77);
+  up->set_bias(100.0f);
+  SimRequest banned = plain;
+  v1::TokenBias* down = banned.sampling.add_logit_bias();
+  down->set_token_id(alone[0].tokens[0]);
+  down->set_bias(-100.0f);
+  for (ModelRunner* runner : {static_cast<ModelRunner*>(cpu.get()),
+                              static_cast<ModelRunner*>(cuda.get())}) {
+    const std::vector<SimRequest> got = Serve(*runner, {forced, plain, banned}, 4);
+    EXPECT_EQ(got[0].tokens, std::vector<int32_t>(6, 77));
+    EXPECT_EQ(got[1].tokens, alone[0].tokens) << "an unbiased neighbour changed";
+    EXPECT_NE(got[2].tokens[0], alone[0].tokens[0]);
+  }
 }
 
 TEST_F(StructuredOutputTest, BadGrammarsAreInvalidPlans) {
