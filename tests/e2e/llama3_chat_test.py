@@ -15,7 +15,6 @@ Exits non-zero with the reason on any failure.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
 from tessera_process import parse_e2e_args, import_openai  # noqa: E402
-from openai_http_test import raw_request, start_serve_with  # noqa: E402
+from openai_http_test import raw_request, serving  # noqa: E402
 
 BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT = 0, 2, 3, 4
 
@@ -86,18 +85,10 @@ def main():
         subprocess.run([os.path.join(args.bin_dir, "tessera-make-tiny-model"), "--out", tiny,
                         "--context", "1024", "--seed", "3", "--chat-style", "llama3"],
                        check=True)
-        serve, _, http_addr = start_serve_with(args.bin_dir, tiny, max_num_seqs=2)
-        try:
-            client = openai.OpenAI(base_url=f"http://{http_addr}/v1", api_key="unused",
-                                   max_retries=0, timeout=120)
-            model = client.models.list().data[0].id
+        with serving(args.bin_dir, tiny, openai, max_num_seqs=2) as (client, model, http_addr):
             check_prompt(http_addr)
             check_chat(client, model)
             check_forced_tool(client, model)
-        finally:
-            serve.send_signal(signal.SIGTERM)
-            code = serve.wait(timeout=90)
-        assert code == 0, f"tessera serve exited with {code}"
     print("llama3 chat OK")
 
 

@@ -11,6 +11,7 @@ disconnects mid-stream: its request is cancelled and its KV blocks freed (Server
 The server runs with --max-num-seqs 1 --max-waiting 2, so "queue full" is reachable.
 Exits non-zero with the reason on any failure.
 """
+import contextlib
 import http.client
 import json
 import os
@@ -60,6 +61,21 @@ def start_serve_with(bin_dir, model, max_num_seqs):
             return proc, match.group(2), http_addr
     proc.kill()
     raise RuntimeError("tessera serve not ready in 180 s")
+
+
+@contextlib.contextmanager
+def serving(bin_dir, model, openai, max_num_seqs):
+    """`tessera serve` on `model` for the with-block: yields (openai client, served model id,
+    http_addr); then SIGTERM, and a non-zero exit fails the test."""
+    serve, _, http_addr = start_serve_with(bin_dir, model, max_num_seqs=max_num_seqs)
+    try:
+        client = openai.OpenAI(base_url=f"http://{http_addr}/v1", api_key="unused",
+                               max_retries=0, timeout=120)
+        yield client, client.models.list().data[0].id, http_addr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        code = serve.wait(timeout=90)
+    assert code == 0, f"tessera serve exited with {code}"
 
 
 def raw_request(http_addr, method, path, body=None):

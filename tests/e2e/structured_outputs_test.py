@@ -19,7 +19,6 @@ Exits non-zero with the reason on any failure.
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from typing import Literal
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "pyclient"))
 from tessera_process import parse_e2e_args, import_openai  # noqa: E402
-from openai_http_test import start_serve_with  # noqa: E402
+from openai_http_test import serving  # noqa: E402
 
 
 def check_parse(client, model):
@@ -215,25 +214,15 @@ def main():
         tiny = os.path.join(work, "tiny.gguf")
         subprocess.run([os.path.join(args.bin_dir, "tessera-make-tiny-model"), "--out", tiny,
                         "--context", "1024", "--seed", "7"], check=True)
-        for model_path, checks in ((tiny, "tiny"), (args.model, "default")):
-            serve, _, http_addr = start_serve_with(args.bin_dir, model_path, max_num_seqs=4)
-            try:
-                client = openai.OpenAI(base_url=f"http://{http_addr}/v1", api_key="unused",
-                                       max_retries=0, timeout=120)
-                model = client.models.list().data[0].id
-                if checks == "tiny":
-                    check_parse(client, model)
-                    check_regex_choice_grammar(client, model)
-                    check_forced_tool_round_trip(client, model)
-                    check_logit_bias(client, model)
-                    check_errors(client, openai, model)
-                    check_mixed_batch(client, model)
-                else:
-                    check_json_object(client, model)
-            finally:
-                serve.send_signal(signal.SIGTERM)
-                code = serve.wait(timeout=90)
-            assert code == 0, f"tessera serve exited with {code}"
+        with serving(args.bin_dir, tiny, openai, max_num_seqs=4) as (client, model, _):
+            check_parse(client, model)
+            check_regex_choice_grammar(client, model)
+            check_forced_tool_round_trip(client, model)
+            check_logit_bias(client, model)
+            check_errors(client, openai, model)
+            check_mixed_batch(client, model)
+        with serving(args.bin_dir, args.model, openai, max_num_seqs=1) as (client, model, _):
+            check_json_object(client, model)
     print("structured outputs OK")
 
 
