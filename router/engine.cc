@@ -65,11 +65,22 @@ void Engine::Stop() {
 uint64_t Engine::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
                         std::optional<Clock::time_point> deadline) {
   const uint64_t id = next_id_.fetch_add(1);
+  // A guided request's grammar is compiled by the worker now, on this (the client's) thread, so
+  // no step of the worker waits for it (worker.proto: PrepareGrammar).
+  if (request.grammar.kind() != wv1::GRAMMAR_KIND_NONE) {
+    if (absl::Status prepared = worker_client_->PrepareGrammar(request.grammar, kGrammarTimeout);
+        !prepared.ok()) {
+      metrics_->ObserveRejected();
+      sink->Close({}, prepared);
+      return id;
+    }
+  }
   events_.Push(NewRequest{id, std::move(request), std::move(sink), Clock::now(), deadline});
   return id;
 }
 
 void Engine::Cancel(uint64_t id) { events_.Push(CancelRequest{id}); }
+
 
 void Engine::BeginDrain(Clock::time_point deadline) {
   draining_ = true;

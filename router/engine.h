@@ -82,6 +82,9 @@ struct EngineStats {
   uint64_t prefix_cache_hit_tokens = 0;
 };
 
+// How long a guided request waits for the worker to compile its grammar.
+inline constexpr std::chrono::milliseconds kGrammarTimeout{60000};
+
 class Engine {
  public:
   // `metrics` (borrowed, must outlive the engine) receives the router's metrics; null = the
@@ -93,7 +96,8 @@ class Engine {
   void Stop();
 
   // Queues a validated request; every outcome (tokens, errors such as a full queue) reaches the
-  // sink. Returns the engine's id for Cancel. At `deadline` (the client's gRPC deadline) a
+  // sink. A request with a grammar first has the worker compile it (blocking the caller up to
+  // kGrammarTimeout; a grammar the worker refuses closes the sink with its error). Returns the engine's id for Cancel. At `deadline` (the client's gRPC deadline) a
   // request not finished yet is cancelled with DEADLINE_EXCEEDED and its KV freed, whether it
   // waits or runs (checked every loop turn, at least every 100 ms).
   uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,

@@ -38,6 +38,25 @@ std::shared_ptr<grpc::Channel> DialWorker(const std::string& address) {
 WorkerClient::WorkerClient(WorkerClientConfig config, WorkerClientCallbacks callbacks)
     : config_(std::move(config)), callbacks_(std::move(callbacks)) {}
 
+absl::Status WorkerClient::PrepareGrammar(const wv1::Grammar& grammar,
+                                          std::chrono::milliseconds timeout) {
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    std::lock_guard<std::mutex> lock(prepare_mutex_);
+    if (prepare_channel_ == nullptr) prepare_channel_ = DialWorker(config_.address);
+    channel = prepare_channel_;
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!config_.secret.empty()) context.AddMetadata("authorization", "Bearer " + config_.secret);
+  wv1::PrepareGrammarResponse response;
+  const grpc::Status status = wv1::Worker::NewStub(channel)->PrepareGrammar(&context, grammar,
+                                                                            &response);
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
 WorkerClient::~WorkerClient() { Stop(); }
 
 void WorkerClient::Start() {

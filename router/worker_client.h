@@ -60,6 +60,11 @@ class WorkerClient {
   // Cancels the stream of `epoch` (if it is still the live one); the connection thread then
   // reports on_lost and redials.
   void Abandon(uint64_t epoch);
+  // The worker's PrepareGrammar (worker.proto), on the caller's thread with its own channel:
+  // compiles a guided request's grammar before the request is scheduled. The worker's status
+  // (INVALID_ARGUMENT for a grammar that does not compile; UNAVAILABLE / DEADLINE_EXCEEDED when
+  // it cannot answer in `timeout`). Any thread.
+  absl::Status PrepareGrammar(const wv1::Grammar& grammar, std::chrono::milliseconds timeout);
 
  private:
   struct Stream;
@@ -72,6 +77,8 @@ class WorkerClient {
   void SleepBackoff(std::chrono::milliseconds delay);
 
   const WorkerClientConfig config_;
+  std::mutex prepare_mutex_;
+  std::shared_ptr<grpc::Channel> prepare_channel_;  // dialled on first use; prepare_mutex_
   const WorkerClientCallbacks callbacks_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -108,6 +108,9 @@ class StepExecutor {
   void Reset();
 
   const SlotTable& slots() const { return slots_; }
+  // The slots' grammar state, null without a vocabulary. Set at construction; its Prepare may be
+  // called from any thread (slot_grammars.h).
+  SlotGrammars* grammars() const { return grammars_.get(); }
   uint64_t last_step() const { return last_step_; }
   // The last successful Execute's numbers.
   const StepStats& last_step_stats() const { return stats_; }

@@ -1,5 +1,6 @@
 #include "worker/worker_service.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -144,6 +145,27 @@ grpc::Status WorkerService::Describe(grpc::ServerContext* context,
     return key;
   }
   *response = description_;
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::PrepareGrammar(grpc::ServerContext* context,
+                                           const v1::Grammar* request,
+                                           v1::PrepareGrammarResponse* response) {
+  if (grpc::Status key = util::CheckBearer(context->client_metadata(), secret_, "worker secret");
+      !key.ok()) {
+    return key;
+  }
+  SlotGrammars* grammars = executor_.grammars();
+  if (grammars == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this worker has no vocabulary to constrain output with");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status status = grammars->Prepare(*request); !status.ok()) {
+    return util::ToGrpcStatus(status);
+  }
+  response->set_compile_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return grpc::Status::OK;
 }
 

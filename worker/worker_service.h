@@ -73,6 +73,10 @@ class WorkerService final : public tessera::worker::v1::Worker::Service {
   grpc::Status Run(grpc::ServerContext* context,
                    grpc::ServerReaderWriter<tessera::worker::v1::StepResult,
                                             tessera::worker::v1::StepPlan>* stream) override;
+  // On a gRPC thread, never the step thread (slot_grammars.h: Prepare).
+  grpc::Status PrepareGrammar(grpc::ServerContext* context,
+                              const tessera::worker::v1::Grammar* request,
+                              tessera::worker::v1::PrepareGrammarResponse* response) override;
 
   // Unique per process start (random).
   const std::string& worker_id() const { return description_.worker_id(); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <semaphore>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +78,7 @@ struct SlotGrammars::State {
 
   xgrammar::TokenizerInfo info;
   xgrammar::GrammarCompiler compiler;
+  std::counting_semaphore<kMaxConcurrentCompiles> compile_slots{kMaxConcurrentCompiles};
   std::vector<std::optional<xgrammar::GrammarMatcher>> matchers;  // [max_num_seqs]
   std::vector<uint32_t> masks;                                    // [max_num_seqs * words]
   xgrammar::BatchGrammarMatcher batch{std::string("auto")};
@@ -94,6 +96,13 @@ SlotGrammars::SlotGrammars(const GrammarVocabulary& vocabulary, int vocab_size, 
 }
 
 SlotGrammars::~SlotGrammars() = default;
+
+absl::Status SlotGrammars::Prepare(const v1::Grammar& grammar) {
+  state_->compile_slots.acquire();
+  const absl::Status status = Check(grammar, {});
+  state_->compile_slots.release();
+  return status;
+}
 
 absl::Status SlotGrammars::Check(const v1::Grammar& grammar, std::span<const int32_t> generated) {
   for (const int32_t id : grammar.stop_token_ids()) {

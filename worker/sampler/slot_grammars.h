@@ -14,8 +14,14 @@
 // stop token the matcher is terminated; a step the router had already sent past it (one late)
 // samples unmasked, and the router discards that token.
 //
-// Ownership: owned by the step executor. Threading: the worker's step thread only (mask filling
-// may use xgrammar's own worker threads inside FillMasks).
+// Compiling is the one part other threads may do: Prepare (the PrepareGrammar RPC, before the
+// router schedules a guided request) fills the compiler's cache, so the step thread's Check finds
+// the grammar compiled and never stalls a step on a large schema.
+//
+// Ownership: owned by the step executor. Threading: Prepare from any thread (xgrammar's compiler
+// and its cache are thread-safe; at most kMaxConcurrentCompiles at once, the rest wait);
+// everything else from the worker's step thread only (mask filling may use xgrammar's own
+// threads inside FillMasks).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,8 @@ struct GrammarVocabulary {
 };
 GrammarVocabulary GrammarVocabularyOf(const tokenizer::Tokenizer& tokenizer);
 
+inline constexpr int kMaxConcurrentCompiles = 2;
+
 class SlotGrammars {
  public:
   // vocab_size: the logits' width (>= the vocabulary's size; ids past it are never allowed).
@@ -49,6 +57,9 @@ class SlotGrammars {
   int vocab_size() const { return vocab_size_; }
   // 32-bit words in one mask: ceil(vocab_size / 32).
   int mask_words() const { return mask_words_; }
+
+  // Compiles `grammar` into the cache (any thread). INVALID_ARGUMENT as Check.
+  absl::Status Prepare(const tessera::worker::v1::Grammar& grammar);
 
   // Compiles (or finds in the cache) `grammar` and replays `generated` (a re-admitted sequence's
   // earlier output) on a scratch matcher. INVALID_ARGUMENT with the reason for a grammar the

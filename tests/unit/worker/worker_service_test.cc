@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "common/tokenizer/tokenizer.h"
 #include "common/util/worker_handshake.h"
 #include "tests/unit/worker/sim_router.h"
 #include "tests/unit/worker/tiny_model_fixture.h"
@@ -117,6 +118,54 @@ TEST_F(WorkerServiceTest, DescribeReportsModelAndCapacity) {
   EXPECT_EQ(response.attention_layers(), config().num_layers);
   EXPECT_EQ(response.linear_attention_layers(), 0);
   EXPECT_EQ(response.state_bytes_per_sequence(), 0);
+}
+
+// PrepareGrammar compiles a guided request's grammar on a gRPC thread (the router calls it
+// before scheduling the request, so no step waits for a compile): OK for a good grammar,
+// INVALID_ARGUMENT naming the problem for one that does not compile, FAILED_PRECONDITION on a
+// worker without a vocabulary (which also leaves "structured_outputs" out of Describe).
+TEST_F(WorkerServiceTest, PrepareGrammarCompilesOffTheStepThread) {
+  v1::Grammar grammar;
+  grammar.set_kind(v1::GRAMMAR_KIND_JSON_SCHEMA);
+  grammar.set_text(R"({"type": "object", "properties": {"n": {"type": "integer"}}})");
+  v1::PrepareGrammarResponse response;
+  {
+    grpc::ClientContext context;
+    EXPECT_EQ(stub_->PrepareGrammar(&context, grammar, &response).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(service_->description().features(),
+                ::testing::Not(::testing::Contains("structured_outputs")));
+  }
+  auto tokenizer = tokenizer::Tokenizer::FromGguf(*model_->file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const GrammarVocabulary vocabulary = GrammarVocabularyOf(**tokenizer);
+  auto runner = MakeRunner(kBlockSize, kNumBlocks);
+  WorkerService service(runner.get(), WorkerServiceOptions{.max_num_seqs = kMaxNumSeqs,
+                                                           .grammar_vocabulary = &vocabulary});
+  EXPECT_THAT(service.description().features(), ::testing::Contains("structured_outputs"));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Worker::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub->PrepareGrammar(&context, grammar, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_GE(response.compile_seconds(), 0.0);
+  }
+  {
+    grpc::ClientContext context;
+    grammar.set_kind(v1::GRAMMAR_KIND_REGEX);
+    grammar.set_text("a(b");
+    const grpc::Status status = stub->PrepareGrammar(&context, grammar, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("regex is invalid"));
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 // A hybrid model's Describe: its layer kinds and per-sequence state, and no prefix sharing (its
