@@ -14,17 +14,13 @@ namespace v1 = ::tessera::v1;
 namespace {
 
 // ToolChoice as LocalAI sends it: a bare word, the JSON string of one, or a JSON object naming a
-// function. Whether the tools go to the template ("auto", "" → yes; "none" → no); "required"
-// and a named function need constrained output (issue 25) and are refused.
-absl::StatusOr<bool> OffersTools(std::string choice) {
+// function. Whether the tools go to the template: all but "none" (a forced call's constraint is
+// the Grammar LocalAI sends with it).
+bool OffersTools(std::string choice) {
   if (choice.size() >= 2 && choice.front() == '"' && choice.back() == '"') {
     choice = choice.substr(1, choice.size() - 2);
   }
-  if (choice.empty() || choice == "auto") return true;
-  if (choice == "none") return false;
-  return absl::InvalidArgumentError(
-      "ToolChoice must be auto or none on this backend (required and a named function need "
-      "constrained output, not implemented yet)");
+  return choice != "none";
 }
 
 absl::Status SetChat(const ::backend::PredictOptions& options, v1::Chat* chat) {
@@ -37,9 +33,9 @@ absl::Status SetChat(const ::backend::PredictOptions& options, v1::Chat* chat) {
     out->set_reasoning_content(message.reasoning_content());
     out->set_tool_calls_json(message.tool_calls());
   }
-  absl::StatusOr<bool> offer = OffersTools(options.toolchoice());
-  if (!offer.ok()) return offer.status();
-  if (*offer) chat->set_tools_json(options.tools());  // checked as JSON when the chat renders
+  if (OffersTools(options.toolchoice())) {
+    chat->set_tools_json(options.tools());  // checked as JSON when the chat renders
+  }
   return absl::OkStatus();
 }
 

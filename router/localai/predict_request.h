@@ -18,10 +18,12 @@ namespace tessera::router::localai {
 
 // Prompt (raw text), or with UseTokenizerTemplate the Messages (with their name, tool_call_id,
 // reasoning_content and tool_calls) rendered by the model's chat template with Tools (unless
-// ToolChoice is "none"); sampling, Tokens as max_tokens, StopPrompts, IgnoreEOS.
-// INVALID_ARGUMENT naming the LocalAI field when there is no prompt, or for a ToolChoice of
-// "required" or a named function (not implemented yet). LocalAI parses the tool calls out of
-// the reply text itself, so replies carry the model's text.
+// ToolChoice is "none"); sampling, Tokens as max_tokens, StopPrompts, IgnoreEOS, Grammar (the
+// structured-output constraint), LogitBias. A forced ToolChoice ("required", a named function)
+// offers the tools like "auto": LocalAI forces the call itself by sending the Grammar it builds
+// from the functions, and parses the tool calls out of the reply text, so replies carry the
+// model's text. INVALID_ARGUMENT naming the LocalAI field when there is no prompt or a field is
+// malformed.
 absl::StatusOr<::tessera::v1::GenerateRequest> ToGenerateRequest(
     const ::backend::PredictOptions& options);
 

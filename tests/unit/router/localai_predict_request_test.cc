@@ -110,9 +110,15 @@ TEST(LocalAiPredictRequestTest, ToolsAndToolMessagesReachTheChat) {
   EXPECT_EQ(chat.tools_json(), options.tools());
   options.set_toolchoice("none");
   EXPECT_EQ(ToGenerateRequest(options)->chat().tools_json(), "");
+  // A forced call offers the tools as "auto" does; LocalAI sends its own Grammar to force it.
   options.set_toolchoice("required");
-  EXPECT_THAT(std::string(ToGenerateRequest(options).status().message()),
-              HasSubstr("ToolChoice must be auto or none"));
+  options.set_grammar(R"(root ::= "{\"name\": \"w\"}")");
+  r = ToGenerateRequest(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat().tools_json(), options.tools());
+  EXPECT_EQ(r->structured().grammar(), options.grammar());
+  options.set_toolchoice(R"({"type": "function", "function": {"name": "w"}})");
+  EXPECT_EQ(ToGenerateRequest(options)->chat().tools_json(), options.tools());
 }
 
 TEST(LocalAiPredictRequestTest, ZerosMeanDefaults) {
