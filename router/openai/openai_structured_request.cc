@@ -65,6 +65,28 @@ absl::Status SetString(const Json& value, const char* name, std::string* out) {
   return absl::OkStatus();
 }
 
+// vLLM's current form (since v0.12): {"structured_outputs": {"json" | "regex" | "choice" |
+// "grammar" | "json_object": ...}}, one key.
+absl::Status SetStructuredOutputs(const Json& value, v1::StructuredOutput& out) {
+  if (!value.is_object() || value.size() != 1) {
+    return Invalid("structured_outputs",
+                   "must be an object with one of json, regex, choice, grammar, json_object");
+  }
+  const auto first = value.begin();
+  const std::string& key = first.key();
+  const Json& spec = first.value();
+  if (key == "json") return SetGuidedJson(spec, out);
+  if (key == "regex") return SetString(spec, "structured_outputs.regex", out.mutable_regex());
+  if (key == "grammar") return SetString(spec, "structured_outputs.grammar", out.mutable_grammar());
+  if (key == "choice") return SetGuidedChoice(spec, out);
+  if (key == "json_object" && spec == true) {
+    out.set_json_object(true);
+    return absl::OkStatus();
+  }
+  return Invalid("structured_outputs",
+                 "must be an object with one of json, regex, choice, grammar, json_object");
+}
+
 }  // namespace
 
 absl::Status SetStructuredOutput(const Json& body, v1::GenerateRequest& out,
@@ -92,6 +114,10 @@ absl::Status SetStructuredOutput(const Json& body, v1::GenerateRequest& out,
   if (const Json* value = Field(body, "guided_choice")) {
     status.Update(SetGuidedChoice(*value, structured));
     given.push_back("guided_choice");
+  }
+  if (const Json* value = Field(body, "structured_outputs")) {
+    status.Update(SetStructuredOutputs(*value, structured));
+    given.push_back("structured_outputs");
   }
   if (!status.ok()) return status;
   if (given.size() > 1) {

@@ -1,7 +1,9 @@
 // Structured outputs on the OpenAI API: `response_format` ({"type": "text" | "json_object" |
-// "json_schema", "json_schema": {"name", "schema", "strict"}}) and vLLM's guided decoding fields
-// (`guided_json` as a schema object or its JSON text, `guided_regex`, `guided_grammar`,
-// `guided_choice`), into the GenerateRequest's `structured` constraint. At most one constraint
+// "json_schema", "json_schema": {"name", "schema", "strict"}}), vLLM's `structured_outputs`
+// ({"json" | "regex" | "choice" | "grammar" | "json_object": ...}) and its older guided decoding
+// fields (`guided_json` as a schema object or its JSON text, `guided_regex`, `guided_grammar`,
+// `guided_choice`, removed from vLLM in v0.12 but still sent by clients), into the
+// GenerateRequest's `structured` constraint. At most one constraint
 // per request; the constraint itself is parsed when the request is built (request_builder.h),
 // where an invalid schema, regex or grammar gets its 400.
 //

@@ -5,7 +5,8 @@ well-formed answer below is the grammar's token masks at work, not the model.
 
   - client.chat.completions.parse() with a Pydantic model (response_format json_schema) returns
     a valid object, streaming and not;
-  - guided_regex output matches its regex; guided_choice is one of the choices (streamed);
+  - guided_regex (and vLLM's current structured_outputs.regex) output matches its regex;
+    guided_choice is one of the choices (streamed);
   - guided_grammar (EBNF) output is a sentence of the grammar;
   - an invalid schema, regex or grammar is a 400 naming the request's field; two constraints at
     once are refused;
@@ -61,6 +62,10 @@ def check_regex_choice_grammar(client, model):
                                          temperature=1.0,
                                          extra_body={"guided_regex": pattern}).choices[0].text
         assert re.fullmatch(pattern, text), text
+    text = client.completions.create(  # vLLM's current field for the same
+        model=model, prompt="code:", max_tokens=20, seed=9, temperature=1.0,
+        extra_body={"structured_outputs": {"regex": pattern}}).choices[0].text
+    assert re.fullmatch(pattern, text), text
     choices = ["red", "green", "dark blue"]
     streamed = client.completions.create(model=model, prompt="colour:", max_tokens=10,
                                          temperature=1.0, seed=5, stream=True,

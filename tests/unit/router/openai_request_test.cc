@@ -198,6 +198,16 @@ TEST(OpenAiRequestTest, StructuredOutputFields) {
   r = Completions(R"({"prompt": "x", "guided_regex": "[0-9]+"})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->generate.structured().regex(), "[0-9]+");
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"regex": "[a-z]+"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.structured().regex(), "[a-z]+");
+  EXPECT_EQ(r->structured_field, "structured_outputs");
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"json": {"type": "integer"}}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.structured().json_schema(), R"({"type":"integer"})");
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"choice": ["a", "b"]}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->generate.structured().choice().values(), ElementsAre("a", "b"));
   r = Completions(R"({"prompt": "x", "guided_grammar": "root ::= \"a\""})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->generate.structured().grammar(), R"(root ::= "a")");
@@ -212,6 +222,10 @@ TEST(OpenAiRequestTest, StructuredOutputFields) {
       {R"({"prompt": "x", "guided_choice": [1]})", "guided_choice "},
       {R"({"prompt": "x", "guided_regex": 5})", "guided_regex "},
       {R"({"prompt": "x", "guided_json": 5})", "guided_json "},
+      {R"({"prompt": "x", "structured_outputs": {"xml": "a"}})", "structured_outputs "},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})",
+       "structured_outputs "},
+      {R"({"prompt": "x", "structured_outputs": {"regex": 1}})", "structured_outputs.regex "},
       {R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "guided_choice "},
       {R"({"prompt": "x", "response_format": {"type": "json_object"}, "guided_regex": "a"})",
        "guided_regex cannot be combined with response_format"},
