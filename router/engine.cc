@@ -46,6 +46,7 @@ Engine::Engine(EngineConfig config, const ModelFrontend* model, RouterMetrics* m
                          .max_backoff = config_.max_reconnect_backoff,
                          .secret = config_.worker_secret},
       std::move(callbacks));
+  preparer_ = std::make_unique<GrammarPreparer>(worker_client_.get());
 }
 
 Engine::~Engine() { Stop(); }
@@ -56,6 +57,7 @@ void Engine::Start() {
 }
 
 void Engine::Stop() {
+  preparer_->Stop();  // queued compiles are refused; no event comes from it after this
   if (!thread_.joinable()) return;
   worker_client_->Stop();
   events_.Push(Shutdown{});
@@ -65,21 +67,59 @@ void Engine::Stop() {
 uint64_t Engine::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
                         std::optional<Clock::time_point> deadline) {
   const uint64_t id = next_id_.fetch_add(1);
-  // A guided request's grammar is compiled by the worker now, on this (the client's) thread, so
-  // no step of the worker waits for it (worker.proto: PrepareGrammar).
   if (request.grammar.kind() != wv1::GRAMMAR_KIND_NONE) {
-    if (absl::Status prepared = worker_client_->PrepareGrammar(request.grammar, kGrammarTimeout);
-        !prepared.ok()) {
-      metrics_->ObserveRejected();
-      sink->Close({}, prepared);
-      return id;
-    }
+    SubmitAfterPrepare(NewRequest{id, std::move(request), std::move(sink), Clock::now(), deadline});
+    return id;
   }
   events_.Push(NewRequest{id, std::move(request), std::move(sink), Clock::now(), deadline});
   return id;
 }
 
-void Engine::Cancel(uint64_t id) { events_.Push(CancelRequest{id}); }
+// A guided request's grammar is compiled by the worker first (grammar_preparer.h), so no step
+// of the worker waits for it; the request reaches the engine after, or its sink gets the
+// worker's refusal. A cancel meanwhile is remembered in preparing_ and honoured on return.
+void Engine::SubmitAfterPrepare(NewRequest event) {
+  const uint64_t id = event.id;
+  auto pending = std::make_shared<NewRequest>(std::move(event));
+  {
+    std::lock_guard<std::mutex> lock(preparing_mutex_);
+    preparing_[id] = false;
+  }
+  wv1::Grammar grammar = pending->request.grammar;
+  const bool queued = preparer_->Enqueue(std::move(grammar), [this, pending](absl::Status status) {
+    bool cancelled = false;
+    {
+      std::lock_guard<std::mutex> lock(preparing_mutex_);
+      cancelled = preparing_[pending->id];
+      preparing_.erase(pending->id);
+    }
+    if (cancelled) status = absl::CancelledError("cancelled by the client");
+    if (!status.ok()) {
+      metrics_->ObserveRejected();
+      pending->sink->Close({}, status);
+      return;
+    }
+    events_.Push(std::move(*pending));
+  });
+  if (!queued) {
+    {
+      std::lock_guard<std::mutex> lock(preparing_mutex_);
+      preparing_.erase(id);
+    }
+    metrics_->ObserveRejected();
+    pending->sink->Close({}, absl::ResourceExhaustedError(
+                                 "too many structured-output requests are waiting for their "
+                                 "grammar to compile; retry later"));
+  }
+}
+
+void Engine::Cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(preparing_mutex_);
+    if (auto it = preparing_.find(id); it != preparing_.end()) it->second = true;
+  }
+  events_.Push(CancelRequest{id});
+}
 
 
 void Engine::BeginDrain(Clock::time_point deadline) {

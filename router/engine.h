@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "router/event_queue.h"
+#include "router/grammar_preparer.h"
 #include "router/model_frontend.h"
 #include "router/request_builder.h"
 #include "router/request_output.h"
@@ -82,9 +83,6 @@ struct EngineStats {
   uint64_t prefix_cache_hit_tokens = 0;
 };
 
-// How long a guided request waits for the worker to compile its grammar.
-inline constexpr std::chrono::milliseconds kGrammarTimeout{60000};
-
 class Engine {
  public:
   // `metrics` (borrowed, must outlive the engine) receives the router's metrics; null = the
@@ -96,8 +94,8 @@ class Engine {
   void Stop();
 
   // Queues a validated request; every outcome (tokens, errors such as a full queue) reaches the
-  // sink. A request with a grammar first has the worker compile it (blocking the caller up to
-  // kGrammarTimeout; a grammar the worker refuses closes the sink with its error). Returns the engine's id for Cancel. At `deadline` (the client's gRPC deadline) a
+  // sink. A request with a grammar first has the worker compile it, off this thread
+  // (grammar_preparer.h); a grammar the worker refuses closes the sink with its error. Returns the engine's id for Cancel. At `deadline` (the client's gRPC deadline) a
   // request not finished yet is cancelled with DEADLINE_EXCEEDED and its KV freed, whether it
   // waits or runs (checked every loop turn, at least every 100 ms).
   uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
@@ -165,6 +163,7 @@ class Engine {
   bool SendPlans();
   void BuildPlan(const ScheduledStep& step, wv1::StepPlan* plan, InFlightStep* in_flight);
   void SetGrammar(const ValidatedRequest& request, wv1::Grammar* grammar) const;
+  void SubmitAfterPrepare(NewRequest event);
   // The client's request_id, or the engine id when the client gave none (for the step trace).
   std::string RequestName(uint64_t id) const;
   void FailAll(const absl::Status& status);
@@ -180,6 +179,10 @@ class Engine {
   RouterMetrics* metrics_;                         // never null; engine thread only
   EventQueue<Event> events_;
   std::unique_ptr<WorkerClient> worker_client_;
+  std::unique_ptr<GrammarPreparer> preparer_;  // after worker_client_: stopped before it
+  // Guided requests whose grammar is being compiled: id -> cancelled by the client meanwhile.
+  std::mutex preparing_mutex_;
+  absl::flat_hash_map<uint64_t, bool> preparing_;
   std::thread thread_;
   std::atomic<uint64_t> next_id_{1};
 

@@ -136,6 +136,40 @@ TEST_F(ServingTest, CancelMidStreamFreesBlocksAndWorkerSlot) {
   ExpectEverythingReleased(*serving_);
 }
 
+// A guided request's grammar is compiled by the worker before the request reaches the engine
+// (router/grammar_preparer.h). A client that gives up while its ~30 KB schema is compiling gets
+// its deadline, a second request with the same schema (the compile cache) is served, and then
+// nothing is held: no request running or waiting, no KV block, no worker slot.
+TEST_F(ServingTest, ACancelWhileTheGrammarCompilesReleasesEverything) {
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 1000; ++i) {
+    absl::StrAppend(&schema, i > 0 ? ", " : "", "\"f", i, "\": {\"type\": \"",
+                    i % 2 == 0 ? "integer" : "boolean", "\"}");
+  }
+  absl::StrAppend(&schema, R"(}, "required": ["f0"]})");
+  auto stub = serving_->NewStub();
+  v1::GenerateRequest request = GreedyText("Give me JSON:", 200);
+  request.set_ignore_eos(true);
+  request.mutable_structured()->set_json_schema(schema);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+        stub->Generate(&context, request);
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  request.set_max_tokens(1);
+  const StreamResult second = RunGenerate(*stub, request);
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  const v1::ServerStatsResponse stats = serving_->Stats();
+  EXPECT_EQ(stats.requests_running(), 0);
+  EXPECT_EQ(stats.requests_waiting(), 0);
+  ExpectEverythingReleased(*serving_);
+}
+
 struct BadInput {
   std::string name;
   std::function<void(v1::GenerateRequest&)> mutate;
