@@ -19,6 +19,7 @@ output=${1:-$build/tessera-gpu-bundle.tar.xz}
 max_bytes=$((48 * 1024 * 1024))  # with the working tree (~11 MB) under the device tool's 64 MiB
 
 "$root/scripts/install_deps.sh"
+"$root/scripts/fetch_xgrammar.sh"  # the worker links its C++ core
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
   -DTESSERA_CUDA_ARCHS=90a -DTESSERA_GPU_KERNEL_TESTS=ON -DTESSERA_SANITIZER_TESTS=OFF \
   -DTESSERA_FUZZ=OFF -DCMAKE_CUDA_FLAGS=-lineinfo >/dev/null
