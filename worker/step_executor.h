@@ -12,11 +12,13 @@
 //   blocks     append each scheduled slot's new blocks to its table;
 //   batch      one SequenceWork per scheduled slot: tokens[computed, computed + num_tokens)
 //              (persistent vectors: nothing is allocated per step once warm);
+//   masks      every guided slot that samples gets its grammar's token mask
+//              (SequenceWork::allowed_tokens; sampler/slot_grammars.h);
 //   step       ModelRunner::Step: the forward pass, and every slot whose computed count reached
 //              its known tokens samples (on the runner's backend, with its per-slot state);
 //   fill       each sampled token is appended to its slot (so the next decode step needs no token
-//              ids) and goes into the result in plan order (+ logprobs when asked), with the
-//              timings and the active slots.
+//              ids), advances the slot's grammar, and goes into the result in plan order
+//              (+ logprobs when asked), with the timings and the active slots.
 //
 // Timings (StepTimings): host = plan received -> Step entry, plus the runner's launch time on a
 // device runner (-> last launch); device = the runner's device time, or on a host runner (cpu)
