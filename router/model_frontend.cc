@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(
   }
   frontend->tokenizer = std::move(*tok);
   if (!chat_template_path.empty()) {
-    absl::StatusOr<chat::ChatTemplate> chosen = TemplateFromFile(chat_template_path, *frontend->file);
+    absl::StatusOr<chat::ChatTemplate> chosen =
+        TemplateFromFile(chat_template_path, *frontend->file);
     if (!chosen.ok()) return chosen.status();
     frontend->chat_template = std::move(*chosen);
   }

@@ -226,6 +226,47 @@ ModelLimits LimitsOfWorker(const wv1::DescribeResponse& worker) {
 
 namespace {
 
+// The public constraint as a grammar spec (guided choice becomes an EBNF grammar). Precondition:
+// a constraint is set.
+absl::StatusOr<grammar::GrammarSpec> SpecOf(const v1::StructuredOutput& in) {
+  switch (in.constraint_case()) {
+    case v1::StructuredOutput::kJsonObject:
+      if (!in.json_object()) {
+        return absl::InvalidArgumentError("structured.json_object must be true");
+      }
+      return grammar::GrammarSpec{grammar::GrammarKind::kJsonObject, ""};
+    case v1::StructuredOutput::kJsonSchema:
+      return grammar::GrammarSpec{grammar::GrammarKind::kJsonSchema, in.json_schema()};
+    case v1::StructuredOutput::kRegex:
+      return grammar::GrammarSpec{grammar::GrammarKind::kRegex, in.regex()};
+    case v1::StructuredOutput::kGrammar:
+      return grammar::GrammarSpec{grammar::GrammarKind::kEbnf, in.grammar()};
+    case v1::StructuredOutput::kChoice: {
+      const std::vector<std::string> choices(in.choice().values().begin(),
+                                             in.choice().values().end());
+      absl::StatusOr<std::string> ebnf = grammar::ChoiceGrammar(choices);
+      if (!ebnf.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("structured.choice: ", ebnf.status().message()));
+      }
+      return grammar::GrammarSpec{grammar::GrammarKind::kEbnf, *std::move(ebnf)};
+    }
+    case v1::StructuredOutput::CONSTRAINT_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("structured has no constraint");
+}
+
+wv1::GrammarKind WorkerKindOf(grammar::GrammarKind kind) {
+  switch (kind) {
+    case grammar::GrammarKind::kJsonObject: return wv1::GRAMMAR_KIND_JSON_OBJECT;
+    case grammar::GrammarKind::kJsonSchema: return wv1::GRAMMAR_KIND_JSON_SCHEMA;
+    case grammar::GrammarKind::kRegex: return wv1::GRAMMAR_KIND_REGEX;
+    case grammar::GrammarKind::kEbnf: return wv1::GRAMMAR_KIND_EBNF;
+  }
+  return wv1::GRAMMAR_KIND_NONE;
+}
+
 // The request's structured-output constraint as the worker takes it, parsed by xgrammar so a bad
 // one is refused here ("structured.json_schema is invalid: ...").
 absl::StatusOr<wv1::Grammar> ResolveGrammar(const v1::GenerateRequest& request,
@@ -240,43 +281,13 @@ absl::StatusOr<wv1::Grammar> ResolveGrammar(const v1::GenerateRequest& request,
         "structured: this worker cannot constrain output (it has no tokenizer vocabulary, e.g. "
         "--load-format dummy)");
   }
-  const v1::StructuredOutput& in = request.structured();
-  grammar::GrammarSpec spec;
-  switch (in.constraint_case()) {
-    case v1::StructuredOutput::kJsonObject:
-      if (!in.json_object()) return absl::InvalidArgumentError("structured.json_object must be true");
-      spec = {grammar::GrammarKind::kJsonObject, ""};
-      break;
-    case v1::StructuredOutput::kJsonSchema:
-      spec = {grammar::GrammarKind::kJsonSchema, in.json_schema()};
-      break;
-    case v1::StructuredOutput::kRegex:
-      spec = {grammar::GrammarKind::kRegex, in.regex()};
-      break;
-    case v1::StructuredOutput::kGrammar:
-      spec = {grammar::GrammarKind::kEbnf, in.grammar()};
-      break;
-    case v1::StructuredOutput::kChoice: {
-      const std::vector<std::string> choices(in.choice().values().begin(),
-                                             in.choice().values().end());
-      absl::StatusOr<std::string> ebnf = grammar::ChoiceGrammar(choices);
-      if (!ebnf.ok()) return absl::InvalidArgumentError(absl::StrCat("structured.choice: ", ebnf.status().message()));
-      spec = {grammar::GrammarKind::kEbnf, std::move(*ebnf)};
-      break;
-    }
-    case v1::StructuredOutput::CONSTRAINT_NOT_SET:
-      return out;
-  }
-  if (absl::StatusOr<xgrammar::Grammar> parsed = grammar::ParseGrammar(spec); !parsed.ok()) {
+  absl::StatusOr<grammar::GrammarSpec> spec = SpecOf(request.structured());
+  if (!spec.ok()) return spec.status();
+  if (absl::StatusOr<xgrammar::Grammar> parsed = grammar::ParseGrammar(*spec); !parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("structured.", parsed.status().message()));
   }
-  switch (spec.kind) {
-    case grammar::GrammarKind::kJsonObject: out.set_kind(wv1::GRAMMAR_KIND_JSON_OBJECT); break;
-    case grammar::GrammarKind::kJsonSchema: out.set_kind(wv1::GRAMMAR_KIND_JSON_SCHEMA); break;
-    case grammar::GrammarKind::kRegex: out.set_kind(wv1::GRAMMAR_KIND_REGEX); break;
-    case grammar::GrammarKind::kEbnf: out.set_kind(wv1::GRAMMAR_KIND_EBNF); break;
-  }
-  out.set_text(std::move(spec.text));
+  out.set_kind(WorkerKindOf(spec->kind));
+  out.set_text(std::move(spec->text));
   return out;
 }
 

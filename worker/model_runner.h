@@ -48,7 +48,7 @@ struct SequenceWork {
   // Structured output (Step, needs_logits rows): bit t of word t / 32 set = token t may be
   // sampled; the runner masks every other logit to -inf before sampling (logprobs then come from
   // the masked logits). ceil(vocab / 32) words, or empty: no constraint.
-  std::span<const uint32_t> allowed_tokens;
+  std::span<const uint32_t> allowed_tokens = {};
 };
 
 // Logits of the sequences that asked for them, in batch order: [num_rows, vocab_size].

@@ -119,7 +119,9 @@ absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAi
       choice.mutable_sampling()->set_seed(choice.sampling().seed() + i);
     }
     absl::StatusOr<ValidatedRequest> admitted = BuildRequest(choice, *model_, *limits, NextSeed());
-    if (!admitted.ok()) return NamingTheStructuredField(admitted.status(), request.structured_field);
+    if (!admitted.ok()) {
+      return NamingTheStructuredField(admitted.status(), request.structured_field);
+    }
     requests.push_back(*std::move(admitted));
   }
   return requests;

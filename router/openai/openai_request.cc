@@ -274,7 +274,8 @@ absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::str
         SetSampling(*json, *out.generate.mutable_sampling()),
         SetMaxTokens(*json, endpoint, out.generate), SetLogprobs(*json, endpoint, out),
         SetLogitBias(*json, out.generate),
-        SetStreaming(*json, out), SetStructuredOutput(*json, out.generate, &out.structured_field)}) {
+        SetStreaming(*json, out),
+        SetStructuredOutput(*json, out.generate, &out.structured_field)}) {
     if (!status.ok()) return status;
   }
   if (endpoint == Endpoint::kChatCompletions) {

@@ -30,7 +30,7 @@ namespace tessera::router::openai {
 struct ToolCallMode {
   chat::ToolCallFormat format = chat::ToolCallFormat::kNone;  // the template's (tool_choice auto)
   bool forced = false;          // tool_choice forced a call: the output is the grammar's JSON
-  std::string forced_function;  // named: the function; "" for "required"
+  std::string forced_function = {};  // named: the function; "" for "required"
   bool active() const { return forced || format != chat::ToolCallFormat::kNone; }
 };
 
@@ -47,7 +47,9 @@ class ToolCallParser {
   };
 
   explicit ToolCallParser(ToolCallMode mode)
-      : format_(mode.format), forced_(mode.forced), forced_function_(std::move(mode.forced_function)) {}
+      : format_(mode.format),
+        forced_(mode.forced),
+        forced_function_(std::move(mode.forced_function)) {}
 
   Output Feed(std::string_view content);
   Output Finish();

@@ -21,13 +21,16 @@ constexpr int64_t kCompiledGrammarCacheBytes = int64_t{256} << 20;
 constexpr int kCompileThreads = 2;
 
 absl::StatusOr<grammar::GrammarSpec> SpecOf(const v1::Grammar& grammar) {
+  using grammar::GrammarKind;
   switch (grammar.kind()) {
-    case v1::GRAMMAR_KIND_JSON_OBJECT: return grammar::GrammarSpec{grammar::GrammarKind::kJsonObject, ""};
-    case v1::GRAMMAR_KIND_JSON_SCHEMA: return grammar::GrammarSpec{grammar::GrammarKind::kJsonSchema, grammar.text()};
-    case v1::GRAMMAR_KIND_REGEX: return grammar::GrammarSpec{grammar::GrammarKind::kRegex, grammar.text()};
-    case v1::GRAMMAR_KIND_EBNF: return grammar::GrammarSpec{grammar::GrammarKind::kEbnf, grammar.text()};
+    case v1::GRAMMAR_KIND_JSON_OBJECT: return grammar::GrammarSpec{GrammarKind::kJsonObject, ""};
+    case v1::GRAMMAR_KIND_JSON_SCHEMA:
+      return grammar::GrammarSpec{GrammarKind::kJsonSchema, grammar.text()};
+    case v1::GRAMMAR_KIND_REGEX: return grammar::GrammarSpec{GrammarKind::kRegex, grammar.text()};
+    case v1::GRAMMAR_KIND_EBNF: return grammar::GrammarSpec{GrammarKind::kEbnf, grammar.text()};
     default:
-      return absl::InvalidArgumentError(absl::StrCat("grammar.kind ", grammar.kind(), " is not a grammar"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("grammar.kind ", grammar.kind(), " is not a grammar"));
   }
 }
 
