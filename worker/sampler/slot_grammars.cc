@@ -100,7 +100,13 @@ SlotGrammars::SlotGrammars(const GrammarVocabulary& vocabulary, int vocab_size, 
 
 SlotGrammars::~SlotGrammars() = default;
 
+// Off the step thread: parse first, for the clean message naming what is wrong, then compile.
 absl::Status SlotGrammars::Prepare(const v1::Grammar& grammar) {
+  absl::StatusOr<grammar::GrammarSpec> spec = SpecOf(grammar);
+  if (!spec.ok()) return spec.status();
+  if (absl::StatusOr<xgrammar::Grammar> parsed = grammar::ParseGrammar(*spec); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("grammar: ", parsed.status().message()));
+  }
   state_->compile_slots.acquire();
   const absl::Status status = Check(grammar, {});
   state_->compile_slots.release();
@@ -114,11 +120,10 @@ absl::Status SlotGrammars::Check(const v1::Grammar& grammar, std::span<const int
           absl::StrCat("grammar.stop_token_ids has ", id, ", outside [0, ", vocab_size_, ")"));
     }
   }
+  // No separate parse here (the step thread): the router parsed it and PrepareGrammar compiled
+  // it, so this is a cache hit; a grammar that fails anyway fails in the compile.
   absl::StatusOr<grammar::GrammarSpec> spec = SpecOf(grammar);
   if (!spec.ok()) return spec.status();
-  if (absl::StatusOr<xgrammar::Grammar> parsed = grammar::ParseGrammar(*spec); !parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("grammar: ", parsed.status().message()));
-  }
   std::optional<xgrammar::CompiledGrammar> compiled;
   try {
     compiled = state_->Compile(*spec);
