@@ -2,7 +2,8 @@
 """Fails a test run on any skipped test that tests/skip_allowlist.txt does not allow.
 
 Reads the JUnit XML that `ctest --output-junit` writes, prints every skipped test with its skip
-message and whether a rule allows it, then a closing line "N passed, N failed" where "failed"
+message and whether a rule allows it, then every failed test with the last lines of its output
+(so the tail of a log names what failed), then a closing line "N passed, N failed" where "failed"
 counts failed tests plus skips no rule allows. Exit status 1 when that count is non-zero.
 
 Usage: check_skips.py JUNIT_XML ALLOWLIST
@@ -44,13 +45,14 @@ def main():
     junit, allowlist = sys.argv[1], sys.argv[2]
     rules = load_rules(allowlist)
     cases = ET.parse(junit).getroot().iter("testcase")
-    passed = failed = 0
+    passed = 0
+    failures = []  # (name, last lines of its output)
     skips = []  # (name, message, allowing rule line or None)
     for case in cases:
         name = case.get("name", "")
         status = case.get("status", "")
         if case.find("failure") is not None or case.find("error") is not None or status == "fail":
-            failed += 1
+            failures.append((name, (case.findtext("system-out") or "").splitlines()[-15:]))
         elif case.find("skipped") is not None or status in ("notrun", "disabled"):
             message = skip_message(case)
             rule = next((n for name_re, reason_re, n in rules
@@ -63,8 +65,12 @@ def main():
     for name, message, rule in skips:
         verdict = f"allowed by {allowlist}:{rule}" if rule else "NOT ALLOWED"
         print(f"  skipped: {name}: {message} [{verdict}]")
-    print(f"{passed} passed, {failed + len(disallowed)} failed")
-    return 1 if failed or disallowed else 0
+    for name, tail in failures:
+        print(f"  FAILED: {name}")
+        for line in tail:
+            print(f"    | {line}")
+    print(f"{passed} passed, {len(failures) + len(disallowed)} failed")
+    return 1 if failures or disallowed else 0
 
 
 if __name__ == "__main__":
