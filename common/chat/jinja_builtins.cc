@@ -385,7 +385,11 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, Cal
     if (input.is_undefined() || (boolean && !input.Truthy())) return args.Get("default_value", 0);
     return input;
   }
-  if (name == "items") return DictMethod(input, "items", args);
+  if (name == "items") {  // jinja2: nothing for undefined, a TypeError for a non-mapping
+    if (input.is_undefined()) return Value::MakeArray();
+    if (!input.is_object()) return WrongType("filter 'items'", input);
+    return DictMethod(input, "items", args);
+  }
   if (name == "list") return Value::MakeArray(Items(input));
   if (name == "first" || name == "last") {
     std::vector<Value> items = Items(input);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/check.h"
 
 namespace tessera::chat::jinja {
 
@@ -57,6 +58,21 @@ void Object::Set(std::string key, Value value) {
     }
   }
   items.emplace_back(std::move(key), std::move(value));
+}
+
+Array& Value::array() const {
+  TESSERA_CHECK(array_ != nullptr, "jinja: array() of a value that is not a list");
+  return *array_;
+}
+
+Object& Value::object() const {
+  TESSERA_CHECK(object_ != nullptr, "jinja: object() of a value that is not a dict");
+  return *object_;
+}
+
+const Function& Value::function() const {
+  TESSERA_CHECK(function_ != nullptr, "jinja: function() of a value that is not callable");
+  return *function_;
 }
 
 Value Value::None() {

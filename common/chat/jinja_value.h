@@ -87,9 +87,11 @@ class Value {
   double AsDouble() const { return kind_ == Kind::kInt ? static_cast<double>(i_) : d_; }
   const Text& text() const { return text_ != nullptr ? *text_ : EmptyText(); }
   const std::string& str() const { return text().bytes; }
-  Array& array() const { return *array_; }
-  Object& object() const { return *object_; }
-  const Function& function() const { return *function_; }
+  // The container of a list, dict or function value; calling one on another kind is a bug
+  // in the engine (a template's type errors are checked before) and aborts.
+  Array& array() const;
+  Object& object() const;
+  const Function& function() const;
 
   // Python truthiness (undefined is false).
   bool Truthy() const;

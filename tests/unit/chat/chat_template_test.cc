@@ -216,5 +216,21 @@ TEST(ChatTemplateTest, OnlyASystemMessage) {
             "<|im_start|>system\n<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// A client's tool call whose `arguments` is not JSON stays a string; Qwen3.6's template iterates
+// it with `|items`, which jinja2 refuses with a TypeError. So do we: an error, not a crash.
+TEST(ChatTemplateTest, ItemsOfAClientsStringArgumentsIsAnErrorNotACrash) {
+  ChatTemplate t = MustLoad("qwen3_6.jinja");
+  ChatMessage call{"assistant", ""};
+  call.tool_calls = nlohmann::ordered_json::parse(
+      R"([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "not json"}}])");
+  std::vector<ChatMessage> messages = {{"user", "go"}, call, {"user", "again"}};
+  absl::StatusOr<std::string> p = t.Apply(messages, true);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("'items' does not apply to a string"));
+  call.tool_calls[0]["function"]["arguments"] = {{"x", 1}};
+  messages[1] = call;
+  EXPECT_THAT(MustApply(t, messages, true), HasSubstr("<parameter=x>\n1\n</parameter>"));
+}
+
 }  // namespace
 }  // namespace tessera::chat
