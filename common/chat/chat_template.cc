@@ -87,7 +87,10 @@ ReasoningFormat DetectReasoning(const ChatTemplate& t, std::string_view source) 
 }
 
 ToolCallFormat DetectToolCalls(std::string_view source) {
-  if (source.find("<tool_call>") != std::string_view::npos) return ToolCallFormat::kHermes;
+  if (source.find("<tool_call>") != std::string_view::npos) {
+    return source.find("<function=") != std::string_view::npos ? ToolCallFormat::kQwenXml
+                                                                : ToolCallFormat::kHermes;
+  }
   if (source.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::kMistral;
   if (source.find("<|python_tag|>") != std::string_view::npos ||
       source.find("ipython") != std::string_view::npos) {

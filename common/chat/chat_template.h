@@ -46,9 +46,10 @@ struct ChatMessage {
 enum class ReasoningFormat { kNone, kThinkTags, kStartsInThinking };
 
 // How a model writes tool calls, from its template: Hermes/Qwen `<tool_call>{json}</tool_call>`,
-// Mistral `[TOOL_CALLS][{...}, ...]`, Llama 3's bare `{"name": ..., "parameters": ...}`, or none
-// the server parses.
-enum class ToolCallFormat { kNone, kHermes, kMistral, kLlama3Json };
+// Qwen3-Coder/Qwen3.5's `<tool_call><function=…><parameter=…>…</tool_call>` XML, Mistral
+// `[TOOL_CALLS][{...}, ...]`, Llama 3's bare `{"name": ..., "parameters": ...}`, or none the
+// server parses.
+enum class ToolCallFormat { kNone, kHermes, kQwenXml, kMistral, kLlama3Json };
 
 // What a request adds to the template's context besides the messages.
 struct ChatExtras {

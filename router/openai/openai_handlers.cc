@@ -156,6 +156,7 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
   } else if (endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value() &&
              !parsed->generate.chat().tools_json().empty()) {
     tool_calls.format = model_->chat_template->tool_call_format();
+    tool_calls.tools_json = parsed->generate.chat().tools_json();
   }
   auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
                                                    model_->tokenizer.get(), parsed->logprobs,

@@ -61,7 +61,9 @@ ToolCallParser::Output ToolCallParser::Feed(std::string_view content) {
     return out;
   }
   buffer_.append(content);
-  if (format_ == ToolCallFormat::kHermes) return FeedHermes();
+  if (format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kQwenXml) {
+    return FeedTagged();
+  }
   if (!decided_) {  // a call only if the output starts with one
     const std::string_view start = TrimLeft(buffer_);
     if (start.empty()) return out;
@@ -81,7 +83,12 @@ ToolCallParser::Output ToolCallParser::Feed(std::string_view content) {
   return out;
 }
 
-ToolCallParser::Output ToolCallParser::FeedHermes() {
+bool ToolCallParser::ParseTagged(std::string_view body, std::vector<ParsedToolCall>* calls) const {
+  return format_ == ToolCallFormat::kQwenXml ? ParseXmlToolCalls(body, parameter_types_, calls)
+                                             : ParseCalls(body, calls);
+}
+
+ToolCallParser::Output ToolCallParser::FeedTagged() {
   Output out;
   while (true) {
     if (!in_call_) {
@@ -99,7 +106,7 @@ ToolCallParser::Output ToolCallParser::FeedHermes() {
     const size_t close = buffer_.find(kHermesClose);
     if (close == std::string::npos) return out;  // the call is not complete yet
     const std::string body = buffer_.substr(0, close);
-    if (!ParseCalls(body, &out.calls)) {
+    if (!ParseTagged(body, &out.calls)) {
       out.content.append(kHermesOpen).append(body).append(kHermesClose);
     }
     buffer_.erase(0, close + kHermesClose.size());
@@ -139,8 +146,12 @@ ToolCallParser::Output ToolCallParser::Finish() {
   Output out;
   if (forced_) {
     out = FinishForced();
-  } else if (format_ == ToolCallFormat::kHermes) {
-    out.content = in_call_ ? std::string(kHermesOpen) + buffer_ : buffer_;
+  } else if (format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kQwenXml) {
+    if (!in_call_) {
+      out.content = buffer_;
+    } else if (!ParseTagged(buffer_, &out.calls)) {  // unclosed: a call if it parses whole
+      out.content = std::string(kHermesOpen) + buffer_;
+    }
   } else if (holding_ || !decided_) {
     out = FinishWhole();
   } else {

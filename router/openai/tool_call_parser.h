@@ -1,7 +1,10 @@
 // Finds the tool calls in a chat choice's content (after its reasoning is split off), in the
 // format the model's template declares (chat::ToolCallFormat), as OpenAI's `tool_calls`:
 //   kHermes     `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, any number, text
-//               around them stays content;
+//               around them stays content; an unclosed last call is read at the end of output
+//               (a client's stop string may have cut its closing tag);
+//   kQwenXml    the same, each body the XML of xml_tool_call.h, its values typed by the
+//               request's tool schemas;
 //   kMistral    `[TOOL_CALLS]` then a JSON list of {"name", "arguments"} to the end of output;
 //   kLlama3Json the whole output one `{"name": ..., "parameters"|"arguments": ...}` object
 //               (optionally after `<|python_tag|>`).
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "common/chat/chat_template.h"
+#include "router/openai/xml_tool_call.h"
 
 namespace tessera::router::openai {
 
@@ -31,6 +35,7 @@ struct ToolCallMode {
   chat::ToolCallFormat format = chat::ToolCallFormat::kNone;  // the template's (tool_choice auto)
   bool forced = false;          // tool_choice forced a call: the output is the grammar's JSON
   std::string forced_function = {};  // named: the function; "" for "required"
+  std::string tools_json = {};  // the request's `tools` (kQwenXml types its values by them)
   bool active() const { return forced || format != chat::ToolCallFormat::kNone; }
 };
 
@@ -49,22 +54,28 @@ class ToolCallParser {
   explicit ToolCallParser(ToolCallMode mode)
       : format_(mode.format),
         forced_(mode.forced),
-        forced_function_(std::move(mode.forced_function)) {}
+        forced_function_(std::move(mode.forced_function)),
+        parameter_types_(mode.format == chat::ToolCallFormat::kQwenXml
+                             ? ParameterTypesOf(mode.tools_json)
+                             : ToolParameterTypes()) {}
 
   Output Feed(std::string_view content);
   Output Finish();
   static Output ParseAll(const ToolCallMode& mode, std::string_view content);
 
  private:
-  Output FeedHermes();
+  Output FeedTagged();
+  // One `<tool_call>` body's calls into `calls`; false when it is not a call.
+  bool ParseTagged(std::string_view body, std::vector<ParsedToolCall>* calls) const;
   Output FinishWhole();
   Output FinishForced();
 
   chat::ToolCallFormat format_;
   bool forced_ = false;
   std::string forced_function_;
+  ToolParameterTypes parameter_types_;
   std::string buffer_;
-  bool in_call_ = false;   // kHermes: inside <tool_call>
+  bool in_call_ = false;   // kHermes / kQwenXml: inside <tool_call>
   bool holding_ = false;   // kMistral / kLlama3Json: the output may be a call; held to the end
   bool decided_ = false;   // kMistral / kLlama3Json: whether it may be a call is known
 };

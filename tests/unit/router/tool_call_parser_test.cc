@@ -23,7 +23,14 @@ struct Case {
   std::string text;
   std::string content;
   std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+  std::string tools = {};  // the request's tools (kQwenXml types values by their schemas)
 };
+
+// A schema for the XML cases: each type the format converts.
+constexpr char kWeatherTools[] = R"([{"type": "function", "function": {"name": "get_weather",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+  "days": {"type": "integer"}, "metric": {"type": "boolean"}, "ratio": {"type": ["number", "null"]},
+  "where": {"type": "object"}, "note": {"type": "string"}}}}}])";
 
 const std::vector<Case>& Cases() {
   static const std::vector<Case> cases = {
@@ -38,6 +45,30 @@ const std::vector<Case>& Cases() {
        "<tool_call>not json</tool_call> ok", {}},
       {ToolCallFormat::kHermes, "no calls, a < sign and <tool", "no calls, a < sign and <tool", {}},
       {ToolCallFormat::kHermes, "cut off <tool_call>{\"name\": ", "cut off <tool_call>{\"name\": ", {}},
+      // A client's stop string "</tool_call>" ends the output before the closing tag.
+      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"a\", \"arguments\": {}}", "", {{"a", "{}"}}},
+      {ToolCallFormat::kQwenXml,
+       "I'll look.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nLyon\n</parameter>\n"
+       "<parameter=days>\n2\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n"
+       "<parameter=ratio>\n0.5\n</parameter>\n<parameter=note>\nline one\nline two\n</parameter>\n"
+       "<parameter=where>\n{\"lat\": 45.7}\n</parameter>\n</function>\n</tool_call>",
+       "I'll look.\n\n",
+       {{"get_weather", R"({"city":"Lyon","days":2,"metric":true,"ratio":0.5,"note":"line one\nline two","where":{"lat":45.7}})"}},
+       kWeatherTools},
+      // Values that do not parse as their type stay text; null is null; unknown names are text;
+      // a forgotten </parameter> ends at the next parameter; two calls.
+      {ToolCallFormat::kQwenXml,
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+       "<parameter=days>\nthree\n<parameter=ratio>\nnull\n</parameter>\n<parameter=extra>\n7\n"
+       "</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+       "\n",
+       {{"get_weather", R"({"city":"42","days":"three","ratio":null,"extra":"7"})"}, {"now", "{}"}},
+       kWeatherTools},
+      {ToolCallFormat::kQwenXml, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", {}, kWeatherTools},
+      {ToolCallFormat::kQwenXml, "<tool_call>\n<function=f>\n<parameter=x>\n1\n</parameter>\n</function>",
+       "", {{"f", R"({"x":"1"})"}}},
+      {ToolCallFormat::kQwenXml, "<tool_call>\n<function=f>\n<parameter=x", "<tool_call>\n<function=f>\n<parameter=x", {}},
       {ToolCallFormat::kMistral,
        "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 2, \"b\": 3}}, {\"name\": \"neg\", "
        "\"arguments\": {\"a\": 1}}]",
@@ -56,7 +87,7 @@ const std::vector<Case>& Cases() {
 }
 
 ToolCallParser::Output FeedCut(const Case& c, size_t i, size_t j) {
-  ToolCallParser parser(ToolCallMode{.format = c.format});
+  ToolCallParser parser(ToolCallMode{.format = c.format, .tools_json = c.tools});
   ToolCallParser::Output all;
   size_t at = 0;
   for (size_t cut : {i, j, c.text.size()}) {
@@ -82,7 +113,7 @@ void ExpectCalls(const ToolCallParser::Output& out, const Case& c, const std::st
 
 TEST(ToolCallParserTest, EveryFormatAndEverySplitGivesTheSameCalls) {
   for (const Case& c : Cases()) {
-    ExpectCalls(ToolCallParser::ParseAll({.format = c.format}, c.text), c, "");
+    ExpectCalls(ToolCallParser::ParseAll({.format = c.format, .tools_json = c.tools}, c.text), c, "");
     for (size_t i = 0; i <= c.text.size(); ++i) {
       for (size_t j = i; j <= c.text.size(); j += 3) {
         ExpectCalls(FeedCut(c, i, j), c, " cut at " + std::to_string(i) + ", " + std::to_string(j));
@@ -122,6 +153,9 @@ TEST(ToolCallParserTest, ForcedCallsAreTheWholeOutput) {
 TEST(ToolCallParserTest, TheFormatComesFromTheTemplate) {
   for (auto [name, format] :
        {std::pair{"qwen3.jinja", ToolCallFormat::kHermes},
+        std::pair{"qwen3_6.jinja", ToolCallFormat::kQwenXml},
+        std::pair{"llama3_2_instruct.jinja", ToolCallFormat::kLlama3Json},
+        std::pair{"mistral_nemo_instruct_2407.jinja", ToolCallFormat::kMistral},
         std::pair{"qwen2_5_instruct.jinja", ToolCallFormat::kHermes},
         std::pair{"mistral_small_3_1.jinja", ToolCallFormat::kMistral},
         std::pair{"smollm2_instruct.jinja", ToolCallFormat::kNone}}) {
