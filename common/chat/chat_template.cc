@@ -171,13 +171,13 @@ absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(
   absl::StatusOr<jinja::Text> text = engine_.Render(context);
   if (!text.ok()) return text.status();
   std::vector<PromptPiece> pieces;
-  for (size_t i = 0; i < text->bytes.size();) {
-    const bool content = text->IsContent(i);
-    size_t j = i + 1;
-    while (j < text->bytes.size() && text->IsContent(j) == content) ++j;
-    pieces.push_back({text->bytes.substr(i, j - i), !content});
-    i = j;
+  size_t at = 0;  // markup before each content run, then the run
+  for (const auto& [begin, end] : text->content_runs) {
+    if (at < begin) pieces.push_back({text->bytes.substr(at, begin - at), true});
+    pieces.push_back({text->bytes.substr(begin, end - begin), false});
+    at = end;
   }
+  if (at < text->bytes.size()) pieces.push_back({text->bytes.substr(at), true});
   return pieces;
 }
 

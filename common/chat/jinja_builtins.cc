@@ -47,7 +47,7 @@ std::vector<Value> Items(const Value& v) {
   if (v.is_object()) {
     for (const auto& kv : v.object().items) out.push_back(Value::Markup(kv.first));
   } else if (v.is_string()) {
-    for (size_t i = 0; i < v.str().size(); ++i) out.push_back(Value::String(v.text().Slice(i, i + 1)));
+    out = Characters(v);
   }
   return out;
 }
@@ -244,9 +244,10 @@ Value GetItem(const Value& value, const Value& index) {
   }
   if (value.is_string() && index.kind() == Value::Kind::kInt) {
     int64_t i = index.AsInt();
-    const int64_t n = static_cast<int64_t>(value.str().size());
+    const std::vector<size_t> at = CodePointOffsets(value.str());
+    const int64_t n = static_cast<int64_t>(at.size()) - 1;
     if (i < 0) i += n;
-    return i >= 0 && i < n ? Value::String(value.text().Slice(i, i + 1)) : Value();
+    return i >= 0 && i < n ? Value::String(value.text().Slice(at[i], at[i + 1])) : Value();
   }
   if (value.is_object() && index.is_string()) {
     const Value* found = value.object().Find(index.str());
@@ -292,8 +293,9 @@ absl::StatusOr<Value> StringMethod(const Value& self, std::string_view name, Cal
   if (name == "upper") return StringResult(self, absl::AsciiStrToUpper(s));
   if (name == "lower") return StringResult(self, absl::AsciiStrToLower(s));
   if (name == "find") {
-    const size_t at = s.find(a0.str());
-    return Value::Int(at == std::string::npos ? -1 : static_cast<int64_t>(at));
+    const size_t at = s.find(a0.str());  // as a code point index, as Python counts
+    if (at == std::string::npos) return Value::Int(-1);
+    return Value::Int(static_cast<int64_t>(CodePointOffsets(std::string_view(s).substr(0, at)).size()) - 1);
   }
   if (name == "replace") {
     std::string out;
@@ -371,8 +373,13 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, Cal
     return Value::String(Text{}.Retagged(std::move(json), AnyContent(input)));
   }
   if (name == "length" || name == "count") {
-    if (input.is_string()) return Value::Int(static_cast<int64_t>(input.str().size()));
-    return Value::Int(static_cast<int64_t>(Items(input).size()));
+    if (input.is_string()) {
+      return Value::Int(static_cast<int64_t>(CodePointOffsets(input.str()).size()) - 1);
+    }
+    if (input.is_array()) return Value::Int(static_cast<int64_t>(input.array().size()));
+    if (input.is_object()) return Value::Int(static_cast<int64_t>(input.object().items.size()));
+    if (input.is_undefined()) return Value::Int(0);
+    return WrongType(absl::StrCat("filter '", util::ToAbsl(name), "'"), input);
   }
   if (name == "join") return Join(input, args);
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
@@ -398,9 +405,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, Cal
   }
   if (name == "reverse") {
     if (input.is_string()) {
-      std::string s = input.str();
-      std::reverse(s.begin(), s.end());
-      return StringResult(input, std::move(s));
+      const std::vector<Value> characters = Characters(input);
+      Text out;
+      for (auto c = characters.rbegin(); c != characters.rend(); ++c) out.Append(c->text());
+      return Value::String(std::move(out));
     }
     std::vector<Value> items = Items(input);
     std::reverse(items.begin(), items.end());

@@ -1,7 +1,6 @@
 #include "common/chat/jinja_render.h"
 
 #include <cmath>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,15 +51,17 @@ class Renderer {
   }
 
   // --- variables ---
+  // The innermost scope first, down to the current macro's frame, then the template's top
+  // level, then the caller's context.
   Value Lookup(const std::string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto found = it->find(name);
-      if (found != it->end()) return found->second;
+    for (size_t i = scopes_.size(); i-- > scope_floor_;) {
+      if (const Value* v = scopes_[i].Find(name)) return *v;
     }
+    if (const Value* v = scopes_.front().Find(name)) return *v;
     if (const Value* v = globals_->Find(name)) return *v;
     return GlobalFunction(name);
   }
-  void Assign(const std::string& name, Value value) { scopes_.back()[name] = std::move(value); }
+  void Assign(const std::string& name, Value value) { scopes_.back().Set(name, std::move(value)); }
   // `for a, b in` / `set a, b =`: one name takes the value, several unpack a list (missing
   // elements undefined).
   void AssignTargets(const std::vector<std::string>& targets, const Value& value) {
@@ -81,7 +82,8 @@ class Renderer {
   absl::StatusOr<CallArgs> EvalArgs(const Expr& e, size_t first);
   absl::StatusOr<Value> CallMacro(const Stmt& macro, CallArgs& args);
 
-  std::vector<std::map<std::string, Value>> scopes_;
+  std::vector<Object> scopes_;  // [0]: the top level; then loops' and macros' scopes
+  size_t scope_floor_ = 1;      // the running macro's frame (it sees no caller's scope)
   const Object* globals_;
   int64_t steps_ = 0;
   int depth_ = 0;
@@ -90,7 +92,10 @@ class Renderer {
 absl::Status Renderer::RenderStmt(const Stmt& s, Text* out, Flow* flow) {
   TESSERA_RETURN_IF_ERROR(Step());
   switch (s.kind) {
-    case Stmt::Kind::kText: return Emit(Text::Markup(s.text), out);
+    case Stmt::Kind::kText:
+      if (out->bytes.size() + s.text.size() > kMaxOutputBytes) return Emit(Text::Markup(s.text), out);
+      out->AppendMarkup(s.text);
+      return absl::OkStatus();
     case Stmt::Kind::kPrint: {
       TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
       return Emit(v.ToText(), out);
@@ -119,24 +124,23 @@ absl::Status Renderer::RenderStmt(const Stmt& s, Text* out, Flow* flow) {
 
 absl::StatusOr<Value> Renderer::CallMacro(const Stmt& macro, CallArgs& args) {
   if (depth_ >= kMaxCallDepth) return absl::ResourceExhaustedError("chat template: macro recursion too deep");
-  std::map<std::string, Value> frame;
+  Object frame;
   for (size_t i = 0; i < macro.targets.size(); ++i) {
     Value v = args.Get(macro.targets[i], i);
     if (v.is_undefined() && macro.defaults[i] != nullptr) {
       TESSERA_ASSIGN_OR_RETURN(v, Eval(*macro.defaults[i]));
     }
-    frame[macro.targets[i]] = std::move(v);
+    frame.Set(macro.targets[i], std::move(v));
   }
-  std::vector<std::map<std::string, Value>> saved;
-  saved.swap(scopes_);
-  scopes_.push_back(saved.front());  // the template's top level, then the macro's own frame
+  const size_t caller_floor = std::exchange(scope_floor_, scopes_.size());
   scopes_.push_back(std::move(frame));
   ++depth_;
   Text out;
   Flow flow = Flow::kNormal;
   const absl::Status status = RenderBody(macro.bodies[0], &out, &flow);
   --depth_;
-  scopes_.swap(saved);
+  scopes_.resize(scope_floor_);  // the frame and anything an error left above it
+  scope_floor_ = caller_floor;
   if (!status.ok()) return status;
   return Value::String(std::move(out));
 }
@@ -150,7 +154,7 @@ absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   } else if (iterable.is_object()) {
     for (const auto& kv : iterable.object().items) owned.push_back(Value::Markup(kv.first));
   } else if (iterable.is_string()) {
-    for (size_t i = 0; i < iterable.str().size(); ++i) owned.push_back(Value::String(iterable.text().Slice(i, i + 1)));
+    owned = Characters(iterable);
   } else if (!iterable.is_undefined() && !iterable.is_none()) {
     return absl::InvalidArgumentError(absl::StrCat("chat template: cannot loop over a ", util::ToAbsl(iterable.TypeName())));
   }
@@ -236,8 +240,9 @@ absl::StatusOr<CallArgs> Renderer::EvalArgs(const Expr& e, size_t first) {
 
 // Python slicing of a list or string.
 Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value& step_value) {
+  const std::vector<size_t> at = v.is_array() ? std::vector<size_t>{} : CodePointOffsets(v.str());
   const int64_t n = v.is_array() ? static_cast<int64_t>(v.array().size())
-                                 : static_cast<int64_t>(v.str().size());
+                                 : static_cast<int64_t>(at.size()) - 1;
   const int64_t step = step_value.is_number() ? step_value.AsInt() : 1;
   if (step == 0) return Value();
   auto clamp = [&](const Value& x, int64_t fallback) {
@@ -254,7 +259,9 @@ Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value
     return Value::MakeArray(std::move(out));
   }
   Text out;
-  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) out.Append(v.text().Slice(i, i + 1));
+  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) {
+    out.Append(v.text().Slice(at[i], at[i + 1]));
+  }
   return Value::String(std::move(out));
 }
 
@@ -362,40 +369,50 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
   return absl::InvalidArgumentError(absl::StrCat("chat template: 'in' a ", util::ToAbsl(container.TypeName())));
 }
 
-absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) {
-  if (op == "+" && a.is_string() && b.is_string()) {
+absl::StatusOr<Value> Arithmetic(BinaryOp op, std::string_view spelling, const Value& a,
+                                 const Value& b) {
+  if (op == BinaryOp::kAdd && a.is_string() && b.is_string()) {
     Text t = a.text();
     t.Append(b.text());
     return Value::String(std::move(t));
   }
-  if (op == "+" && a.is_array() && b.is_array()) {
+  if (op == BinaryOp::kAdd && a.is_array() && b.is_array()) {
     Array items = a.array();
     items.insert(items.end(), b.array().begin(), b.array().end());
     return Value::MakeArray(std::move(items));
   }
-  if (op == "*" && a.is_string() && b.kind() == Value::Kind::kInt) {
+  if (op == BinaryOp::kMul && a.is_string() && b.kind() == Value::Kind::kInt) {
     Text t;
     for (int64_t i = 0; i < b.AsInt() && i < 100000; ++i) t.Append(a.text());
     return Value::String(std::move(t));
   }
   const bool ints = a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt;
   if (!a.is_number() || !b.is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat("chat template: unsupported operands for ", op, ": ",
-                                                   util::ToAbsl(a.TypeName()), " and ", util::ToAbsl(b.TypeName())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chat template: unsupported operands for ", util::ToAbsl(spelling), ": ",
+        util::ToAbsl(a.TypeName()), " and ", util::ToAbsl(b.TypeName())));
   }
   const double x = a.AsDouble(), y = b.AsDouble();
-  if ((op == "/" || op == "//" || op == "%") && y == 0) return absl::InvalidArgumentError("chat template: division by zero");
-  if (op == "+") return ints ? Value::Int(a.AsInt() + b.AsInt()) : Value::Float(x + y);
-  if (op == "-") return ints ? Value::Int(a.AsInt() - b.AsInt()) : Value::Float(x - y);
-  if (op == "*") return ints ? Value::Int(a.AsInt() * b.AsInt()) : Value::Float(x * y);
-  if (op == "/") return Value::Float(x / y);
-  if (op == "//") return ints ? Value::Int(static_cast<int64_t>(std::floor(x / y))) : Value::Float(std::floor(x / y));
-  if (op == "%") {
-    if (ints) return Value::Int(((a.AsInt() % b.AsInt()) + b.AsInt()) % b.AsInt());
-    return Value::Float(x - y * std::floor(x / y));
+  const int64_t i = a.AsInt(), j = b.AsInt();
+  const bool divides = op == BinaryOp::kDiv || op == BinaryOp::kFloorDiv || op == BinaryOp::kMod;
+  if (divides && y == 0) return absl::InvalidArgumentError("chat template: division by zero");
+  switch (op) {
+    case BinaryOp::kAdd: return ints ? Value::Int(i + j) : Value::Float(x + y);
+    case BinaryOp::kSub: return ints ? Value::Int(i - j) : Value::Float(x - y);
+    case BinaryOp::kMul: return ints ? Value::Int(i * j) : Value::Float(x * y);
+    case BinaryOp::kDiv: return Value::Float(x / y);
+    case BinaryOp::kFloorDiv:
+      return ints ? Value::Int(static_cast<int64_t>(std::floor(x / y)))
+                  : Value::Float(std::floor(x / y));
+    case BinaryOp::kMod:
+      return ints ? Value::Int(((i % j) + j) % j) : Value::Float(x - y * std::floor(x / y));
+    case BinaryOp::kPow:
+      return ints && j >= 0 ? Value::Int(static_cast<int64_t>(std::pow(x, y)))
+                            : Value::Float(std::pow(x, y));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template: unknown operator ", util::ToAbsl(spelling)));
   }
-  if (op == "**") return ints && b.AsInt() >= 0 ? Value::Int(static_cast<int64_t>(std::pow(x, y))) : Value::Float(std::pow(x, y));
-  return absl::InvalidArgumentError(absl::StrCat("chat template: unknown operator ", op));
 }
 
 absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
@@ -435,14 +452,32 @@ absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
                          : e.op == BinaryOp::kLe ? c <= 0
                                                  : c >= 0);
     }
-    default: return Arithmetic(e.name, a, b);
+    default: return Arithmetic(e.op, e.name, a, b);
   }
+}
+
+// What jinja2's lexer does to a source first: "\r\n" and "\r" become "\n", and one trailing
+// newline is dropped (keep_trailing_newline=False), so a template file's last newline is not
+// output.
+std::string NormalizedNewlines(std::string_view source) {
+  std::string out;
+  out.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] != '\r') {
+      out.push_back(source[i]);
+      continue;
+    }
+    out.push_back('\n');
+    if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+  }
+  if (out.ends_with('\n')) out.pop_back();
+  return out;
 }
 
 }  // namespace
 
 absl::StatusOr<Template> Template::Parse(std::string_view source) {
-  TESSERA_ASSIGN_OR_RETURN(Body body, ParseTemplate(source));
+  TESSERA_ASSIGN_OR_RETURN(Body body, ParseTemplate(NormalizedNewlines(source)));
   return Template(std::make_shared<const Body>(std::move(body)));
 }
 

@@ -13,21 +13,23 @@ namespace tessera::chat::jinja {
 
 Text Text::Content(std::string s) {
   Text t{std::move(s), {}};
-  t.content.assign(t.bytes.size(), true);
+  if (!t.bytes.empty()) t.content_runs.push_back({0, t.bytes.size()});
   return t;
 }
 
-bool Text::AnyContent() const {
-  return std::find(content.begin(), content.end(), true) != content.end();
+bool Text::IsContent(size_t i) const {
+  auto after = std::upper_bound(content_runs.begin(), content_runs.end(), i,
+                                [](size_t at, const Run& run) { return at < run.first; });
+  return after != content_runs.begin() && i < std::prev(after)->second;
 }
 
 void Text::Append(const Text& other) {
-  if (!other.content.empty() || !content.empty()) {
-    content.resize(bytes.size(), false);
-    if (other.content.empty()) {
-      content.insert(content.end(), other.bytes.size(), false);
+  const size_t shift = bytes.size();
+  for (const Run& run : other.content_runs) {
+    if (!content_runs.empty() && content_runs.back().second == run.first + shift) {
+      content_runs.back().second = run.second + shift;  // continues the last run
     } else {
-      content.insert(content.end(), other.content.begin(), other.content.end());
+      content_runs.push_back({run.first + shift, run.second + shift});
     }
   }
   bytes.append(other.bytes);
@@ -35,7 +37,10 @@ void Text::Append(const Text& other) {
 
 Text Text::Slice(size_t begin, size_t end) const {
   Text out{bytes.substr(begin, end - begin), {}};
-  if (!content.empty()) out.content.assign(content.begin() + begin, content.begin() + end);
+  for (const Run& run : content_runs) {
+    const size_t from = std::max(run.first, begin), to = std::min(run.second, end);
+    if (from < to) out.content_runs.push_back({from - begin, to - begin});
+  }
   return out;
 }
 
@@ -61,18 +66,38 @@ void Object::Set(std::string key, Value value) {
 }
 
 Array& Value::array() const {
-  TESSERA_CHECK(array_ != nullptr, "jinja: array() of a value that is not a list");
-  return *array_;
+  TESSERA_CHECK(kind_ == Kind::kArray, "jinja: array() of a value that is not a list");
+  return *payload<Array>();
 }
 
 Object& Value::object() const {
-  TESSERA_CHECK(object_ != nullptr, "jinja: object() of a value that is not a dict");
-  return *object_;
+  TESSERA_CHECK(kind_ == Kind::kObject, "jinja: object() of a value that is not a dict");
+  return *payload<Object>();
 }
 
 const Function& Value::function() const {
-  TESSERA_CHECK(function_ != nullptr, "jinja: function() of a value that is not callable");
-  return *function_;
+  TESSERA_CHECK(kind_ == Kind::kFunction, "jinja: function() of a value that is not callable");
+  return *payload<Function>();
+}
+
+std::vector<size_t> CodePointOffsets(std::string_view s) {
+  std::vector<size_t> offsets;
+  offsets.reserve(s.size() + 1);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) offsets.push_back(i);
+  }
+  offsets.push_back(s.size());
+  return offsets;
+}
+
+std::vector<Value> Characters(const Value& string) {
+  const std::vector<size_t> at = CodePointOffsets(string.str());
+  std::vector<Value> out;
+  out.reserve(at.size() - 1);
+  for (size_t k = 0; k + 1 < at.size(); ++k) {
+    out.push_back(Value::String(string.text().Slice(at[k], at[k + 1])));
+  }
+  return out;
 }
 
 Value Value::None() {
@@ -106,19 +131,19 @@ const Text& Value::EmptyText() {
 Value Value::String(Text text) {
   Value v;
   v.kind_ = Kind::kString;
-  v.text_ = std::make_shared<const Text>(std::move(text));
+  v.payload_ = std::make_shared<Text>(std::move(text));
   return v;
 }
 Value Value::MakeArray(Array items) {
   Value v;
   v.kind_ = Kind::kArray;
-  v.array_ = std::make_shared<Array>(std::move(items));
+  v.payload_ = std::make_shared<Array>(std::move(items));
   return v;
 }
 Value Value::MakeObject(Object object) {
   Value v;
   v.kind_ = Kind::kObject;
-  v.object_ = std::make_shared<Object>(std::move(object));
+  v.payload_ = std::make_shared<Object>(std::move(object));
   return v;
 }
 Value Value::MakeNamespace(Object object) {
@@ -129,7 +154,7 @@ Value Value::MakeNamespace(Object object) {
 Value Value::MakeFunction(Function fn) {
   Value v;
   v.kind_ = Kind::kFunction;
-  v.function_ = std::make_shared<Function>(std::move(fn));
+  v.payload_ = std::make_shared<Function>(std::move(fn));
   return v;
 }
 
@@ -141,8 +166,8 @@ bool Value::Truthy() const {
     case Kind::kInt: return i_ != 0;
     case Kind::kFloat: return d_ != 0.0;
     case Kind::kString: return !str().empty();
-    case Kind::kArray: return !array_->empty();
-    case Kind::kObject: return namespace_ || !object_->items.empty();
+    case Kind::kArray: return !array().empty();
+    case Kind::kObject: return namespace_ || !object().items.empty();
     case Kind::kFunction: return true;
   }
   return false;
@@ -162,21 +187,21 @@ bool Value::Equals(const Value& other) const {
     case Kind::kNone: return true;
     case Kind::kString: return str() == other.str();
     case Kind::kArray: {
-      if (array_->size() != other.array_->size()) return false;
-      for (size_t i = 0; i < array_->size(); ++i) {
-        if (!(*array_)[i].Equals((*other.array_)[i])) return false;
+      if (array().size() != other.array().size()) return false;
+      for (size_t i = 0; i < array().size(); ++i) {
+        if (!array()[i].Equals(other.array()[i])) return false;
       }
       return true;
     }
     case Kind::kObject: {
-      if (object_->items.size() != other.object_->items.size()) return false;
-      for (const auto& [k, v] : object_->items) {
-        const Value* o = other.object_->Find(k);
+      if (object().items.size() != other.object().items.size()) return false;
+      for (const auto& [k, v] : object().items) {
+        const Value* o = other.object().Find(k);
         if (o == nullptr || !v.Equals(*o)) return false;
       }
       return true;
     }
-    default: return this == &other || function_ == other.function_;
+    default: return this == &other || payload_ == other.payload_;
   }
 }
 
@@ -215,8 +240,8 @@ Text Value::ToText() const {
       bool any = false;
       std::function<void(const Value&)> scan = [&](const Value& v) {
         if (v.is_string() && v.text().AnyContent()) any = true;
-        if (v.is_array()) for (const Value& e : *v.array_) scan(e);
-        if (v.is_object()) for (const auto& kv : v.object_->items) scan(kv.second);
+        if (v.is_array()) for (const Value& e : v.array()) scan(e);
+        if (v.is_object()) for (const auto& kv : v.object().items) scan(kv.second);
       };
       scan(*this);
       return Text{}.Retagged(Repr(), any);
@@ -255,19 +280,19 @@ std::string Value::Repr() const {
     case Kind::kString: return PythonStringRepr(str());
     case Kind::kArray: {
       std::string out = "[";
-      for (size_t i = 0; i < array_->size(); ++i) {
+      for (size_t i = 0; i < array().size(); ++i) {
         if (i > 0) out += ", ";
-        out += (*array_)[i].Repr();
+        out += array()[i].Repr();
       }
       return out + "]";
     }
     case Kind::kObject: {
       if (namespace_) return "<Namespace>";
       std::string out = "{";
-      for (size_t i = 0; i < object_->items.size(); ++i) {
+      for (size_t i = 0; i < object().items.size(); ++i) {
         if (i > 0) out += ", ";
-        absl::StrAppend(&out, PythonStringRepr(object_->items[i].first), ": ",
-                        object_->items[i].second.Repr());
+        absl::StrAppend(&out, PythonStringRepr(object().items[i].first), ": ",
+                        object().items[i].second.Repr());
       }
       return out + "}";
     }

@@ -26,16 +26,18 @@
 
 namespace tessera::chat::jinja {
 
-// A string with a markup/content flag per byte.
+// A string whose bytes are each markup or content, kept as the content byte ranges.
 struct Text {
+  using Run = std::pair<size_t, size_t>;  // [begin, end) of content bytes
   std::string bytes;
-  std::vector<bool> content;  // empty: all markup; else one flag per byte
+  std::vector<Run> content_runs;  // sorted, disjoint, never adjacent, never empty; none: all markup
 
   static Text Markup(std::string s) { return {std::move(s), {}}; }
   static Text Content(std::string s);
-  bool IsContent(size_t i) const { return !content.empty() && content[i]; }
-  bool AnyContent() const;
+  bool IsContent(size_t i) const;
+  bool AnyContent() const { return !content_runs.empty(); }
   void Append(const Text& other);
+  void AppendMarkup(std::string_view markup) { bytes.append(markup); }
   Text Slice(size_t begin, size_t end) const;
   // The same bytes, all content when `any` (else all markup).
   Text Retagged(std::string bytes_out, bool any) const;
@@ -85,7 +87,7 @@ class Value {
   bool AsBool() const { return b_; }
   int64_t AsInt() const { return i_; }
   double AsDouble() const { return kind_ == Kind::kInt ? static_cast<double>(i_) : d_; }
-  const Text& text() const { return text_ != nullptr ? *text_ : EmptyText(); }
+  const Text& text() const { return kind_ == Kind::kString ? *payload<const Text>() : EmptyText(); }
   const std::string& str() const { return text().bytes; }
   // The container of a list, dict or function value; calling one on another kind is a bug
   // in the engine (a template's type errors are checked before) and aborts.
@@ -112,10 +114,11 @@ class Value {
   bool namespace_ = false;
   static const Text& EmptyText();
 
-  std::shared_ptr<const Text> text_;  // strings: shared, immutable (copies are cheap)
-  std::shared_ptr<Array> array_;
-  std::shared_ptr<Object> object_;
-  std::shared_ptr<Function> function_;
+  // The shared payload of a string (an immutable Text), list (Array), dict or namespace
+  // (Object) or function (Function), by kind_: one pointer, so a copy is one reference count.
+  std::shared_ptr<void> payload_;
+  template <typename T>
+  T* payload() const { return static_cast<T*>(payload_.get()); }
 };
 
 // The arguments of a call: positional, then keyword.
@@ -125,6 +128,12 @@ struct CallArgs {
   // The argument named `name`, else the positional one at `index`, else undefined.
   const Value& Get(std::string_view name, size_t index) const;
 };
+
+// Python strings count, index and slice code points, not bytes: the byte offset at which each
+// code point of `s` starts (a byte that is not a UTF-8 continuation byte), then s.size().
+std::vector<size_t> CodePointOffsets(std::string_view s);
+// A string's characters (code points) as one-character strings, provenance kept.
+std::vector<Value> Characters(const Value& string);
 
 // Python's float repr (shortest round-trip, with ".0" for integral values).
 std::string FloatRepr(double d);

@@ -142,8 +142,12 @@ TEST(ChatTemplateTest, AnyTemplateRendersAndItsShapeIsOnlyALabel) {
   EXPECT_EQ(t->shape(), "jinja");
   EXPECT_EQ(MustApply(*t, {{"user", "  hi  "}}, true),
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
-  // Literal text outside tags is output too, except the newline right after a block tag.
+  // Literal text outside tags is output too, except the newline right after a block tag and,
+  // as jinja2 does (keep_trailing_newline=False), the source's last newline; "\r\n" is "\n".
   t = ChatTemplate::FromSource(ReadTemplate("chatml.jinja") + " \n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(MustApply(*t, {{"user", "a"}}, false), "<|im_start|>user\na<|im_end|>\n ");
+  t = ChatTemplate::FromSource(ReadTemplate("chatml.jinja") + " \r\n\r\n");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(MustApply(*t, {{"user", "a"}}, false), "<|im_start|>user\na<|im_end|>\n \n");
   t = ChatTemplate::FromSource(ReadTemplate("chatml.jinja") + "\n");

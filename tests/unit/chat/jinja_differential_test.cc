@@ -2,7 +2,8 @@
 // apply_chat_template configures it: every template in tests/data/chat/*.jinja (real model
 // templates: Llama 3, 3.2 and 3.3 (3.1's), Qwen2.5, Qwen3, Qwen3.6 (the Qwen3.5 family's, with
 // preserve_thinking), SmolLM2, ChatML, DeepSeek-R1 distill, Gemma 2, Gemma 3, Phi-3.5-mini,
-// Phi-4-mini, Mistral Nemo, Mistral Small 3.1) with every conversation of
+// Phi-4-mini, Mistral Nemo, Mistral Small 3.1; and probe_expressions.jinja, ours, for arithmetic,
+// filters, tests, string methods and code-point indexing) with every conversation of
 // tests/data/chat/jinja_conversations.json (system prompts, tools in the user or system turn,
 // built-in tools, tool calls with object and string arguments and 9-character ids, tool results,
 // reasoning history and reasoning_content, thinking off, content as text parts, unicode and
