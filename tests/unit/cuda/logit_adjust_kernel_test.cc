@@ -34,15 +34,16 @@ struct Case {
   int num_masks = 0;
 };
 
+// min(count, vocab) distinct tokens: the first and last (when count >= 2), then random others.
 std::vector<int32_t> BiasTokens(int vocab, int count, std::mt19937& rng) {
-  std::vector<int32_t> all(static_cast<size_t>(vocab));
-  for (int t = 0; t < vocab; ++t) all[t] = t;
-  std::shuffle(all.begin() + std::min(vocab, 1), all.end() - std::min(vocab - 1, 1), rng);
+  const size_t want = static_cast<size_t>(std::min(count, vocab));
+  std::vector<int32_t> middle;
+  for (int32_t t = 1; t + 1 < vocab; ++t) middle.push_back(t);
+  std::shuffle(middle.begin(), middle.end(), rng);
   std::vector<int32_t> tokens;
-  if (count >= 2 && vocab >= 2) tokens = {0, vocab - 1};
-  for (int i = 1; static_cast<int>(tokens.size()) < std::min(count, vocab); ++i) {
-    if (all[i] != 0 && all[i] != vocab - 1) tokens.push_back(all[i]);
-  }
+  if (want >= 2) tokens = {0, vocab - 1};
+  for (size_t i = 0; tokens.size() < want && i < middle.size(); ++i) tokens.push_back(middle[i]);
+  if (tokens.size() < want) tokens.push_back(0);  // one token of a vocabulary of 1 or 2
   std::sort(tokens.begin(), tokens.end());
   return tokens;
 }
@@ -79,6 +80,7 @@ void CheckCase(const simt::Schedule& schedule, const Case& c, std::mt19937& rng)
   DeviceBuffer<float> d_values(std::max<size_t>(values.size(), 1));
   for (size_t i = 0; i < offsets.size(); ++i) d_offsets[i] = offsets[i];
   for (size_t i = 0; i < tokens.size(); ++i) d_tokens[i] = tokens[i], d_values[i] = values[i];
+  for (const int32_t t : tokens) ASSERT_TRUE(t >= 0 && t < c.vocab) << "test bug: token " << t;
   for (int r = 0; r < rows; ++r) mask_rows[r] = c.rows[r].mask;
   simt::TestLauncher launcher(schedule);
   const auto status = LaunchLogitAdjust(
