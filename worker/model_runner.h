@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,7 +50,20 @@ struct SequenceWork {
   // sampled; the runner masks every other logit to -inf before sampling (logprobs then come from
   // the masked logits). ceil(vocab / 32) words, or empty: no constraint.
   std::span<const uint32_t> allowed_tokens = {};
+  // The mask exists but is not known yet: Step's `fill_pending_masks` sets allowed_tokens while
+  // the forward pass runs (a needs_logits row only).
+  bool mask_pending = false;
 };
+
+// Host work a device overlaps with the forward pass: the caller sets allowed_tokens of the
+// batch's mask_pending rows (through its own reference to the batch Step's span views). Step
+// calls it once, after the forward pass is under way (a device runner: enqueued; a host runner:
+// done) and before the sampling that reads the masks; only when some row is mask_pending.
+using FillPendingMasks = std::function<void()>;
+
+inline bool AnyMaskPending(std::span<const SequenceWork> batch) {
+  return std::any_of(batch.begin(), batch.end(), [](const SequenceWork& s) { return s.mask_pending; });
+}
 
 // Logits of the sequences that asked for them, in batch order: [num_rows, vocab_size].
 struct StepLogits {
@@ -135,8 +149,9 @@ class ModelRunner {
   // vocabulary, positions past the context, block tables too short or naming blocks outside
   // [1, num_blocks), a sampling row whose slot was not started), runs the step and samples each
   // row that needs_logits with its slot's state (recording the token there). On error nothing
-  // was computed, written or sampled.
-  virtual absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) = 0;
+  // was computed, written or sampled. A batch with mask_pending rows needs `fill_pending_masks`.
+  virtual absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                            const FillPendingMasks& fill_pending_masks = {}) = 0;
 
   // The same validation and forward pass, returning the logits of the rows that need_logits
   // instead of sampling them (no sampling state is read or changed, and recurrent state is left

@@ -74,7 +74,7 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
   ApplyNewSequences(plan);
   const Clock::time_point set_inputs_start = Clock::now();
   AppendBlocksAndBuildBatch(plan);
-  FillGrammarMasks();
+  MarkGuidedRows();
 
   const Clock::time_point step_start = Clock::now();
   stats_.set_inputs_seconds = Seconds(step_start - set_inputs_start);
@@ -82,7 +82,9 @@ absl::Status StepExecutor::Execute(const v1::StepPlan& plan, Clock::time_point r
   samples_.rows.clear();
   samples_.info = StepRunInfo{};
   if (!batch_.empty()) {
-    absl::Status status = runner_->Step(batch_, &samples_);
+    absl::Status status =
+        guided_rows_.empty() ? runner_->Step(batch_, &samples_)
+                             : runner_->Step(batch_, &samples_, [this] { FillGuidedMasks(); });
     if (!status.ok()) {
       // Validation covers everything the runner checks; reaching this is a worker bug.
       return absl::InternalError(absl::StrCat("plan ", plan.step(),
@@ -191,22 +193,22 @@ void StepExecutor::AppendBlocksAndBuildBatch(const v1::StepPlan& plan) {
                            : (any_prefill ? StepKind::kPrefill : StepKind::kEmpty);
 }
 
-// Every guided row that samples gets its slot's mask (filled together: xgrammar spreads a
-// batch over its threads). A terminated grammar leaves its row unconstrained.
-void StepExecutor::FillGrammarMasks() {
+// Every guided row that samples will get its slot's mask. A terminated grammar leaves its row
+// unconstrained.
+void StepExecutor::MarkGuidedRows() {
   guided_rows_.clear();
   if (grammars_ == nullptr) return;
-  for (size_t i = 0; i < batch_.size(); ++i) {
-    if (batch_[i].needs_logits && grammars_->active(batch_[i].slot)) {
-      guided_rows_.push_back(batch_[i].slot);
-    }
+  for (SequenceWork& work : batch_) {
+    work.mask_pending = work.needs_logits && grammars_->constrains(work.slot);
+    if (work.mask_pending) guided_rows_.push_back(work.slot);
   }
-  if (guided_rows_.empty()) return;
+}
+
+// The masks of the marked rows, filled together (xgrammar spreads a batch over its threads).
+void StepExecutor::FillGuidedMasks() {
   grammars_->FillMasks(guided_rows_);
   for (SequenceWork& work : batch_) {
-    if (work.needs_logits && grammars_->active(work.slot)) {
-      work.allowed_tokens = grammars_->Mask(work.slot);
-    }
+    if (work.mask_pending) work.allowed_tokens = grammars_->Mask(work.slot);
   }
 }
 

@@ -12,8 +12,9 @@
 //   blocks     append each scheduled slot's new blocks to its table;
 //   batch      one SequenceWork per scheduled slot: tokens[computed, computed + num_tokens)
 //              (persistent vectors: nothing is allocated per step once warm);
-//   masks      every guided slot that samples gets its grammar's token mask
-//              (SequenceWork::allowed_tokens; sampler/slot_grammars.h);
+//   masks      every guided slot that samples is marked mask_pending: its grammar's token mask
+//              (SequenceWork::allowed_tokens; sampler/slot_grammars.h) is filled inside the step,
+//              while the device runs the forward pass (ModelRunner's FillPendingMasks);
 //   step       ModelRunner::Step: the forward pass, and every slot whose computed count reached
 //              its known tokens samples (on the runner's backend, with its per-slot state);
 //   fill       each sampled token is appended to its slot (so the next decode step needs no token
@@ -161,7 +162,8 @@ class StepExecutor {
   void ApplyDrops(const tessera::worker::v1::StepPlan& plan);
   void ApplyNewSequences(const tessera::worker::v1::StepPlan& plan);
   void AppendBlocksAndBuildBatch(const tessera::worker::v1::StepPlan& plan);
-  void FillGrammarMasks();  // the allowed_tokens of every guided row that samples
+  void MarkGuidedRows();    // mask_pending on every guided row that samples
+  void FillGuidedMasks();   // their allowed_tokens (the runner calls it during the forward pass)
   void SaveSnapshots(const tessera::worker::v1::StepPlan& plan);
   void SampleAndFill(tessera::worker::v1::StepResult* result);
   void FillTimings(Clock::time_point received, Clock::time_point step_start,

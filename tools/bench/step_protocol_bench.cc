@@ -73,9 +73,11 @@ class StubRunner final : public ModelRunner {
     samplers_.Begin(slot, params, prompt, generated);
   }
   void EndSequence(int slot) override { samplers_.End(slot); }
-  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override {
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                    const FillPendingMasks& fill_pending_masks = {}) override {
     if (absl::Status status = samplers_.CheckRows(batch); !status.ok()) return status;
     (void)Forward(batch, &logits_);
+    if (AnyMaskPending(batch)) fill_pending_masks();
     samplers_.SampleRows(batch, logits_, samples);
     samples->info = StepRunInfo{};
     return absl::OkStatus();

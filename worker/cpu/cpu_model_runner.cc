@@ -256,7 +256,8 @@ void CpuModelRunner::EndSequence(int slot) {
   ClearState(slot);
 }
 
-absl::Status CpuModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
+absl::Status CpuModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                                  const FillPendingMasks& fill_pending_masks) {
   const Clock::time_point start = Clock::now();
   samples->sequence_index.clear();
   samples->rows.clear();
@@ -267,6 +268,10 @@ absl::Status CpuModelRunner::Step(std::span<const SequenceWork> batch, StepSampl
   RunForward(*plan_, config_, ops_);
   samples->info.launch_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   samples->info.device_seconds = -1;  // no device: the compute above is host time
+  if (AnyMaskPending(batch)) {
+    TESSERA_CHECK(fill_pending_masks != nullptr, "CpuModelRunner: pending masks and no fill");
+    fill_pending_masks();
+  }
   samplers_.SampleRows(batch, step_logits_, samples);
   return absl::OkStatus();
 }

@@ -115,7 +115,9 @@ class CpuModelRunner final : public ModelRunner {
   void EndSequence(int slot) override;
   // StepRunInfo: launch_seconds = Step entry -> end of the forward pass (the compute is host
   // time), device_seconds = -1, no graphs.
-  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override;
+  // A host runner: the pending masks are filled after the forward pass (no device to overlap).
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                    const FillPendingMasks& fill_pending_masks = {}) override;
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
  private:

@@ -135,6 +135,10 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
   TESSERA_ASSIGN_OR_RETURN(step_start_, runtime_->CreateEvent());
   TESSERA_ASSIGN_OR_RETURN(step_end_, runtime_->CreateEvent());
   graphs_ = std::make_unique<GraphCache>(runtime_.get(), options_.graphs, options_.max_num_seqs);
+  forward_graphs_ = std::make_unique<GraphCache>(
+      runtime_.get(),
+      options_.graphs == CudaGraphMode::kOff ? CudaGraphMode::kOff : CudaGraphMode::kLazy,
+      options_.max_num_seqs);
   TESSERA_RETURN_IF_ERROR(CaptureEagerGraphs());
   return runtime_->Synchronize();
 }

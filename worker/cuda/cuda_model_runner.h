@@ -112,7 +112,11 @@ class CudaModelRunner final : public ModelRunner {
   void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated) override;
   void EndSequence(int slot) override;
-  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override;
+  // Rows with pending masks: the forward pass is enqueued (replaying a forward-only graph for a
+  // decode step), then fill_pending_masks runs on the host while the device computes, then the
+  // masks go over and the logits adjustment and sampler are enqueued.
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                    const FillPendingMasks& fill_pending_masks = {}) override;
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
   device::DeviceRuntime& runtime() { return *runtime_; }
@@ -162,7 +166,7 @@ class CudaModelRunner final : public ModelRunner {
   void CopySnapshot(int slot, int snapshot, bool to_snapshot);
   // A graph capture's warm-up run (graph_cache.h): the laid-out step with every recurrent entry
   // inert, so the replay that follows advances the state once; then the real entries go back.
-  absl::Status WarmUpWithoutState();
+  absl::Status WarmUpWithoutState(bool sample);
 
   // Lays `batch` out in the step buffers for `rows_to_run` sequences (>= batch size; the rest
   // inert padding); `sampling` (Step) fills the rows' sampler parameters and syncs block tables
@@ -173,8 +177,14 @@ class CudaModelRunner final : public ModelRunner {
   void SetSamplingRow(int row, int slot, int position);
   // Whether a step of this batch can replay a decode graph: every sequence one token, sampling.
   static bool Graphable(std::span<const SequenceWork> batch);
-  // The forward pass (+ the sampler when `sample`) for the laid-out step.
+  // The forward pass (+ the sampling tail when `sample`) for the laid-out step.
   absl::Status EnqueueStep(bool sample);
+  // logit_bias and token masks, then the sampler, over the step's logits.
+  absl::Status EnqueueSampling();
+  // The masks fill_pending_masks gives the pending rows, sent after the forward pass, then the
+  // sampling tail.
+  absl::Status SampleWithLateMasks(std::span<const SequenceWork> batch,
+                                   const FillPendingMasks& fill_pending_masks);
   absl::Status CaptureEagerGraphs();
   void CollectSamples(std::span<const SequenceWork> batch, StepSamples* samples);
   // The sampling rows' indices sorted by their batch index (results go out in batch order).
@@ -199,6 +209,9 @@ class CudaModelRunner final : public ModelRunner {
   absl::Status state_error_;  // the first failed ClearState, returned by the next step
   std::unique_ptr<DeviceModelOps> ops_;
   std::unique_ptr<GraphCache> graphs_;
+  // Forward-only graphs, for decode steps whose masks come during the forward pass (captured
+  // lazily in every mode but off: a server that never guides a request captures none).
+  std::unique_ptr<GraphCache> forward_graphs_;
   DeviceSlotSampling sampling_;
   device::EventHandle step_start_ = 0, step_end_ = 0;
 

@@ -120,12 +120,12 @@ absl::Status CudaModelRunner::RestoreStates(std::span<const SequenceWork> batch)
                           });
 }
 
-absl::Status CudaModelRunner::WarmUpWithoutState() {
+absl::Status CudaModelRunner::WarmUpWithoutState(bool sample) {
   const std::span<cuda::DeviceRecurrentSequence> entries = inputs_->recurrent();
   recurrent_entries_.assign(entries.begin(), entries.end());
   for (cuda::DeviceRecurrentSequence& entry : entries) entry.state_slot = -1;
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
-  TESSERA_RETURN_IF_ERROR(EnqueueStep(/*sample=*/true));
+  TESSERA_RETURN_IF_ERROR(EnqueueStep(sample));
   // The staging buffer is rewritten below: the warm-up's copy must have been consumed.
   TESSERA_RETURN_IF_ERROR(runtime_->Synchronize());
   std::copy(recurrent_entries_.begin(), recurrent_entries_.end(), entries.begin());

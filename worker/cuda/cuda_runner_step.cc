@@ -24,7 +24,12 @@ absl::Status CudaModelRunner::EnqueueStep(bool sample) {
   ops_->BeginStep(*inputs_, attention_);
   RunForward(plan_, config_, *ops_);
   TESSERA_RETURN_IF_ERROR(ops_->status());
-  if (!sample || inputs_->shape().num_rows == 0) return absl::OkStatus();
+  if (!sample) return absl::OkStatus();
+  return EnqueueSampling();
+}
+
+absl::Status CudaModelRunner::EnqueueSampling() {
+  if (inputs_->shape().num_rows == 0) return absl::OkStatus();
   // logit_bias, then the guided rows' disallowed tokens to -inf (always launched, so a graph
   // captured without them serves steps with them; other rows are untouched).
   TESSERA_RETURN_IF_ERROR(kernels_->AdjustLogits(ops_->mutable_logits(),
@@ -47,32 +52,39 @@ absl::Status CudaModelRunner::CaptureEagerGraphs() {
   });
 }
 
-absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples) {
+absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                                   const FillPendingMasks& fill_pending_masks) {
   const Clock::time_point start = Clock::now();
   TESSERA_RETURN_IF_ERROR(state_error_);
   TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/true));
   const int n = static_cast<int>(batch.size());
   const bool graphable = Graphable(batch);
-  const int rows_to_run = graphable ? graphs_->RowsToRun(n) : n;
+  // Masks that come during the forward pass: the step (or its graph) stops before sampling.
+  const bool masks_later = AnyMaskPending(batch);
+  TESSERA_CHECK(!masks_later || fill_pending_masks != nullptr,
+                "CudaModelRunner: rows with pending masks and nothing to fill them");
+  GraphCache& graphs = masks_later ? *forward_graphs_ : *graphs_;
+  const int rows_to_run = graphable ? graphs.RowsToRun(n) : n;
   LayOut(batch, rows_to_run, /*sampling=*/true);
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
   const double input_seconds = SecondsSince(start);
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
   // A capture runs the step twice (warm-up, then the replay): recurrent state must advance once.
   bool warm_up_without_state =
-      graphable && plan_.num_linear_layers > 0 && graphs_->WillCapture(n);
-  auto enqueue = [this, &warm_up_without_state](int rows) {
+      graphable && plan_.num_linear_layers > 0 && graphs.WillCapture(n);
+  auto enqueue = [this, &warm_up_without_state, masks_later](int rows) {
     TESSERA_CHECK(rows == inputs_->shape().num_decode + inputs_->shape().num_prefill,
                   "CudaModelRunner: the graph cache ran a different row count than laid out");
     if (warm_up_without_state && !runtime_->capturing()) {
       warm_up_without_state = false;
-      return WarmUpWithoutState();
+      return WarmUpWithoutState(/*sample=*/!masks_later);
     }
-    return EnqueueStep(/*sample=*/true);
+    return EnqueueStep(/*sample=*/!masks_later);
   };
   absl::StatusOr<GraphStepOutcome> outcome =
-      graphable ? graphs_->RunDecode(n, enqueue) : graphs_->RunEager(n, enqueue);
+      graphable ? graphs.RunDecode(n, enqueue) : graphs.RunEager(n, enqueue);
   if (!outcome.ok()) return outcome.status();
+  if (masks_later) TESSERA_RETURN_IF_ERROR(SampleWithLateMasks(batch, fill_pending_masks));
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_end_));
   samples->info = {.graph_replayed = outcome->replayed,
                    .graph_captured = outcome->captured,
@@ -88,6 +100,19 @@ absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamp
                            runtime_->ElapsedSeconds(step_start_, step_end_));
   CollectSamples(batch, samples);
   return absl::OkStatus();
+}
+
+absl::Status CudaModelRunner::SampleWithLateMasks(std::span<const SequenceWork> batch,
+                                                  const FillPendingMasks& fill_pending_masks) {
+  fill_pending_masks();  // host work while the device runs the forward pass
+  for (size_t row = 0; row < row_sequence_.size(); ++row) {
+    const SequenceWork& s = batch[row_sequence_[row]];
+    if (!s.mask_pending) continue;
+    TESSERA_CHECK(!s.allowed_tokens.empty(), "CudaModelRunner: a pending mask was not filled");
+    inputs_->WriteRowMask(static_cast<int>(row), s.allowed_tokens);
+  }
+  TESSERA_RETURN_IF_ERROR(inputs_->UploadMasks());
+  return EnqueueSampling();
 }
 
 const std::vector<int32_t>& CudaModelRunner::RowsInBatchOrder() {

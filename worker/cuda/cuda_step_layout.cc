@@ -91,7 +91,11 @@ void CudaModelRunner::LaySequence(const SequenceWork& s, int j, int num_decode, 
   row_sequence_.push_back(order_[j]);
   if (!sampling) return;
   SetSamplingRow(row, s.slot, context);
-  if (!s.allowed_tokens.empty()) inputs_->SetRowMask(row, s.allowed_tokens);
+  if (!s.allowed_tokens.empty()) {
+    inputs_->SetRowMask(row, s.allowed_tokens);
+  } else if (s.mask_pending) {
+    inputs_->MarkRowMaskPending(row);
+  }
 }
 
 void CudaModelRunner::SetSamplingRow(int row, int slot, int position) {

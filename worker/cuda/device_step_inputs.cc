@@ -120,6 +120,7 @@ void DeviceStepInputs::Begin(const StepShape& shape) {
   penalties_used_ = false;
   row_masks_.assign(static_cast<size_t>(shape.num_rows), -1);
   masked_rows_ = 0;
+  masks_pending_ = false;
   bias_offsets_.assign(1, 0);
 }
 
@@ -144,13 +145,31 @@ cuda::LogitAdjustments DeviceStepInputs::device_adjustments() const {
 }
 
 void DeviceStepInputs::SetRowMask(int row, std::span<const uint32_t> allowed_tokens) {
+  WriteRowMask(row, allowed_tokens);
+  row_masks_[static_cast<size_t>(row)] = row;
+  masked_rows_ = std::max(masked_rows_, row + 1);
+}
+
+void DeviceStepInputs::MarkRowMaskPending(int row) {
+  TESSERA_CHECK(row >= 0 && row < shape_.num_rows, "DeviceStepInputs: a pending mask out of range");
+  row_masks_[static_cast<size_t>(row)] = row;
+  masked_rows_ = std::max(masked_rows_, row + 1);
+  masks_pending_ = true;
+}
+
+void DeviceStepInputs::WriteRowMask(int row, std::span<const uint32_t> allowed_tokens) {
   TESSERA_CHECK(row >= 0 && row < shape_.num_rows &&
                     allowed_tokens.size() == static_cast<size_t>(mask_words_),
                 "DeviceStepInputs: a token mask for a row out of range or of the wrong width");
   std::copy(allowed_tokens.begin(), allowed_tokens.end(),
             host_token_masks_.as<uint32_t>() + static_cast<size_t>(row) * mask_words_);
-  row_masks_[static_cast<size_t>(row)] = row;
-  masked_rows_ = std::max(masked_rows_, row + 1);
+}
+
+absl::Status DeviceStepInputs::UploadMasks() {
+  if (masked_rows_ == 0) return absl::OkStatus();
+  return runtime_->CopyToDevice(
+      token_masks_.data(), host_token_masks_.data(),
+      static_cast<size_t>(masked_rows_) * static_cast<size_t>(mask_words_) * 4);
 }
 
 void DeviceStepInputs::AddPenaltyRow(std::span<const int32_t> tokens,
@@ -214,11 +233,7 @@ absl::Status DeviceStepInputs::Upload() {
     TESSERA_RETURN_IF_ERROR(
         runtime_->CopyToDevice(device + bias_capacity_, host + bias_capacity_, n * 4));
   }
-  if (masked_rows_ > 0) {
-    TESSERA_RETURN_IF_ERROR(runtime_->CopyToDevice(
-        token_masks_.data(), host_token_masks_.data(),
-        static_cast<size_t>(masked_rows_) * static_cast<size_t>(mask_words_) * 4));
-  }
+  if (!masks_pending_) TESSERA_RETURN_IF_ERROR(UploadMasks());
   if (!penalties_used_) return absl::OkStatus();
   const PenaltyArrays device = PenaltyArraysIn(penalties_.data());
   const PenaltyArrays host = PenaltyArraysIn(host_penalties_.data());

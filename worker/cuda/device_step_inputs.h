@@ -112,6 +112,13 @@ class DeviceStepInputs {
   int64_t penalty_capacity() const { return penalty_capacity_; }
   // The row's structured-output mask (mask_words words); rows without one stay unmasked.
   void SetRowMask(int row, std::span<const uint32_t> allowed_tokens);
+  // A row whose mask is known only after the forward pass is enqueued: marked now (which rows
+  // are masked goes over with the inputs; Upload then leaves every mask to UploadMasks), its
+  // words written by WriteRowMask, and all the step's masks sent by UploadMasks, enqueued after
+  // the forward pass and before the sampling that reads them.
+  void MarkRowMaskPending(int row);
+  void WriteRowMask(int row, std::span<const uint32_t> allowed_tokens);
+  absl::Status UploadMasks();
   // Appends one row's logit_bias entries (rows in order; call once per row, empty when none).
   void AddBiasRow(std::span<const int32_t> tokens, std::span<const float> biases);
   // Appends a block-table delta (precondition: fewer than delta_capacity this step).
@@ -215,6 +222,7 @@ class DeviceStepInputs {
   device::HostMemory host_token_masks_;
   std::vector<int32_t> row_masks_;
   int masked_rows_ = 0;
+  bool masks_pending_ = false;  // some row's mask comes after Upload (UploadMasks sends them)
   // logit_bias entries: [tokens | biases], each bias_capacity_ long, on the device and mirrored
   // in pinned host memory; bias_offsets_ this step's CSR row offsets.
   int64_t bias_capacity_ = 0;

@@ -147,6 +147,10 @@ bool SlotGrammars::active(int slot) const {
          state_->matchers[static_cast<size_t>(slot)].has_value();
 }
 
+bool SlotGrammars::constrains(int slot) const {
+  return active(slot) && !state_->matchers[static_cast<size_t>(slot)]->IsTerminated();
+}
+
 void SlotGrammars::Begin(int slot, const v1::Grammar& grammar, std::span<const int32_t> generated) {
   TESSERA_CHECK(slot >= 0 && static_cast<size_t>(slot) < state_->matchers.size() && !active(slot),
                 "SlotGrammars::Begin: slot out of range or already started");

@@ -72,6 +72,9 @@ class SlotGrammars {
              std::span<const int32_t> generated);
   void End(int slot);  // no-op for a slot without a grammar
   bool active(int slot) const;
+  // Active and not terminated: its next token has a mask (a terminated grammar constrains
+  // nothing more; Mask is then empty).
+  bool constrains(int slot) const;
 
   // Fills the masks of `slots` (each active) for their next token; Mask(slot) reads one.
   void FillMasks(std::span<const int32_t> slots);

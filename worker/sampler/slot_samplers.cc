@@ -62,6 +62,8 @@ void SlotSamplers::SampleRows(std::span<const SequenceWork> batch, const StepLog
     const SequenceWork& work = batch[logits.sequence_index[r]];
     TESSERA_CHECK(work.needs_logits && started(work.slot),
                   "SlotSamplers::SampleRows: a row without a started slot (CheckRows first)");
+    TESSERA_CHECK(!work.mask_pending || !work.allowed_tokens.empty(),
+                  "SlotSamplers::SampleRows: a pending token mask was never filled");
     Sampler& sampler = *samplers_[work.slot];
     samples->rows[r] =
         sampler.Sample(Adjusted(logits.Row(r), sampler.params(), work.allowed_tokens));

@@ -237,8 +237,9 @@ class DeviceLikeRunner final : public ModelRunner {
     inner_->BeginSequence(slot, params, prompt, generated);
   }
   void EndSequence(int slot) override { inner_->EndSequence(slot); }
-  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples) override {
-    absl::Status status = inner_->Step(batch, samples);
+  absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                    const FillPendingMasks& fill_pending_masks = {}) override {
+    absl::Status status = inner_->Step(batch, samples, fill_pending_masks);
     samples->info = info_;
     return status;
   }

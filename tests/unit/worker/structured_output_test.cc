@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <regex>
 #include <string>
 #include <vector>
@@ -230,6 +231,83 @@ TEST_F(StructuredOutputTest, BadGrammarsAreInvalidPlans) {
       &result);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("no vocabulary"));
+}
+
+// Two sequences on a runner, three steps (prefill, two decodes); row 0's mask (one allowed
+// token per step, `allowed(step)`) is filled by the hook when `guided`. Returns each step's
+// tokens [row 0, row 1] and, per step, whether it replayed a graph; counts the hook's calls.
+struct TwoRowRun {
+  std::vector<std::array<int32_t, 2>> tokens;
+  std::vector<bool> replayed;
+  int fills = 0;
+};
+
+TwoRowRun RunTwoRows(ModelRunner& runner, bool guided, int vocab,
+                     const std::vector<int32_t>& prompt_a, const std::vector<int32_t>& prompt_b) {
+  auto allowed = [vocab](int step) { return (step * 37 + 11) % vocab; };
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  runner.BeginSequence(0, greedy, prompt_a, {});
+  runner.BeginSequence(1, greedy, prompt_b, {});
+  const std::vector<int32_t> table_a = {1, 2, 3, 4}, table_b = {5, 6, 7, 8};
+  std::vector<int32_t> next_a, next_b;
+  std::vector<uint32_t> mask(static_cast<size_t>((vocab + 31) / 32));
+  TwoRowRun run;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<SequenceWork> batch =
+        step == 0 ? std::vector{Work(prompt_a, 0, table_a, true, 0), Work(prompt_b, 0, table_b, true, 1)}
+                  : std::vector{Work(next_a, static_cast<int>(prompt_a.size()) + step - 1, table_a, true, 0),
+                                Work(next_b, static_cast<int>(prompt_b.size()) + step - 1, table_b, true, 1)};
+    batch[0].mask_pending = guided;
+    const FillPendingMasks fill = [&] {
+      ++run.fills;
+      std::fill(mask.begin(), mask.end(), 0u);
+      mask[allowed(step) / 32] |= 1u << (allowed(step) % 32);
+      batch[0].allowed_tokens = mask;
+    };
+    StepSamples samples;
+    const absl::Status status = runner.Step(batch, &samples, guided ? fill : FillPendingMasks());
+    EXPECT_TRUE(status.ok()) << status;
+    if (!status.ok() || samples.rows.size() != 2) break;
+    run.tokens.push_back({samples.rows[0].token, samples.rows[1].token});
+    run.replayed.push_back(samples.info.graph_replayed);
+    if (guided) EXPECT_EQ(samples.rows[0].token, allowed(step)) << "step " << step;
+    next_a = {samples.rows[0].token};
+    next_b = {samples.rows[1].token};
+  }
+  runner.EndSequence(0);
+  runner.EndSequence(1);
+  return run;
+}
+
+// The step executor marks guided rows mask_pending and their masks are filled inside Step
+// (ModelRunner's FillPendingMasks): by the cuda runner after it enqueued the forward pass
+// (a decode step replaying a forward-only graph), by the cpu runner after its forward pass.
+// Directly on both runners: the hook runs once per step, the mask it fills decides the token
+// (one allowed token, a different one each step, so a replay that kept a stale mask would
+// fail), the unguided neighbour keeps the tokens it gets with no guided row beside it, and
+// the cuda runner's second decode step replays the forward-only graph the first captured.
+TEST_F(StructuredOutputTest, MasksFilledDuringTheStepDecideTheTokenAndDecodeStepsReplay) {
+  auto cpu = MakeCpuRunner();
+  auto cuda = MakeCudaRunner({.dtype = DataType::kF32});  // graphs: lazy
+  ASSERT_NE(cuda, nullptr);
+  const int vocab = config().vocab_size;
+  const std::vector<int32_t> a = Prompt(5, 1), b = Prompt(6, 2);
+  for (ModelRunner* runner : {static_cast<ModelRunner*>(cpu.get()),
+                              static_cast<ModelRunner*>(cuda.get())}) {
+    const TwoRowRun free = RunTwoRows(*runner, /*guided=*/false, vocab, a, b);
+    const TwoRowRun guided = RunTwoRows(*runner, /*guided=*/true, vocab, a, b);
+    ASSERT_EQ(free.tokens.size(), 3u);
+    ASSERT_EQ(guided.tokens.size(), 3u);
+    EXPECT_EQ(free.fills, 0);
+    EXPECT_EQ(guided.fills, 3) << runner->backend_name();
+    for (int step = 0; step < 3; ++step) {
+      EXPECT_EQ(guided.tokens[step][1], free.tokens[step][1]) << runner->backend_name() << " step " << step;
+    }
+    if (runner == cuda.get()) {
+      EXPECT_TRUE(free.replayed[2] && guided.replayed[2]) << "decode steps replay their graphs";
+    }
+  }
 }
 
 }  // namespace
