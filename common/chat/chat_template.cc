@@ -48,8 +48,10 @@ std::string QuoteBeginning(std::string_view source) {
 // messages as the template sees them: a list of {role, content}, strings as content.
 jinja::Value MessagesValue(std::span<const ChatMessage> messages) {
   jinja::Array list;
+  list.reserve(messages.size());
   for (const ChatMessage& m : messages) {
     jinja::Object message;
+    message.items.reserve(6);
     message.Set("role", jinja::Value::Content(m.role));
     message.Set("content", jinja::Value::Content(m.content));
     if (!m.tool_calls.is_null()) message.Set("tool_calls", jinja::FromJson(m.tool_calls));

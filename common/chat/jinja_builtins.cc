@@ -166,9 +166,9 @@ absl::StatusOr<Value> Join(const Value& input, CallArgs& args) {
   Text out;
   bool first = true;
   for (const Value& item : Items(input)) {
-    if (!first) out.Append(separator.ToText());
+    if (!first) separator.AppendTextTo(&out);
     first = false;
-    out.Append((attr.empty() ? item : AttributePath(item, attr)).ToText());
+    (attr.empty() ? item : AttributePath(item, attr)).AppendTextTo(&out);
   }
   return Value::String(std::move(out));
 }
@@ -257,11 +257,7 @@ Value GetItem(const Value& value, const Value& index) {
   return Value();
 }
 
-Value GetAttribute(const Value& value, std::string_view name) {
-  if (value.is_object()) {
-    if (const Value* found = value.object().Find(name)) return *found;
-    if (value.is_namespace()) return Value();
-  }
+bool IsMethodOf(const Value& value, std::string_view name) {
   static constexpr std::string_view kStringMethods[] = {
       "strip", "lstrip", "rstrip", "startswith", "endswith", "upper", "lower", "find",
       "replace", "split", "rsplit", "title", "capitalize", "count", "join"};
@@ -269,9 +265,22 @@ Value GetAttribute(const Value& value, std::string_view name) {
   const auto known = [&](const auto& names) {
     return std::find(std::begin(names), std::end(names), name) != std::end(names);
   };
-  if (!(value.is_string() && known(kStringMethods)) && !(value.is_object() && known(kDictMethods))) {
-    return Value();
+  if (value.is_object()) {
+    return !value.is_namespace() && value.object().Find(name) == nullptr && known(kDictMethods);
   }
+  return value.is_string() && known(kStringMethods);
+}
+
+absl::StatusOr<Value> CallMethod(const Value& self, std::string_view name, CallArgs& args) {
+  return self.is_string() ? StringMethod(self, name, args) : DictMethod(self, name, args);
+}
+
+Value GetAttribute(const Value& value, std::string_view name) {
+  if (value.is_object()) {
+    if (const Value* found = value.object().Find(name)) return *found;
+    if (value.is_namespace()) return Value();
+  }
+  if (!IsMethodOf(value, name)) return Value();
   const std::string method(name);
   const Value self = value;
   return Value::MakeFunction([self, method](CallArgs& args) -> absl::StatusOr<Value> {
@@ -365,7 +374,12 @@ absl::StatusOr<Value> DictMethod(const Value& self, std::string_view name, CallA
 }  // namespace
 
 absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, CallArgs& args) {
-  if (name == "trim") return Value::String(Strip(input.ToText(), args.Get("chars", 0).is_string() ? args.Get("chars", 0).str() : "", true, true));
+  if (name == "trim") {
+    const Value& chars = args.Get("chars", 0);
+    const std::string_view strip = chars.is_string() ? std::string_view(chars.str()) : "";
+    return Value::String(input.is_string() ? Strip(input.text(), strip, true, true)
+                                           : Strip(input.ToText(), strip, true, true));
+  }
   if (name == "tojson") {
     const Value& indent = args.Get("indent", 0);
     std::string json = ToJson(input, indent.is_number() ? static_cast<int>(indent.AsInt()) : -1,
@@ -414,7 +428,7 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, Cal
     std::reverse(items.begin(), items.end());
     return Value::MakeArray(std::move(items));
   }
-  if (name == "string") return Value::String(input.ToText());
+  if (name == "string") return input.is_string() ? input : Value::String(input.ToText());
   if (name == "safe" || name == "e" || name == "escape") return input;  // HF: no autoescape
   if (name == "int") {
     if (input.is_number()) return Value::Int(static_cast<int64_t>(input.AsDouble()));

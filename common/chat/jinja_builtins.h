@@ -15,6 +15,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, Cal
 absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& input, CallArgs& args);
 // `value.name`: a dict's key, else a bound method of strings, dicts and lists; undefined if none.
 Value GetAttribute(const Value& value, std::string_view name);
+// Whether `value.name` is one of the string or dict methods templates call (a dict's own key
+// of that name wins); CallMethod calls it (`value.name(args)` without a bound function).
+bool IsMethodOf(const Value& value, std::string_view name);
+absl::StatusOr<Value> CallMethod(const Value& self, std::string_view name, CallArgs& args);
 // `value[index]`: list index (negative from the end), dict key, string byte; undefined if none.
 Value GetItem(const Value& value, const Value& index);
 // json.dumps(value, ensure_ascii=False, indent=indent (< 0: none), sort_keys).

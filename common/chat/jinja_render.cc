@@ -79,7 +79,9 @@ class Renderer {
   absl::Status RenderSet(const Stmt& s);
   absl::StatusOr<Value> Eval(const Expr& e);
   absl::StatusOr<Value> EvalBinary(const Expr& e);
+  absl::StatusOr<Value> EvalConcatChain(const Expr& e);
   absl::StatusOr<CallArgs> EvalArgs(const Expr& e, size_t first);
+  absl::StatusOr<Value> CallValue(const Expr& e, const Value& callee);
   absl::StatusOr<Value> CallMacro(const Stmt& macro, CallArgs& args);
 
   std::vector<Object> scopes_;  // [0]: the top level; then loops' and macros' scopes
@@ -98,6 +100,7 @@ absl::Status Renderer::RenderStmt(const Stmt& s, Text* out, Flow* flow) {
       return absl::OkStatus();
     case Stmt::Kind::kPrint: {
       TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
+      if (v.is_string()) return Emit(v.text(), out);
       return Emit(v.ToText(), out);
     }
     case Stmt::Kind::kIf: {
@@ -145,6 +148,30 @@ absl::StatusOr<Value> Renderer::CallMacro(const Stmt& macro, CallArgs& args) {
   return Value::String(std::move(out));
 }
 
+// The attributes of `loop`, in jinja2's order; SetLoopState fills them for item i of `all`.
+Object LoopObject() {
+  Object loop;
+  for (const char* name : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                           "previtem", "nextitem"}) {
+    loop.items.emplace_back(name, Value());
+  }
+  return loop;
+}
+
+void SetLoopState(Object& loop, const std::vector<Value>& all, int64_t i) {
+  const int64_t n = static_cast<int64_t>(all.size());
+  auto& v = loop.items;
+  v[0].second = Value::Int(i + 1);
+  v[1].second = Value::Int(i);
+  v[2].second = Value::Int(n - i);
+  v[3].second = Value::Int(n - i - 1);
+  v[4].second = Value::Bool(i == 0);
+  v[5].second = Value::Bool(i == n - 1);
+  v[6].second = Value::Int(n);
+  v[7].second = i > 0 ? all[i - 1] : Value();
+  v[8].second = i + 1 < n ? all[i + 1] : Value();
+}
+
 absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   TESSERA_ASSIGN_OR_RETURN(Value iterable, Eval(*s.expr));
   std::vector<Value> owned;  // a dict's keys, a string's characters, or the filtered items
@@ -178,27 +205,21 @@ absl::Status Renderer::RenderFor(const Stmt& s, Text* out) {
   }
   const std::vector<Value>& all = *list;
   const int64_t n = static_cast<int64_t>(all.size());
+  scopes_.emplace_back();  // the loop's scope, emptied (capacity kept) for each iteration
+  Value loop;              // `loop`, updated in place while no template value holds it
   for (int64_t i = 0; i < n; ++i) {
-    scopes_.emplace_back();
+    scopes_.back().items.clear();
     AssignTargets(s.targets, all[i]);
-    Object loop;
-    loop.items.reserve(9);
-    loop.items.emplace_back("index", Value::Int(i + 1));
-    loop.items.emplace_back("index0", Value::Int(i));
-    loop.items.emplace_back("revindex", Value::Int(n - i));
-    loop.items.emplace_back("revindex0", Value::Int(n - i - 1));
-    loop.items.emplace_back("first", Value::Bool(i == 0));
-    loop.items.emplace_back("last", Value::Bool(i == n - 1));
-    loop.items.emplace_back("length", Value::Int(n));
-    loop.items.emplace_back("previtem", i > 0 ? all[i - 1] : Value());
-    loop.items.emplace_back("nextitem", i + 1 < n ? all[i + 1] : Value());
-    Assign("loop", Value::MakeObject(std::move(loop)));
+    if (!loop.is_object() || !loop.unshared()) loop = Value::MakeObject(LoopObject());
+    SetLoopState(loop.object(), all, i);
+    Assign("loop", loop);
     Flow flow = Flow::kNormal;
     const absl::Status status = RenderBody(s.bodies[0], out, &flow);
-    scopes_.pop_back();
+    if (!status.ok()) scopes_.pop_back();
     TESSERA_RETURN_IF_ERROR(status);
     if (flow == Flow::kBreak) break;
   }
+  scopes_.pop_back();
   return absl::OkStatus();
 }
 
@@ -265,6 +286,19 @@ Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value
   return Value::String(std::move(out));
 }
 
+// The call `e` of an evaluated callee: a function with e's arguments, or an error naming it.
+absl::StatusOr<Value> Renderer::CallValue(const Expr& e, const Value& callee) {
+  if (!callee.is_function()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chat template: calling a ", util::ToAbsl(callee.TypeName()),
+        e.args[0]->kind == Expr::Kind::kName || e.args[0]->kind == Expr::Kind::kAttr
+            ? absl::StrCat(" ('", e.args[0]->name, "')") : std::string(),
+        " (line ", e.line, ")"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+  return callee.function()(args);
+}
+
 absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
   TESSERA_RETURN_IF_ERROR(Step());
   switch (e.kind) {
@@ -290,16 +324,16 @@ absl::StatusOr<Value> Renderer::Eval(const Expr& e) {
       return SliceOf(target, parts[0], parts[1], parts[2]);
     }
     case Expr::Kind::kCall: {
-      TESSERA_ASSIGN_OR_RETURN(Value callee, Eval(*e.args[0]));
-      if (!callee.is_function()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "chat template: calling a ", util::ToAbsl(callee.TypeName()),
-            e.args[0]->kind == Expr::Kind::kName || e.args[0]->kind == Expr::Kind::kAttr
-                ? absl::StrCat(" ('", e.args[0]->name, "')") : std::string(),
-            " (line ", e.line, ")"));
+      if (e.args[0]->kind == Expr::Kind::kAttr) {  // a method call needs no bound function
+        TESSERA_ASSIGN_OR_RETURN(Value self, Eval(*e.args[0]->args[0]));
+        if (IsMethodOf(self, e.args[0]->name)) {
+          TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+          return CallMethod(self, e.args[0]->name, args);
+        }
+        return CallValue(e, GetAttribute(self, e.args[0]->name));
       }
-      TESSERA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
-      return callee.function()(args);
+      TESSERA_ASSIGN_OR_RETURN(Value callee, Eval(*e.args[0]));
+      return CallValue(e, std::move(callee));
     }
     case Expr::Kind::kFilter: {
       TESSERA_ASSIGN_OR_RETURN(Value input, Eval(*e.args[0]));
@@ -371,11 +405,6 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
 
 absl::StatusOr<Value> Arithmetic(BinaryOp op, std::string_view spelling, const Value& a,
                                  const Value& b) {
-  if (op == BinaryOp::kAdd && a.is_string() && b.is_string()) {
-    Text t = a.text();
-    t.Append(b.text());
-    return Value::String(std::move(t));
-  }
   if (op == BinaryOp::kAdd && a.is_array() && b.is_array()) {
     Array items = a.array();
     items.insert(items.end(), b.array().begin(), b.array().end());
@@ -415,7 +444,38 @@ absl::StatusOr<Value> Arithmetic(BinaryOp op, std::string_view spelling, const V
   }
 }
 
+// `a + b ~ c + ...` (a left-deep chain of + and ~): operands evaluated left to right as the
+// nested form would, folded left to right with the same semantics, but a run of strings is
+// appended to one Text instead of copying the growing prefix at every operator.
+absl::StatusOr<Value> Renderer::EvalConcatChain(const Expr& e) {
+  std::vector<const Expr*> spine;  // the chain's operator nodes, outermost first
+  const Expr* node = &e;
+  while (node->kind == Expr::Kind::kBinary &&
+         (node->op == BinaryOp::kAdd || node->op == BinaryOp::kConcat)) {
+    spine.push_back(node);
+    node = node->args[0].get();
+  }
+  TESSERA_ASSIGN_OR_RETURN(Value acc, Eval(*node));
+  Text text;             // the accumulated string while `in_text`
+  bool in_text = false;
+  for (auto it = spine.rbegin(); it != spine.rend(); ++it) {
+    TESSERA_ASSIGN_OR_RETURN(Value b, Eval(*(*it)->args[1]));
+    const BinaryOp op = (*it)->op;
+    if (op == BinaryOp::kConcat || (b.is_string() && (in_text || acc.is_string()))) {
+      if (!in_text) acc.AppendTextTo(&text);  // text is empty here
+      in_text = true;
+      b.AppendTextTo(&text);
+      continue;
+    }
+    if (in_text) acc = Value::String(std::exchange(text, Text{}));
+    in_text = false;
+    TESSERA_ASSIGN_OR_RETURN(acc, Arithmetic(op, (*it)->name, acc, b));
+  }
+  return in_text ? Value::String(std::move(text)) : acc;
+}
+
 absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
+  if (e.op == BinaryOp::kAdd || e.op == BinaryOp::kConcat) return EvalConcatChain(e);
   TESSERA_ASSIGN_OR_RETURN(Value a, Eval(*e.args[0]));
   if (e.op == BinaryOp::kAnd) return a.Truthy() ? Eval(*e.args[1]) : a;
   if (e.op == BinaryOp::kOr) return a.Truthy() ? a : Eval(*e.args[1]);
@@ -427,11 +487,6 @@ absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e) {
     case BinaryOp::kNotIn: {
       TESSERA_ASSIGN_OR_RETURN(bool in, Contains(b, a));
       return Value::Bool(in == (e.op == BinaryOp::kIn));
-    }
-    case BinaryOp::kConcat: {
-      Text t = a.ToText();
-      t.Append(b.ToText());
-      return Value::String(std::move(t));
     }
     case BinaryOp::kLt:
     case BinaryOp::kGt:

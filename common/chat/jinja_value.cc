@@ -227,6 +227,14 @@ std::string FloatRepr(double d) {
   return s;
 }
 
+void Value::AppendTextTo(Text* out) const {
+  if (kind_ == Kind::kString) {
+    out->Append(text());
+  } else {
+    out->Append(ToText());
+  }
+}
+
 Text Value::ToText() const {
   switch (kind_) {
     case Kind::kUndefined: return {};

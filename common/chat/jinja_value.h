@@ -83,6 +83,8 @@ class Value {
   bool is_object() const { return kind_ == Kind::kObject; }
   bool is_function() const { return kind_ == Kind::kFunction; }
   bool is_namespace() const { return namespace_; }
+  // No other value shares this one's list, dict or string (so it may be updated in place).
+  bool unshared() const { return payload_.use_count() == 1; }
 
   bool AsBool() const { return b_; }
   int64_t AsInt() const { return i_; }
@@ -101,6 +103,8 @@ class Value {
   bool Equals(const Value& other) const;
   // str(value): what `{{ value }}` prints (undefined prints nothing). Content stays content.
   Text ToText() const;
+  // The same, appended to `out` (a string's own Text, without a copy).
+  void AppendTextTo(Text* out) const;
   // repr(value) as Python prints list and dict elements.
   std::string Repr() const;
   // A name for errors ("string", "list", "dict", ...).

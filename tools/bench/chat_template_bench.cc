@@ -61,6 +61,11 @@ BENCHMARK_CAPTURE(BM_Render, qwen3, "qwen3.jinja", false)->Unit(benchmark::kMicr
 BENCHMARK_CAPTURE(BM_Render, qwen3_tools, "qwen3.jinja", true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Render, mistral_small, "mistral_small_3_1.jinja", false)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Render, qwen3_6, "qwen3_6.jinja", false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Render, qwen3_6_tools, "qwen3_6.jinja", true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Render, llama3_2_tools, "llama3_2_instruct.jinja", true)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Render, gemma3, "gemma3_it.jinja", false)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tessera::chat

@@ -78,6 +78,29 @@ TEST(JinjaDifferentialTest, EveryTemplateRendersEveryConversationAsJinja2Does) {
   std::printf("%d renders compared, %d refused as jinja2 refuses\n", compared, refused);
 }
 
+// Operator precedence and type errors of + and ~ as jinja2 has them (~ binds tighter than +;
+// str + int and int + str are TypeErrors), whatever the chain (our + / ~ chains are folded in
+// one pass): expected values from jinja2 3.1.6.
+TEST(JinjaDifferentialTest, ConcatenationChainsAsJinja2) {
+  const std::pair<const char*, const char*> renders[] = {
+      {R"({{ "a" + "b" + "c" ~ none }})", "abcNone"}, {"{{ [1] + [2] + [3] }}", "[1, 2, 3]"},
+      {R"({{ "a" ~ 2 * 3 }})", "a6"},                 {R"({{ (1 + 2) ~ "x" }})", "3x"},
+      {R"({{ "p" + 1 ~ "q" }})", "p1q"},              {"{{ 1 + 2 + 3.5 }}", "6.5"}};
+  for (const auto& [source, want] : renders) {
+    absl::StatusOr<Template> t = Template::Parse(source);
+    ASSERT_TRUE(t.ok()) << source << ": " << t.status();
+    absl::StatusOr<Text> got = t->Render(Object{});
+    ASSERT_TRUE(got.ok()) << source << ": " << got.status();
+    EXPECT_EQ(got->bytes, want) << source;
+  }
+  for (const char* source : {R"({{ 1 + 2 ~ "x" }})", R"({{ "a" ~ 1 + 2 }})", R"({{ "a" + 1 }})",
+                             R"({{ 1 + "a" }})", R"({{ "a" + "b" - 1 }})"}) {
+    absl::StatusOr<Template> t = Template::Parse(source);
+    ASSERT_TRUE(t.ok()) << source << ": " << t.status();
+    EXPECT_FALSE(t->Render(Object{}).ok()) << source << ": jinja2 raises a TypeError";
+  }
+}
+
 TEST(JinjaDifferentialTest, MessageContentIsContentAndTheTemplatesMarkupIsNot) {
   absl::StatusOr<Template> t = Template::Parse(ReadFile("tests/data/chat/qwen2_5_instruct.jinja"));
   ASSERT_TRUE(t.ok()) << t.status();
