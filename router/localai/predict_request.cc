@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <system_error>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/util/client_json.h"
+#include "router/logit_bias_json.h"
 
 namespace tessera::router::localai {
 
@@ -44,17 +44,7 @@ absl::Status SetChat(const ::backend::PredictOptions& options, v1::Chat* chat) {
 absl::Status SetLogitBias(const std::string& text, v1::GenerateRequest& request) {
   absl::StatusOr<nlohmann::json> json = util::ParseClientJson(text, "LogitBias");
   if (!json.ok()) return json.status();
-  if (!json->is_object()) return absl::InvalidArgumentError("LogitBias must be a JSON object");
-  for (const auto& [key, value] : json->items()) {
-    int32_t id = 0;
-    const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || !absl::SimpleAtoi(key, &id) || !value.is_number()) {
-      return absl::InvalidArgumentError(
-          "LogitBias must map token ids (as strings) to numbers");
-    }
-    (*request.mutable_logit_bias())[id] = static_cast<float>(value.get<double>());
-  }
-  return absl::OkStatus();
+  return SetLogitBiasFromJson(*json, "LogitBias", &request);
 }
 
 }  // namespace

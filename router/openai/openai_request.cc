@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "router/logit_bias_json.h"
 #include "router/openai/openai_chat_request.h"
 #include "router/openai/forced_tool_choice.h"
 #include "router/openai/openai_structured_request.h"
@@ -182,18 +183,7 @@ absl::Status SetLogprobs(const Json& body, Endpoint endpoint, OpenAiRequest& out
 absl::Status SetLogitBias(const Json& body, v1::GenerateRequest& out) {
   const Json* bias = Field(body, "logit_bias");
   if (bias == nullptr) return absl::OkStatus();
-  if (!bias->is_object()) return Invalid("logit_bias", "must be an object of token id -> bias");
-  for (const auto& [key, value] : bias->items()) {
-    int32_t id = 0;
-    const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || !absl::SimpleAtoi(key, &id)) {
-      return Invalid("logit_bias", absl::StrCat("has the key \"", key.substr(0, 32),
-                                                "\", which is not a token id"));
-    }
-    if (!value.is_number()) return Invalid("logit_bias", "values must be numbers");
-    (*out.mutable_logit_bias())[id] = static_cast<float>(value.get<double>());
-  }
-  return absl::OkStatus();
+  return SetLogitBiasFromJson(*bias, "logit_bias", &out);
 }
 
 absl::Status SetStreaming(const Json& body, OpenAiRequest& out) {
