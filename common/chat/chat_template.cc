@@ -74,18 +74,24 @@ std::string TokenText(const gguf::GgufFile& file, std::string_view key) {
   return (*tokens)[*id];
 }
 
+// Whether a one-user-message conversation's generation prompt (with `extras`) ends inside an
+// unclosed `<think>`: the model's output then starts as reasoning.
+bool GenerationPromptOpensThinking(const ChatTemplate& t, const ChatExtras& extras) {
+  const std::vector<ChatMessage> probe = {{.role = "user", .content = "x"}};
+  absl::StatusOr<std::vector<PromptPiece>> pieces =
+      t.ApplyPieces(probe, /*add_generation_prompt=*/true, extras);
+  if (!pieces.ok()) return false;
+  std::string prompt;
+  for (const PromptPiece& piece : *pieces) prompt += piece.text;
+  const size_t open = prompt.rfind("<think>");
+  const size_t close = prompt.rfind("</think>");
+  return open != std::string::npos && (close == std::string::npos || close < open);
+}
+
 ReasoningFormat DetectReasoning(const ChatTemplate& t, std::string_view source) {
   if (source.find("</think>") == std::string_view::npos) return ReasoningFormat::kNone;
-  const std::vector<ChatMessage> probe = {{.role = "user", .content = "x"}};
-  absl::StatusOr<std::string> prompt = t.Apply(probe, /*add_generation_prompt=*/true);
-  if (prompt.ok()) {
-    const size_t open = prompt->rfind("<think>");
-    const size_t close = prompt->rfind("</think>");
-    if (open != std::string::npos && (close == std::string::npos || close < open)) {
-      return ReasoningFormat::kStartsInThinking;
-    }
-  }
-  return ReasoningFormat::kThinkTags;
+  return GenerationPromptOpensThinking(t, {}) ? ReasoningFormat::kStartsInThinking
+                                              : ReasoningFormat::kThinkTags;
 }
 
 ToolCallFormat DetectToolCalls(std::string_view source) {
@@ -181,6 +187,14 @@ absl::StatusOr<std::vector<PromptPiece>> ChatTemplate::ApplyPieces(
   }
   if (at < text->bytes.size()) pieces.push_back({text->bytes.substr(at), true});
   return pieces;
+}
+
+ReasoningFormat ChatTemplate::ReasoningFormatFor(const ChatExtras& extras) const {
+  if (reasoning_ != ReasoningFormat::kStartsInThinking || extras.template_kwargs == nullptr) {
+    return reasoning_;
+  }
+  return GenerationPromptOpensThinking(*this, extras) ? ReasoningFormat::kStartsInThinking
+                                                      : ReasoningFormat::kThinkTags;
 }
 
 absl::StatusOr<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,

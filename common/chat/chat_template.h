@@ -98,6 +98,11 @@ class ChatTemplate {
   // generation prompt ends inside an unclosed `<think>`, kThinkTags when the template mentions
   // `</think>` otherwise, else kNone.
   ReasoningFormat reasoning_format() const { return reasoning_; }
+  // A request's: its chat_template_kwargs may close the think block the generation prompt
+  // opens (Qwen3.5/3.6 and DeepSeek-R1 style with enable_thinking=false): kThinkTags then, so
+  // the answer is content. Costs one render of a one-message conversation, only for
+  // kStartsInThinking templates given kwargs.
+  ReasoningFormat ReasoningFormatFor(const ChatExtras& extras) const;
   // From the markers the template prints: `<tool_call>` Hermes, `[TOOL_CALLS]` Mistral,
   // `<|python_tag|>` or an `ipython` role Llama 3 JSON; else kNone.
   ToolCallFormat tool_call_format() const { return tool_calls_; }

@@ -70,6 +70,17 @@ absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
   return LimitsOfWorker(*worker);
 }
 
+// The request's reasoning format: its chat_template_kwargs (enable_thinking=false) may close
+// the think block the template's generation prompt opens.
+chat::ReasoningFormat ReasoningFormatOf(const chat::ChatTemplate& chat_template,
+                                        const v1::Chat& chat) {
+  if (chat.template_kwargs_json().empty()) return chat_template.reasoning_format();
+  const nlohmann::ordered_json kwargs = nlohmann::ordered_json::parse(
+      chat.template_kwargs_json(), nullptr, /*allow_exceptions=*/false);
+  if (!kwargs.is_object()) return chat_template.reasoning_format();
+  return chat_template.ReasoningFormatFor({.template_kwargs = &kwargs});
+}
+
 }  // namespace
 
 OpenAiHandlers::OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key)
@@ -146,7 +157,7 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
   std::shared_ptr<CompletionJob> job = CompletionJob::Submit(engine_, *std::move(admitted));
   const chat::ReasoningFormat reasoning =
       endpoint == Endpoint::kChatCompletions && model_->chat_template.has_value()
-          ? model_->chat_template->reasoning_format()
+          ? ReasoningFormatOf(*model_->chat_template, parsed->generate.chat())
           : chat::ReasoningFormat::kNone;
   // Tool calls are looked for only when the request offered tools to the template (in its
   // format) or forced a call (the grammar's JSON).

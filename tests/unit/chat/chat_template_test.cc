@@ -236,5 +236,21 @@ TEST(ChatTemplateTest, ItemsOfAClientsStringArgumentsIsAnErrorNotACrash) {
   EXPECT_THAT(MustApply(t, messages, true), HasSubstr("<parameter=x>\n1\n</parameter>"));
 }
 
+// Qwen3.6's generation prompt opens `<think>` unless chat_template_kwargs say
+// enable_thinking=false (then it prints an empty, closed block): the request's format follows.
+TEST(ChatTemplateTest, EnableThinkingFalseMakesTheAnswerContent) {
+  const ChatTemplate qwen36 = MustLoad("qwen3_6.jinja");
+  EXPECT_EQ(qwen36.reasoning_format(), ReasoningFormat::kStartsInThinking);
+  const nlohmann::ordered_json off = {{"enable_thinking", false}}, on = {{"enable_thinking", true}};
+  EXPECT_EQ(qwen36.ReasoningFormatFor({.template_kwargs = &off}), ReasoningFormat::kThinkTags);
+  EXPECT_EQ(qwen36.ReasoningFormatFor({.template_kwargs = &on}), ReasoningFormat::kStartsInThinking);
+  EXPECT_EQ(qwen36.ReasoningFormatFor({}), ReasoningFormat::kStartsInThinking);
+  // DeepSeek-R1's always opens it; Qwen3's lets the model write the tags.
+  const ChatTemplate r1 = MustLoad("deepseek_r1_distill_qwen.jinja");
+  EXPECT_EQ(r1.ReasoningFormatFor({.template_kwargs = &off}), ReasoningFormat::kStartsInThinking);
+  EXPECT_EQ(MustLoad("qwen3.jinja").ReasoningFormatFor({.template_kwargs = &off}),
+            ReasoningFormat::kThinkTags);
+}
+
 }  // namespace
 }  // namespace tessera::chat
