@@ -304,7 +304,7 @@ absl::StatusOr<Value> StringMethod(const Value& self, std::string_view name, Cal
   if (name == "find") {
     const size_t at = s.find(a0.str());  // as a code point index, as Python counts
     if (at == std::string::npos) return Value::Int(-1);
-    return Value::Int(static_cast<int64_t>(CodePointOffsets(std::string_view(s).substr(0, at)).size()) - 1);
+    return Value::Int(static_cast<int64_t>(CodePointCount(std::string_view(s).substr(0, at))));
   }
   if (name == "replace") {
     std::string out;
@@ -388,7 +388,7 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, Cal
   }
   if (name == "length" || name == "count") {
     if (input.is_string()) {
-      return Value::Int(static_cast<int64_t>(CodePointOffsets(input.str()).size()) - 1);
+      return Value::Int(static_cast<int64_t>(CodePointCount(input.str())));
     }
     if (input.is_array()) return Value::Int(static_cast<int64_t>(input.array().size()));
     if (input.is_object()) return Value::Int(static_cast<int64_t>(input.object().items.size()));

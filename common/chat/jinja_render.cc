@@ -43,10 +43,19 @@ class Renderer {
   }
 
   absl::Status Emit(const Text& text, Text* out) {
-    if (out->bytes.size() + text.bytes.size() > kMaxOutputBytes) {
+    TESSERA_RETURN_IF_ERROR(Room(text.bytes.size(), *out));
+    out->Append(text);
+    return absl::OkStatus();
+  }
+  absl::Status EmitMarkup(std::string_view markup, Text* out) {
+    TESSERA_RETURN_IF_ERROR(Room(markup.size(), *out));
+    out->AppendMarkup(markup);
+    return absl::OkStatus();
+  }
+  static absl::Status Room(size_t bytes, const Text& out) {
+    if (out.bytes.size() + bytes > kMaxOutputBytes) {
       return absl::ResourceExhaustedError("chat template: the output exceeds 16 MiB");
     }
-    out->Append(text);
     return absl::OkStatus();
   }
 
@@ -94,10 +103,7 @@ class Renderer {
 absl::Status Renderer::RenderStmt(const Stmt& s, Text* out, Flow* flow) {
   TESSERA_RETURN_IF_ERROR(Step());
   switch (s.kind) {
-    case Stmt::Kind::kText:
-      if (out->bytes.size() + s.text.size() > kMaxOutputBytes) return Emit(Text::Markup(s.text), out);
-      out->AppendMarkup(s.text);
-      return absl::OkStatus();
+    case Stmt::Kind::kText: return EmitMarkup(s.text, out);
     case Stmt::Kind::kPrint: {
       TESSERA_ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
       if (v.is_string()) return Emit(v.text(), out);

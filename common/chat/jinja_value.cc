@@ -90,6 +90,12 @@ std::vector<size_t> CodePointOffsets(std::string_view s) {
   return offsets;
 }
 
+size_t CodePointCount(std::string_view s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
 std::vector<Value> Characters(const Value& string) {
   const std::vector<size_t> at = CodePointOffsets(string.str());
   std::vector<Value> out;

@@ -136,6 +136,7 @@ struct CallArgs {
 // Python strings count, index and slice code points, not bytes: the byte offset at which each
 // code point of `s` starts (a byte that is not a UTF-8 continuation byte), then s.size().
 std::vector<size_t> CodePointOffsets(std::string_view s);
+size_t CodePointCount(std::string_view s);
 // A string's characters (code points) as one-character strings, provenance kept.
 std::vector<Value> Characters(const Value& string);
 

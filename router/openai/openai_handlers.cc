@@ -74,7 +74,10 @@ absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
 // the think block the template's generation prompt opens.
 chat::ReasoningFormat ReasoningFormatOf(const chat::ChatTemplate& chat_template,
                                         const v1::Chat& chat) {
-  if (chat.template_kwargs_json().empty()) return chat_template.reasoning_format();
+  if (chat.template_kwargs_json().empty() ||
+      chat_template.reasoning_format() != chat::ReasoningFormat::kStartsInThinking) {
+    return chat_template.reasoning_format();
+  }
   const nlohmann::ordered_json kwargs = nlohmann::ordered_json::parse(
       chat.template_kwargs_json(), nullptr, /*allow_exceptions=*/false);
   if (!kwargs.is_object()) return chat_template.reasoning_format();

@@ -61,9 +61,7 @@ ToolCallParser::Output ToolCallParser::Feed(std::string_view content) {
     return out;
   }
   buffer_.append(content);
-  if (format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kQwenXml) {
-    return FeedTagged();
-  }
+  if (tagged()) return FeedTagged();
   if (!decided_) {  // a call only if the output starts with one
     const std::string_view start = TrimLeft(buffer_);
     if (start.empty()) return out;
@@ -146,7 +144,7 @@ ToolCallParser::Output ToolCallParser::Finish() {
   Output out;
   if (forced_) {
     out = FinishForced();
-  } else if (format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kQwenXml) {
+  } else if (tagged()) {
     if (!in_call_) {
       out.content = buffer_;
     } else if (!ParseTagged(buffer_, &out.calls)) {  // unclosed: a call if it parses whole

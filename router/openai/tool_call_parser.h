@@ -64,6 +64,10 @@ class ToolCallParser {
   static Output ParseAll(const ToolCallMode& mode, std::string_view content);
 
  private:
+  // kHermes / kQwenXml: calls inside <tool_call>…</tool_call>, text around them content.
+  bool tagged() const {
+    return format_ == chat::ToolCallFormat::kHermes || format_ == chat::ToolCallFormat::kQwenXml;
+  }
   Output FeedTagged();
   // One `<tool_call>` body's calls into `calls`; false when it is not a call.
   bool ParseTagged(std::string_view body, std::vector<ParsedToolCall>* calls) const;
