@@ -9,55 +9,51 @@
 // out[s][h] = Σ_j softmax_j(scale * q[s][h] · k_j) v_j over j < context_lens[s], with
 // k_j = k_pool[table[s][j / block_size]][j % block_size][h / (num_heads / num_kv_heads)] (the GQA
 // mapping of kernels/cpu/paged_attention.h). f32 accumulation, one rounding to T at the end.
-// T: bf16, f16 or f32 (the runner's --dtype f32).
 // A context length of 0 marks a padding row: its output is written as zeros, and neither q nor
 // the pools or its block table are read (the combine reads no workspace for it either).
 //
-// Facts the CUDA runner relies on (tested):
-//   - max_context_len may far exceed every context_lens[s] (a CUDA graph captured at the model's
-//     context length): partitions past a sequence's length exit at once, the combine merges
-//     only the used ones, results equal the reference.
-//   - batch invariance: with params.partition_size forced (e.g. 512, the runner's
-//     batch-invariant mode) a sequence's output bits depend only on its own q, K/V and length,
-//     not on num_seqs, max_context_len, its row in the batch or whether the launch split:
-//     partition boundaries are fixed positions, each partition's reductions have a fixed shape,
-//     the combine merges partitions in order, and a single used partition passes through.
+// Partitions. The grid is num_seqs x KV-head chunks x num_partitions; a block handles one
+// partition of one sequence's context for all the query heads sharing one KV head (up to
+// kDecodeMaxHeads; larger GQA ratios take several head chunks), so each K/V row is read once per
+// group. Two ways to cut a context:
+//   - heuristic (params.partition_size == 0): num_partitions P comes from the step's rows, not its
+//     contexts: P = ceil(kDecodeBlocksPerSm x num_sms / (num_seqs x head chunks x KV heads)),
+//     capped by ceil(max_context_len / kDecodeSpanAlign) and kDecodeMaxPartitions. Each sequence
+//     then cuts its *own* context into spans of ceil(context / P) rounded up to kDecodeSpanAlign
+//     keys (DecodeSpan, the same on the device and in the combine). So a CUDA graph captured at
+//     the model's context length (max_context_len = 131,072) still puts every block to work on
+//     a 512-token context, and the workspace is sized by P, not by the model's context;
+//   - forced (partition_size > 0, the runner's batch-invariant mode and tests): partitions of
+//     that many keys at fixed positions, ceil(max_context_len / size) of them. A sequence's
+//     output bits then depend only on its own q, K/V and length, not on num_seqs,
+//     max_context_len, its row in the batch or whether the launch split: each partition's
+//     reductions have a fixed shape, the combine merges partitions in order, and a single used
+//     partition passes through.
+// Partitions past a sequence's context exit at once; the combine merges only the used ones.
 //
-// Design. A block (kDecodeThreads threads) handles one (sequence, KV head, partition of the
-// context) and all the query heads that share that KV head (up to kDecodeMaxHeads per block;
-// larger GQA ratios take several head chunks), so each K/V row is read once per group:
-//   1. q of the group, times scale, to shared memory as f32;
-//   2. scores: lanes_per_key = head_dim / 8 lanes per key (rounded up to a power of two: 80
-//      and 96 use 16 lanes, 10 or 12 of them loading), each loads 16 bytes of the K row (a key
-//      row is one coalesced segment), dots with every head of the group and reduces with
-//      shuffles; scores to shared memory [heads][partition_size];
-//   3. softmax per head (a warp per head): partition max m, p_j = exp(s_j - m), sum l;
-//   4. P·V: a thread owns 2 dims (4-byte loads, a warp covers 128 contiguous bytes of a V row)
-//      for a slice of the keys and all heads; slices summed through shared memory (in q's
-//      buffer, dead by then).
-// Head dims: 64, 128, 256 (Qwen3-Next / Qwen3.5 full attention), 80 and 96 (the last two leave
-// some lanes / threads idle in steps 2 and 4), 32 (the tiny test models: 8 lanes per key with 4
-// loading, 8 P·V slices). Shared memory at 256: 8 KiB static + the scores,
-// 8 heads x 1024 x 4 B = 32 KiB, within the 48 KiB default.
+// Inside a block (kDecodeThreads threads), the partition streams through shared memory in
+// stages of kStageKeys keys (8 KiB of K and 8 KiB of V), kDecodeStages deep: while a stage is
+// computed, the next one's K and V rows are in flight as 16-byte cp.async copies (ptx_ops.cuh),
+// their block-table entries read when the copy is issued, one stage ahead of use. Per stage:
+//   1. scores: lanes_per_key = head_dim / 8 lanes per key (rounded up to a power of two: 80 and
+//      96 use 16 lanes, 10 or 12 of them reading), 16 bytes of the K row each from shared memory,
+//      dotted with every head of the group (q scaled, f32, in shared memory), shuffle-reduced;
+//   2. online softmax, a warp per head: running max m and sum l, the stage's p_j = exp(s_j - m')
+//      and the rescale exp(m - m') of what came before;
+//   3. P·V: a thread owns 2 dims of a slice of the stage's keys for every head, in registers,
+//      rescaled per stage; slices are summed through shared memory at the end.
 // Unsplit (one partition) the block writes out = o / l directly. Split, it writes o / l, m and
-// l per (sequence, head, partition) to an f32 workspace, and PagedDecodeCombineKernel merges
-// the partitions: M = max m_i, w_i = l_i exp(m_i - M), out = Σ w_i o_i / Σ w_i.
-//
-// Partitioning (PlanPagedDecode): the grid is num_seqs x kv head chunks x partitions. The aim is
-// at least 2 blocks per SM (2 x num_sms, 132 on H100) so every SM streams K/V.
-//   - max_context_len <= kDecodeMinPartition (256), or num_seqs x head chunks already >=
-//     2 x num_sms: no split if the context fits one partition (<= kDecodeMaxPartition, 1024, the
-//     shared-memory cap for the scores), else partitions of kDecodeMaxPartition;
-//   - otherwise partitions = ceil(2 x num_sms / (num_seqs x head chunks)), the partition size is
-//     ceil(max_context_len / partitions) rounded up to 256 and clamped to [256, 1024].
-// Short sequences of a ragged batch skip the partitions past their length (empty blocks exit).
-// A caller (a test) may force the partition size.
+// l per (sequence, head, partition) to an f32 workspace and PagedDecodeCombineKernel merges the
+// partitions: M = max m_i, w_i = l_i exp(m_i - M), out = Σ w_i o_i / Σ w_i.
+// Head dims: 32 (the tiny test models), 64, 80, 96, 128, 256. Static shared memory only:
+// 2 stages x 16 KiB + q + the stage's scores <= 41 KiB (head_dim 256), under the 48 KiB default.
 //
 // Bound (H100): memory. Bytes = Σ_s context_len_s x num_kv_heads x head_dim x 2 (K and V) x
-// sizeof(T), ÷ 3.35 TB/s (e.g. 32 sequences x 2048 tokens x 8 KV heads x 128 x bf16: 256 MiB,
-// ~80 µs). Each K/V byte is read once per head chunk with 16-/4-byte coalesced loads; the
-// workspace traffic (num_heads x head_dim f32 per partition) is < 2% of the K/V bytes at
-// partition 256 and head_dim 128; enough blocks (>= 2 per SM) keep the loads in flight.
+// sizeof(T) ÷ 3.35 TB/s (e.g. 32 sequences x 2048 tokens x 8 KV heads x 128 x bf16: 256 MiB,
+// ~80 µs). Each K/V byte is read once per head chunk, by 16-byte copies; with kDecodeBlocksPerSm
+// blocks per SM each keeping a 16 KiB stage in flight, an SM has >= 64 KiB of loads outstanding
+// (Little's law needs ~15 KiB per SM at 3.35 TB/s and ~600 ns); the workspace traffic
+// (heads x head_dim f32 per partition) is <= 1/16 of the K/V bytes of a 64-key span at GQA 8.
 #pragma once
 
 #include <cstddef>
@@ -66,13 +62,17 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/launch_status.h"
+#include "kernels/cuda/ptx_ops.cuh"
 
 namespace tessera::cuda {
 
 inline constexpr int kDecodeThreads = 128;
-inline constexpr int kDecodeMaxHeads = 8;  // query heads per block
-inline constexpr int kDecodeMinPartition = 256;
-inline constexpr int kDecodeMaxPartition = 1024;
+inline constexpr int kDecodeMaxHeads = 8;        // query heads per block
+inline constexpr int kDecodeSpanAlign = 64;      // heuristic spans are multiples of this
+inline constexpr int kDecodeBlocksPerSm = 4;     // the heuristic's aim for the grid
+inline constexpr int kDecodeMaxPartitions = 256;
+inline constexpr int kDecodeStages = 2;          // cp.async pipeline depth
+inline constexpr int kDecodeStageBytes = 8192;   // of K rows (and of V rows) per stage, at most
 inline constexpr int kDecodeCombineThreads = 128;
 
 struct PagedDecodeParams {
@@ -84,13 +84,12 @@ struct PagedDecodeParams {
   int max_context_len = 0;  // >= every context_lens[s]; host-side knowledge of the step
   float scale = 0;          // usually 1 / sqrt(head_dim)
   int num_sms = 132;        // H100 SXM
-  int partition_size = 0;   // 0: PlanPagedDecode's heuristic; > 0 forces it (tests), at most
-                            // kDecodeMaxPartition (larger values are clamped)
+  int partition_size = 0;   // 0: the heuristic; > 0 forces partitions of that many keys
 };
 
 struct DecodePartitioning {
-  int partition_size = 0;
-  int num_partitions = 1;  // per sequence, for max_context_len; 1 = no split, no combine
+  int partition_size = 0;  // > 0: forced, fixed positions; 0: per-sequence spans (DecodeSpan)
+  int num_partitions = 1;  // per sequence, the grid's z; 1 = no split, no combine
 };
 
 inline int DecodeHeadsPerBlock(const PagedDecodeParams& p) {
@@ -104,19 +103,23 @@ inline int DecodeHeadChunks(const PagedDecodeParams& p) {
 
 inline DecodePartitioning PlanPagedDecode(const PagedDecodeParams& p) {
   const int context = p.max_context_len > 1 ? p.max_context_len : 1;
-  int size = p.partition_size < kDecodeMaxPartition ? p.partition_size : kDecodeMaxPartition;
-  if (size <= 0) {
-    const int base_blocks = p.num_seqs * p.num_kv_heads * DecodeHeadChunks(p);
-    const int target_blocks = 2 * p.num_sms;
-    if (context <= kDecodeMinPartition || base_blocks >= target_blocks) {
-      size = context <= kDecodeMaxPartition ? int(CeilDiv(context, 32)) * 32 : kDecodeMaxPartition;
-    } else {
-      const int wanted = int(CeilDiv(target_blocks, base_blocks));
-      size = int(CeilDiv(CeilDiv(context, wanted), kDecodeMinPartition)) * kDecodeMinPartition;
-      size = size < kDecodeMaxPartition ? size : kDecodeMaxPartition;
-    }
+  if (p.partition_size > 0) {
+    return DecodePartitioning{p.partition_size, int(CeilDiv(context, p.partition_size))};
   }
-  return DecodePartitioning{size, int(CeilDiv(context, size))};
+  const int base_blocks = p.num_seqs * p.num_kv_heads * DecodeHeadChunks(p);
+  int parts = int(CeilDiv(kDecodeBlocksPerSm * p.num_sms, base_blocks > 0 ? base_blocks : 1));
+  const int longest = int(CeilDiv(context, kDecodeSpanAlign));
+  parts = parts < longest ? parts : longest;
+  parts = parts < kDecodeMaxPartitions ? parts : kDecodeMaxPartitions;
+  return DecodePartitioning{0, parts > 1 ? parts : 1};
+}
+
+// The keys each partition of a sequence with `context` keys covers (the last one may be short).
+__host__ __device__ inline int DecodeSpan(int context, DecodePartitioning plan) {
+  if (plan.partition_size > 0) return plan.partition_size;
+  const int even = (context + plan.num_partitions - 1) / plan.num_partitions;
+  const int span = (even + kDecodeSpanAlign - 1) / kDecodeSpanAlign * kDecodeSpanAlign;
+  return span > 0 ? span : kDecodeSpanAlign;
 }
 
 // f32 workspace the split path needs (0 when unsplit): partial max and sum [num_seqs, num_heads,
@@ -125,11 +128,6 @@ inline size_t PagedDecodeWorkspaceFloats(const PagedDecodeParams& p, int head_di
   const DecodePartitioning plan = PlanPagedDecode(p);
   if (plan.num_partitions == 1) return 0;
   return size_t(p.num_seqs) * p.num_heads * plan.num_partitions * (2 + size_t(head_dim));
-}
-
-// Dynamic shared memory of the main kernel: the scores [heads_per_block][partition_size].
-inline size_t PagedDecodeSharedBytes(const PagedDecodeParams& p) {
-  return sizeof(float) * size_t(DecodeHeadsPerBlock(p)) * PlanPagedDecode(p).partition_size;
 }
 
 struct DecodeWorkspace {
@@ -149,17 +147,26 @@ struct alignas(2 * sizeof(T)) Vec2 {
 
 namespace decode_detail {
 
-// Lanes that read one key row in Scores: head_dim / 8 (16 bytes each) rounded up to a power of
-// two (80 and 96 -> 16 lanes, 10 or 12 of them loading); 64 -> 8, 128 -> 16, 256 -> 32.
+// Lanes that read one key row in StageScores: head_dim / 8 (8 elements each) rounded up to a
+// power of two (80 and 96 -> 16 lanes, 10 or 12 of them reading); 64 -> 8, 128 -> 16, 256 -> 32.
 template <int kHeadDim>
 inline constexpr int kDecodeLanesPerKey =
     kHeadDim / 8 <= 8 ? 8 : (kHeadDim / 8 <= 16 ? 16 : 32);
 
-// Threads summing P·V over one slice of the keys (2 dims each) and the slices per block:
+// Threads summing P·V over one slice of a stage's keys (2 dims each) and the slices per block:
 // 64 -> 2 slices of 64 threads, 128 -> 1 of 128, 256 -> 1 of 128 (2 dims x 128 = 256),
-// 80 -> 3 of 40 (8 threads idle), 96 -> 2 of 48 (32 idle).
+// 80 -> 3 of 40 (8 threads idle), 96 -> 2 of 48 (32 idle), 32 -> 8 of 16.
 template <int kHeadDim>
 inline constexpr int kDecodeSlices = kDecodeThreads / (kHeadDim / 2);
+
+// Keys per pipeline stage: the largest power of two in [8, 64] whose rows fit kDecodeStageBytes
+// (bf16: 32 at head_dim 128, 16 at 256, 64 at 64; f32: 8 at 256).
+template <typename T, int kHeadDim>
+inline constexpr int kStageKeys =
+    64 * kHeadDim * int(sizeof(T)) <= kDecodeStageBytes   ? 64
+    : 32 * kHeadDim * int(sizeof(T)) <= kDecodeStageBytes ? 32
+    : 16 * kHeadDim * int(sizeof(T)) <= kDecodeStageBytes ? 16
+                                                          : 8;
 
 // Where key position `pos` of the sequence lives in a pool: the row of `kv_head`.
 template <int kHeadDim, typename T>
@@ -170,26 +177,62 @@ __device__ __forceinline__ const T* KvRow(const T* pool, const int32_t* table, i
   return pool + (slot * num_kv_heads + kv_head) * kHeadDim;
 }
 
-// Step 2: scores[g][j] = q_scaled[g] · k_{begin + j} for j < count.
+// The part of one block's work that does not change over its stages.
+struct DecodeRows {
+  const int32_t* table;
+  int begin;  // the partition's first key position
+  int count;  // its keys
+  int block_size, num_kv_heads, kv_head;
+};
+
+// Issues stage `stage`'s K and V rows (16-byte cp.async copies, the block's threads striding
+// over the chunks) into buffer stage % kDecodeStages, then commits a group (an empty one past
+// the last stage, so every thread's group count stays in step with the loop).
+template <typename T, int kHeadDim, int kStageKeys>
+__device__ __forceinline__ void IssueStage(const T* k_pool, const T* v_pool, const DecodeRows& r,
+                                           int stage, T* k_stages, T* v_stages) {
+  constexpr int kElementsPerChunk = 16 / int(sizeof(T));
+  constexpr int kChunksPerRow = kHeadDim / kElementsPerChunk;
+  const int first = stage * kStageKeys;
+  if (first < r.count) {
+    const int left = r.count - first;
+    const int keys = left < kStageKeys ? left : kStageKeys;
+    const size_t buffer = size_t(stage % kDecodeStages) * kStageKeys * kHeadDim;
+    // Thread t copies chunk t % kChunksPerRow of keys t / kChunksPerRow + i x kKeysPerPass:
+    // one block-table read per key it copies, a constant trip count.
+    constexpr int kKeysPerPass = kDecodeThreads / kChunksPerRow;
+    constexpr int kPasses = (kStageKeys + kKeysPerPass - 1) / kKeysPerPass;
+    const int element = int(threadIdx.x % kChunksPerRow) * kElementsPerChunk;
+    const int first_key = int(threadIdx.x / kChunksPerRow);
+    TESSERA_UNROLL for (int i = 0; i < kPasses; ++i) {
+      const int key = first_key + i * kKeysPerPass;
+      if (first_key >= kKeysPerPass || key >= keys) break;
+      const size_t at = buffer + size_t(key) * kHeadDim + element;
+      const size_t row = KvRow<kHeadDim>(k_pool, r.table, r.begin + first + key, r.block_size,
+                                         r.num_kv_heads, r.kv_head) - k_pool;
+      ptx::CpAsync16(k_stages + at, k_pool + row + element);
+      ptx::CpAsync16(v_stages + at, v_pool + row + element);
+    }
+  }
+  ptx::CpAsyncCommit();
+}
+
+// Step 1: scores[g][j] = q_scaled[g] · k_j for the stage's `keys` rows in shared memory.
 template <int kHeadDim, typename T>
-__device__ __forceinline__ void Scores(const float* q_shared, const T* k_pool,
-                                       const int32_t* table, int begin, int count, int heads,
-                                       int block_size, int num_kv_heads, int kv_head,
-                                       int scores_stride, float* scores) {
+__device__ __forceinline__ void StageScores(const float* q_shared, const T* k_stage, int keys,
+                                            int heads, int scores_stride, float* scores) {
   constexpr int kLanesPerKey = kDecodeLanesPerKey<kHeadDim>;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
-  constexpr int kChunks = kHeadDim / 8;  // lanes with chunk >= kChunks load nothing, add 0
+  constexpr int kChunks = kHeadDim / 8;  // lanes with chunk >= kChunks read nothing, add 0
   const int lane = threadIdx.x % 32;
   const int chunk = lane % kLanesPerKey;  // 8 dims of the row
   const int keys_per_pass = (blockDim.x / 32) * kKeysPerWarp;
   const int first = (threadIdx.x / 32) * kKeysPerWarp + lane / kLanesPerKey;
-  for (int base = 0; base < count; base += keys_per_pass) {  // warp-uniform trip count
+  for (int base = 0; base < keys; base += keys_per_pass) {  // warp-uniform trip count
     const int j = base + first;
     float k[8] = {};
-    if (j < count && chunk < kChunks) {
-      const Vec8<T> row = *reinterpret_cast<const Vec8<T>*>(
-          KvRow<kHeadDim>(k_pool, table, begin + j, block_size, num_kv_heads, kv_head) +
-          chunk * 8);
+    if (j < keys && chunk < kChunks) {
+      const Vec8<T> row = *reinterpret_cast<const Vec8<T>*>(k_stage + j * kHeadDim + chunk * 8);
       for (int i = 0; i < 8; ++i) k[i] = ToFloat(row.v[i]);
     }
     for (int g = 0; g < kDecodeMaxHeads; ++g) {
@@ -204,50 +247,63 @@ __device__ __forceinline__ void Scores(const float* q_shared, const T* k_pool,
       for (int offset = kLanesPerKey / 2; offset > 0; offset >>= 1) {
         dot += __shfl_xor_sync(0xFFFFFFFFu, dot, offset);
       }
-      if (chunk == 0 && j < count) scores[g * scores_stride + j] = dot;
+      if (chunk == 0 && j < keys) scores[g * scores_stride + j] = dot;
     }
   }
 }
 
-// Step 3: a warp per head turns its scores into exp(s - m); max and sum to max_out/sum_out.
-__device__ __forceinline__ void Softmax(float* scores, int scores_stride, int count, int heads,
-                                        float* max_out, float* sum_out) {
+// The running softmax state of each head of the block (shared memory).
+struct OnlineSoftmax {
+  float* max;    // m: the largest score so far
+  float* sum;    // l: Σ exp(s - m) so far
+  float* scale;  // exp(m_before - m) of the last stage: what earlier sums and outputs are scaled by
+};
+
+// Step 2: a warp per head turns the stage's scores into exp(s - m') and updates m and l.
+__device__ __forceinline__ void StageSoftmax(float* scores, int scores_stride, int keys,
+                                             int heads, OnlineSoftmax state) {
   const int lane = threadIdx.x % 32;
   for (int g = threadIdx.x / 32; g < heads; g += blockDim.x / 32) {
     float* row = scores + g * scores_stride;
-    float m = -INFINITY;
-    for (int j = lane; j < count; j += 32) m = fmaxf(m, row[j]);
-    m = WarpMax(m);
+    float stage_max = -INFINITY;
+    for (int j = lane; j < keys; j += 32) stage_max = fmaxf(stage_max, row[j]);
+    const float before = state.max[g];
+    const float m = fmaxf(before, WarpMax(stage_max));
     float l = 0.0f;
-    for (int j = lane; j < count; j += 32) {
+    for (int j = lane; j < keys; j += 32) {
       const float p = __expf(row[j] - m);
       row[j] = p;
       l += p;
     }
     l = WarpSum(l);
+    __syncwarp();  // every lane has read state.max[g] before lane 0 overwrites it
     if (lane == 0) {
-      max_out[g] = m;
-      sum_out[g] = l;
+      const float scale = __expf(before - m);  // 0 on the first stage (before = -inf)
+      state.scale[g] = scale;
+      state.sum[g] = state.sum[g] * scale + l;
+      state.max[g] = m;
     }
   }
 }
 
-// Step 4: this thread's 2 dims of Σ_j p[g][j] v_j over its slice of the keys, for every head,
-// summed over slices into reduced[g][d] (shared).
+// Step 3: this thread's 2 dims of Σ_j p[g][j] v_j over its slice of the stage's keys, added to
+// acc after rescaling it by the stage's softmax scale.
 template <int kHeadDim, typename T>
-__device__ __forceinline__ void WeightedValues(const float* probs, int probs_stride,
-                                               const T* v_pool, const int32_t* table, int begin,
-                                               int count, int heads, int block_size,
-                                               int num_kv_heads, int kv_head, float* slices) {
+__device__ __forceinline__ void StageValues(const float* probs, int probs_stride,
+                                            const T* v_stage, int keys, int heads,
+                                            const float* scale, float (&acc)[kDecodeMaxHeads][2]) {
   constexpr int kThreadsPerRow = kHeadDim / 2;
   constexpr int kSlices = kDecodeSlices<kHeadDim>;
   const int slice = threadIdx.x / kThreadsPerRow;
   const int d = (threadIdx.x % kThreadsPerRow) * 2;
   if (slice >= kSlices) return;  // the idle threads of head_dim 80 / 96
-  float acc[kDecodeMaxHeads][2] = {};
-  for (int j = slice; j < count; j += kSlices) {
-    const Vec2<T> pair = *reinterpret_cast<const Vec2<T>*>(
-        KvRow<kHeadDim>(v_pool, table, begin + j, block_size, num_kv_heads, kv_head) + d);
+  for (int g = 0; g < kDecodeMaxHeads; ++g) {
+    if (g >= heads) break;
+    acc[g][0] *= scale[g];
+    acc[g][1] *= scale[g];
+  }
+  for (int j = slice; j < keys; j += kSlices) {
+    const Vec2<T> pair = *reinterpret_cast<const Vec2<T>*>(v_stage + j * kHeadDim + d);
     const float v0 = ToFloat(pair.v[0]), v1 = ToFloat(pair.v[1]);
     for (int g = 0; g < kDecodeMaxHeads; ++g) {
       if (g >= heads) break;
@@ -256,36 +312,36 @@ __device__ __forceinline__ void WeightedValues(const float* probs, int probs_str
       acc[g][1] += p * v1;
     }
   }
-  for (int g = 0; g < kDecodeMaxHeads; ++g) {
-    if (g >= heads) break;
-    float* at = slices + (slice * kDecodeMaxHeads + g) * kHeadDim + d;
-    at[0] = acc[g][0];
-    at[1] = acc[g][1];
-  }
 }
 
 }  // namespace decode_detail
 
 template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kDecodeThreads)
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
     PagedDecodeAttentionKernel(const T* __restrict__ q, const T* __restrict__ k_pool,
                                const T* __restrict__ v_pool,
                                const int32_t* __restrict__ block_tables,
                                const int32_t* __restrict__ context_lens, T* __restrict__ out,
                                DecodeWorkspace workspace, PagedDecodeParams params,
-                               int partition_size, int num_partitions) {
+                               DecodePartitioning plan) {
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 2 * kDecodeThreads);
+  constexpr int kStageKeys = decode_detail::kStageKeys<T, kHeadDim>;
   constexpr int kSlices = decode_detail::kDecodeSlices<kHeadDim>;
+  constexpr int kStageElements = kDecodeStages * kStageKeys * kHeadDim;  // of K, and of V
   static_assert(kSlices >= 1 && kHeadDim / 8 <= decode_detail::kDecodeLanesPerKey<kHeadDim>);
-  // q (steps 1-2) and the P·V slices (step 4) share one buffer: q is dead once the scores are
-  // in (two barriers separate them). At head_dim 256 this keeps static + dynamic shared memory
-  // (8 + 32 KiB) under the 48 KiB a launch gets without opting in.
-  TESSERA_SHARED(float, q_and_slices, kSlices * kDecodeMaxHeads * kHeadDim);
-  float* const q_shared = q_and_slices;
-  float* const slices = q_and_slices;
+  static_assert(kSlices * kDecodeMaxHeads * kHeadDim * sizeof(float) <=
+                2 * kStageElements * sizeof(T));
+  // The K and V stages share one buffer with the P·V slices, which are written only after the
+  // last stage has been read.
+  TESSERA_SHARED(float4, kv_stages, 2 * kStageElements * sizeof(T) / sizeof(float4));
+  T* const k_stages = reinterpret_cast<T*>(kv_stages);
+  T* const v_stages = k_stages + kStageElements;
+  float* const slices = reinterpret_cast<float*>(kv_stages);
+  TESSERA_SHARED(float, q_shared, kDecodeMaxHeads * kHeadDim);
+  TESSERA_SHARED(float, scores, kDecodeMaxHeads * kStageKeys);  // then the stage's p_j
   TESSERA_SHARED(float, head_max, kDecodeMaxHeads);
   TESSERA_SHARED(float, head_sum, kDecodeMaxHeads);
-  TESSERA_DYNAMIC_SHARED(float, scores);  // [heads][partition_size]
+  TESSERA_SHARED(float, head_scale, kDecodeMaxHeads);
 
   const int group = params.num_heads / params.num_kv_heads;
   const int chunks = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
@@ -294,13 +350,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int heads_left = kv_head * group + group - first_head;
   const int heads = heads_left < kDecodeMaxHeads ? heads_left : kDecodeMaxHeads;
   const int seq = blockIdx.y;
-  const int partition = blockIdx.z;
   const int context = __ldg(&context_lens[seq]);
-  const int begin = partition * partition_size;
+  const int span = DecodeSpan(context, plan);
+  const int begin = int(blockIdx.z) * span;
   const int remaining = context - begin;
-  const int count = remaining < partition_size ? remaining : partition_size;
+  const int count = remaining < span ? remaining : span;
   const size_t q_row = (size_t(seq) * params.num_heads + first_head) * kHeadDim;
-  const bool split = num_partitions > 1;
+  const bool split = plan.num_partitions > 1;
 
   if (count <= 0) {  // past this sequence's context: nothing, or zeros for a padding row
     if (!split && context == 0) {
@@ -310,33 +366,65 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
     return;
   }
+  const decode_detail::DecodeRows rows{block_tables + size_t(seq) * params.max_blocks_per_seq,
+                                       begin, count, params.block_size, params.num_kv_heads,
+                                       kv_head};
+  for (int s = 0; s < kDecodeStages - 1; ++s) {
+    decode_detail::IssueStage<T, kHeadDim, kStageKeys>(k_pool, v_pool, rows, s, k_stages,
+                                                       v_stages);
+  }
   for (int i = threadIdx.x; i < heads * kHeadDim; i += blockDim.x) {
     q_shared[i] = ToFloat(q[q_row + i]) * params.scale;
   }
-  __syncthreads();
-  const int32_t* table = block_tables + size_t(seq) * params.max_blocks_per_seq;
-  decode_detail::Scores<kHeadDim>(q_shared, k_pool, table, begin, count, heads,
-                                  params.block_size, params.num_kv_heads, kv_head,
-                                  partition_size, scores);
-  __syncthreads();
-  decode_detail::Softmax(scores, partition_size, count, heads, head_max, head_sum);
-  __syncthreads();
-  decode_detail::WeightedValues<kHeadDim>(scores, partition_size, v_pool, table, begin, count,
-                                          heads, params.block_size, params.num_kv_heads, kv_head,
-                                          slices);
+  if (threadIdx.x < kDecodeMaxHeads) {
+    head_max[threadIdx.x] = -INFINITY;
+    head_sum[threadIdx.x] = 0.0f;
+  }
+  const decode_detail::OnlineSoftmax softmax{head_max, head_sum, head_scale};
+  float acc[kDecodeMaxHeads][2] = {};
+  const int stages = (count + kStageKeys - 1) / kStageKeys;
+  for (int s = 0; s < stages; ++s) {
+    decode_detail::IssueStage<T, kHeadDim, kStageKeys>(k_pool, v_pool, rows,
+                                                       s + kDecodeStages - 1, k_stages, v_stages);
+    ptx::CpAsyncWait<kDecodeStages - 1>();  // this thread's copies of stage s have landed
+    __syncthreads();                          // ... and everyone's (q and the state too)
+    const int left = count - s * kStageKeys;
+    const int keys = left < kStageKeys ? left : kStageKeys;
+    const size_t buffer = size_t(s % kDecodeStages) * kStageKeys * kHeadDim;
+    decode_detail::StageScores<kHeadDim>(q_shared, k_stages + buffer, keys, heads, kStageKeys,
+                                         scores);
+    __syncthreads();
+    decode_detail::StageSoftmax(scores, kStageKeys, keys, heads, softmax);
+    __syncthreads();
+    decode_detail::StageValues<kHeadDim>(scores, kStageKeys, v_stages + buffer, keys, heads,
+                                         head_scale, acc);
+    __syncthreads();  // the buffer is free for stage s + kDecodeStages's copies
+  }
+  ptx::CpAsyncWait<0>();  // only empty groups are left; the buffer becomes the slices
+
+  const int slice = threadIdx.x / (kHeadDim / 2);
+  const int d = (threadIdx.x % (kHeadDim / 2)) * 2;
+  if (slice < kSlices) {
+    for (int g = 0; g < kDecodeMaxHeads; ++g) {  // constant bounds: acc stays in registers
+      if (g >= heads) break;
+      float* at = slices + (slice * kDecodeMaxHeads + g) * kHeadDim + d;
+      at[0] = acc[g][0];
+      at[1] = acc[g][1];
+    }
+  }
   __syncthreads();
   for (int i = threadIdx.x; i < heads * kHeadDim; i += blockDim.x) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
+    const int g = i / kHeadDim, dim = i % kHeadDim;
     float o = 0.0f;
-    for (int s = 0; s < kSlices; ++s) o += slices[(s * kDecodeMaxHeads + g) * kHeadDim + d];
+    for (int s = 0; s < kSlices; ++s) o += slices[(s * kDecodeMaxHeads + g) * kHeadDim + dim];
     o /= head_sum[g];
     if (!split) {
       out[q_row + i] = FromFloat<T>(o);
     } else {
-      const size_t part = (size_t(seq) * params.num_heads + first_head + g) * num_partitions +
-                          partition;
-      workspace.out[part * kHeadDim + d] = o;
-      if (d == 0) {
+      const size_t part = (size_t(seq) * params.num_heads + first_head + g) *
+                              plan.num_partitions + blockIdx.z;
+      workspace.out[part * kHeadDim + dim] = o;
+      if (dim == 0) {
         workspace.max[part] = head_max[g];
         workspace.sum[part] = head_sum[g];
       }
@@ -346,18 +434,18 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
 // One block per (head, sequence): merges the sequence's used partitions. A sequence that used
 // one partition gets that partition's o / l unchanged (the bits the unsplit kernel writes), so
-// with a fixed partition size a sequence's output does not depend on whether the launch split.
+// with a forced partition size a sequence's output does not depend on whether the launch split.
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeCombineThreads)
     PagedDecodeCombineKernel(const int32_t* __restrict__ context_lens, DecodeWorkspace workspace,
-                             T* __restrict__ out, int num_heads, int partition_size,
-                             int num_partitions) {
+                             T* __restrict__ out, int num_heads, DecodePartitioning plan) {
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int context = __ldg(&context_lens[seq]);
-  const int used = (context + partition_size - 1) / partition_size;
+  const int span = DecodeSpan(context, plan);
+  const int used = (context + span - 1) / span;
   const size_t row = size_t(seq) * num_heads + head;
-  const size_t first = row * num_partitions;
+  const size_t first = row * plan.num_partitions;
   if (used <= 1) {  // zeros for a padding row; one partition: its o / l, as unsplit writes it
     for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
       const float o = used == 1 ? workspace.out[first * kHeadDim + d] : 0.0f;
@@ -395,15 +483,14 @@ auto LaunchPagedDecodeAttention(Launcher& launcher, const PagedDecodeParams& par
   }
   const LaunchShape shape{
       dim3(params.num_kv_heads * DecodeHeadChunks(params), params.num_seqs, plan.num_partitions),
-      dim3(kDecodeThreads), PagedDecodeSharedBytes(params)};
+      dim3(kDecodeThreads), 0};
   auto status = launcher.Launch(shape, PagedDecodeAttentionKernel<T, kHeadDim>, q, k_pool,
-                                v_pool, block_tables, context_lens, out, parts, params,
-                                plan.partition_size, plan.num_partitions);
+                                v_pool, block_tables, context_lens, out, parts, params, plan);
   if (plan.num_partitions == 1 || !LaunchSucceeded(status)) return status;
   const LaunchShape combine{dim3(params.num_heads, params.num_seqs),
                             dim3(kDecodeCombineThreads), 0};
   return launcher.Launch(combine, PagedDecodeCombineKernel<T, kHeadDim>, context_lens, parts, out,
-                         params.num_heads, plan.partition_size, plan.num_partitions);
+                         params.num_heads, plan);
 }
 
 }  // namespace tessera::cuda

@@ -59,8 +59,9 @@ struct RowLogits {
   int num_entries;
   float repetition, presence, frequency;
 
-  __device__ __forceinline__ float Penalized(int i) const {
-    const float z = x[i];
+  __device__ __forceinline__ float Penalized(int i) const { return Penalized(i, x[i]); }
+  // The same for id i whose raw logit z the caller already loaded.
+  __device__ __forceinline__ float Penalized(int i, float z) const {
     if (bits == nullptr || ((bits[i >> 5] >> (i & 31)) & 1u) == 0) return z;
     int lo = 0;
     int hi = num_entries - 1;
@@ -151,24 +152,60 @@ __device__ __forceinline__ void MergeSoftmax(float* max, float* sum, float other
   *sum = mine + theirs;
 }
 
-// One pass: online raw max / sum-exp and the penalized arg-max.
-__device__ __forceinline__ RowStats ComputeRowStats(const RowLogits& row, SamplingShared& s) {
+// One thread's share of the stats pass: online raw max / sum-exp and the penalized arg-max.
+struct StatsAccumulator {
   float max = -INFINITY, sum = 0.0f, best = -INFINITY;
   int best_id = INT_MAX;
-  for (int i = threadIdx.x; i < row.vocab; i += blockDim.x) {
-    const float x = row.x[i];
+
+  __device__ __forceinline__ void Add(const RowLogits& row, int i, float x) {
     if (x > max) {
       sum = sum * expf(max - x) + 1.0f;
       max = x;
     } else if (x != -INFINITY) {
       sum += expf(x - max);
     }
-    const float z = row.Penalized(i);
+    const float z = row.Penalized(i, x);
     if (RanksBefore(z, i, best, best_id)) {
       best = z;
       best_id = i;
     }
   }
+};
+
+// float4 loads each thread keeps in flight in the stats pass: one block reads a whole row, so
+// its bandwidth is what its loads in flight allow (Little's law), not the chip's.
+inline constexpr int kStatsLoadsInFlight = 2;
+
+// One pass: online raw max / sum-exp and the penalized arg-max. A row that starts 16-byte
+// aligned is read as float4s, kStatsLoadsInFlight per thread issued before any is used; the
+// tail (and an unaligned row) element by element.
+__device__ __forceinline__ RowStats ComputeRowStats(const RowLogits& row, SamplingShared& s) {
+  StatsAccumulator acc;
+  int tail = 0;
+  if (reinterpret_cast<uintptr_t>(row.x) % sizeof(float4) == 0) {
+    const float4* x4 = reinterpret_cast<const float4*>(row.x);
+    const int vectors = row.vocab / 4;
+    const int stride = int(blockDim.x);
+    for (int first = threadIdx.x; first < vectors; first += stride * kStatsLoadsInFlight) {
+      float4 loaded[kStatsLoadsInFlight];
+      TESSERA_UNROLL for (int u = 0; u < kStatsLoadsInFlight; ++u) {
+        const int v = first + u * stride;
+        if (v < vectors) loaded[u] = __ldg(&x4[v]);
+      }
+      TESSERA_UNROLL for (int u = 0; u < kStatsLoadsInFlight; ++u) {
+        const int v = first + u * stride;
+        if (v >= vectors) break;
+        acc.Add(row, 4 * v, loaded[u].x);
+        acc.Add(row, 4 * v + 1, loaded[u].y);
+        acc.Add(row, 4 * v + 2, loaded[u].z);
+        acc.Add(row, 4 * v + 3, loaded[u].w);
+      }
+    }
+    tail = vectors * 4;
+  }
+  for (int i = tail + threadIdx.x; i < row.vocab; i += blockDim.x) acc.Add(row, i, row.x[i]);
+  float max = acc.max, sum = acc.sum, best = acc.best;
+  int best_id = acc.best_id;
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float other_max = __shfl_xor_sync(kFullMask, max, offset);
     const float other_sum = __shfl_xor_sync(kFullMask, sum, offset);

@@ -79,6 +79,13 @@ absl::Status EmulatedDeviceRuntime::Enqueue(Operation operation) {
   return operation();
 }
 
+absl::Status EmulatedDeviceRuntime::EnqueueLaunch(Operation operation) {
+  return Enqueue([this, launch = std::move(operation)] {
+    ++launches_;
+    return launch();
+  });
+}
+
 absl::Status EmulatedDeviceRuntime::CopyToDevice(void* device_destination,
                                                  const void* host_source, size_t bytes) {
   return CopyOnDevice(device_destination, host_source, bytes);
@@ -154,7 +161,7 @@ absl::Status EmulatedDeviceRuntime::Replay(GraphHandle graph) {
 
 absl::Status EmulatedDeviceRuntime::Gemm(const GemmArgs& args) {
   if (absl::Status valid = ValidateGemm(args); !valid.ok()) return valid;
-  return Enqueue([args] {
+  return EnqueueLaunch([args] {
     ReferenceGemm(args);
     return absl::OkStatus();
   });

@@ -80,6 +80,11 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
   // Runs `operation` now, or appends it to the graph being captured.
   using Operation = std::function<absl::Status()>;
   absl::Status Enqueue(Operation operation);
+  // The same for a kernel launch or a GEMM: it counts in launches() each time it runs.
+  absl::Status EnqueueLaunch(Operation operation);
+  // Kernel launches and GEMMs run so far, a graph replay counting each one it holds: what the
+  // same work costs in launches on a GPU (where cuBLAS may add a split-K reduce to a GEMM).
+  int64_t launches() const { return launches_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -94,6 +99,7 @@ class EmulatedDeviceRuntime final : public DeviceRuntime {
   std::vector<std::optional<Clock::time_point>> events_;
   std::optional<std::vector<Operation>> capture_;
   std::vector<std::vector<Operation>> graphs_;
+  int64_t launches_ = 0;
 };
 
 template <typename... Params, typename... Args>
@@ -106,7 +112,7 @@ absl::Status EmulatedStreamLauncher::Launch(const cuda::LaunchShape& shape,
   config.shared_bytes_limit = opt_ins_.LimitFor(reinterpret_cast<const void*>(kernel));
   config.schedule = runtime_.schedule();
   std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
-  return runtime_.Enqueue([config, kernel, params]() {
+  return runtime_.EnqueueLaunch([config, kernel, params]() {
     return std::apply(
         [&](const auto&... values) { return simt::Launch(config, kernel, values...); }, params);
   });

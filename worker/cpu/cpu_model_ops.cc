@@ -123,6 +123,17 @@ void CpuModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
 
 void CpuModelOps::Add(ActId inout, ActId delta) { AddInPlace(Span(inout), Span(delta)); }
 
+// The cpu backend gains nothing from fusing these: the device's fused launches in two steps.
+void CpuModelOps::RopeQk(ActId q, ActId k) {
+  Rope(q, config_.num_heads);
+  Rope(k, config_.num_kv_heads);
+}
+
+void CpuModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight, ActId out) {
+  Add(inout, delta);
+  RmsNorm(inout, weight, out, 1);
+}
+
 void CpuModelOps::GatherLastRows(ActId in, ActId out) {
   const int64_t width = Width(in);
   const std::span<const float> source = Span(in);

@@ -77,6 +77,8 @@ class CpuModelOps {
   void Project(ActId in, std::initializer_list<Projection> outputs);
   void AddBias(WeightId bias, ActId inout);
   void Rope(ActId inout, int num_heads);
+  void RopeQk(ActId q, ActId k);
+  void AddRmsNorm(ActId inout, ActId delta, WeightId weight, ActId out);
   void Attend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
   void SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts);
   void SigmoidMul(ActId gate, ActId inout);

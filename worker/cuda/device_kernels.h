@@ -89,6 +89,11 @@ class DeviceKernels {
   // out = RmsNorm(x) * weight per row of `hidden` (residual null; kernels/cuda/rms_norm.cuh).
   virtual absl::Status RmsNorm(DataType type, const void* x, const void* weight, void* out,
                                int num_rows, int hidden, float eps) = 0;
+  // residual += delta (stored rounded to `type`), then out = RmsNorm(residual) * weight per row:
+  // the residual add fused into the next norm, one launch.
+  virtual absl::Status AddRmsNorm(DataType type, void* residual, const void* delta,
+                                  const void* weight, void* out, int num_rows, int hidden,
+                                  float eps) = 0;
   virtual absl::Status Rope(DataType type, cuda::RopeStyle style, void* q, void* k,
                             const int32_t* positions, const float* cos_sin, int max_positions,
                             int num_tokens, int num_heads, int num_kv_heads, int head_dim,

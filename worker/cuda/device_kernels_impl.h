@@ -88,6 +88,16 @@ class DeviceKernelsFor final : public DeviceKernels {
     });
   }
 
+  absl::Status AddRmsNorm(DataType type, void* residual, const void* delta, const void* weight,
+                          void* out, int num_rows, int hidden, float eps) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchRmsNorm<Launcher, T>(
+          launcher_, static_cast<const T*>(delta), static_cast<T*>(residual),
+          static_cast<const T*>(weight), static_cast<T*>(out), num_rows, hidden, eps));
+    });
+  }
+
   absl::Status Rope(DataType type, cuda::RopeStyle style, void* q, void* k,
                     const int32_t* positions, const float* cos_sin, int max_positions,
                     int num_tokens, int num_heads, int num_kv_heads, int head_dim,

@@ -73,14 +73,13 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
                                  .scale = 1.0f,
                                  .num_sms = options_.num_sms,
                                  .partition_size = options_.decode_partition};
-  // The most any decode launch can need: the widest batch at the longest context, and the
-  // smallest batch (most partitions per sequence) scaled to the widest batch.
+  // The most any decode launch can need: every batch size at the longest context (the
+  // heuristic's partition count falls as the batch grows, so no single size bounds the rest).
   size_t workspace_floats = 0;
-  for (int seqs = 1; seqs <= options_.max_rows; seqs *= 2) {
+  for (int seqs = 1; seqs <= options_.max_rows; ++seqs) {
     widest.num_seqs = seqs;
     workspace_floats = std::max(workspace_floats,
-                                cuda::PagedDecodeWorkspaceFloats(widest, config_.head_dim) *
-                                    (options_.max_rows + seqs - 1) / seqs);
+                                cuda::PagedDecodeWorkspaceFloats(widest, config_.head_dim));
   }
   TESSERA_ASSIGN_OR_RETURN(decode_workspace_,
                            device::DeviceMemory::Allocate(
@@ -216,6 +215,25 @@ void DeviceModelOps::Rope(ActId inout, int num_heads) {
   Check(kernels_.Rope(dtype_, style, Buffer(inout), nullptr, inputs_->device_positions(),
                       weights_.rope_cos_sin, weights_.rope_positions, Rows(inout), num_heads,
                       /*num_kv_heads=*/0, config_.head_dim, config_.rope_dim));
+}
+
+// q's heads and k's in one launch.
+void DeviceModelOps::RopeQk(ActId q, ActId k) {
+  if (!status_.ok()) return;
+  const cuda::RopeStyle style = config_.rope_neox ? cuda::RopeStyle::kNeox
+                                                  : cuda::RopeStyle::kNormal;
+  Check(kernels_.Rope(dtype_, style, Buffer(q), Buffer(k), inputs_->device_positions(),
+                      weights_.rope_cos_sin, weights_.rope_positions, Rows(q), config_.num_heads,
+                      config_.num_kv_heads, config_.head_dim, config_.rope_dim));
+}
+
+// The residual add and the next norm in one launch (rms_norm.cuh's fused form).
+void DeviceModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight_id, ActId out) {
+  if (!status_.ok()) return;
+  TESSERA_CHECK(out != inout && out != delta, "DeviceModelOps: AddRmsNorm's out aliases an input");
+  Check(kernels_.AddRmsNorm(dtype_, Buffer(inout), Buffer(delta), weights_[weight_id].data,
+                            Buffer(out), Rows(inout), Width(inout),
+                            static_cast<float>(config_.rms_norm_eps)));
 }
 
 void DeviceModelOps::SwiGlu(ActId gate, ActId up, ActId out) {

@@ -94,8 +94,7 @@ void HybridAttentionMixer(Ops& ops, const model::ModelConfig& config, const Hybr
                  {{a.q, 0, config.head_dim}, {a.gate, 0, config.head_dim}});
   ops.RmsNorm(a.q, t.q_norm, a.q, config.num_heads);
   ops.RmsNorm(a.k, t.k_norm, a.k, config.num_kv_heads);
-  ops.Rope(a.q, config.num_heads);
-  ops.Rope(a.k, config.num_kv_heads);
+  ops.RopeQk(a.q, a.k);
   ops.Attend(w.state_index, a.q, a.k, a.v, a.attention);
   ops.SigmoidMul(a.gate, a.attention);
   ops.Project(a.attention, {{t.wo, a.projected}});
@@ -116,17 +115,21 @@ template <class Ops>
 void HybridForward(Ops& ops, const model::ModelConfig& config, const HybridPlan& plan) {
   const HybridActs& a = plan.acts;
   ops.Embed(plan.head.token_embd, a.x);
-  for (const HybridLayerIds& layer : plan.layers) {
-    ops.RmsNorm(a.x, layer.attn_norm, a.normed, 1);
+  ops.RmsNorm(a.x, plan.layers.front().attn_norm, a.normed, 1);
+  for (size_t i = 0; i < plan.layers.size(); ++i) {  // residual adds fused with the next norm
+    const HybridLayerIds& layer = plan.layers[i];
     if (layer.kind == model::LayerKind::kGatedDeltaNet) {
       HybridGdnMixer(ops, config, a, layer);
     } else {
       HybridAttentionMixer(ops, config, a, layer);
     }
-    ops.Add(a.x, a.projected);
-    ops.RmsNorm(a.x, layer.post_norm, a.normed, 1);
+    ops.AddRmsNorm(a.x, a.projected, layer.post_norm, a.normed);
     HybridFeedForward(ops, a, layer);
-    ops.Add(a.x, a.projected);
+    if (i + 1 < plan.layers.size()) {
+      ops.AddRmsNorm(a.x, a.projected, plan.layers[i + 1].attn_norm, a.normed);
+    } else {
+      ops.Add(a.x, a.projected);
+    }
   }
   ModelHeadForward(ops, plan.head, a.x, a.final_rows, a.logits);
 }

@@ -37,10 +37,11 @@ LlamaPlan DeclareLlama(const model::ModelConfig& config, WeightDeclaration* weig
                        ActivationTable* activations);
 ModelHeadIds DeclareModelHead(const model::ModelConfig& config, WeightDeclaration* weights);
 
+// The attention block from its normed input (a.normed: the caller fused the norm with the
+// residual add before it) to the residual add, fused with the feed-forward block's norm.
 template <class Ops>
 void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const LlamaActs& a,
                          const LlamaLayerIds& w, int layer) {
-  ops.RmsNorm(a.x, w.attn_norm, a.normed, 1);
   ops.Project(a.normed, {{w.wq, a.q}, {w.wk, a.k}, {w.wv, a.v}});
   if (ops.Has(w.bq)) ops.AddBias(w.bq, a.q);
   if (ops.Has(w.bk)) ops.AddBias(w.bk, a.k);
@@ -49,20 +50,19 @@ void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const Llama
     ops.RmsNorm(a.q, w.q_norm, a.q, config.num_heads);
     ops.RmsNorm(a.k, w.k_norm, a.k, config.num_kv_heads);
   }
-  ops.Rope(a.q, config.num_heads);
-  ops.Rope(a.k, config.num_kv_heads);
+  ops.RopeQk(a.q, a.k);
   ops.Attend(layer, a.q, a.k, a.v, a.attention);
   ops.Project(a.attention, {{w.wo, a.projected}});
-  ops.Add(a.x, a.projected);
+  ops.AddRmsNorm(a.x, a.projected, w.ffn_norm, a.normed);
 }
 
+// The feed-forward block from its normed input to its output in a.projected (the caller adds it
+// to the residual stream, fused with the next norm).
 template <class Ops>
 void LlamaFeedForwardBlock(Ops& ops, const LlamaActs& a, const LlamaLayerIds& w) {
-  ops.RmsNorm(a.x, w.ffn_norm, a.normed, 1);
   ops.Project(a.normed, {{w.w_gate, a.gate}, {w.w_up, a.up}});
   ops.SwiGlu(a.gate, a.up, a.gate);
   ops.Project(a.gate, {{w.w_down, a.projected}});
-  ops.Add(a.x, a.projected);
 }
 
 // The final norm and the head over the rows that sample; shared by every model.
@@ -80,9 +80,15 @@ template <class Ops>
 void LlamaForward(Ops& ops, const model::ModelConfig& config, const LlamaPlan& plan) {
   const LlamaActs& a = plan.acts;
   ops.Embed(plan.head.token_embd, a.x);
+  ops.RmsNorm(a.x, plan.layers[0].attn_norm, a.normed, 1);
   for (int layer = 0; layer < config.num_layers; ++layer) {
     LlamaAttentionBlock(ops, config, a, plan.layers[layer], layer);
     LlamaFeedForwardBlock(ops, a, plan.layers[layer]);
+    if (layer + 1 < config.num_layers) {
+      ops.AddRmsNorm(a.x, a.projected, plan.layers[layer + 1].attn_norm, a.normed);
+    } else {
+      ops.Add(a.x, a.projected);
+    }
   }
   ModelHeadForward(ops, plan.head, a.x, a.final_rows, a.logits);
 }

@@ -12,6 +12,9 @@
 //   AddBias(bias, inout)                 inout[r, :] += bias
 //   Rope(inout, num_heads)               rotary embedding at the step's positions (the config's
 //                                        rope_dim of each head_dim-wide head, normal or NeoX)
+//   RopeQk(q, k)                         Rope(q, num_heads) and Rope(k, num_kv_heads) (one launch)
+//   AddRmsNorm(inout, delta, weight, out) Add(inout, delta), then RmsNorm(inout, weight, out, 1)
+//                                        (one launch; out aliases neither input)
 //   Attend(kv_layer, q, k, v, out)       write k/v into attention layer `kv_layer`'s paged pool
 //                                        through the slot mapping, then causal paged attention
 //   SplitHeads(in, groups, parts)        in's rows are `groups` groups of [part 0 | part 1 | ...];

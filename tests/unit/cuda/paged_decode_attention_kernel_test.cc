@@ -1,12 +1,14 @@
 // Paged decode attention CUDA kernel on the emulator vs the contiguous-KV f64 CPU reference
 // (reference::Attention, one query at position context - 1), under every test schedule.
 // Combinations (not the full cross product, to stay well under 30 s): each case below mixes
-// one dtype (bf16 / f16 / f32), head dim (64 / 128; 256 / 80 / 96 in their own tests), block
-// size (1 / 16), GQA ratio (1 / 3 / 8, and 16 = two head chunks), batch (1 / 3 / 17, ragged lengths from 1, 15, 16, 17, 97 and 0 =
-// padding row) and partitioning: unsplit (heuristic, short contexts), split forced small (16, 32
-// and 5, a partition that is not a multiple of the block size) and split by the heuristic
-// (context 600); max_context_len far above every context (a graph captured at the model's
-// length). Block tables are shuffled. Tolerance: paged_attention_test_util.h.
+// one dtype (bf16 / f16 / f32), head dim (64 / 128; 256 / 80 / 96 / 32 in their own tests),
+// block size (1 / 7 / 16), GQA ratio (1 / 3 / 8, and 16 = two head chunks), batch (1 / 3 / 17,
+// ragged lengths from 1, 15, 16, 17, 97 and 0 = padding row) and partitioning: one partition
+// (forced as large as the context: many cp.async stages, a short last one; or the heuristic on
+// a context of one span), split forced small (16, 32, 37 and 5, partitions that are not a
+// multiple of the block size or of a stage), split by the heuristic (per-sequence spans);
+// max_context_len far above every context (a graph captured at the model's length). Block
+// tables are shuffled. Tolerance: paged_attention_test_util.h.
 // Also the runner's two structural facts, bit for bit: batch invariance under a forced partition
 // size (a sequence's output whatever the batch, its row, max_context_len, split or not), and
 // inert padding rows (context 0: zeros, no pool/q/table reads, no effect on other rows).
@@ -114,12 +116,14 @@ void CheckDecode(const simt::Schedule& schedule, const DecodeCase& c, std::mt199
 class PagedDecodeAttentionKernelTest : public simt::KernelTest {};
 
 TEST_P(PagedDecodeAttentionKernelTest, UnsplitMatchesContiguousReference) {
+  // One partition forced as large as the context (several pipeline stages, the last one short),
+  // and the heuristic on contexts of at most one span.
   std::mt19937 rng(2024);
-  CheckDecode<__nv_bfloat16, 128>(GetParam(), {16, 1, 8, {97}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 128>(GetParam(), {16, 1, 8, {97}, 4096, false}, rng);
   CheckDecode<__half, 64>(GetParam(), {16, 2, 8, {16, 0, 15}, 0, false}, rng);
-  CheckDecode<__nv_bfloat16, 64>(GetParam(), {1, 1, 3, {17, 1, 97, 16, 15}, 0, false}, rng);
-  CheckDecode<__half, 128>(GetParam(), {1, 2, 1, {15, 97, 1}, 0, false}, rng);
-  CheckDecode<float, 64>(GetParam(), {16, 2, 3, {17, 0, 97}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 64>(GetParam(), {1, 1, 3, {17, 1, 97, 16, 15}, 4096, false}, rng);
+  CheckDecode<__half, 128>(GetParam(), {1, 2, 1, {15, 97, 1}, 4096, false}, rng);
+  CheckDecode<float, 64>(GetParam(), {16, 2, 3, {17, 0, 97}, 4096, false}, rng);
   CheckDecode<float, 128>(GetParam(), {1, 1, 8, {33}, 0, false}, rng);
 }
 
@@ -152,38 +156,57 @@ TEST_P(PagedDecodeAttentionKernelTest, HeuristicSplitMatchesContiguousReference)
   CheckDecode<__nv_bfloat16, 64>(GetParam(), {16, 1, 1, {600, 3}, 0, true}, rng);
 }
 
+// GQA 8 over 256-token contexts split 1, 2 and 7 ways (forced 256, 128, 37: a last partition of
+// 34 keys), at head_dims 256 (16-key stages) and 128 (32-key stages), with a ragged neighbour.
+TEST_P(PagedDecodeAttentionKernelTest, Gqa8ContextsOf256SplitOneTwoAndSevenWays) {
+  std::mt19937 rng(256);
+  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 1, 8, {256, 250}, 256, false}, rng);
+  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 1, 8, {256, 129}, 128, true}, rng);
+  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 1, 8, {256, 40}, 37, true}, rng);
+  CheckDecode<__half, 128>(GetParam(), {7, 2, 8, {256, 0}, 37, true}, rng);
+  CheckDecode<float, 128>(GetParam(), {16, 1, 8, {256, 255}, 128, true}, rng);
+}
+
 TEST(PagedDecodePlanTest, PartitionHeuristic) {
   PagedDecodeParams params;
   params.num_heads = 32;
   params.num_kv_heads = 8;
   params.num_sms = 132;
-  // One long sequence: 8 blocks, 264 wanted -> 33 partitions of ceil(4096/33) -> 256 tokens.
+  // One sequence: 8 blocks, 528 wanted -> 66 partitions, capped by 4096 / 64 = 64; each
+  // sequence then cuts its own context into spans of 64.
   params.num_seqs = 1;
   params.max_context_len = 4096;
-  EXPECT_EQ(PlanPagedDecode(params).partition_size, 256);
-  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 16);
-  // Many sequences fill the GPU already: split only at the shared-memory cap.
-  params.num_seqs = 64;
-  EXPECT_EQ(PlanPagedDecode(params).partition_size, 1024);
-  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 4);
-  params.max_context_len = 1000;
+  DecodePartitioning plan = PlanPagedDecode(params);
+  EXPECT_EQ(plan.partition_size, 0);
+  EXPECT_EQ(plan.num_partitions, 64);
+  EXPECT_EQ(DecodeSpan(4096, plan), 64);
+  EXPECT_EQ(DecodeSpan(4000, plan), 64);  // ceil(4000 / 64) = 63 partitions used
+  EXPECT_EQ(DecodeSpan(1, plan), 64);
+  // A graph captured at the model's context: the partition count comes from the rows, and a
+  // 512-token context still spreads over 8 partitions (not one partition of 1,024 keys).
+  params.max_context_len = 131072;
+  plan = PlanPagedDecode(params);
+  EXPECT_EQ(plan.num_partitions, 66);
+  EXPECT_EQ(DecodeSpan(512, plan), 64);
+  EXPECT_EQ(DecodeSpan(131072, plan), 2048);  // ceil(131072 / 66) = 1986 -> 32 x 64
+  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 128), size_t(1) * 32 * 66 * 130);
+  // Many sequences fill the GPU already: no split, whatever the context.
+  params.num_seqs = 66;
   EXPECT_EQ(PlanPagedDecode(params).num_partitions, 1);
   EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 128), 0u);
+  params.num_seqs = 33;
+  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 2);
   // Short contexts never split.
   params.num_seqs = 1;
-  params.max_context_len = 200;
-  EXPECT_EQ(PlanPagedDecode(params).partition_size, 224);
+  params.max_context_len = 64;
   EXPECT_EQ(PlanPagedDecode(params).num_partitions, 1);
-  // A forced partition size wins.
+  // A forced partition size wins, at fixed positions.
   params.partition_size = 16;
-  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 13);
+  params.max_context_len = 200;
+  plan = PlanPagedDecode(params);
+  EXPECT_EQ(plan.num_partitions, 13);
+  EXPECT_EQ(DecodeSpan(7, plan), 16);
   EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 64), size_t(1) * 32 * 13 * 66);
-  // ... up to the shared-memory cap on the scores.
-  params.partition_size = 5000;
-  params.max_context_len = 3000;
-  EXPECT_EQ(PlanPagedDecode(params).partition_size, kDecodeMaxPartition);
-  EXPECT_EQ(PlanPagedDecode(params).num_partitions, 3);
-  EXPECT_EQ(PagedDecodeSharedBytes(params), sizeof(float) * 4 * kDecodeMaxPartition);
 }
 
 // Runs the sequences `seqs` of `kv` (rows of its tables and of q, in that order) in one launch.
@@ -308,11 +331,11 @@ TEST_P(PagedDecodeAttentionKernelTest, PaddingRowsAreInert) {
 // padding rows; batch invariance and inert padding at these dims too.
 TEST_P(PagedDecodeAttentionKernelTest, HeadDims256And80And96MatchContiguousReference) {
   std::mt19937 rng(2025);
-  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 2, 8, {97, 0, 15}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 2, 8, {97, 0, 15}, 0, true}, rng);
   CheckDecode<__nv_bfloat16, 256>(GetParam(), {16, 1, 8, {1100, 3}, 0, true}, rng);
   CheckDecode<__half, 256>(GetParam(), {1, 1, 3, {17, 1, 33}, 16, true}, rng);
   CheckDecode<float, 256>(GetParam(), {16, 2, 1, {40, 0}, 0, false}, rng);
-  CheckDecode<__nv_bfloat16, 80>(GetParam(), {16, 2, 3, {17, 97, 0}, 0, false}, rng);
+  CheckDecode<__nv_bfloat16, 80>(GetParam(), {16, 2, 3, {17, 97, 0}, 0, true}, rng);
   CheckDecode<float, 80>(GetParam(), {1, 1, 8, {97, 5}, 32, true}, rng);
   CheckDecode<__half, 96>(GetParam(), {16, 1, 16, {97, 1}, 17, true}, rng);  // two head chunks
   CheckDecode<__nv_bfloat16, 96>(GetParam(), {1, 2, 1, {15, 16, 17}, 0, false}, rng);
@@ -331,7 +354,7 @@ TEST_P(PagedDecodeAttentionKernelTest, HeadDims256And80And96InvariantAndInert) {
 // invariance and inert padding.
 TEST_P(PagedDecodeAttentionKernelTest, HeadDim32MatchesContiguousReferenceInvariantAndInert) {
   std::mt19937 rng(2032);
-  CheckDecode<float, 32>(GetParam(), {16, 2, 2, {97, 0, 15, 1}, 0, false}, rng);
+  CheckDecode<float, 32>(GetParam(), {16, 2, 2, {97, 0, 15, 1}, 0, true}, rng);
   CheckDecode<__nv_bfloat16, 32>(GetParam(), {1, 1, 3, {17, 16, 33}, 16, true}, rng);
   CheckDecode<__half, 32>(GetParam(), {16, 1, 8, {600, 5}, 0, true}, rng);
   CheckBatchInvariance<float, 32>(GetParam(), {300, 17}, rng);
