@@ -14,6 +14,10 @@
 // not) writes nothing and reads nothing: no block of it passes the first-token check.
 // T: bf16, f16 or f32 (the runner's --dtype f32).
 //
+// bf16 and f16 at head dims up to 128 run on tensor cores (paged_prefill_attention_tc.cuh, chosen
+// by LaunchPagedPrefillAttention); the kernel below serves f32 (the runner's --dtype f32) and
+// head_dim 256 (whose 16 x 256 f32 output tile per warp would not fit the registers).
+//
 // Design (CUDA cores, no tensor cores). A block (4 warps) takes one sequence, one KV head and
 // kPrefillRows = 32 query rows (16 at 80/96 and for f32 at 128, 8 at head_dim 256:
 // kPrefillRowsFor, shared memory): the (token, head) pairs of tokens_per_block = rows / group
@@ -34,11 +38,7 @@
 // Bound (H100): compute on CUDA cores, and below FP32 peak (67 TFLOP/s): the score and P·V
 // inner loops issue about one shared-memory load per 1-2 FMAs, so shared-memory bandwidth (32
 // words/clock/SM) limits it to roughly a quarter of FP32 peak, ~15 TFLOP/s, against FLOPs =
-// 4 x head_dim x num_heads x Σ (causal query-key pairs). A tensor-core version would compute
-// S = Q K^T and O += P V with mma.sync m16n8k16 (or wgmma on sm_90a) on 64-128-row Q tiles held in
-// registers, K/V tiles double-buffered in shared memory by cp.async/TMA and read with ldmatrix,
-// P kept in registers as bf16, the softmax applied to the accumulator fragments: bound 989
-// TFLOP/s bf16 (or HBM for short chunks); decode rows would go to the decode kernel instead.
+// 4 x head_dim x num_heads x Σ (causal query-key pairs).
 #pragma once
 
 #include <cstddef>
@@ -46,6 +46,8 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
+#include "kernels/cuda/paged_prefill_attention_tc.cuh"
+#include "kernels/cuda/paged_prefill_params.h"
 
 namespace tessera::cuda {
 
@@ -75,15 +77,6 @@ inline constexpr int kPrefillKvTileFor = sizeof(T) == 4 && kHeadDim > 128 ? 16 :
 template <int kHeadDim>
 inline constexpr int kPrefillDimsPerLane = (kHeadDim + 31) / 32;
 
-struct PagedPrefillParams {
-  int num_seqs = 0;
-  int num_heads = 0;  // a multiple of num_kv_heads
-  int num_kv_heads = 0;
-  int block_size = 0;
-  int max_blocks_per_seq = 0;
-  int max_query_len = 0;  // >= every chunk length; host-side knowledge of the step
-  float scale = 0;
-};
 
 inline int PrefillHeadsPerBlock(const PagedPrefillParams& p, int rows_per_block) {
   const int group = p.num_heads / p.num_kv_heads;
@@ -263,21 +256,27 @@ __global__ void __launch_bounds__(kPrefillThreads)
 // block_size with table entries for those positions in [0, num_blocks); pools aligned to
 // 2 x sizeof(T) bytes;
 // out overlaps nothing.
+// bf16 / f16 at head_dim <= 128 run on tensor cores (paged_prefill_attention_tc.cuh).
 template <class Launcher, typename T, int kHeadDim>
 auto LaunchPagedPrefillAttention(Launcher& launcher, const PagedPrefillParams& params, const T* q,
                                  const T* k_pool, const T* v_pool, const int32_t* block_tables,
                                  const int32_t* query_start_loc, const int32_t* context_lens,
                                  T* out) {
-  constexpr int kRows = kPrefillRowsFor<T, kHeadDim>;
-  const int heads_per_block = PrefillHeadsPerBlock(params, kRows);
-  const int chunks = int(CeilDiv(params.num_heads / params.num_kv_heads, kRows));
-  const int tokens_per_block = kRows / heads_per_block;
-  const int query_len = params.max_query_len > 1 ? params.max_query_len : 1;
-  const LaunchShape shape{dim3(params.num_kv_heads * chunks, params.num_seqs,
-                               CeilDiv(query_len, tokens_per_block)),
-                          dim3(kPrefillThreads), 0};
-  return launcher.Launch(shape, PagedPrefillAttentionKernel<T, kHeadDim>, q, k_pool, v_pool,
-                         block_tables, query_start_loc, context_lens, out, params);
+  if constexpr (PrefillUsesTensorCores<T, kHeadDim>) {
+    return LaunchPagedPrefillAttentionTc<Launcher, T, kHeadDim>(
+        launcher, params, q, k_pool, v_pool, block_tables, query_start_loc, context_lens, out);
+  } else {
+    constexpr int kRows = kPrefillRowsFor<T, kHeadDim>;
+    const int heads_per_block = PrefillHeadsPerBlock(params, kRows);
+    const int chunks = int(CeilDiv(params.num_heads / params.num_kv_heads, kRows));
+    const int tokens_per_block = kRows / heads_per_block;
+    const int query_len = params.max_query_len > 1 ? params.max_query_len : 1;
+    const LaunchShape shape{dim3(params.num_kv_heads * chunks, params.num_seqs,
+                                 CeilDiv(query_len, tokens_per_block)),
+                            dim3(kPrefillThreads), 0};
+    return launcher.Launch(shape, PagedPrefillAttentionKernel<T, kHeadDim>, q, k_pool, v_pool,
+                           block_tables, query_start_loc, context_lens, out, params);
+  }
 }
 
 }  // namespace tessera::cuda

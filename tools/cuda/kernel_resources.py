@@ -38,6 +38,8 @@ REQUIRED_PTX = {
                               r"cp\.async\.cg\.shared\.global"],
     "PackedLinearSmallMKernel": [r"ld\.global\.nc\.v4"],
     "PagedDecodeAttentionKernel": [r"cp\.async\.cg\.shared\.global"],
+    "PagedPrefillAttentionTcKernel": [r"mma\.sync\.aligned\.m16n8k16", r"ldmatrix\.sync\.aligned",
+                                      r"cp\.async\.cg\.shared\.global"],
     "SamplingKernel": [r"ld\.global\.nc\.v4\.f32"],
 }
 

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/reference.h"
@@ -94,14 +95,26 @@ void CheckPrefill(const simt::Schedule& schedule, const PrefillCase& c, std::mt1
     const Chunk chunk = c.chunks[s];
     if (chunk.length == 0) continue;
     const size_t first = query_start_loc[s] * row, count = chunk.length * row;
-    std::vector<float> expected(count);
-    kernels::cpu::reference::Attention(
-        std::span<const float>(q_floats).subspan(first, count),
-        kv.Contiguous(kv.k_pool, s, contexts[s]), kv.Contiguous(kv.v_pool, s, contexts[s]),
-        chunk.length, chunk.start, num_heads, c.num_kv_heads, kHeadDim, params.scale, expected);
+    std::vector<float> expected(count), magnitude(count);
+    const std::vector<float> keys = kv.Contiguous(kv.k_pool, s, contexts[s]);
+    std::vector<float> values = kv.Contiguous(kv.v_pool, s, contexts[s]);
+    const auto queries = std::span<const float>(q_floats).subspan(first, count);
+    kernels::cpu::reference::Attention(queries, keys, values, chunk.length, chunk.start,
+                                       num_heads, c.num_kv_heads, kHeadDim, params.scale,
+                                       expected);
+    // The tensor-core kernel rounds the probabilities to T before P·V: each output element may
+    // move by up to T's unit roundoff times Σ_j p_j |v_j| (attention over |V|).
+    float roundoff = 0.0f;
+    if constexpr (PrefillUsesTensorCores<T, kHeadDim>) {
+      roundoff = std::is_same_v<T, __half> ? 1.0f / 2048 : 1.0f / 256;
+      for (float& v : values) v = std::fabs(v);
+      kernels::cpu::reference::Attention(queries, keys, values, chunk.length, chunk.start,
+                                         num_heads, c.num_kv_heads, kHeadDim, params.scale,
+                                         magnitude);
+    }
     for (size_t i = 0; i < count; ++i) {
       ASSERT_NEAR(simt::AsFloat(got[first + i]), expected[i],
-                  simt::AttentionTolerance<T>(expected[i]))
+                  simt::AttentionTolerance<T>(expected[i]) + roundoff * magnitude[i])
           << "seq " << s << " start " << chunk.start << " chunk " << chunk.length << " token "
           << i / row << " head " << i % row / kHeadDim << " dim " << i % kHeadDim
           << " block_size " << c.block_size << " group " << c.group;
