@@ -30,12 +30,11 @@ __device__ __forceinline__ void CopyRow(const Unit* __restrict__ from, Unit* __r
   for (int i = threadIdx.x; i < count; i += blockDim.x) to[i] = from[i];
 }
 
+// Token `token`'s k and v rows to their slot, the block's threads striding over the row.
 template <typename T>
-__global__ void __launch_bounds__(kKvWriteThreads)
-    KvWriteKernel(const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ k_pool,
-                  T* __restrict__ v_pool, const int32_t* __restrict__ slot_mapping,
-                  int row_elements, bool vectorized) {
-  const int token = blockIdx.x;
+__device__ __forceinline__ void WriteTokenKv(const T* k, const T* v, T* k_pool, T* v_pool,
+                                             const int32_t* slot_mapping, int token,
+                                             int row_elements, bool vectorized) {
   const int64_t slot = __ldg(&slot_mapping[token]);
   if (slot < 0) return;  // padding row
   const int64_t source = int64_t{token} * row_elements;
@@ -52,11 +51,25 @@ __global__ void __launch_bounds__(kKvWriteThreads)
   }
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kKvWriteThreads)
+    KvWriteKernel(const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ k_pool,
+                  T* __restrict__ v_pool, const int32_t* __restrict__ slot_mapping,
+                  int row_elements, bool vectorized) {
+  WriteTokenKv(k, v, k_pool, v_pool, slot_mapping, int(blockIdx.x), row_elements, vectorized);
+}
+
+// Whether a row of `row_elements` T moves in 16-byte vectors (pointers permitting).
+template <typename T>
+inline bool KvRowVectorized(int row_elements) {
+  return (row_elements * sizeof(T)) % 16 == 0;
+}
+
 template <class Launcher, typename T>
 auto LaunchKvWrite(Launcher& launcher, const T* k, const T* v, T* k_pool, T* v_pool,
                    const int32_t* slot_mapping, int num_tokens, int num_kv_heads, int head_dim) {
   const int row_elements = num_kv_heads * head_dim;
-  const bool vectorized = (row_elements * sizeof(T)) % 16 == 0;
+  const bool vectorized = KvRowVectorized<T>(row_elements);
   const LaunchShape shape{dim3(num_tokens), dim3(kKvWriteThreads), 0};
   return launcher.Launch(shape, KvWriteKernel<T>, k, v, k_pool, v_pool, slot_mapping,
                          row_elements, vectorized);

@@ -48,13 +48,12 @@ __device__ __forceinline__ void RotatePair(T* head, int i, int half_rope, const 
   head[b] = FromFloat<T>(__fmul_rn(x0, s) + __fmul_rn(x1, c));
 }
 
+// Rotates token `token`'s q and k heads, the block's threads striding over the pairs.
 template <typename T, RopeStyle kStyle>
-__global__ void __launch_bounds__(kRopeMaxThreads)
-    RopeKernel(T* __restrict__ q, T* __restrict__ k, const int32_t* __restrict__ positions,
-               const float* __restrict__ cos_sin, int max_positions, int num_heads,
-               int num_kv_heads, int head_dim, int rope_dim) {
-  const int64_t token = blockIdx.x;
-  const int32_t pos = positions[token];
+__device__ __forceinline__ void RotateToken(T* q, T* k, int64_t token, int32_t pos,
+                                            const float* cos_sin, int max_positions,
+                                            int num_heads, int num_kv_heads, int head_dim,
+                                            int rope_dim) {
   if (pos < 0 || pos >= max_positions) return;
   const int half_rope = rope_dim / 2;
   const float* row = cos_sin + static_cast<int64_t>(pos) * rope_dim;
@@ -70,6 +69,23 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
   }
 }
 
+template <typename T, RopeStyle kStyle>
+__global__ void __launch_bounds__(kRopeMaxThreads)
+    RopeKernel(T* __restrict__ q, T* __restrict__ k, const int32_t* __restrict__ positions,
+               const float* __restrict__ cos_sin, int max_positions, int num_heads,
+               int num_kv_heads, int head_dim, int rope_dim) {
+  const int64_t token = blockIdx.x;
+  RotateToken<T, kStyle>(q, k, token, positions[token], cos_sin, max_positions, num_heads,
+                         num_kv_heads, head_dim, rope_dim);
+}
+
+// Threads per block of a RoPE launch: one per pair up to kRopeMaxThreads, whole warps.
+inline unsigned RopeThreads(int num_heads, int num_kv_heads, int rope_dim) {
+  const unsigned pairs = static_cast<unsigned>((num_heads + num_kv_heads) * (rope_dim / 2));
+  const unsigned threads = CeilDiv(pairs > 0 ? pairs : 1, 32) * 32;
+  return threads < kRopeMaxThreads ? threads : kRopeMaxThreads;
+}
+
 // Preconditions: num_tokens > 0 (< 2^31); num_heads >= 0, num_kv_heads >= 0 (k may be nullptr
 // when num_kv_heads == 0); rope_dim even, 2 <= rope_dim <= head_dim; cos_sin holds
 // max_positions * rope_dim floats laid out as RopeTable's; q and k do not overlap.
@@ -77,10 +93,8 @@ template <class Launcher, typename T>
 auto LaunchRope(Launcher& launcher, RopeStyle style, T* q, T* k, const int32_t* positions,
                 const float* cos_sin, int max_positions, int num_tokens, int num_heads,
                 int num_kv_heads, int head_dim, int rope_dim) {
-  const unsigned pairs = static_cast<unsigned>((num_heads + num_kv_heads) * (rope_dim / 2));
-  const unsigned threads = CeilDiv(pairs > 0 ? pairs : 1, 32) * 32;
-  const LaunchShape shape{dim3(num_tokens),
-                          dim3(threads < kRopeMaxThreads ? threads : kRopeMaxThreads), 0};
+  const LaunchShape shape{dim3(num_tokens), dim3(RopeThreads(num_heads, num_kv_heads, rope_dim)),
+                          0};
   if (style == RopeStyle::kNeox) {
     return launcher.Launch(shape, RopeKernel<T, RopeStyle::kNeox>, q, k, positions, cos_sin,
                            max_positions, num_heads, num_kv_heads, head_dim, rope_dim);

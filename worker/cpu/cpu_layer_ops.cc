@@ -13,7 +13,9 @@ namespace tessera::worker {
 
 namespace cpu = kernels::cpu;
 
-void CpuModelOps::Attend(int kv_layer, ActId q, ActId k, ActId v, ActId out) {
+void CpuModelOps::RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId out) {
+  Rope(q, config_.num_heads);
+  Rope(k, config_.num_kv_heads);
   const cpu::PagedAttentionParams params{
       .num_heads = config_.num_heads,
       .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),

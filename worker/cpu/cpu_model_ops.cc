@@ -123,12 +123,7 @@ void CpuModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
 
 void CpuModelOps::Add(ActId inout, ActId delta) { AddInPlace(Span(inout), Span(delta)); }
 
-// The cpu backend gains nothing from fusing these: the device's fused launches in two steps.
-void CpuModelOps::RopeQk(ActId q, ActId k) {
-  Rope(q, config_.num_heads);
-  Rope(k, config_.num_kv_heads);
-}
-
+// The cpu backend gains nothing from fusing these: the device's fused launch in two steps.
 void CpuModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight, ActId out) {
   Add(inout, delta);
   RmsNorm(inout, weight, out, 1);

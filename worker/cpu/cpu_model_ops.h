@@ -76,10 +76,8 @@ class CpuModelOps {
   void RmsNorm(ActId in, WeightId weight, ActId out, int groups);
   void Project(ActId in, std::initializer_list<Projection> outputs);
   void AddBias(WeightId bias, ActId inout);
-  void Rope(ActId inout, int num_heads);
-  void RopeQk(ActId q, ActId k);
   void AddRmsNorm(ActId inout, ActId delta, WeightId weight, ActId out);
-  void Attend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
+  void RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
   void SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts);
   void SigmoidMul(ActId gate, ActId inout);
   void SwiGlu(ActId gate, ActId up, ActId out);
@@ -89,6 +87,7 @@ class CpuModelOps {
   void MoeFfn(ActId in, const MoeOpWeights& weights, ActId out);
 
  private:
+  void Rope(ActId inout, int num_heads);
   int64_t Rows(ActId act) const;
   int64_t Width(ActId act) const { return plan_->activations[act].width; }
   std::span<float> Span(ActId act);  // the activation's rows, exactly

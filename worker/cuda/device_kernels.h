@@ -71,6 +71,23 @@ struct MoeExpertsInputs {
   int ffn = 0;
 };
 
+// The arguments of DeviceKernels::RopeKvWrite (rope_kv_write.cuh): q [tokens, heads, head_dim],
+// k and v [tokens, kv_heads, head_dim] of the compute type; positions, slot_mapping [tokens];
+// cos_sin the RoPE table of max_positions rows.
+struct RotaryKvWrite {
+  cuda::RopeStyle style = cuda::RopeStyle::kNormal;
+  void* q = nullptr;
+  void* k = nullptr;
+  const void* v = nullptr;
+  void* k_pool = nullptr;
+  void* v_pool = nullptr;
+  const int32_t* positions = nullptr;
+  const int32_t* slot_mapping = nullptr;
+  const float* cos_sin = nullptr;
+  int max_positions = 0;
+  int num_tokens = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, rope_dim = 0;
+};
+
 class DeviceKernels {
  public:
   using DataType = device::DataType;
@@ -94,10 +111,9 @@ class DeviceKernels {
   virtual absl::Status AddRmsNorm(DataType type, void* residual, const void* delta,
                                   const void* weight, void* out, int num_rows, int hidden,
                                   float eps) = 0;
-  virtual absl::Status Rope(DataType type, cuda::RopeStyle style, void* q, void* k,
-                            const int32_t* positions, const float* cos_sin, int max_positions,
-                            int num_tokens, int num_heads, int num_kv_heads, int head_dim,
-                            int rope_dim) = 0;
+  // RoPE on q and k in place, then k and v through the slot mapping into the pools (slot -1
+  // writes nothing): kernels/cuda/rope_kv_write.cuh, one launch.
+  virtual absl::Status RopeKvWrite(DataType type, const RotaryKvWrite& args) = 0;
   // out = silu(gate) * up; out may be gate (each element is read before it is written).
   virtual absl::Status SwiGlu(DataType type, const void* gate, const void* up, void* out,
                               int num_tokens, int width) = 0;
@@ -107,10 +123,6 @@ class DeviceKernels {
                                int width) = 0;
   virtual absl::Status GatherRows(DataType type, const void* src, const int32_t* row_indices,
                                   void* dst, int num_rows, int width) = 0;
-  // K/V rows through the slot mapping into the pools; slot -1 writes nothing.
-  virtual absl::Status KvWrite(DataType type, const void* k, const void* v, void* k_pool,
-                               void* v_pool, const int32_t* slot_mapping, int num_tokens,
-                               int num_kv_heads, int head_dim) = 0;
   virtual absl::Status DecodeAttention(DataType type, int head_dim,
                                        const cuda::PagedDecodeParams& params, const void* q,
                                        const void* k_pool, const void* v_pool,

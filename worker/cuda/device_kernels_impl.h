@@ -19,7 +19,6 @@
 #include "kernels/cuda/gated_delta_rule.cuh"
 #include "kernels/cuda/gated_rms_norm.cuh"
 #include "kernels/cuda/gdn_gates.cuh"
-#include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/packed_dequantize.cuh"
@@ -29,7 +28,7 @@
 #include "kernels/cuda/random_uniform.cuh"
 #include "kernels/cuda/logit_adjust.cuh"
 #include "kernels/cuda/rms_norm.cuh"
-#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/rope_kv_write.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "worker/cuda/device_kernels.h"
 
@@ -98,15 +97,14 @@ class DeviceKernelsFor final : public DeviceKernels {
     });
   }
 
-  absl::Status Rope(DataType type, cuda::RopeStyle style, void* q, void* k,
-                    const int32_t* positions, const float* cos_sin, int max_positions,
-                    int num_tokens, int num_heads, int num_kv_heads, int head_dim,
-                    int rope_dim) override {
+  absl::Status RopeKvWrite(DataType type, const RotaryKvWrite& a) override {
     return WithElementType(type, [&](auto t) {
       using T = decltype(t);
-      return to_status_(cuda::LaunchRope<Launcher, T>(
-          launcher_, style, static_cast<T*>(q), static_cast<T*>(k), positions, cos_sin,
-          max_positions, num_tokens, num_heads, num_kv_heads, head_dim, rope_dim));
+      return to_status_(cuda::LaunchRopeKvWrite<Launcher, T>(
+          launcher_, a.style, static_cast<T*>(a.q), static_cast<T*>(a.k),
+          static_cast<const T*>(a.v), static_cast<T*>(a.k_pool), static_cast<T*>(a.v_pool),
+          a.positions, a.slot_mapping, a.cos_sin, a.max_positions, a.num_tokens, a.num_heads,
+          a.num_kv_heads, a.head_dim, a.rope_dim));
     });
   }
 
@@ -147,16 +145,6 @@ class DeviceKernelsFor final : public DeviceKernels {
     });
   }
 
-  absl::Status KvWrite(DataType type, const void* k, const void* v, void* k_pool, void* v_pool,
-                       const int32_t* slot_mapping, int num_tokens, int num_kv_heads,
-                       int head_dim) override {
-    return WithElementType(type, [&](auto t) {
-      using T = decltype(t);
-      return to_status_(cuda::LaunchKvWrite<Launcher, T>(
-          launcher_, static_cast<const T*>(k), static_cast<const T*>(v), static_cast<T*>(k_pool),
-          static_cast<T*>(v_pool), slot_mapping, num_tokens, num_kv_heads, head_dim));
-    });
-  }
 
   absl::Status DecodeAttention(DataType type, int head_dim, const cuda::PagedDecodeParams& params,
                                const void* q, const void* k_pool, const void* v_pool,

@@ -14,11 +14,18 @@
 namespace tessera::worker {
 using device::DataType;
 
-void DeviceModelOps::Attend(int layer, ActId q, ActId k, ActId v, ActId out) {
+void DeviceModelOps::RotaryAttend(int layer, ActId q, ActId k, ActId v, ActId out) {
   if (!status_.ok()) return;
-  Check(kernels_.KvWrite(dtype_, Buffer(k), Buffer(v), kv_.k[layer], kv_.v[layer],
-                         inputs_->device_slot_mapping(), Rows(k), config_.num_kv_heads,
-                         config_.head_dim));
+  Check(kernels_.RopeKvWrite(
+      dtype_, {.style = config_.rope_neox ? cuda::RopeStyle::kNeox : cuda::RopeStyle::kNormal,
+               .q = Buffer(q), .k = Buffer(k), .v = Buffer(v),
+               .k_pool = kv_.k[layer], .v_pool = kv_.v[layer],
+               .positions = inputs_->device_positions(),
+               .slot_mapping = inputs_->device_slot_mapping(),
+               .cos_sin = weights_.rope_cos_sin, .max_positions = weights_.rope_positions,
+               .num_tokens = Rows(k), .num_heads = config_.num_heads,
+               .num_kv_heads = config_.num_kv_heads, .head_dim = config_.head_dim,
+               .rope_dim = config_.rope_dim}));
   const StepShape& shape = inputs_->shape();
   const size_t decode_bytes = size_t(shape.num_decode) * Width(q) * device::DataTypeBytes(dtype_);
   if (shape.num_decode > 0) DecodeAttention(layer, Buffer(q), Buffer(out));

@@ -208,25 +208,6 @@ void DeviceModelOps::AddBias(WeightId bias, ActId inout) {
   Check(kernels_.AddBias(dtype_, Buffer(inout), weights_[bias].data, Rows(inout), Width(inout)));
 }
 
-void DeviceModelOps::Rope(ActId inout, int num_heads) {
-  if (!status_.ok()) return;
-  const cuda::RopeStyle style = config_.rope_neox ? cuda::RopeStyle::kNeox
-                                                  : cuda::RopeStyle::kNormal;
-  Check(kernels_.Rope(dtype_, style, Buffer(inout), nullptr, inputs_->device_positions(),
-                      weights_.rope_cos_sin, weights_.rope_positions, Rows(inout), num_heads,
-                      /*num_kv_heads=*/0, config_.head_dim, config_.rope_dim));
-}
-
-// q's heads and k's in one launch.
-void DeviceModelOps::RopeQk(ActId q, ActId k) {
-  if (!status_.ok()) return;
-  const cuda::RopeStyle style = config_.rope_neox ? cuda::RopeStyle::kNeox
-                                                  : cuda::RopeStyle::kNormal;
-  Check(kernels_.Rope(dtype_, style, Buffer(q), Buffer(k), inputs_->device_positions(),
-                      weights_.rope_cos_sin, weights_.rope_positions, Rows(q), config_.num_heads,
-                      config_.num_kv_heads, config_.head_dim, config_.rope_dim));
-}
-
 // The residual add and the next norm in one launch (rms_norm.cuh's fused form).
 void DeviceModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight_id, ActId out) {
   if (!status_.ok()) return;

@@ -94,8 +94,7 @@ void HybridAttentionMixer(Ops& ops, const model::ModelConfig& config, const Hybr
                  {{a.q, 0, config.head_dim}, {a.gate, 0, config.head_dim}});
   ops.RmsNorm(a.q, t.q_norm, a.q, config.num_heads);
   ops.RmsNorm(a.k, t.k_norm, a.k, config.num_kv_heads);
-  ops.RopeQk(a.q, a.k);
-  ops.Attend(w.state_index, a.q, a.k, a.v, a.attention);
+  ops.RotaryAttend(w.state_index, a.q, a.k, a.v, a.attention);
   ops.SigmoidMul(a.gate, a.attention);
   ops.Project(a.attention, {{t.wo, a.projected}});
 }

@@ -50,8 +50,7 @@ void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const Llama
     ops.RmsNorm(a.q, w.q_norm, a.q, config.num_heads);
     ops.RmsNorm(a.k, w.k_norm, a.k, config.num_kv_heads);
   }
-  ops.RopeQk(a.q, a.k);
-  ops.Attend(layer, a.q, a.k, a.v, a.attention);
+  ops.RotaryAttend(layer, a.q, a.k, a.v, a.attention);
   ops.Project(a.attention, {{w.wo, a.projected}});
   ops.AddRmsNorm(a.x, a.projected, w.ffn_norm, a.normed);
 }

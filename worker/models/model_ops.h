@@ -10,13 +10,13 @@
 //   RmsNorm(in, weight, out, groups)     normalise each `width/groups`-wide group of every row
 //   Project(in, {{weight, out}, ...})    out = in · weightᵀ, up to 4 weights sharing `in`
 //   AddBias(bias, inout)                 inout[r, :] += bias
-//   Rope(inout, num_heads)               rotary embedding at the step's positions (the config's
-//                                        rope_dim of each head_dim-wide head, normal or NeoX)
-//   RopeQk(q, k)                         Rope(q, num_heads) and Rope(k, num_kv_heads) (one launch)
 //   AddRmsNorm(inout, delta, weight, out) Add(inout, delta), then RmsNorm(inout, weight, out, 1)
 //                                        (one launch; out aliases neither input)
-//   Attend(kv_layer, q, k, v, out)       write k/v into attention layer `kv_layer`'s paged pool
-//                                        through the slot mapping, then causal paged attention
+//   RotaryAttend(kv_layer, q, k, v, out) rotary embedding on q and k in place at the step's
+//                                        positions (the config's rope_dim of each head, normal
+//                                        or NeoX), k/v into attention layer `kv_layer`'s paged
+//                                        pool through the slot mapping (one launch for the
+//                                        three on the device), then causal paged attention
 //   SplitHeads(in, groups, parts)        in's rows are `groups` groups of [part 0 | part 1 | ...];
 //                                        group g of part p goes to parts[p].out at column
 //                                        parts[p].offset + g · parts[p].width

@@ -20,7 +20,7 @@
 namespace tessera::worker::testing {
 namespace {
 
-constexpr int kLaunchesPerLayer = 14;
+constexpr int kLaunchesPerLayer = 13;
 constexpr int kLaunchesPerStep = 9;
 
 struct DecodeLaunches {
