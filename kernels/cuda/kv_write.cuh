@@ -30,24 +30,22 @@ __device__ __forceinline__ void CopyRow(const Unit* __restrict__ from, Unit* __r
   for (int i = threadIdx.x; i < count; i += blockDim.x) to[i] = from[i];
 }
 
-// Token `token`'s k and v rows to their slot, the block's threads striding over the row.
+// One token's k and v rows (k_row, v_row) to `slot` (none for -1), the block's threads striding
+// over the row.
 template <typename T>
-__device__ __forceinline__ void WriteTokenKv(const T* k, const T* v, T* k_pool, T* v_pool,
-                                             const int32_t* slot_mapping, int token,
-                                             int row_elements, bool vectorized) {
-  const int64_t slot = __ldg(&slot_mapping[token]);
+__device__ __forceinline__ void WriteTokenKv(const T* k_row, const T* v_row, T* k_pool, T* v_pool,
+                                             int64_t slot, int row_elements, bool vectorized) {
   if (slot < 0) return;  // padding row
-  const int64_t source = int64_t{token} * row_elements;
   const int64_t target = slot * row_elements;  // slot = block * block_size + offset
   if (vectorized) {
     const int units = row_elements * int(sizeof(T)) / 16;
-    CopyRow(reinterpret_cast<const uint4*>(k + source), reinterpret_cast<uint4*>(k_pool + target),
+    CopyRow(reinterpret_cast<const uint4*>(k_row), reinterpret_cast<uint4*>(k_pool + target),
             units);
-    CopyRow(reinterpret_cast<const uint4*>(v + source), reinterpret_cast<uint4*>(v_pool + target),
+    CopyRow(reinterpret_cast<const uint4*>(v_row), reinterpret_cast<uint4*>(v_pool + target),
             units);
   } else {
-    CopyRow(k + source, k_pool + target, row_elements);
-    CopyRow(v + source, v_pool + target, row_elements);
+    CopyRow(k_row, k_pool + target, row_elements);
+    CopyRow(v_row, v_pool + target, row_elements);
   }
 }
 
@@ -56,7 +54,9 @@ __global__ void __launch_bounds__(kKvWriteThreads)
     KvWriteKernel(const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ k_pool,
                   T* __restrict__ v_pool, const int32_t* __restrict__ slot_mapping,
                   int row_elements, bool vectorized) {
-  WriteTokenKv(k, v, k_pool, v_pool, slot_mapping, int(blockIdx.x), row_elements, vectorized);
+  const int64_t token = blockIdx.x;
+  WriteTokenKv(k + token * row_elements, v + token * row_elements, k_pool, v_pool,
+               __ldg(&slot_mapping[token]), row_elements, vectorized);
 }
 
 // Whether a row of `row_elements` T moves in 16-byte vectors (pointers permitting).

@@ -48,17 +48,16 @@ __device__ __forceinline__ void RotatePair(T* head, int i, int half_rope, const 
   head[b] = FromFloat<T>(__fmul_rn(x0, s) + __fmul_rn(x1, c));
 }
 
-// Rotates token `token`'s q and k heads, the block's threads striding over the pairs.
+// Rotates one token's q heads (q_token) and k heads (k_token) at `pos`, the block's threads
+// striding over the pairs.
 template <typename T, RopeStyle kStyle>
-__device__ __forceinline__ void RotateToken(T* q, T* k, int64_t token, int32_t pos,
+__device__ __forceinline__ void RotateToken(T* q_token, T* k_token, int32_t pos,
                                             const float* cos_sin, int max_positions,
                                             int num_heads, int num_kv_heads, int head_dim,
                                             int rope_dim) {
   if (pos < 0 || pos >= max_positions) return;
   const int half_rope = rope_dim / 2;
   const float* row = cos_sin + static_cast<int64_t>(pos) * rope_dim;
-  T* q_token = q + token * num_heads * head_dim;
-  T* k_token = k + token * num_kv_heads * head_dim;
   const int total = (num_heads + num_kv_heads) * half_rope;
   for (int p = threadIdx.x; p < total; p += blockDim.x) {
     const int head = p / half_rope;
@@ -75,8 +74,9 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
                const float* __restrict__ cos_sin, int max_positions, int num_heads,
                int num_kv_heads, int head_dim, int rope_dim) {
   const int64_t token = blockIdx.x;
-  RotateToken<T, kStyle>(q, k, token, positions[token], cos_sin, max_positions, num_heads,
-                         num_kv_heads, head_dim, rope_dim);
+  RotateToken<T, kStyle>(q + token * num_heads * head_dim, k + token * num_kv_heads * head_dim,
+                         positions[token], cos_sin, max_positions, num_heads, num_kv_heads,
+                         head_dim, rope_dim);
 }
 
 // Threads per block of a RoPE launch: one per pair up to kRopeMaxThreads, whole warps.

@@ -5,9 +5,9 @@
 namespace tessera::cuda {
 
 #define TESSERA_INSTANTIATE_ROPE_KV_WRITE(T)                                                  \
-  template auto LaunchRopeKvWrite<CudaLauncher, T>(CudaLauncher&, RopeStyle, T*, T*, const T*, \
-                                                   T*, T*, const int32_t*, const int32_t*,    \
-                                                   const float*, int, int, int, int, int, int);
+  template auto LaunchRopeKvWrite<CudaLauncher, T>(                                             \
+      CudaLauncher&, RopeStyle, const RopeKvWriteRows<T>&, T*, T*, const int32_t*,            \
+      const int32_t*, const float*, int, int, int, int, int, int);
 
 TESSERA_INSTANTIATE_ROPE_KV_WRITE(__nv_bfloat16)
 TESSERA_INSTANTIATE_ROPE_KV_WRITE(__half)

@@ -1,10 +1,17 @@
-// RoPE on q and k, then the KV write, in one launch: the attention step's input half
+// The attention step's input half in one launch: RoPE on q and k, then the KV write
 // (rope.cuh's RotateToken, then kv_write.cuh's WriteTokenKv, per token). Same results, bit for
-// bit, as LaunchRope followed by LaunchKvWrite; preconditions of both.
-// Design: one block per token; its threads rotate the token's q and k pairs in place, a barrier
-// makes the rotated k visible to the whole block, then they copy k and v to the token's slot
-// (none for slot -1). Bound (H100): memory, the two kernels' bytes less one pass over k (read
-// back from L1/L2); at decode sizes launch-bound, which is what the fusion saves.
+// bit, as LaunchRope followed by LaunchKvWrite.
+//
+// Two layouts of the inputs (RopeKvWriteRows):
+//   - separate: q [tokens, heads, head_dim], k and v [tokens, kv_heads, head_dim], each dense; q and
+//     k are rotated in place;
+//   - one fused projection's output (a QKV GEMM): rows of [q | k | v] with a row stride; q is
+//     copied out to `q_out` (dense) and rotated there, k is rotated in place (in the fused row),
+//     k and v go to the pools from the fused row.
+// Design: one block per token; its threads copy q out (fused layout), a barrier; rotate the
+// token's q and k pairs, a barrier (the rotated k, written by any thread, is read next); copy k
+// and v to the token's slot (none for slot -1). Bound (H100): memory, the two kernels' bytes less
+// one pass over k (read back from L1/L2); at decode sizes launch-bound, which the fusion saves.
 #pragma once
 
 #include <cstdint>
@@ -14,37 +21,62 @@
 
 namespace tessera::cuda {
 
+// Where a token's rows are: q_in/k/v advance by `stride` (k and v may alias q_in's rows), q_out
+// by heads x head_dim; q_out == q_in means in place.
+template <typename T>
+struct RopeKvWriteRows {
+  const T* q_in;
+  T* q_out;
+  T* k;
+  const T* v;
+  int64_t q_stride, kv_stride;
+};
+
 template <typename T, RopeStyle kStyle>
 __global__ void __launch_bounds__(kRopeMaxThreads)
-    RopeKvWriteKernel(T* __restrict__ q, T* __restrict__ k, const T* __restrict__ v,
-                      T* __restrict__ k_pool, T* __restrict__ v_pool,
+    RopeKvWriteKernel(RopeKvWriteRows<T> rows, T* __restrict__ k_pool, T* __restrict__ v_pool,
                       const int32_t* __restrict__ positions,
                       const int32_t* __restrict__ slot_mapping, const float* __restrict__ cos_sin,
                       int max_positions, int num_heads, int num_kv_heads, int head_dim,
                       int rope_dim, bool vectorized) {
-  const int token = blockIdx.x;
-  RotateToken<T, kStyle>(q, k, token, positions[token], cos_sin, max_positions, num_heads,
+  const int64_t token = blockIdx.x;
+  const int q_elements = num_heads * head_dim;
+  T* q_token = rows.q_out + token * q_elements;
+  T* k_token = rows.k + token * rows.kv_stride;
+  if (rows.q_in != rows.q_out) {
+    const T* from = rows.q_in + token * rows.q_stride;
+    for (int i = threadIdx.x; i < q_elements; i += blockDim.x) q_token[i] = from[i];
+    __syncthreads();  // the copied q, written by any thread, is rotated below
+  }
+  RotateToken<T, kStyle>(q_token, k_token, positions[token], cos_sin, max_positions, num_heads,
                          num_kv_heads, head_dim, rope_dim);
   __syncthreads();  // the rotated k, written by any thread of the block, is read below
-  WriteTokenKv(k, v, k_pool, v_pool, slot_mapping, token, num_kv_heads * head_dim, vectorized);
+  WriteTokenKv(k_token, rows.v + token * rows.kv_stride, k_pool, v_pool,
+               __ldg(&slot_mapping[token]), num_kv_heads * head_dim, vectorized);
 }
 
+// Preconditions: LaunchRope's and LaunchKvWrite's; q_out does not overlap q_in's rows unless
+// equal; strides >= the rows they step over; the 16-byte copy needs 16-byte aligned rows, which
+// this checks on the row sizes and strides (pointers come from 16-byte aligned buffers).
 template <class Launcher, typename T>
-auto LaunchRopeKvWrite(Launcher& launcher, RopeStyle style, T* q, T* k, const T* v, T* k_pool,
-                       T* v_pool, const int32_t* positions, const int32_t* slot_mapping,
-                       const float* cos_sin, int max_positions, int num_tokens, int num_heads,
-                       int num_kv_heads, int head_dim, int rope_dim) {
-  const bool vectorized = KvRowVectorized<T>(num_kv_heads * head_dim);
+auto LaunchRopeKvWrite(Launcher& launcher, RopeStyle style, const RopeKvWriteRows<T>& rows,
+                       T* k_pool, T* v_pool, const int32_t* positions,
+                       const int32_t* slot_mapping, const float* cos_sin, int max_positions,
+                       int num_tokens, int num_heads, int num_kv_heads, int head_dim,
+                       int rope_dim) {
+  const bool vectorized = KvRowVectorized<T>(num_kv_heads * head_dim) &&
+                          (rows.kv_stride * int64_t(sizeof(T))) % 16 == 0 &&
+                          ((rows.v - rows.k) * int64_t(sizeof(T))) % 16 == 0;
   const LaunchShape shape{dim3(num_tokens), dim3(RopeThreads(num_heads, num_kv_heads, rope_dim)),
                           0};
   if (style == RopeStyle::kNeox) {
-    return launcher.Launch(shape, RopeKvWriteKernel<T, RopeStyle::kNeox>, q, k, v, k_pool, v_pool,
+    return launcher.Launch(shape, RopeKvWriteKernel<T, RopeStyle::kNeox>, rows, k_pool, v_pool,
                            positions, slot_mapping, cos_sin, max_positions, num_heads,
                            num_kv_heads, head_dim, rope_dim, vectorized);
   }
-  return launcher.Launch(shape, RopeKvWriteKernel<T, RopeStyle::kNormal>, q, k, v, k_pool, v_pool,
-                         positions, slot_mapping, cos_sin, max_positions, num_heads,
-                         num_kv_heads, head_dim, rope_dim, vectorized);
+  return launcher.Launch(shape, RopeKvWriteKernel<T, RopeStyle::kNormal>, rows, k_pool, v_pool,
+                         positions, slot_mapping, cos_sin, max_positions, num_heads, num_kv_heads,
+                         head_dim, rope_dim, vectorized);
 }
 
 }  // namespace tessera::cuda

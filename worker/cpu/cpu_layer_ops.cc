@@ -32,6 +32,12 @@ void CpuModelOps::RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId ou
   }
 }
 
+// (Given [q | k | v] rows only by a backend that concatenates weights, which this one does not.)
+void CpuModelOps::RotaryAttendQkv(int kv_layer, ActId qkv, ActId q, ActId k, ActId v, ActId out) {
+  SplitHeads(qkv, 1, {{q, 0, Width(q)}, {k, 0, Width(k)}, {v, 0, Width(v)}});
+  RotaryAttend(kv_layer, q, k, v, out);
+}
+
 void CpuModelOps::SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts) {
   int64_t group_width = 0;
   for (const SplitPart& p : parts) group_width += p.width;

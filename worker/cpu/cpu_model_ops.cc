@@ -121,6 +121,18 @@ void CpuModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
   cpu::SwiGlu(Span(gate), Span(up), Span(out), isa_);
 }
 
+// (The cpu backend never concatenates weights, so it is given no [gate | up] rows; for the
+// concept's sake it computes them as the device does.)
+void CpuModelOps::SwiGluHalves(ActId in, ActId out) {
+  const int64_t width = Width(out);
+  const std::span<const float> rows = Span(in);
+  const std::span<float> result = Span(out);
+  for (int64_t r = 0; r < Rows(out); ++r) {
+    cpu::SwiGlu(rows.subspan(2 * r * width, width), rows.subspan((2 * r + 1) * width, width),
+                result.subspan(r * width, width), isa_);
+  }
+}
+
 void CpuModelOps::Add(ActId inout, ActId delta) { AddInPlace(Span(inout), Span(delta)); }
 
 // The cpu backend gains nothing from fusing these: the device's fused launch in two steps.

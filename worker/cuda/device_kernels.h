@@ -71,14 +71,17 @@ struct MoeExpertsInputs {
   int ffn = 0;
 };
 
-// The arguments of DeviceKernels::RopeKvWrite (rope_kv_write.cuh): q [tokens, heads, head_dim],
-// k and v [tokens, kv_heads, head_dim] of the compute type; positions, slot_mapping [tokens];
-// cos_sin the RoPE table of max_positions rows.
+// The arguments of DeviceKernels::RopeKvWrite (rope_kv_write.cuh): q_in's, k's and v's token rows
+// `q_stride` / `kv_stride` elements apart (separate tensors, or one [q | k | v] projection
+// output), q_out [tokens, heads, head_dim] (q_in itself: rotated in place); the compute type;
+// positions, slot_mapping [tokens]; cos_sin the RoPE table of max_positions rows.
 struct RotaryKvWrite {
   cuda::RopeStyle style = cuda::RopeStyle::kNormal;
-  void* q = nullptr;
+  const void* q_in = nullptr;
+  void* q_out = nullptr;
   void* k = nullptr;
   const void* v = nullptr;
+  int64_t q_stride = 0, kv_stride = 0;
   void* k_pool = nullptr;
   void* v_pool = nullptr;
   const int32_t* positions = nullptr;
@@ -114,6 +117,9 @@ class DeviceKernels {
   // RoPE on q and k in place, then k and v through the slot mapping into the pools (slot -1
   // writes nothing): kernels/cuda/rope_kv_write.cuh, one launch.
   virtual absl::Status RopeKvWrite(DataType type, const RotaryKvWrite& args) = 0;
+  // out = silu(in[:, :width]) * in[:, width:] for rows of [gate | up] (2 x width each).
+  virtual absl::Status SwiGluHalves(DataType type, const void* in, void* out, int num_tokens,
+                                    int width) = 0;
   // out = silu(gate) * up; out may be gate (each element is read before it is written).
   virtual absl::Status SwiGlu(DataType type, const void* gate, const void* up, void* out,
                               int num_tokens, int width) = 0;

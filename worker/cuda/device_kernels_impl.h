@@ -100,11 +100,22 @@ class DeviceKernelsFor final : public DeviceKernels {
   absl::Status RopeKvWrite(DataType type, const RotaryKvWrite& a) override {
     return WithElementType(type, [&](auto t) {
       using T = decltype(t);
+      const cuda::RopeKvWriteRows<T> rows{static_cast<const T*>(a.q_in), static_cast<T*>(a.q_out),
+                                          static_cast<T*>(a.k), static_cast<const T*>(a.v),
+                                          a.q_stride, a.kv_stride};
       return to_status_(cuda::LaunchRopeKvWrite<Launcher, T>(
-          launcher_, a.style, static_cast<T*>(a.q), static_cast<T*>(a.k),
-          static_cast<const T*>(a.v), static_cast<T*>(a.k_pool), static_cast<T*>(a.v_pool),
+          launcher_, a.style, rows, static_cast<T*>(a.k_pool), static_cast<T*>(a.v_pool),
           a.positions, a.slot_mapping, a.cos_sin, a.max_positions, a.num_tokens, a.num_heads,
           a.num_kv_heads, a.head_dim, a.rope_dim));
+    });
+  }
+
+  absl::Status SwiGluHalves(DataType type, const void* in, void* out, int num_tokens,
+                            int width) override {
+    return WithElementType(type, [&](auto t) {
+      using T = decltype(t);
+      return to_status_(cuda::LaunchSwiGluFused<Launcher, T>(
+          launcher_, static_cast<const T*>(in), static_cast<T*>(out), num_tokens, width));
     });
   }
 

@@ -16,16 +16,39 @@ using device::DataType;
 
 void DeviceModelOps::RotaryAttend(int layer, ActId q, ActId k, ActId v, ActId out) {
   if (!status_.ok()) return;
+  RopeKvWrite(layer, Buffer(q), Buffer(k), Buffer(v), Width(q), Width(k), q, Rows(k));
+  Attention(layer, q, out);
+}
+
+// qkv rows are [q | k | v]: q is rotated into `q`, k in its row, and both go on from there.
+void DeviceModelOps::RotaryAttendQkv(int layer, ActId qkv, ActId q, ActId k, ActId v,
+                                     ActId out) {
+  if (!status_.ok()) return;
+  const size_t element = ElementBytes(qkv);
+  auto* row = static_cast<uint8_t*>(Buffer(qkv));
+  RopeKvWrite(layer, row, row + Width(q) * element, row + (Width(q) + Width(k)) * element,
+              Width(qkv), Width(qkv), q, Rows(qkv));
+  Attention(layer, q, out);
+}
+
+void DeviceModelOps::RopeKvWrite(int layer, const void* q_in, void* k, const void* v,
+                                 int64_t q_stride, int64_t kv_stride, ActId q_out, int tokens) {
   Check(kernels_.RopeKvWrite(
       dtype_, {.style = config_.rope_neox ? cuda::RopeStyle::kNeox : cuda::RopeStyle::kNormal,
-               .q = Buffer(q), .k = Buffer(k), .v = Buffer(v),
+               .q_in = q_in, .q_out = Buffer(q_out), .k = k, .v = v,
+               .q_stride = q_stride, .kv_stride = kv_stride,
                .k_pool = kv_.k[layer], .v_pool = kv_.v[layer],
                .positions = inputs_->device_positions(),
                .slot_mapping = inputs_->device_slot_mapping(),
                .cos_sin = weights_.rope_cos_sin, .max_positions = weights_.rope_positions,
-               .num_tokens = Rows(k), .num_heads = config_.num_heads,
+               .num_tokens = tokens, .num_heads = config_.num_heads,
                .num_kv_heads = config_.num_kv_heads, .head_dim = config_.head_dim,
                .rope_dim = config_.rope_dim}));
+}
+
+// Paged attention of the step's rows of `q` (its K/V in the pool): decode rows, then prefill.
+void DeviceModelOps::Attention(int layer, ActId q, ActId out) {
+  if (!status_.ok()) return;
   const StepShape& shape = inputs_->shape();
   const size_t decode_bytes = size_t(shape.num_decode) * Width(q) * device::DataTypeBytes(dtype_);
   if (shape.num_decode > 0) DecodeAttention(layer, Buffer(q), Buffer(out));

@@ -217,6 +217,13 @@ void DeviceModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight_id, Ac
                             static_cast<float>(config_.rms_norm_eps)));
 }
 
+// in's rows are [gate | up], each out's width.
+void DeviceModelOps::SwiGluHalves(ActId in, ActId out) {
+  if (!status_.ok()) return;
+  TESSERA_CHECK(Width(in) == 2 * Width(out), "DeviceModelOps: SwiGluHalves' widths disagree");
+  Check(kernels_.SwiGluHalves(dtype_, Buffer(in), Buffer(out), Rows(out), Width(out)));
+}
+
 void DeviceModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
   if (!status_.ok()) return;
   Check(kernels_.SwiGlu(dtype_, Buffer(gate), Buffer(up), Buffer(out), Rows(gate), Width(gate)));

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/gguf/dequantize.h"
+#include "common/util/check.h"
 #include "common/util/half.h"
 #include "common/util/status_macros.h"
 #include "kernels/cuda/packed_weight.h"
@@ -116,8 +117,11 @@ struct RawMatrix {
   gguf::GgmlType type = gguf::GgmlType::kF32;
   std::span<const uint8_t> data;
 };
+// `given` (a concatenation's rows, built by the caller) wins when set.
 std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
-                                     const gguf::GgufFile* file) {
+                                     const gguf::GgufFile* file,
+                                     const RawMatrix* given = nullptr) {
+  if (given != nullptr) return *given;
   const bool stack = spec.role == WeightRole::kExperts;
   const kernels::cpu::WeightFormat format = stack ? w.experts.format : w.matrix.format;
   if (format != kernels::cpu::WeightFormat::kF32) {
@@ -134,9 +138,10 @@ std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
 // when it has none (format, shape, role, or a scale byte the planar layout cannot hold: then it
 // is dequantized like any other tensor). A stack's per-expert scales are uploaded beside it.
 std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const CpuWeight& w,
-                                               const WeightUploadOptions& options) {
+                                               const WeightUploadOptions& options,
+                                               const RawMatrix* given) {
   if (!options.keep_packed || !MayKeepPacked(spec)) return std::nullopt;
-  const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file);
+  const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file, given);
   if (!raw || !CudaPackedScheme(spec, raw->type)) return std::nullopt;
   absl::StatusOr<cuda::PackedWeight> packed = cuda::PackGgufRows(
       raw->type, raw->data, static_cast<int>(PackedMatrixRows(spec)), static_cast<int>(spec.cols()));
@@ -179,10 +184,10 @@ absl::StatusOr<std::optional<gguf::GgmlType>> UploadEmbeddingRows(
 absl::StatusOr<const void*> UploadDecodedOnDevice(Uploader& up, const WeightSpec& spec,
                                                   const CpuWeight& w,
                                                   const WeightUploadOptions& options,
-                                                  DataType dtype) {
+                                                  DataType dtype, const RawMatrix* given) {
   const bool scaled = w.tensor_scale != 1.0f || !w.expert_scales.empty();
   if (options.kernels == nullptr || dtype != DataType::kBf16 || scaled) return nullptr;
-  const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file);
+  const std::optional<RawMatrix> raw = RawMatrixOf(spec, w, options.file, given);
   const std::optional<cuda::GgufFormat> format =
       raw ? DeviceGgufFormat(raw->type) : std::nullopt;
   if (!format) return nullptr;
@@ -210,7 +215,8 @@ absl::StatusOr<cuda::PackedLinear> UploadPacked(Uploader& up, const cuda::Packed
 
 absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
                                           const CpuWeight& w, const WeightUploadOptions& options,
-                                          DeviceModelWeights& model) {
+                                          DeviceModelWeights& model,
+                                          const RawMatrix* given = nullptr) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
                    .experts = spec.role == WeightRole::kExperts ? spec.experts() : 1,
                    .packed = std::nullopt, .expert_scales = nullptr, .table_format = std::nullopt,
@@ -218,7 +224,7 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
   if (!w.present) return out;
   const int64_t bytes_before = model.bytes;
   const int64_t parameters = spec.elements();
-  if (std::optional<cuda::PackedWeight> packed = PackedFormOf(spec, w, options)) {
+  if (std::optional<cuda::PackedWeight> packed = PackedFormOf(spec, w, options, given)) {
     TESSERA_ASSIGN_OR_RETURN(out.packed, UploadPacked(up, *packed));
     if (!w.expert_scales.empty()) {
       TESSERA_ASSIGN_OR_RETURN(const void* scales,
@@ -248,7 +254,11 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
     out.bytes = parameters * static_cast<int64_t>(device::DataTypeBytes(model.dtype));
     return out;
   }
-  TESSERA_ASSIGN_OR_RETURN(out.data, UploadDecodedOnDevice(up, spec, w, options, model.dtype));
+  TESSERA_ASSIGN_OR_RETURN(out.data,
+                           UploadDecodedOnDevice(up, spec, w, options, model.dtype, given));
+  // A concatenation is uploaded only from its rows (ConcatenatedRows checked that it can be).
+  TESSERA_CHECK(given == nullptr || out.data != nullptr,
+                "UploadTensor: a concatenation with neither a packed nor a device-decoded form");
   if (out.data == nullptr && spec.role == WeightRole::kExperts) {
     TESSERA_ASSIGN_OR_RETURN(out.data, up.UploadMatmul(w.experts.format, w.experts.data,
                                                        out.experts * out.rows, out.cols,
@@ -261,6 +271,57 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
   out.bytes = parameters * static_cast<int64_t>(device::DataTypeBytes(model.dtype));
   model.CountStorage(device::DataTypeName(model.dtype), false, parameters, out.bytes);
   return out;
+}
+
+// The rows of concatenation `spec` (WeightSpec::parts) as one raw GGUF matrix in `storage`, with
+// the parts' common tensor scale in `scale`, when every part is present in the same stored type
+// and scale and the result has a form uploaded from raw rows alone (packed, or decoded on the
+// device); nullopt otherwise (the parts are then uploaded as they are).
+std::optional<RawMatrix> ConcatenatedRows(const WeightDeclaration& declaration,
+                                          const WeightSpec& spec, const CpuModelWeights& weights,
+                                          const WeightUploadOptions& options, DataType dtype,
+                                          std::vector<uint8_t>* storage, float* scale) {
+  for (const WeightId other : spec.only_without) {
+    if (other != kNoWeight && weights[other].present) return std::nullopt;
+  }
+  std::optional<gguf::GgmlType> type;
+  storage->clear();
+  for (const WeightId part : spec.parts) {
+    const CpuWeight& w = weights[part];
+    const std::optional<RawMatrix> raw =
+        w.present ? RawMatrixOf(declaration.spec(part), w, options.file) : std::nullopt;
+    if (!raw || (type && (*type != raw->type || *scale != w.tensor_scale))) return std::nullopt;
+    type = raw->type;
+    *scale = w.tensor_scale;
+    storage->insert(storage->end(), raw->data.begin(), raw->data.end());
+  }
+  const bool packs = options.keep_packed && MayKeepPacked(spec) && CudaPackedScheme(spec, *type);
+  const bool decodes = options.kernels != nullptr && dtype == DataType::kBf16 && *scale == 1.0f &&
+                       DeviceGgufFormat(*type).has_value();
+  if (!packs && !decodes) return std::nullopt;
+  return RawMatrix{*type, *storage};
+}
+
+// Uploads every concatenation that ConcatenatedRows can build into `fused` (by WeightId) and
+// marks its parts in `absorbed`.
+absl::Status UploadConcatenations(Uploader& up, const WeightDeclaration& declaration,
+                                  const CpuModelWeights& weights,
+                                  const WeightUploadOptions& options, DeviceModelWeights& model,
+                                  std::vector<std::optional<DeviceWeight>>* fused,
+                                  std::vector<bool>* absorbed) {
+  std::vector<uint8_t> storage;
+  for (WeightId id = 0; id < declaration.size(); ++id) {
+    const WeightSpec& spec = declaration.spec(id);
+    if (spec.parts.empty()) continue;
+    CpuWeight whole{.role = WeightRole::kMatrix, .present = true};
+    const std::optional<RawMatrix> raw = ConcatenatedRows(declaration, spec, weights, options,
+                                                          model.dtype, &storage,
+                                                          &whole.tensor_scale);
+    if (!raw) continue;
+    TESSERA_ASSIGN_OR_RETURN((*fused)[id], UploadTensor(up, spec, whole, options, model, &*raw));
+    for (const WeightId part : spec.parts) (*absorbed)[part] = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -287,9 +348,22 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
   auto out = std::make_unique<DeviceModelWeights>();
   out->dtype = dtype;
   Uploader up(runtime, dtype, out.get());
+  std::vector<std::optional<DeviceWeight>> fused(static_cast<size_t>(declaration.size()));
+  std::vector<bool> absorbed(static_cast<size_t>(declaration.size()), false);
+  TESSERA_RETURN_IF_ERROR(
+      UploadConcatenations(up, declaration, weights, options, *out, &fused, &absorbed));
   for (WeightId id = 0; id < declaration.size(); ++id) {
-    TESSERA_ASSIGN_OR_RETURN(const DeviceWeight tensor,
-                             UploadTensor(up, declaration.spec(id), weights[id], options, *out));
+    const WeightSpec& spec = declaration.spec(id);
+    if (fused[id]) {
+      out->tensors.push_back(*fused[id]);
+      continue;
+    }
+    // An absorbed part, or a concatenation left to its parts: absent.
+    const bool absent = absorbed[id] || !spec.parts.empty();
+    const CpuWeight none{.role = spec.role, .present = false};
+    TESSERA_ASSIGN_OR_RETURN(
+        const DeviceWeight tensor,
+        UploadTensor(up, spec, absent ? none : weights[id], options, *out));
     out->tensors.push_back(tensor);
   }
   out->rope_positions = static_cast<int>(rope.max_positions());

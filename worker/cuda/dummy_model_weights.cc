@@ -1,8 +1,10 @@
 #include "worker/cuda/dummy_model_weights.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/util/status_macros.h"
 #include "kernels/cpu/rope.h"
@@ -115,6 +117,32 @@ DenseValues DenseValuesFor(const std::string& name) {
 }
 
 // One declared tensor's synthetic values (see the header for the rules).
+// Whether the synthetic weights hold `spec`: every required tensor, and of the optional dense ones
+// the q/k/v biases of a shape that has them.
+bool SyntheticHas(const WeightSpec& spec, const model::SyntheticModel& model) {
+  if (spec.role != WeightRole::kDense || !spec.optional) return true;
+  return absl::EndsWith(spec.name, ".bias") && model.qkv_bias;
+}
+
+// Which tensors the synthetic weights leave absent: each concatenation (WeightSpec::parts) is
+// made when none of its only_without weights is held, and then its parts are absent; else it is.
+std::vector<bool> SyntheticAbsent(const WeightDeclaration& declaration,
+                                  const model::SyntheticModel& model) {
+  std::vector<bool> absent(static_cast<size_t>(declaration.size()), false);
+  for (WeightId id = 0; id < declaration.size(); ++id) {
+    const WeightSpec& spec = declaration.spec(id);
+    if (spec.parts.empty()) continue;
+    const bool made = std::none_of(spec.only_without.begin(), spec.only_without.end(),
+                                   [&](WeightId other) {
+                                     return other != kNoWeight &&
+                                            SyntheticHas(declaration.spec(other), model);
+                                   });
+    if (!made) absent[id] = true;
+    for (const WeightId part : spec.parts) absent[part] = absent[part] || made;
+  }
+  return absent;
+}
+
 absl::StatusOr<DeviceWeight> FillTensor(DummyFiller& f, const WeightSpec& spec,
                                         const model::SyntheticModel& model,
                                         std::optional<cuda::PackedScheme> packed) {
@@ -134,9 +162,8 @@ absl::StatusOr<DeviceWeight> FillTensor(DummyFiller& f, const WeightSpec& spec,
   }
   out.rows = 1;
   out.cols = spec.elements();
-  const bool bias = absl::EndsWith(spec.name, ".bias");
   if (spec.optional) {
-    if (bias && model.qkv_bias) {
+    if (SyntheticHas(spec, model)) {
       TESSERA_ASSIGN_OR_RETURN(out.data, f.Bias(spec.elements()));
     }
     return out;
@@ -190,7 +217,13 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> MakeDummyModelWeights(
   auto out = std::make_unique<DeviceModelWeights>();
   out->dtype = dtype;
   DummyFiller f(runtime, kernels, dtype, seed, out.get());
-  for (const WeightSpec& spec : declaration.specs()) {
+  const std::vector<bool> absent = SyntheticAbsent(declaration, model);
+  for (WeightId id = 0; id < declaration.size(); ++id) {
+    const WeightSpec& spec = declaration.spec(id);
+    if (absent[id]) {
+      out->tensors.push_back({.data = nullptr, .rows = spec.rows(), .cols = spec.cols()});
+      continue;
+    }
     const int64_t bytes_before = out->bytes;
     TESSERA_ASSIGN_OR_RETURN(DeviceWeight tensor, FillTensor(f, spec, model, packed));
     tensor.bytes = out->bytes - bytes_before;

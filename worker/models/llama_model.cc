@@ -12,7 +12,7 @@ LlamaLayerIds DeclareLayer(const model::ModelConfig& c, int index, WeightDeclara
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
   const int64_t kv_dim = int64_t{c.num_kv_heads} * c.head_dim;
   const int64_t hidden = c.hidden_size;
-  return {.attn_norm = w->Vector(p + "attn_norm.weight", hidden),
+  LlamaLayerIds ids{.attn_norm = w->Vector(p + "attn_norm.weight", hidden),
           .wq = w->Matrix(p + "attn_q.weight", q_dim, hidden),
           .wk = w->Matrix(p + "attn_k.weight", kv_dim, hidden),
           .wv = w->Matrix(p + "attn_v.weight", kv_dim, hidden),
@@ -26,6 +26,12 @@ LlamaLayerIds DeclareLayer(const model::ModelConfig& c, int index, WeightDeclara
           .w_gate = w->Matrix(p + "ffn_gate.weight", c.ffn_size, hidden),
           .w_up = w->Matrix(p + "ffn_up.weight", c.ffn_size, hidden),
           .w_down = w->Matrix(p + "ffn_down.weight", hidden, c.ffn_size)};
+  // One GEMM for q, k and v (the fused path applies no bias or q/k norm: with those, the parts)
+  // and one for gate and up, where the backend concatenates them (WeightSpec::parts).
+  ids.w_qkv = w->Concat(p + "[attn_q | attn_k | attn_v]", {ids.wq, ids.wk, ids.wv},
+                        {ids.bq, ids.bk, ids.bv, ids.q_norm, ids.k_norm});
+  ids.w_gate_up = w->Concat(p + "[ffn_gate | ffn_up]", {ids.w_gate, ids.w_up});
+  return ids;
 }
 
 }  // namespace
@@ -69,6 +75,7 @@ LlamaPlan DeclareLlama(const model::ModelConfig& c, WeightDeclaration* weights,
   LlamaActs& a = plan.acts;
   a.x = tokens("x", c.hidden_size);
   a.normed = tokens("normed", c.hidden_size);
+  a.qkv = tokens("qkv", q_dim + 2 * kv_dim);
   a.q = tokens("q", q_dim, /*normed_in_place=*/true);
   a.k = tokens("k", kv_dim, /*normed_in_place=*/true);
   a.v = tokens("v", kv_dim);
@@ -76,6 +83,7 @@ LlamaPlan DeclareLlama(const model::ModelConfig& c, WeightDeclaration* weights,
   a.projected = tokens("projected", c.hidden_size);
   a.gate = tokens("gate", c.ffn_size);
   a.up = tokens("up", c.ffn_size);
+  a.gate_up = tokens("gate_up", 2 * int64_t{c.ffn_size});
   a.final_rows = acts->Add({.name = "final", .rows = ActRows::kSamplingRows,
                             .width = c.hidden_size, .type = ActType::kCompute,
                             .normed_in_place = true});

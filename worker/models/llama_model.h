@@ -20,10 +20,11 @@ struct ModelHeadIds {
 
 struct LlamaLayerIds {
   WeightId attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
+  WeightId w_qkv = kNoWeight, w_gate_up = kNoWeight;  // concatenations (WeightSpec::parts)
 };
 
 struct LlamaActs {
-  ActId x, normed, q, k, v, attention, projected, gate, up, final_rows, logits;
+  ActId x, normed, qkv, q, k, v, attention, projected, gate, up, gate_up, final_rows, logits;
 };
 
 struct LlamaPlan {
@@ -42,6 +43,13 @@ ModelHeadIds DeclareModelHead(const model::ModelConfig& config, WeightDeclaratio
 template <class Ops>
 void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const LlamaActs& a,
                          const LlamaLayerIds& w, int layer) {
+  if (ops.Has(w.w_qkv)) {  // one GEMM (no biases, no q/k norms: the backend checked)
+    ops.Project(a.normed, {{w.w_qkv, a.qkv}});
+    ops.RotaryAttendQkv(layer, a.qkv, a.q, a.k, a.v, a.attention);
+    ops.Project(a.attention, {{w.wo, a.projected}});
+    ops.AddRmsNorm(a.x, a.projected, w.ffn_norm, a.normed);
+    return;
+  }
   ops.Project(a.normed, {{w.wq, a.q}, {w.wk, a.k}, {w.wv, a.v}});
   if (ops.Has(w.bq)) ops.AddBias(w.bq, a.q);
   if (ops.Has(w.bk)) ops.AddBias(w.bk, a.k);
@@ -59,8 +67,13 @@ void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const Llama
 // to the residual stream, fused with the next norm).
 template <class Ops>
 void LlamaFeedForwardBlock(Ops& ops, const LlamaActs& a, const LlamaLayerIds& w) {
-  ops.Project(a.normed, {{w.w_gate, a.gate}, {w.w_up, a.up}});
-  ops.SwiGlu(a.gate, a.up, a.gate);
+  if (ops.Has(w.w_gate_up)) {
+    ops.Project(a.normed, {{w.w_gate_up, a.gate_up}});
+    ops.SwiGluHalves(a.gate_up, a.gate);
+  } else {
+    ops.Project(a.normed, {{w.w_gate, a.gate}, {w.w_up, a.up}});
+    ops.SwiGlu(a.gate, a.up, a.gate);
+  }
   ops.Project(a.gate, {{w.w_down, a.projected}});
 }
 

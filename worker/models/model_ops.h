@@ -17,6 +17,10 @@
 //                                        or NeoX), k/v into attention layer `kv_layer`'s paged
 //                                        pool through the slot mapping (one launch for the
 //                                        three on the device), then causal paged attention
+//   RotaryAttendQkv(kv_layer, qkv, q, k, v, out)  the same from rows of [q | k | v] (one QKV
+//                                        projection); q receives the rotated q (k, v: scratch a
+//                                        backend may use to split the rows)
+//   SwiGluHalves(in, out)                out = silu(in[:, :w]) · in[:, w:], w = out's width
 //   SplitHeads(in, groups, parts)        in's rows are `groups` groups of [part 0 | part 1 | ...];
 //                                        group g of part p goes to parts[p].out at column
 //                                        parts[p].offset + g · parts[p].width

@@ -44,6 +44,23 @@ WeightId WeightDeclaration::Vector(const std::string& name, int64_t size, bool o
               .positive = false});
 }
 
+WeightId WeightDeclaration::Concat(const std::string& name, std::vector<WeightId> parts,
+                                   std::vector<WeightId> only_without) {
+  TESSERA_CHECK(parts.size() >= 2, "WeightDeclaration: a concatenation needs two parts");
+  uint64_t rows = 0;
+  const uint64_t cols = spec(parts.front()).dims[0];
+  for (const WeightId part : parts) {
+    const WeightSpec& p = spec(part);
+    TESSERA_CHECK(p.role == WeightRole::kMatrix && p.parts.empty() && p.dims.size() == 2 &&
+                      p.dims[0] == cols && !p.f32_output,
+                  "WeightDeclaration: concatenated parts must be plain matrices of equal cols");
+    rows += p.dims[1];
+  }
+  return Add({.name = name, .role = WeightRole::kMatrix, .dims = {cols, rows}, .optional = true,
+              .positive = false, .f32_output = false, .parts = std::move(parts),
+              .only_without = std::move(only_without)});
+}
+
 WeightId WeightDeclaration::Find(const std::string& name) const {
   const auto it = ids_.find(name);
   return it == ids_.end() ? kNoWeight : it->second;

@@ -35,6 +35,15 @@ struct WeightSpec {
   // kMatrix: the model reads this projection's output in f32 (the logits, router logits), so a
   // backend keeps it in a form its f32-output GEMM reads (the cuda backend: not packed).
   bool f32_output = false;
+  // Set: not a file tensor but the concatenation of these kMatrix weights' rows, in order (equal
+  // cols), which a backend may store as one matrix so that one GEMM computes them all (QKV,
+  // gate/up). A backend that does not (other storage formats or scales among the parts, or a
+  // backend that gains nothing) leaves it absent and keeps the parts; one that does leaves the
+  // parts absent. The model definition asks Has(concatenation) and uses one or the others.
+  std::vector<WeightId> parts = {};
+  // A concatenation is made only when none of these optional weights is present (they need the
+  // parts: biases, norms the model applies to each part's output).
+  std::vector<WeightId> only_without = {};
 
   int64_t rows() const;         // kMatrix / kExperts: dims[1] (1 for a 1-D tensor)
   int64_t cols() const;         // dims[0]
@@ -49,6 +58,10 @@ class WeightDeclaration {
   WeightId Add(WeightSpec spec);
   WeightId Matrix(const std::string& name, int64_t rows, int64_t cols, bool optional = false);
   WeightId Vector(const std::string& name, int64_t size, bool optional = false);
+  // Declares the concatenation of `parts` (declared kMatrix weights of equal cols) as `name`,
+  // to be made only when none of `only_without` is present.
+  WeightId Concat(const std::string& name, std::vector<WeightId> parts,
+                  std::vector<WeightId> only_without = {});
 
   // kNoWeight when `name` was not declared.
   WeightId Find(const std::string& name) const;

@@ -1,5 +1,6 @@
 // The fused RoPE + KV write kernel on the emulator against the two kernels it fuses (LaunchRope,
-// then LaunchKvWrite) on the same inputs: q, k and both pools bit for bit. Normal and NeoX
+// then LaunchKvWrite) on the same inputs: q, k and both pools bit for bit, with q, k, v given
+// separately (rotated in place) and as rows of one [q | k | v] projection output (q copied out). Normal and NeoX
 // pairing, full and partial rotary dims, a position outside the table (no rotation, still
 // written), padding rows (slot -1: rotated, not written), shuffled slots; bf16 / f16 / f32; head
 // dims 32, 64 and 128, GQA 1 and 4, and a 3 x 6 row (not whole 16-byte vectors: the scalar copy);
@@ -27,6 +28,7 @@ constexpr int kMaxPositions = 64;
 struct FusedCase {
   int num_tokens, num_heads, num_kv_heads, head_dim, rope_dim;
   RopeStyle style;
+  int pad;  // extra elements per [q | k | v] row (16-byte vectors need 8 halves / 4 floats)
 };
 
 template <typename T>
@@ -62,17 +64,21 @@ void CheckFused(const simt::Schedule& schedule, const FusedCase& c, std::mt19937
   struct Run {
     std::vector<T> q, k, k_pool, v_pool;
   };
-  const auto run = [&](bool fused) {
+  // kFused: the fused kernel on separate q, k, v; kRows: on rows of [q | k | v | pad] (a QKV
+  // projection's output), q copied out.
+  enum class Way { kSeparate, kFused, kRows };
+  const auto run = [&](Way way) {
     DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(k)},
         d_k_pool{std::span<const T>(pool)}, d_v_pool{std::span<const T>(pool)};
-    if (fused) {
-      EXPECT_TRUE(LaunchRopeKvWrite(launcher, c.style, d_q.get(), d_k.get(),
-                                    static_cast<const T*>(d_v.get()), d_k_pool.get(),
-                                    d_v_pool.get(), d_positions.get(), d_slots.get(),
-                                    d_cos_sin.get(), kMaxPositions, c.num_tokens, c.num_heads,
-                                    c.num_kv_heads, c.head_dim, c.rope_dim)
-                      .ok());
-    } else {
+    const int64_t stride = int64_t(q_row + 2 * kv_row) + c.pad;
+    std::vector<T> fused_rows(c.num_tokens * stride, simt::FloatTo<T>(9.0f));
+    for (int t = 0; t < c.num_tokens; ++t) {
+      std::copy_n(q.begin() + t * q_row, q_row, fused_rows.begin() + t * stride);
+      std::copy_n(k.begin() + t * kv_row, kv_row, fused_rows.begin() + t * stride + q_row);
+      std::copy_n(v.begin() + t * kv_row, kv_row, fused_rows.begin() + t * stride + q_row + kv_row);
+    }
+    DeviceBuffer<T> d_rows{std::span<const T>(fused_rows)};
+    if (way == Way::kSeparate) {
       EXPECT_TRUE(LaunchRope(launcher, c.style, d_q.get(), d_k.get(), d_positions.get(),
                              d_cos_sin.get(), kMaxPositions, c.num_tokens, c.num_heads,
                              c.num_kv_heads, c.head_dim, c.rope_dim)
@@ -82,27 +88,52 @@ void CheckFused(const simt::Schedule& schedule, const FusedCase& c, std::mt19937
                                 static_cast<const int32_t*>(d_slots.get()), c.num_tokens,
                                 c.num_kv_heads, c.head_dim)
                       .ok());
+      return Run{d_q.ToHost(), d_k.ToHost(), d_k_pool.ToHost(), d_v_pool.ToHost()};
     }
-    return Run{d_q.ToHost(), d_k.ToHost(), d_k_pool.ToHost(), d_v_pool.ToHost()};
+    const RopeKvWriteRows<T> rows =
+        way == Way::kFused
+            ? RopeKvWriteRows<T>{d_q.get(), d_q.get(), d_k.get(), d_v.get(), int64_t(q_row),
+                                 int64_t(kv_row)}
+            : RopeKvWriteRows<T>{d_rows.get(), d_q.get(), d_rows.get() + q_row,
+                                 d_rows.get() + q_row + kv_row, stride, stride};
+    EXPECT_TRUE(LaunchRopeKvWrite(launcher, c.style, rows, d_k_pool.get(), d_v_pool.get(),
+                                  static_cast<const int32_t*>(d_positions.get()),
+                                  static_cast<const int32_t*>(d_slots.get()),
+                                  static_cast<const float*>(d_cos_sin.get()), kMaxPositions,
+                                  c.num_tokens, c.num_heads, c.num_kv_heads, c.head_dim,
+                                  c.rope_dim)
+                    .ok());
+    std::vector<T> k_out = d_k.ToHost();
+    if (way == Way::kRows) {  // the rotated k lives in the fused rows
+      const std::vector<T> rows_out = d_rows.ToHost();
+      for (int t = 0; t < c.num_tokens; ++t) {
+        std::copy_n(rows_out.begin() + t * stride + q_row, kv_row, k_out.begin() + t * kv_row);
+      }
+    }
+    return Run{d_q.ToHost(), k_out, d_k_pool.ToHost(), d_v_pool.ToHost()};
   };
-  const Run separate = run(false), fused = run(true);
-  EXPECT_EQ(BitsOf(fused.q), BitsOf(separate.q));
-  EXPECT_EQ(BitsOf(fused.k), BitsOf(separate.k));
-  EXPECT_EQ(BitsOf(fused.k_pool), BitsOf(separate.k_pool));
-  EXPECT_EQ(BitsOf(fused.v_pool), BitsOf(separate.v_pool));
-  EXPECT_NE(BitsOf(fused.k_pool), BitsOf(pool)) << "nothing was written";
-  EXPECT_NE(BitsOf(fused.q), BitsOf(q)) << "nothing was rotated";
+  const Run separate = run(Way::kSeparate);
+  for (const Way way : {Way::kFused, Way::kRows}) {
+    const Run fused = run(way);
+    const char* what = way == Way::kFused ? "in place" : "from [q | k | v] rows";
+    EXPECT_EQ(BitsOf(fused.q), BitsOf(separate.q)) << what;
+    EXPECT_EQ(BitsOf(fused.k), BitsOf(separate.k)) << what;
+    EXPECT_EQ(BitsOf(fused.k_pool), BitsOf(separate.k_pool)) << what;
+    EXPECT_EQ(BitsOf(fused.v_pool), BitsOf(separate.v_pool)) << what;
+    EXPECT_NE(BitsOf(fused.k_pool), BitsOf(pool)) << what << ": nothing was written";
+    EXPECT_NE(BitsOf(fused.q), BitsOf(q)) << what << ": nothing was rotated";
+  }
 }
 
 class RopeKvWriteKernelTest : public simt::KernelTest {};
 
 TEST_P(RopeKvWriteKernelTest, EqualsRopeThenKvWrite) {
   std::mt19937 rng(77);
-  CheckFused<__nv_bfloat16>(GetParam(), {17, 8, 2, 128, 128, RopeStyle::kNormal}, rng);
-  CheckFused<__half>(GetParam(), {5, 4, 4, 64, 32, RopeStyle::kNeox}, rng);
-  CheckFused<float>(GetParam(), {9, 2, 1, 32, 32, RopeStyle::kNeox}, rng);
-  CheckFused<__nv_bfloat16>(GetParam(), {4, 3, 3, 6, 4, RopeStyle::kNormal}, rng);  // scalar copy
-  CheckFused<float>(GetParam(), {1, 4, 1, 64, 64, RopeStyle::kNormal}, rng);
+  CheckFused<__nv_bfloat16>(GetParam(), {17, 8, 2, 128, 128, RopeStyle::kNormal, 0}, rng);
+  CheckFused<__half>(GetParam(), {5, 4, 4, 64, 32, RopeStyle::kNeox, 8}, rng);
+  CheckFused<float>(GetParam(), {9, 2, 1, 32, 32, RopeStyle::kNeox, 3}, rng);  // scalar copy
+  CheckFused<__nv_bfloat16>(GetParam(), {4, 3, 3, 6, 4, RopeStyle::kNormal, 0}, rng);  // scalar
+  CheckFused<float>(GetParam(), {1, 4, 1, 64, 64, RopeStyle::kNormal, 4}, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, RopeKvWriteKernelTest,

@@ -206,17 +206,31 @@ TEST_F(CudaRunnerTest, DenseWeightsDecodedOnTheDeviceAreTheHostsBits) {
   const auto host = upload(nullptr);
   ASSERT_NE(device, nullptr);
   ASSERT_NE(host, nullptr);
-  int compared = 0;
+  // The host upload (no kernels: no decode on the device) makes no concatenation; the device
+  // one concatenates q/k/v and gate/up, whose bits are the host's parts back to back.
+  const auto host_bits = [&](WeightId id) {
+    const WeightSpec& spec = m.plan.weights.spec(id);
+    std::vector<uint16_t> bits;
+    for (const WeightId part : spec.parts.empty() ? std::vector<WeightId>{id} : spec.parts) {
+      std::vector<uint16_t> rows(m.plan.weights.spec(part).elements());
+      EXPECT_TRUE(
+          (*runtime)->CopyToHost(rows.data(), (*host)[part].data, rows.size() * 2).ok());
+      bits.insert(bits.end(), rows.begin(), rows.end());
+    }
+    return bits;
+  };
+  int compared = 0, concatenations = 0;
   for (WeightId id = 0; id < m.plan.weights.size(); ++id) {
     const WeightSpec& spec = m.plan.weights.spec(id);
-    if (spec.role == WeightRole::kDense || !(*host)[id].present()) continue;
-    std::vector<uint16_t> a(spec.elements()), b(spec.elements());
+    if (spec.role == WeightRole::kDense || !(*device)[id].present()) continue;
+    std::vector<uint16_t> a(spec.elements());
     ASSERT_TRUE((*runtime)->CopyToHost(a.data(), (*device)[id].data, a.size() * 2).ok());
-    ASSERT_TRUE((*runtime)->CopyToHost(b.data(), (*host)[id].data, b.size() * 2).ok());
-    EXPECT_EQ(a, b) << spec.name;
+    EXPECT_EQ(a, host_bits(id)) << spec.name;
     ++compared;
+    concatenations += spec.parts.empty() ? 0 : 1;
   }
-  EXPECT_GE(compared, 15);  // embedding (the tied head), 7 matrices x 2 layers
+  EXPECT_EQ(compared, 9);  // the embedding (the tied head); [q|k|v], o, [gate|up], down x 2
+  EXPECT_EQ(concatenations, 4);
 }
 
 // An untied model's Q8_0 embedding table (tiny_model.h) stays in its GGUF rows on the device,
@@ -273,8 +287,9 @@ TEST(CudaRunnerUntiedTest, AQuantizedEmbeddingTableStaysInItsRows) {
 
 // The tiny model's Q4_1 and Q8_0 projections (tiny_model.h: attention Q4_1 in layer 0 and Q8_0
 // in layer 1, the FFN F16 in layer 0 and Q4_1 in layer 1) stay packed at their formats' sizes,
-// 20 and 34 bytes per 32 weights; the tied embedding / output head (f32 logits) and the F16
-// matrices are bf16. Not in f32, the batch-invariant mode or when asked to dequantize.
+// 20 and 34 bytes per 32 weights, q/k/v and gate/up each concatenated into one matrix; the tied
+// embedding / output head (f32 logits) and the F16 matrices are bf16. Not in f32, the
+// batch-invariant mode or when asked to dequantize.
 TEST_F(CudaRunnerTest, QuantizedProjectionsStayPackedAtTheirFormatsSizes) {
   auto storage_of = [](const CudaModelRunner& runner, const std::string& format, bool packed) {
     for (const WeightStorage& s : runner.device_weights().formats) {
@@ -287,8 +302,8 @@ TEST_F(CudaRunnerTest, QuantizedProjectionsStayPackedAtTheirFormatsSizes) {
   const WeightStorage q4_1 = storage_of(*packed, "q4_1", true);
   const WeightStorage q8_0 = storage_of(*packed, "q8_0", true);
   const WeightStorage bf16 = storage_of(*packed, "bf16", false);
-  EXPECT_EQ(q4_1.tensors, 7);
-  EXPECT_EQ(q8_0.tensors, 4);
+  EXPECT_EQ(q4_1.tensors, 4);  // layer 0: [q|k|v], o; layer 1: [gate|up], down
+  EXPECT_EQ(q8_0.tensors, 2);  // layer 1: [q|k|v], o
   EXPECT_EQ(bf16.tensors, 4);
   EXPECT_EQ(q4_1.bytes * 32, q4_1.parameters * 20);  // 0.625 bytes per weight
   EXPECT_EQ(q8_0.bytes * 32, q8_0.parameters * 34);
@@ -309,7 +324,7 @@ TEST_F(CudaRunnerTest, QuantizedProjectionsStayPackedAtTheirFormatsSizes) {
     ASSERT_EQ(dense->device_weights().formats.size(), 1u);
     const WeightStorage& all = dense->device_weights().formats[0];
     EXPECT_FALSE(all.packed);
-    EXPECT_EQ(all.tensors, q4_1.tensors + q8_0.tensors + bf16.tensors);
+    EXPECT_EQ(all.parameters, q4_1.parameters + q8_0.parameters + bf16.parameters);
     EXPECT_GT(dense->device_weights().bytes, packed->device_weights().bytes);
   }
 }
