@@ -24,6 +24,7 @@
 #include "kernels/cuda/packed_dequantize.cuh"
 #include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
+#include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sampling.cuh"
 
@@ -139,8 +140,11 @@ BENCHMARK(BM_RmsNormResidual)
 
 // Paged decode attention, bf16, head_dim 128, 32 query / 8 KV heads, block size 16: every
 // sequence at the same context; bytes = K and V of every context token (q/out are negligible).
+// Third argument 1: planned as a graph-shaped step is (max_context_len = 131,072, the model's
+// context), as the runner launches every decode-only step; 0: at the step's own context.
 void BM_PagedDecodeAttention(benchmark::State& state) {
   const int num_seqs = static_cast<int>(state.range(0)), context = static_cast<int>(state.range(1));
+  const int planned_context = state.range(2) != 0 ? 131072 : context;
   constexpr int kHeadDim = 128, kHeads = 32, kKvHeads = 8, kBlock = 16;
   const int blocks_per_seq = (context + kBlock - 1) / kBlock;
   const size_t pool_rows = size_t(num_seqs) * blocks_per_seq * kBlock + kBlock;  // + null block
@@ -159,7 +163,8 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   cudaGetDeviceProperties(&prop, 0);
   const PagedDecodeParams params{.num_seqs = num_seqs, .num_heads = kHeads,
                                  .num_kv_heads = kKvHeads, .block_size = kBlock,
-                                 .max_blocks_per_seq = blocks_per_seq, .max_context_len = context,
+                                 .max_blocks_per_seq = blocks_per_seq,
+                                 .max_context_len = planned_context,
                                  .scale = 0.088f, .num_sms = prop.multiProcessorCount};
   const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
   auto* workspace = static_cast<float*>(arena.Get(std::max<size_t>(workspace_floats, 1) * 4));
@@ -171,7 +176,47 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_PagedDecodeAttention)
-    ->Args({1, 2048})->Args({32, 2048})->Args({128, 1024})->Args({8, 16384})
+    ->Args({1, 512, 1})->Args({1, 2048, 0})->Args({1, 2048, 1})->Args({32, 2048, 1})
+    ->Args({128, 1024, 1})->Args({8, 16384, 1})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Paged prefill attention (the tensor-core kernel), bf16, head_dim 128, 32 query / 8 KV heads,
+// block size 16: one sequence's whole prompt of `tokens`, causal. FLOPs = 4 x head_dim x heads x
+// Σ causal pairs; TFLOP/s against the GEMM rate (design target >= 35% of the dense bf16 peak).
+void BM_PagedPrefillAttention(benchmark::State& state) {
+  const int tokens = static_cast<int>(state.range(0));
+  constexpr int kHeadDim = 128, kHeads = 32, kKvHeads = 8, kBlock = 16;
+  const int blocks = (tokens + kBlock - 1) / kBlock;
+  const size_t pool_rows = size_t(blocks + 1) * kBlock;
+  DeviceArena arena;
+  auto* q = static_cast<__nv_bfloat16*>(arena.Get(size_t(tokens) * kHeads * kHeadDim * 2));
+  auto* out = static_cast<__nv_bfloat16*>(arena.Get(size_t(tokens) * kHeads * kHeadDim * 2));
+  auto* k_pool = static_cast<__nv_bfloat16*>(arena.Get(pool_rows * kKvHeads * kHeadDim * 2));
+  auto* v_pool = static_cast<__nv_bfloat16*>(arena.Get(pool_rows * kKvHeads * kHeadDim * 2));
+  std::vector<int32_t> table(blocks), start = {0, tokens}, lens = {tokens};
+  for (int i = 0; i < blocks; ++i) table[i] = i + 1;
+  auto* d_table = static_cast<int32_t*>(arena.Get(table.size() * 4));
+  auto* d_start = static_cast<int32_t*>(arena.Get(start.size() * 4));
+  auto* d_lens = static_cast<int32_t*>(arena.Get(lens.size() * 4));
+  Check(cudaMemcpy(d_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice), "copy");
+  Check(cudaMemcpy(d_start, start.data(), start.size() * 4, cudaMemcpyHostToDevice), "copy");
+  Check(cudaMemcpy(d_lens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "copy");
+  const PagedPrefillParams params{.num_seqs = 1, .num_heads = kHeads, .num_kv_heads = kKvHeads,
+                                  .block_size = kBlock, .max_blocks_per_seq = blocks,
+                                  .max_query_len = tokens, .scale = 0.088f};
+  CudaLauncher launcher(nullptr);
+  const double pairs = double(tokens) * (tokens + 1) / 2;
+  TimeKernel(state, 2.0 * tokens * kKvHeads * kHeadDim * 2, [&] {
+    Check(LaunchPagedPrefillAttention<CudaLauncher, __nv_bfloat16, kHeadDim>(
+              launcher, params, q, k_pool, v_pool, d_table, d_start, d_lens, out),
+          "PagedPrefillAttention");
+  });
+  state.counters["TFLOP/s"] = benchmark::Counter(4.0 * kHeadDim * kHeads * pairs *
+                                                     state.iterations() / 1e12,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PagedPrefillAttention)
+    ->Arg(512)->Arg(4096)
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // KV write of a decode step (one token per sequence), bf16: k and v rows in and out.
