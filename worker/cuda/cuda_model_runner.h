@@ -171,7 +171,9 @@ class CudaModelRunner final : public ModelRunner {
   // Lays `batch` out in the step buffers for `rows_to_run` sequences (>= batch size; the rest
   // inert padding); `sampling` (Step) fills the rows' sampler parameters and syncs block tables
   // by appended entries, else (Forward) by comparing whole tables. (cuda_step_layout.cc)
-  void LayOut(std::span<const SequenceWork> batch, int rows_to_run, bool sampling);
+  // `in_graph`: the step runs as a CUDA graph (captured or replayed), so its decode attention is
+  // planned for the model's whole context (a graph's launch shapes are frozen).
+  void LayOut(std::span<const SequenceWork> batch, int rows_to_run, bool sampling, bool in_graph);
   void LaySequence(const SequenceWork& s, int j, int num_decode, int* token, bool sampling);
   void LayOutPadding(int first_token, int count, bool sampling);
   void SetSamplingRow(int row, int slot, int position);

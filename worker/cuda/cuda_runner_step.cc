@@ -45,7 +45,7 @@ absl::Status CudaModelRunner::EnqueueSampling() {
 // capture records addresses and shapes, the values are whatever a later replay finds.
 absl::Status CudaModelRunner::CaptureEagerGraphs() {
   return graphs_->CaptureAll([this](int bucket) {
-    LayOut({}, bucket, /*sampling=*/true);
+    LayOut({}, bucket, /*sampling=*/true, /*in_graph=*/true);
     // Uploaded for the warm-up run only: a copy enqueued while capturing would join the graph.
     if (!runtime_->capturing()) TESSERA_RETURN_IF_ERROR(inputs_->Upload());
     return EnqueueStep(/*sample=*/true);
@@ -65,7 +65,8 @@ absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamp
                 "CudaModelRunner: rows with pending masks and nothing to fill them");
   GraphCache& graphs = masks_later ? *forward_graphs_ : *graphs_;
   const int rows_to_run = graphable ? graphs.RowsToRun(n) : n;
-  LayOut(batch, rows_to_run, /*sampling=*/true);
+  LayOut(batch, rows_to_run, /*sampling=*/true,
+         /*in_graph=*/graphable && graphs.WillReplay(n));
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
   const double input_seconds = SecondsSince(start);
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
@@ -149,7 +150,7 @@ void CudaModelRunner::CollectSamples(std::span<const SequenceWork> batch, StepSa
 absl::Status CudaModelRunner::Forward(std::span<const SequenceWork> batch, StepLogits* logits) {
   TESSERA_RETURN_IF_ERROR(state_error_);
   TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/false));
-  LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/false);
+  LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/false, /*in_graph=*/false);
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
   // The pass advances the batch's recurrent state; Forward leaves it as it found it.
   TESSERA_RETURN_IF_ERROR(SaveStates(batch));

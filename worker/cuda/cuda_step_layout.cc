@@ -13,7 +13,7 @@ bool CudaModelRunner::Graphable(std::span<const SequenceWork> batch) {
 }
 
 void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_run,
-                             bool sampling) {
+                             bool sampling, bool in_graph) {
   const int n = static_cast<int>(batch.size());
   const int padding = rows_to_run - n;
   TESSERA_CHECK(padding >= 0 && (padding == 0 || Graphable(batch)),
@@ -40,8 +40,7 @@ void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_ru
   shape.num_prefill = n - num_decode + (padding_decodes ? 0 : padding);
   inputs_->Begin(shape);
 
-  const bool graph_shaped = Graphable(batch);
-  attention_ = {.decode_max_context = graph_shaped ? config_.context_length : 0,
+  attention_ = {.decode_max_context = in_graph ? config_.context_length : 0,
                 .prefill_max_query = 1,
                 .table_stride = tables_->stride(),
                 .decode_tables = tables_->decode_tables(),

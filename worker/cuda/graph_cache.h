@@ -67,6 +67,8 @@ class GraphCache {
   int RowsToRun(int rows) const;
   // Whether RunDecode(rows) will capture a graph (and so call EnqueueStep twice, warm-up first).
   bool WillCapture(int rows) const { return PlanDecode(rows).capture; }
+  // Whether RunDecode(rows) will run a graph (replay, after capturing it in lazy mode).
+  bool WillReplay(int rows) const { return !PlanDecode(rows).miss.has_value(); }
   int64_t replays() const { return replays_; }
   int64_t captures() const { return captures_; }
   int64_t misses(GraphMissReason reason) const { return misses_[static_cast<size_t>(reason)]; }
