@@ -59,6 +59,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/attention_block_heads.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/launch_status.h"
@@ -343,12 +344,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   TESSERA_SHARED(float, head_sum, kDecodeMaxHeads);
   TESSERA_SHARED(float, head_scale, kDecodeMaxHeads);
 
-  const int group = params.num_heads / params.num_kv_heads;
-  const int chunks = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
-  const int kv_head = blockIdx.x / chunks;
-  const int first_head = kv_head * group + (blockIdx.x % chunks) * kDecodeMaxHeads;
-  const int heads_left = kv_head * group + group - first_head;
-  const int heads = heads_left < kDecodeMaxHeads ? heads_left : kDecodeMaxHeads;
+  const AttentionBlockHeads block =
+      BlockHeads(params.num_heads, params.num_kv_heads, kDecodeMaxHeads);
+  const int kv_head = block.kv_head, first_head = block.first_head, heads = block.heads;
   const int seq = blockIdx.y;
   const int context = __ldg(&context_lens[seq]);
   const int span = DecodeSpan(context, plan);

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/attention_block_heads.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/paged_prefill_attention_tc.cuh"
@@ -184,13 +185,9 @@ __global__ void __launch_bounds__(kPrefillThreads)
   TESSERA_SHARED(T, v_tile, kTile * kHeadDim);
   TESSERA_SHARED(float, probs, kPrefillThreads);
 
-  const int group = params.num_heads / params.num_kv_heads;
-  const int heads_per_block = group < kRows ? group : kRows;
-  const int chunks = (group + kRows - 1) / kRows;
-  const int kv_head = blockIdx.x / chunks;
-  const int first_head = kv_head * group + (blockIdx.x % chunks) * kRows;
-  const int heads_left = kv_head * group + group - first_head;
-  const int heads = heads_left < heads_per_block ? heads_left : heads_per_block;
+  const AttentionBlockHeads block = BlockHeads(params.num_heads, params.num_kv_heads, kRows);
+  const int heads_per_block = block.per_block, heads = block.heads;
+  const int kv_head = block.kv_head, first_head = block.first_head;
   const int tokens_per_block = kRows / heads_per_block;
   const int seq = blockIdx.y;
   const int query_begin = __ldg(&query_start_loc[seq]);

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/attention_block_heads.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/packed_decode.cuh"
@@ -241,12 +242,8 @@ __global__ void __launch_bounds__(kTcThreads, kTcBlocksPerSm)
   TESSERA_SHARED(float4, stages, 2 * kTcStages * kTileElements * sizeof(T) / sizeof(float4));
   T* const kv = reinterpret_cast<T*>(stages);  // stage s: K at 2s, V at 2s + 1 (x kTileElements)
 
-  const int group = params.num_heads / params.num_kv_heads;
-  const int heads_per_block = group < kTcRows ? group : kTcRows;
-  const int chunks = (group + kTcRows - 1) / kTcRows;
-  const int kv_head = blockIdx.x / chunks;
-  const int first_head = kv_head * group + (blockIdx.x % chunks) * kTcRows;
-  const int heads_left = kv_head * group + group - first_head;
+  const AttentionBlockHeads block = BlockHeads(params.num_heads, params.num_kv_heads, kTcRows);
+  const int heads_per_block = block.per_block;
   const int seq = blockIdx.y;
   const int query_begin = __ldg(&query_start_loc[seq]);
   const int query_len = __ldg(&query_start_loc[seq + 1]) - query_begin;
@@ -256,9 +253,9 @@ __global__ void __launch_bounds__(kTcThreads, kTcBlocksPerSm)
   const int tokens_left = query_len - first_token;
   const int kv_end = __ldg(&context_lens[seq]);  // = start + query_len
   const prefill_tc_detail::BlockRows rows{
-      heads_per_block, heads_left < heads_per_block ? heads_left : heads_per_block,
+      heads_per_block, block.heads,
       tokens_left < tokens_per_block ? tokens_left : tokens_per_block, first_token, query_begin,
-      kv_end - query_len, first_head};
+      kv_end - query_len, block.first_head};
   const int block_kv_end = rows.start + first_token + rows.tokens;  // last position + 1
 
   prefill_tc_detail::StageQ<kHeadDim>(q, rows, params.num_heads, kv);
@@ -278,8 +275,8 @@ __global__ void __launch_bounds__(kTcThreads, kTcBlocksPerSm)
   const auto issue = [&](int tile) {
     T* k_tile = kv + 2 * (tile % kTcStages) * kTileElements;
     prefill_tc_detail::IssueKvTile<kHeadDim>(k_pool, v_pool, table, tile * kTcKeys, block_kv_end,
-                                             params.block_size, params.num_kv_heads, kv_head,
-                                             k_tile, k_tile + kTileElements);
+                                             params.block_size, params.num_kv_heads,
+                                             block.kv_head, k_tile, k_tile + kTileElements);
   };
   prefill_tc_detail::TileSoftmax softmax;
   float o[kHeadDim / 8][4] = {};
@@ -304,7 +301,7 @@ __global__ void __launch_bounds__(kTcThreads, kTcBlocksPerSm)
     const int r = 16 * warp + lane / 4 + 8 * h;
     if (!rows.Used(r)) continue;
     const size_t token = size_t(query_begin) + first_token + rows.Token(r);
-    T* out_row = out + (token * params.num_heads + first_head + rows.Head(r)) * kHeadDim;
+    T* out_row = out + (token * params.num_heads + block.first_head + rows.Head(r)) * kHeadDim;
     const float inv_sum = 1.0f / softmax.sum[h];
     TESSERA_UNROLL for (int d = 0; d < kHeadDim / 8; ++d) {
       *reinterpret_cast<uint32_t*>(out_row + 8 * d + 2 * (lane % 4)) = packed_detail::PackPair<T>(
