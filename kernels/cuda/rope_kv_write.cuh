@@ -1,6 +1,6 @@
-// The attention step's input half in one launch: RoPE on q and k, then the KV write
-// (rope.cuh's RotateToken, then kv_write.cuh's WriteTokenKv, per token). Same results, bit for
-// bit, as LaunchRope followed by LaunchKvWrite.
+// The attention step's input half in one launch: optional q/k/v biases, RoPE on q and k, then the
+// KV write (elementwise.cuh's bias add, rope.cuh's RotateToken, kv_write.cuh's WriteTokenKv, per
+// token). Same results, bit for bit, as LaunchAddBias x 3, LaunchRope and LaunchKvWrite.
 //
 // Two layouts of the inputs (RopeKvWriteRows):
 //   - separate: q [tokens, heads, head_dim], k and v [tokens, kv_heads, head_dim], each dense; q and
@@ -8,8 +8,8 @@
 //   - one fused projection's output (a QKV GEMM): rows of [q | k | v] with a row stride; q is
 //     copied out to `q_out` (dense) and rotated there, k is rotated in place (in the fused row),
 //     k and v go to the pools from the fused row.
-// Design: one block per token; its threads copy q out (fused layout), a barrier; rotate the
-// token's q and k pairs, a barrier (the rotated k, written by any thread, is read next); copy k
+// Design: one block per token; its threads copy q out (fused layout) and add the biases, a
+// barrier; rotate the token's q and k pairs, a barrier (the rotated k, written by any thread, is read next); copy k
 // and v to the token's slot (none for slot -1). Bound (H100): memory, the two kernels' bytes less
 // one pass over k (read back from L1/L2); at decode sizes launch-bound, which the fusion saves.
 #pragma once
@@ -22,15 +22,32 @@
 namespace tessera::cuda {
 
 // Where a token's rows are: q_in/k/v advance by `stride` (k and v may alias q_in's rows), q_out
-// by heads x head_dim; q_out == q_in means in place.
+// by heads x head_dim; q_out == q_in means in place. Biases (null: none) are added first, each
+// element T(x + bias) as LaunchAddBias computes it; k and v take theirs in place.
 template <typename T>
 struct RopeKvWriteRows {
   const T* q_in;
   T* q_out;
   T* k;
-  const T* v;
+  T* v;
   int64_t q_stride, kv_stride;
+  const T* q_bias = nullptr;
+  const T* k_bias = nullptr;
+  const T* v_bias = nullptr;
 };
+
+namespace rope_kv_detail {
+
+// row[i] = T(from[i] + bias[i]) (bias null: a copy; from == row and no bias: nothing to do).
+template <typename T>
+__device__ __forceinline__ void BiasRow(const T* from, const T* bias, T* row, int elements) {
+  if (from == row && bias == nullptr) return;
+  for (int i = threadIdx.x; i < elements; i += blockDim.x) {
+    row[i] = bias ? FromFloat<T>(ToFloat(from[i]) + ToFloat(bias[i])) : from[i];
+  }
+}
+
+}  // namespace rope_kv_detail
 
 template <typename T, RopeStyle kStyle>
 __global__ void __launch_bounds__(kRopeMaxThreads)
@@ -40,19 +57,22 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
                       int max_positions, int num_heads, int num_kv_heads, int head_dim,
                       int rope_dim, bool vectorized) {
   const int64_t token = blockIdx.x;
-  const int q_elements = num_heads * head_dim;
+  const int q_elements = num_heads * head_dim, kv_elements = num_kv_heads * head_dim;
   T* q_token = rows.q_out + token * q_elements;
   T* k_token = rows.k + token * rows.kv_stride;
-  if (rows.q_in != rows.q_out) {
-    const T* from = rows.q_in + token * rows.q_stride;
-    for (int i = threadIdx.x; i < q_elements; i += blockDim.x) q_token[i] = from[i];
-    __syncthreads();  // the copied q, written by any thread, is rotated below
+  T* v_token = rows.v + token * rows.kv_stride;
+  const T* q_from = rows.q_in + token * rows.q_stride;
+  if (q_from != q_token || rows.q_bias || rows.k_bias || rows.v_bias) {
+    rope_kv_detail::BiasRow(q_from, rows.q_bias, q_token, q_elements);
+    rope_kv_detail::BiasRow(k_token, rows.k_bias, k_token, kv_elements);
+    rope_kv_detail::BiasRow(v_token, rows.v_bias, v_token, kv_elements);
+    __syncthreads();  // q, k and v, written by any thread, are read below
   }
   RotateToken<T, kStyle>(q_token, k_token, positions[token], cos_sin, max_positions, num_heads,
                          num_kv_heads, head_dim, rope_dim);
   __syncthreads();  // the rotated k, written by any thread of the block, is read below
-  WriteTokenKv(k_token, rows.v + token * rows.kv_stride, k_pool, v_pool,
-               __ldg(&slot_mapping[token]), num_kv_heads * head_dim, vectorized);
+  WriteTokenKv(k_token, v_token, k_pool, v_pool, __ldg(&slot_mapping[token]), kv_elements,
+               vectorized);
 }
 
 // Preconditions: LaunchRope's and LaunchKvWrite's; q_out does not overlap q_in's rows unless

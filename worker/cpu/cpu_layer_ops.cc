@@ -2,6 +2,7 @@
 // split the fused projections need (cpu_model_ops.h).
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "common/util/check.h"
 #include "kernels/cpu/causal_conv1d.h"
@@ -33,8 +34,12 @@ void CpuModelOps::RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId ou
 }
 
 // (Given [q | k | v] rows only by a backend that concatenates weights, which this one does not.)
-void CpuModelOps::RotaryAttendQkv(int kv_layer, ActId qkv, ActId q, ActId k, ActId v, ActId out) {
+void CpuModelOps::RotaryAttendQkv(int kv_layer, ActId qkv, const QkvBiases& biases, ActId q,
+                                  ActId k, ActId v, ActId out) {
   SplitHeads(qkv, 1, {{q, 0, Width(q)}, {k, 0, Width(k)}, {v, 0, Width(v)}});
+  for (const auto& [bias, part] : {std::pair{biases.q, q}, {biases.k, k}, {biases.v, v}}) {
+    if (Has(bias)) AddBias(bias, part);
+  }
   RotaryAttend(kv_layer, q, k, v, out);
 }
 

@@ -78,7 +78,8 @@ class CpuModelOps {
   void AddBias(WeightId bias, ActId inout);
   void AddRmsNorm(ActId inout, ActId delta, WeightId weight, ActId out);
   void RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
-  void RotaryAttendQkv(int kv_layer, ActId qkv, ActId q, ActId k, ActId v, ActId out);
+  void RotaryAttendQkv(int kv_layer, ActId qkv, const QkvBiases& biases, ActId q, ActId k,
+                       ActId v, ActId out);
   void SwiGluHalves(ActId in, ActId out);
   void SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts);
   void SigmoidMul(ActId gate, ActId inout);

@@ -71,7 +71,8 @@ struct MoeExpertsInputs {
   int ffn = 0;
 };
 
-// The arguments of DeviceKernels::RopeKvWrite (rope_kv_write.cuh): q_in's, k's and v's token rows
+// The arguments of DeviceKernels::RopeKvWrite (rope_kv_write.cuh): optional q/k/v biases, then
+// RoPE and the KV write. q_in's, k's and v's token rows
 // `q_stride` / `kv_stride` elements apart (separate tensors, or one [q | k | v] projection
 // output), q_out [tokens, heads, head_dim] (q_in itself: rotated in place); the compute type;
 // positions, slot_mapping [tokens]; cos_sin the RoPE table of max_positions rows.
@@ -80,8 +81,11 @@ struct RotaryKvWrite {
   const void* q_in = nullptr;
   void* q_out = nullptr;
   void* k = nullptr;
-  const void* v = nullptr;
+  void* v = nullptr;
   int64_t q_stride = 0, kv_stride = 0;
+  const void* q_bias = nullptr;  // [heads x head_dim], added first (null: none); k's and v's
+  const void* k_bias = nullptr;  // are added in place
+  const void* v_bias = nullptr;
   void* k_pool = nullptr;
   void* v_pool = nullptr;
   const int32_t* positions = nullptr;

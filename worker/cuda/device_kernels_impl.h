@@ -100,9 +100,10 @@ class DeviceKernelsFor final : public DeviceKernels {
   absl::Status RopeKvWrite(DataType type, const RotaryKvWrite& a) override {
     return WithElementType(type, [&](auto t) {
       using T = decltype(t);
-      const cuda::RopeKvWriteRows<T> rows{static_cast<const T*>(a.q_in), static_cast<T*>(a.q_out),
-                                          static_cast<T*>(a.k), static_cast<const T*>(a.v),
-                                          a.q_stride, a.kv_stride};
+      const cuda::RopeKvWriteRows<T> rows{
+          static_cast<const T*>(a.q_in), static_cast<T*>(a.q_out), static_cast<T*>(a.k),
+          static_cast<T*>(a.v), a.q_stride, a.kv_stride, static_cast<const T*>(a.q_bias),
+          static_cast<const T*>(a.k_bias), static_cast<const T*>(a.v_bias)};
       return to_status_(cuda::LaunchRopeKvWrite<Launcher, T>(
           launcher_, a.style, rows, static_cast<T*>(a.k_pool), static_cast<T*>(a.v_pool),
           a.positions, a.slot_mapping, a.cos_sin, a.max_positions, a.num_tokens, a.num_heads,

@@ -21,22 +21,25 @@ void DeviceModelOps::RotaryAttend(int layer, ActId q, ActId k, ActId v, ActId ou
 }
 
 // qkv rows are [q | k | v]: q is rotated into `q`, k in its row, and both go on from there.
-void DeviceModelOps::RotaryAttendQkv(int layer, ActId qkv, ActId q, ActId k, ActId v,
-                                     ActId out) {
+void DeviceModelOps::RotaryAttendQkv(int layer, ActId qkv, const QkvBiases& biases, ActId q,
+                                     ActId k, ActId v, ActId out) {
   if (!status_.ok()) return;
   const size_t element = ElementBytes(qkv);
   auto* row = static_cast<uint8_t*>(Buffer(qkv));
   RopeKvWrite(layer, row, row + Width(q) * element, row + (Width(q) + Width(k)) * element,
-              Width(qkv), Width(qkv), q, Rows(qkv));
+              Width(qkv), Width(qkv), q, Rows(qkv), biases);
   Attention(layer, q, out);
 }
 
-void DeviceModelOps::RopeKvWrite(int layer, const void* q_in, void* k, const void* v,
-                                 int64_t q_stride, int64_t kv_stride, ActId q_out, int tokens) {
+void DeviceModelOps::RopeKvWrite(int layer, const void* q_in, void* k, void* v,
+                                 int64_t q_stride, int64_t kv_stride, ActId q_out, int tokens,
+                                 const QkvBiases& biases) {
+  const auto bias = [&](WeightId id) { return Has(id) ? weights_[id].data : nullptr; };
   Check(kernels_.RopeKvWrite(
       dtype_, {.style = config_.rope_neox ? cuda::RopeStyle::kNeox : cuda::RopeStyle::kNormal,
                .q_in = q_in, .q_out = Buffer(q_out), .k = k, .v = v,
                .q_stride = q_stride, .kv_stride = kv_stride,
+               .q_bias = bias(biases.q), .k_bias = bias(biases.k), .v_bias = bias(biases.v),
                .k_pool = kv_.k[layer], .v_pool = kv_.v[layer],
                .positions = inputs_->device_positions(),
                .slot_mapping = inputs_->device_slot_mapping(),

@@ -125,7 +125,8 @@ class DeviceModelOps {
   void AddBias(WeightId bias, ActId inout);
   void AddRmsNorm(ActId inout, ActId delta, WeightId weight, ActId out);
   void RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
-  void RotaryAttendQkv(int kv_layer, ActId qkv, ActId q, ActId k, ActId v, ActId out);
+  void RotaryAttendQkv(int kv_layer, ActId qkv, const QkvBiases& biases, ActId q, ActId k,
+                       ActId v, ActId out);
   void SwiGluHalves(ActId in, ActId out);
   void SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts);
   void SigmoidMul(ActId gate, ActId inout);
@@ -157,8 +158,8 @@ class DeviceModelOps {
   void SharedExpert(ActId in, const MoeOpWeights& w);  // device_layer_ops.cc
   MoeExpertWeights ExpertWeights(const DeviceWeight& w, int first_row = 0, int rows = 0) const;
   // RoPE + KV write of `tokens` rows (rope_kv_write.cuh), q rotated into q_out.
-  void RopeKvWrite(int kv_layer, const void* q_in, void* k, const void* v, int64_t q_stride,
-                   int64_t kv_stride, ActId q_out, int tokens);
+  void RopeKvWrite(int kv_layer, const void* q_in, void* k, void* v, int64_t q_stride,
+                   int64_t kv_stride, ActId q_out, int tokens, const QkvBiases& biases = {});
   void Attention(int kv_layer, ActId q, ActId out);
   void DecodeAttention(int kv_layer, const void* q, void* out);
   void PrefillAttention(int kv_layer, const void* q, void* out);

@@ -26,10 +26,10 @@ LlamaLayerIds DeclareLayer(const model::ModelConfig& c, int index, WeightDeclara
           .w_gate = w->Matrix(p + "ffn_gate.weight", c.ffn_size, hidden),
           .w_up = w->Matrix(p + "ffn_up.weight", c.ffn_size, hidden),
           .w_down = w->Matrix(p + "ffn_down.weight", hidden, c.ffn_size)};
-  // One GEMM for q, k and v (the fused path applies no bias or q/k norm: with those, the parts)
-  // and one for gate and up, where the backend concatenates them (WeightSpec::parts).
+  // One GEMM for q, k and v (the fused path adds the biases but applies no q/k norm: with those,
+  // the parts) and one for gate and up, where the backend concatenates them (WeightSpec::parts).
   ids.w_qkv = w->Concat(p + "[attn_q | attn_k | attn_v]", {ids.wq, ids.wk, ids.wv},
-                        {ids.bq, ids.bk, ids.bv, ids.q_norm, ids.k_norm});
+                        {ids.q_norm, ids.k_norm});
   ids.w_gate_up = w->Concat(p + "[ffn_gate | ffn_up]", {ids.w_gate, ids.w_up});
   return ids;
 }

@@ -43,9 +43,9 @@ ModelHeadIds DeclareModelHead(const model::ModelConfig& config, WeightDeclaratio
 template <class Ops>
 void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const LlamaActs& a,
                          const LlamaLayerIds& w, int layer) {
-  if (ops.Has(w.w_qkv)) {  // one GEMM (no biases, no q/k norms: the backend checked)
+  if (ops.Has(w.w_qkv)) {  // one GEMM (no q/k norms: the backend checked)
     ops.Project(a.normed, {{w.w_qkv, a.qkv}});
-    ops.RotaryAttendQkv(layer, a.qkv, a.q, a.k, a.v, a.attention);
+    ops.RotaryAttendQkv(layer, a.qkv, {w.bq, w.bk, w.bv}, a.q, a.k, a.v, a.attention);
     ops.Project(a.attention, {{w.wo, a.projected}});
     ops.AddRmsNorm(a.x, a.projected, w.ffn_norm, a.normed);
     return;

@@ -17,9 +17,10 @@
 //                                        or NeoX), k/v into attention layer `kv_layer`'s paged
 //                                        pool through the slot mapping (one launch for the
 //                                        three on the device), then causal paged attention
-//   RotaryAttendQkv(kv_layer, qkv, q, k, v, out)  the same from rows of [q | k | v] (one QKV
-//                                        projection); q receives the rotated q (k, v: scratch a
-//                                        backend may use to split the rows)
+//   RotaryAttendQkv(kv_layer, qkv, biases, q, k, v, out)  the same from rows of [q | k | v]
+//                                        (one QKV projection), the biases added first; q
+//                                        receives the rotated q (k, v: scratch a backend may use
+//                                        to split the rows)
 //   SwiGluHalves(in, out)                out = silu(in[:, :w]) · in[:, w:], w = out's width
 //   SplitHeads(in, groups, parts)        in's rows are `groups` groups of [part 0 | part 1 | ...];
 //                                        group g of part p goes to parts[p].out at column
@@ -43,6 +44,11 @@ namespace tessera::worker {
 struct Projection {
   WeightId weight = kNoWeight;
   ActId out = 0;
+};
+
+// The q, k and v biases of an attention layer (kNoWeight: none), applied by RotaryAttendQkv.
+struct QkvBiases {
+  WeightId q = kNoWeight, k = kNoWeight, v = kNoWeight;
 };
 
 struct SplitPart {

@@ -1,6 +1,7 @@
 // The fused RoPE + KV write kernel on the emulator against the two kernels it fuses (LaunchRope,
 // then LaunchKvWrite) on the same inputs: q, k and both pools bit for bit, with q, k, v given
-// separately (rotated in place) and as rows of one [q | k | v] projection output (q copied out). Normal and NeoX
+// separately (rotated in place) and as rows of one [q | k | v] projection output (q copied out),
+// with and without q/k/v biases (against LaunchAddBias on each first). Normal and NeoX
 // pairing, full and partial rotary dims, a position outside the table (no rotation, still
 // written), padding rows (slot -1: rotated, not written), shuffled slots; bf16 / f16 / f32; head
 // dims 32, 64 and 128, GQA 1 and 4, and a 3 x 6 row (not whole 16-byte vectors: the scalar copy);
@@ -15,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/rope_kv_write.cuh"
 #include "tests/unit/cuda/kernel_test_env.h"
 
@@ -29,6 +31,7 @@ struct FusedCase {
   int num_tokens, num_heads, num_kv_heads, head_dim, rope_dim;
   RopeStyle style;
   int pad;  // extra elements per [q | k | v] row (16-byte vectors need 8 halves / 4 floats)
+  bool biases = false;  // q/k/v biases (added first; separately: LaunchAddBias x 3)
 };
 
 template <typename T>
@@ -59,7 +62,11 @@ void CheckFused(const simt::Schedule& schedule, const FusedCase& c, std::mt19937
   DeviceBuffer<int32_t> d_positions{std::span<const int32_t>(positions)},
       d_slots{std::span<const int32_t>(slots)};
   DeviceBuffer<float> d_cos_sin{std::span<const float>(cos_sin)};
-  DeviceBuffer<T> d_v{std::span<const T>(v)};
+  const std::vector<T> bq = simt::Convert<T>(simt::RandomFloats(q_row, rng)),
+                       bk = simt::Convert<T>(simt::RandomFloats(kv_row, rng)),
+                       bv = simt::Convert<T>(simt::RandomFloats(kv_row, rng));
+  DeviceBuffer<T> d_bq{std::span<const T>(bq)}, d_bk{std::span<const T>(bk)},
+      d_bv{std::span<const T>(bv)};
   simt::TestLauncher launcher(schedule);
   struct Run {
     std::vector<T> q, k, k_pool, v_pool;
@@ -69,7 +76,8 @@ void CheckFused(const simt::Schedule& schedule, const FusedCase& c, std::mt19937
   enum class Way { kSeparate, kFused, kRows };
   const auto run = [&](Way way) {
     DeviceBuffer<T> d_q{std::span<const T>(q)}, d_k{std::span<const T>(k)},
-        d_k_pool{std::span<const T>(pool)}, d_v_pool{std::span<const T>(pool)};
+        d_v{std::span<const T>(v)}, d_k_pool{std::span<const T>(pool)},
+        d_v_pool{std::span<const T>(pool)};
     const int64_t stride = int64_t(q_row + 2 * kv_row) + c.pad;
     std::vector<T> fused_rows(c.num_tokens * stride, simt::FloatTo<T>(9.0f));
     for (int t = 0; t < c.num_tokens; ++t) {
@@ -79,6 +87,14 @@ void CheckFused(const simt::Schedule& schedule, const FusedCase& c, std::mt19937
     }
     DeviceBuffer<T> d_rows{std::span<const T>(fused_rows)};
     if (way == Way::kSeparate) {
+      if (c.biases) {
+        EXPECT_TRUE(LaunchAddBias(launcher, d_q.get(), static_cast<const T*>(d_bq.get()),
+                                  c.num_tokens, int(q_row)).ok());
+        EXPECT_TRUE(LaunchAddBias(launcher, d_k.get(), static_cast<const T*>(d_bk.get()),
+                                  c.num_tokens, int(kv_row)).ok());
+        EXPECT_TRUE(LaunchAddBias(launcher, d_v.get(), static_cast<const T*>(d_bv.get()),
+                                  c.num_tokens, int(kv_row)).ok());
+      }
       EXPECT_TRUE(LaunchRope(launcher, c.style, d_q.get(), d_k.get(), d_positions.get(),
                              d_cos_sin.get(), kMaxPositions, c.num_tokens, c.num_heads,
                              c.num_kv_heads, c.head_dim, c.rope_dim)
@@ -90,12 +106,17 @@ void CheckFused(const simt::Schedule& schedule, const FusedCase& c, std::mt19937
                       .ok());
       return Run{d_q.ToHost(), d_k.ToHost(), d_k_pool.ToHost(), d_v_pool.ToHost()};
     }
-    const RopeKvWriteRows<T> rows =
+    RopeKvWriteRows<T> rows =
         way == Way::kFused
             ? RopeKvWriteRows<T>{d_q.get(), d_q.get(), d_k.get(), d_v.get(), int64_t(q_row),
                                  int64_t(kv_row)}
             : RopeKvWriteRows<T>{d_rows.get(), d_q.get(), d_rows.get() + q_row,
                                  d_rows.get() + q_row + kv_row, stride, stride};
+    if (c.biases) {
+      rows.q_bias = d_bq.get();
+      rows.k_bias = d_bk.get();
+      rows.v_bias = d_bv.get();
+    }
     EXPECT_TRUE(LaunchRopeKvWrite(launcher, c.style, rows, d_k_pool.get(), d_v_pool.get(),
                                   static_cast<const int32_t*>(d_positions.get()),
                                   static_cast<const int32_t*>(d_slots.get()),
@@ -134,6 +155,10 @@ TEST_P(RopeKvWriteKernelTest, EqualsRopeThenKvWrite) {
   CheckFused<float>(GetParam(), {9, 2, 1, 32, 32, RopeStyle::kNeox, 3}, rng);  // scalar copy
   CheckFused<__nv_bfloat16>(GetParam(), {4, 3, 3, 6, 4, RopeStyle::kNormal, 0}, rng);  // scalar
   CheckFused<float>(GetParam(), {1, 4, 1, 64, 64, RopeStyle::kNormal, 4}, rng);
+  // With q/k/v biases (Qwen2): the same bits as three bias adds first.
+  CheckFused<__nv_bfloat16>(GetParam(), {6, 4, 2, 64, 64, RopeStyle::kNeox, 0, true}, rng);
+  CheckFused<__half>(GetParam(), {3, 2, 1, 32, 16, RopeStyle::kNormal, 8, true}, rng);
+  CheckFused<float>(GetParam(), {4, 3, 3, 6, 4, RopeStyle::kNormal, 1, true}, rng);  // scalar
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, RopeKvWriteKernelTest,

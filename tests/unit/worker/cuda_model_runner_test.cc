@@ -13,6 +13,7 @@
 
 #include "tests/testing/greedy_comparison.h"
 #include "tests/unit/worker/cuda_runner_fixture.h"
+#include "tests/unit/worker/position_logits.h"
 #include "worker/cuda/device_kernels.h"
 #include "worker/cuda/device_model_weights.h"
 
@@ -99,69 +100,13 @@ TEST_F(CudaRunnerTest, Bf16FollowsTheCpuBackendsGreedyTokensUnderTheMarginRule) 
   ExpectGreedyAgreement(expected, got, testing_util::kCudaBf16Tolerance, "bf16");
 }
 
-// Next-token logits at every position of one prompt, fed one token per step.
-std::vector<std::vector<float>> PositionLogits(ModelRunner& runner,
-                                               const std::vector<int32_t>& prompt) {
-  std::vector<int32_t> table(kNumBlocks - 1);
-  std::iota(table.begin(), table.end(), 1);
-  std::vector<std::vector<float>> out;
-  StepLogits logits;
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    const std::vector<int32_t> token = {prompt[p]};
-    const SequenceWork work = Work(token, static_cast<int>(p), table, true, 0);
-    EXPECT_TRUE(runner.Forward({&work, 1}, &logits).ok());
-    out.emplace_back(logits.values.begin(), logits.values.end());
-  }
-  return out;
-}
-
-std::vector<double> LogSoftmax(const std::vector<float>& z) {
-  const double m = *std::max_element(z.begin(), z.end());
-  double sum = 0;
-  for (float v : z) sum += std::exp(v - m);
-  std::vector<double> out(z.size());
-  for (size_t i = 0; i < z.size(); ++i) out[i] = z[i] - m - std::log(sum);
-  return out;
-}
-
-double MeanKl(const std::vector<std::vector<float>>& p_logits,
-              const std::vector<std::vector<float>>& q_logits) {
-  double total = 0;
-  for (size_t r = 0; r < p_logits.size(); ++r) {
-    const std::vector<double> lp = LogSoftmax(p_logits[r]), lq = LogSoftmax(q_logits[r]);
-    for (size_t i = 0; i < lp.size(); ++i) total += std::exp(lp[i]) * (lp[i] - lq[i]);
-  }
-  return total / static_cast<double>(p_logits.size());
-}
-
-// The largest |logit| and |logprob| differences over every position and vocabulary entry, and
-// the reference's smallest top-2 margin: what the margin rule's bounds are set from.
-struct LogitDiffs {
-  double logit = 0, logprob = 0, min_margin = 1e30;
-};
-LogitDiffs MaxDiffs(const std::vector<std::vector<float>>& reference,
-                    const std::vector<std::vector<float>>& got) {
-  LogitDiffs d;
-  for (size_t r = 0; r < reference.size(); ++r) {
-    const std::vector<double> lp = LogSoftmax(reference[r]), lq = LogSoftmax(got[r]);
-    std::vector<double> sorted = lp;
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    d.min_margin = std::min(d.min_margin, sorted[0] - sorted[1]);
-    for (size_t i = 0; i < lp.size(); ++i) {
-      d.logit = std::max(d.logit, double(std::abs(reference[r][i] - got[r][i])));
-      d.logprob = std::max(d.logprob, std::abs(lp[i] - lq[i]));
-    }
-  }
-  return d;
-}
-
 TEST_F(CudaRunnerTest, LogitsAgainstCpuF32ExactishBf16WithinKlBound) {
   const std::vector<int32_t> prompt = Prompt(48, 9);
   auto cpu = MakeCpuRunner();
-  const auto reference = PositionLogits(*cpu, prompt);
+  const auto reference = PositionLogits(*cpu, prompt, kNumBlocks);
   auto f32 = MakeCudaRunner({.dtype = DataType::kF32, .graphs = CudaGraphMode::kOff});
   ASSERT_NE(f32, nullptr);
-  const LogitDiffs f32_diffs = MaxDiffs(reference, PositionLogits(*f32, prompt));
+  const LogitDiffs f32_diffs = MaxDiffs(reference, PositionLogits(*f32, prompt, kNumBlocks));
   std::printf("over %zu positions: f32 max |dlogit| %.3g, max |dlogprob| %.3g; cpu min top-2 "
               "margin %.3g\n",
               reference.size(), f32_diffs.logit, f32_diffs.logprob, f32_diffs.min_margin);
@@ -173,7 +118,7 @@ TEST_F(CudaRunnerTest, LogitsAgainstCpuF32ExactishBf16WithinKlBound) {
     auto bf16 = MakeCudaRunner({.dtype = DataType::kBf16, .graphs = CudaGraphMode::kOff,
                                 .keep_weights_packed = packed});
     ASSERT_NE(bf16, nullptr);
-    const auto bf16_logits = PositionLogits(*bf16, prompt);
+    const auto bf16_logits = PositionLogits(*bf16, prompt, kNumBlocks);
     const LogitDiffs bf16_diffs = MaxDiffs(reference, bf16_logits);
     const double kl = MeanKl(reference, bf16_logits);
     std::printf("bf16 %s: max |dlogit| %.3g, max |dlogprob| %.3g, mean KL(cpu f32 || cuda bf16) "
@@ -257,7 +202,7 @@ TEST(CudaRunnerUntiedTest, AQuantizedEmbeddingTableStaysInItsRows) {
                      {.block_size = kBlockSize, .num_kv_blocks = kNumBlocks, .max_num_seqs = 1});
   std::vector<int32_t> prompt;
   for (int i = 0; i < 12; ++i) prompt.push_back(3 + (i * 7919) % (model->config.vocab_size - 3));
-  const auto reference = PositionLogits(cpu, prompt);
+  const auto reference = PositionLogits(cpu, prompt, kNumBlocks);
   for (const bool packed : {true, false}) {
     auto runtime = device::OpenDevice(TestDeviceOptions());
     ASSERT_TRUE(runtime.ok()) << runtime.status();
@@ -276,7 +221,7 @@ TEST(CudaRunnerUntiedTest, AQuantizedEmbeddingTableStaysInItsRows) {
       EXPECT_FALSE(embedding.table_format.has_value());
       EXPECT_EQ(embedding.bytes, static_cast<int64_t>(info->num_elements) * 2);
     }
-    const auto logits = PositionLogits(**runner, prompt);
+    const auto logits = PositionLogits(**runner, prompt, kNumBlocks);
     const LogitDiffs diffs = MaxDiffs(reference, logits);
     std::printf("untied, bf16 %s: max |dlogprob| %.3g, mean KL %.3g\n",
                 packed ? "packed" : "dequantized", diffs.logprob, MeanKl(reference, logits));
