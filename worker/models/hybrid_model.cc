@@ -64,6 +64,10 @@ HybridLayerIds DeclareLayer(const model::ModelConfig& c, const model::HybridTens
   layer.ffn_gate = id("ffn_gate.weight");
   layer.ffn_up = id("ffn_up.weight");
   layer.ffn_down = id("ffn_down.weight");
+  if (layer.ffn_gate != kNoWeight && layer.ffn_up != kNoWeight) {
+    layer.ffn_gate_up = weights->Concat(absl::StrCat("blk.", index, ".[ffn_gate | ffn_up]"),
+                                        {layer.ffn_gate, layer.ffn_up});
+  }
   layer.moe = {.router = id("ffn_gate_inp.weight"), .gate_exps = id("ffn_gate_exps.weight"),
                .up_exps = id("ffn_up_exps.weight"),
                .gate_up_exps = id("ffn_gate_up_exps.weight"),
@@ -109,6 +113,7 @@ HybridActs DeclareActivations(const model::ModelConfig& c, const model::HybridTe
            .out = tokens("gdn_out", value_dim)};
   a.ffn_gate = h.moe ? kNoAct : tokens("ffn_gate", c.ffn_size);
   a.ffn_up = h.moe ? kNoAct : tokens("ffn_up", c.ffn_size);
+  a.ffn_gate_up = h.moe ? kNoAct : tokens("ffn_gate_up", 2 * int64_t{c.ffn_size});
   a.final_rows = acts->Add({.name = "final", .rows = ActRows::kSamplingRows,
                             .width = c.hidden_size, .type = ActType::kCompute,
                             .normed_in_place = true});

@@ -36,6 +36,7 @@ struct HybridLayerIds {
   HybridGdnIds gdn;
   HybridAttentionIds attn;
   WeightId ffn_gate = kNoWeight, ffn_up = kNoWeight, ffn_down = kNoWeight;  // dense FFN
+  WeightId ffn_gate_up = kNoWeight;  // [ffn_gate | ffn_up] (WeightSpec::parts), dense FFN
   MoeOpWeights moe;                                                        // MoE FFN
 };
 
@@ -44,7 +45,7 @@ struct HybridActs {
   ActId query_gate, q, gate, k, v, attention;   // gated attention
   ActId fused, ba;                              // GDN inputs in the fused forms (when used)
   GdnOpActs gdn;
-  ActId ffn_gate, ffn_up;                       // dense FFN (when used)
+  ActId ffn_gate, ffn_up, ffn_gate_up;          // dense FFN (when used)
   ActId final_rows, logits;
 };
 
@@ -105,8 +106,13 @@ void HybridFeedForward(Ops& ops, const HybridActs& a, const HybridLayerIds& w) {
     ops.MoeFfn(a.normed, w.moe, a.projected);
     return;
   }
-  ops.Project(a.normed, {{w.ffn_gate, a.ffn_gate}, {w.ffn_up, a.ffn_up}});
-  ops.SwiGlu(a.ffn_gate, a.ffn_up, a.ffn_gate);
+  if (ops.Has(w.ffn_gate_up)) {  // one GEMM where the backend concatenated the two
+    ops.Project(a.normed, {{w.ffn_gate_up, a.ffn_gate_up}});
+    ops.SwiGluHalves(a.ffn_gate_up, a.ffn_gate);
+  } else {
+    ops.Project(a.normed, {{w.ffn_gate, a.ffn_gate}, {w.ffn_up, a.ffn_up}});
+    ops.SwiGlu(a.ffn_gate, a.ffn_up, a.ffn_gate);
+  }
   ops.Project(a.ffn_gate, {{w.ffn_down, a.projected}});
 }
 

@@ -211,7 +211,8 @@ class CudaHybridRunnerTest : public ::testing::TestWithParam<int> {
         {.dtype = dtype, .block_size = kHybridBlockSize,
          .num_kv_blocks = 1 + kSlots * kBlocksPerSlot, .max_num_seqs = kSlots,
          .max_num_batched_tokens = 128, .graphs = graphs,
-         .state_snapshot_bytes = state_snapshot_bytes});
+         .state_snapshot_bytes = state_snapshot_bytes},
+        model_->file.get());  // as the server passes it: raw rows for concatenations
     EXPECT_TRUE(runner.ok()) << runner.status();
     return runner.ok() ? *std::move(runner) : nullptr;
   }
