@@ -2,6 +2,14 @@
 // (value, lowest index) arg-max, and a radix select over 32-bit rank keys that finds the element
 // where a best-first running count or running mass first reaches a target, in four passes of
 // 8-bit digits with shared-memory histograms. No sort, no global scratch.
+//
+// Histogram contention: the first digit of real logits (sign and exponent) falls in a handful of
+// bins, and equal logits all fall in one. Per-lane atomics on one shared address serialize (a
+// 64-bit shared atomicAdd is a compare-and-swap loop), which made top-p + 5 logprobs over 64 rows
+// of 151,936 equal logits take 17.9 ms on an H200 (docs/perf/gpu-h200-2026-11-27.md). So each
+// warp first combines the lanes of its 32 elements that share a bin (up to kHotBinRounds groups,
+// the lowest pending lane's bin first: one ballot, one shuffle and a warp sum each) into one
+// atomic per group; the lanes left add alone, and their bins mostly differ.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +21,7 @@ namespace tessera::cuda {
 inline constexpr int kSelectThreads = 256;  // one histogram bin per thread
 inline constexpr int kSelectWarps = kSelectThreads / 32;
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+inline constexpr int kHotBinRounds = 4;  // groups of a shared bin combined per 32-element batch
 
 // Rank key of a value: a smaller key means a larger value (best first); -0 and +0 share a key.
 __device__ __forceinline__ uint32_t DescendingKey(float value) {
@@ -41,6 +50,13 @@ __device__ __forceinline__ T WarpInclusiveScan(T value) {
     const T other = __shfl_up_sync(kFullMask, value, delta);
     if (lane >= delta) value += other;
   }
+  return value;
+}
+
+// The sum over the warp, in every lane. Precondition: all 32 lanes call it.
+template <typename T>
+__device__ __forceinline__ T WarpSum(T value) {
+  for (int delta = 16; delta > 0; delta >>= 1) value += __shfl_xor_sync(kFullMask, value, delta);
   return value;
 }
 
@@ -127,9 +143,36 @@ struct SelectTarget {
   bool by_mass;
 };
 
-// Radix select over `size` elements: source.Get(i, &key, &mass) gives element i's rank key and
-// fixed-point mass (histogrammed only when kWithMass: needed to select by mass, or for the
-// caller's use of mass_before / mass_at). Four passes, one per 8-bit digit of the key from the top:
+// Adds one lane's element (when `counted`: it matches the digits chosen so far) to bin `bin` of
+// the pass's histogram, combining the lanes of the warp that share a bin first (see the header
+// comment). Precondition: all 32 lanes of the warp call it, with the same kWithMass.
+template <bool kWithMass>
+__device__ __forceinline__ void HistogramAdd(bool counted, unsigned bin, unsigned long long mass,
+                                             SelectShared& s) {
+  const int lane = threadIdx.x % 32;
+  unsigned pending = __ballot_sync(kFullMask, counted);
+  for (int round = 0; round < kHotBinRounds && pending != 0; ++round) {
+    const int leader = __ffs(pending) - 1;
+    const unsigned leader_bin = __shfl_sync(kFullMask, bin, leader);
+    const bool in_group = counted && bin == leader_bin;
+    const unsigned group = __ballot_sync(kFullMask, in_group);
+    if (__popc(group) < 2) break;  // warp-uniform: the rest are left to per-lane atomics
+    const unsigned long long group_mass = kWithMass ? WarpSum(in_group ? mass : 0ull) : 0ull;
+    if (lane == leader) {
+      atomicAdd(&s.count[leader_bin], static_cast<unsigned>(__popc(group)));
+      if (kWithMass) atomicAdd(&s.mass[leader_bin], group_mass);
+    }
+    counted = counted && !in_group;
+    pending &= ~group;
+  }
+  if (!counted) return;
+  atomicAdd(&s.count[bin], 1u);
+  if (kWithMass) atomicAdd(&s.mass[bin], mass);
+}
+
+// Radix select over `size` elements: source.Key(i) gives element i's rank key and
+// source.Mass(key) the fixed-point mass of an element with that key (histogrammed only when
+// kWithMass: needed to select by mass, or for the caller's use of mass_before / mass_at). Four passes, one per 8-bit digit of the key from the top:
 // each histograms the elements that match the digits chosen so far, scans the 256 bins and keeps
 // the first bin whose running measure reaches the target (or, when rounding leaves the target out
 // of reach, the last non-empty bin). Same preconditions as BlockInclusiveScan; `s` is shared.
@@ -150,14 +193,13 @@ __device__ __forceinline__ SelectResult RadixSelect(const Source& source, int si
       s.last_bin = -1;
     }
     __syncthreads();
-    for (int i = tid; i < size; i += kSelectThreads) {
-      uint32_t key;
-      unsigned long long mass;
-      source.Get(i, &key, &mass);
-      if ((key & mask) != prefix) continue;
-      const unsigned bin = (key >> shift) & 0xFFu;
-      atomicAdd(&s.count[bin], 1u);
-      if (kWithMass) atomicAdd(&s.mass[bin], mass);
+    // Whole warps iterate together (HistogramAdd's ballots): the trip count is the warp's.
+    for (int base = tid - tid % 32; base < size; base += kSelectThreads) {
+      const int i = base + tid % 32;
+      const uint32_t key = i < size ? source.Key(i) : 0u;
+      const bool counted = i < size && (key & mask) == prefix;
+      const unsigned long long mass = kWithMass && counted ? source.Mass(key) : 0ull;
+      HistogramAdd<kWithMass>(counted, (key >> shift) & 0xFFu, mass, s);
     }
     __syncthreads();
     const unsigned int count = s.count[tid];

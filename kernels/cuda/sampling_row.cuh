@@ -79,10 +79,8 @@ struct RowLogits {
 // Rank keys of the raw logits (top-N logprobs).
 struct RawKeys {
   const float* x;
-  __device__ __forceinline__ void Get(int i, uint32_t* key, unsigned long long* mass) const {
-    *key = DescendingKey(x[i]);
-    *mass = 0;
-  }
+  __device__ __forceinline__ uint32_t Key(int i) const { return DescendingKey(x[i]); }
+  __device__ __forceinline__ unsigned long long Mass(uint32_t) const { return 0; }
 };
 
 // Rank keys and fixed-point weights of the penalized logits (top-k, top-p).
@@ -90,10 +88,10 @@ struct WeightedKeys {
   RowLogits row;
   float z_max;
   float inv_t;
-  __device__ __forceinline__ void Get(int i, uint32_t* key, unsigned long long* mass) const {
-    const float z = row.Penalized(i);
-    *key = DescendingKey(z);
-    *mass = FixedMass(expf((z - z_max) * inv_t));
+  __device__ __forceinline__ uint32_t Key(int i) const { return DescendingKey(row.Penalized(i)); }
+  // KeyValue(key) is the penalized logit (+0 for -0, the same weight).
+  __device__ __forceinline__ unsigned long long Mass(uint32_t key) const {
+    return FixedMass(expf((KeyValue(key) - z_max) * inv_t));
   }
 };
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <vector>
 
 #include "kernels/cuda/activations.cuh"
@@ -306,14 +307,34 @@ void BM_GemmBf16(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// The device sampler over f32 logits [rows, vocab 151936] (Qwen2.5's vocab): greedy (one pass)
-// and temperature + top-p with logprobs; bytes = one read of the logits (the first pass's floor;
-// sampling.cuh gives the pass counts).
+// Logits shaped like an LM head's: N(-2, 2.5) over the vocab, 16 tokens per row lifted by 10
+// (a peaked head over a long tail), from a fixed seed.
+std::vector<float> HeadLikeLogits(int rows, int vocab) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> tail(-2.0f, 2.5f);
+  std::vector<float> logits(size_t(rows) * vocab);
+  for (float& z : logits) z = tail(rng);
+  for (int r = 0; r < rows; ++r) {
+    for (int t = 0; t < 16; ++t) logits[size_t(r) * vocab + (rng() % vocab)] += 10.0f;
+  }
+  return logits;
+}
+
+// The device sampler over f32 logits [rows, vocab 151936] (Qwen2.5's vocab), by the second
+// argument: 0 greedy (one pass); 1 temperature + top-p with logprobs over the arena's constant
+// fill (every logit equal: the radix select's worst case, one histogram bin); 2 the same over
+// HeadLikeLogits. Bytes = one read of the logits (the first pass's floor; sampling.cuh gives the
+// pass counts).
 void BM_Sampling(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), vocab = 151936;
   const bool greedy = state.range(1) == 0;
   DeviceArena arena;
   auto* logits = static_cast<float*>(arena.Get(size_t(rows) * vocab * 4));
+  if (state.range(1) == 2) {
+    const std::vector<float> head_like = HeadLikeLogits(rows, vocab);
+    Check(cudaMemcpy(logits, head_like.data(), head_like.size() * 4, cudaMemcpyHostToDevice),
+          "copy");
+  }
   std::vector<SamplingRowParams> params(rows);
   for (int r = 0; r < rows; ++r) {
     params[r].temperature = greedy ? 0.0f : 0.8f;
@@ -338,7 +359,8 @@ void BM_Sampling(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_Sampling)
-    ->Args({1, 0})->Args({64, 0})->Args({64, 1})->Args({256, 1})
+    ->Args({1, 0})->Args({64, 0})->Args({64, 1})->Args({256, 1})->Args({1, 2})->Args({64, 2})
+    ->Args({256, 2})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = 4096, one row
