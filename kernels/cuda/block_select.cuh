@@ -143,6 +143,47 @@ struct SelectTarget {
   bool by_mass;
 };
 
+// float4 loads each thread keeps in flight in a pass over a row (ForEachRowElement): one block
+// reads a whole row, so a pass's speed is what its loads in flight allow (Little's law).
+inline constexpr int kSelectLoadsInFlight = 4;
+
+// Calls visit(i, x[i]) for every i in [0, size), whole warps together: every lane of a warp makes
+// the same number of calls, lanes past the end with i = -1 (so visit may use warp collectives).
+// A row that starts 16-byte aligned is read as float4s, kSelectLoadsInFlight per thread issued
+// before any is used; its last size % 4 elements, and an unaligned row, one element per lane.
+// Precondition: blockDim.x == kSelectThreads.
+template <class Visit>
+__device__ __forceinline__ void ForEachRowElement(const float* x, int size, Visit&& visit) {
+  const int lane = threadIdx.x % 32;
+  const int warp_first = threadIdx.x - lane;
+  int tail = 0;
+  if (reinterpret_cast<uintptr_t>(x) % sizeof(float4) == 0) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const int vectors = size / 4;
+    for (int first = warp_first; first < vectors; first += kSelectThreads * kSelectLoadsInFlight) {
+      float4 loaded[kSelectLoadsInFlight];
+      TESSERA_UNROLL for (int u = 0; u < kSelectLoadsInFlight; ++u) {
+        const int v = first + lane + u * kSelectThreads;
+        if (v < vectors) loaded[u] = __ldg(&x4[v]);
+      }
+      TESSERA_UNROLL for (int u = 0; u < kSelectLoadsInFlight; ++u) {
+        if (first + u * kSelectThreads >= vectors) break;  // warp-uniform
+        const int v = first + lane + u * kSelectThreads;
+        const bool in = v < vectors;
+        visit(in ? 4 * v : -1, loaded[u].x);
+        visit(in ? 4 * v + 1 : -1, loaded[u].y);
+        visit(in ? 4 * v + 2 : -1, loaded[u].z);
+        visit(in ? 4 * v + 3 : -1, loaded[u].w);
+      }
+    }
+    tail = vectors * 4;
+  }
+  for (int first = tail + warp_first; first < size; first += kSelectThreads) {
+    const int i = first + lane;
+    visit(i < size ? i : -1, i < size ? x[i] : 0.0f);
+  }
+}
+
 // Adds one lane's element (when `counted`: it matches the digits chosen so far) to bin `bin` of
 // the pass's histogram, combining the lanes of the warp that share a bin first (see the header
 // comment). Precondition: all 32 lanes of the warp call it, with the same kWithMass.
@@ -170,9 +211,10 @@ __device__ __forceinline__ void HistogramAdd(bool counted, unsigned bin, unsigne
   if (kWithMass) atomicAdd(&s.mass[bin], mass);
 }
 
-// Radix select over `size` elements: source.Key(i) gives element i's rank key and
-// source.Mass(key) the fixed-point mass of an element with that key (histogrammed only when
-// kWithMass: needed to select by mass, or for the caller's use of mass_before / mass_at). Four passes, one per 8-bit digit of the key from the top:
+// Radix select over the `size` elements of the row source.data(): source.Key(i, x) gives element
+// i's rank key from its value x and source.Mass(key) the fixed-point mass of an element with that
+// key (histogrammed only when kWithMass: needed to select by mass, or for the caller's use of
+// mass_before / mass_at). Four passes, one per 8-bit digit of the key from the top:
 // each histograms the elements that match the digits chosen so far, scans the 256 bins and keeps
 // the first bin whose running measure reaches the target (or, when rounding leaves the target out
 // of reach, the last non-empty bin). Same preconditions as BlockInclusiveScan; `s` is shared.
@@ -193,14 +235,12 @@ __device__ __forceinline__ SelectResult RadixSelect(const Source& source, int si
       s.last_bin = -1;
     }
     __syncthreads();
-    // Whole warps iterate together (HistogramAdd's ballots): the trip count is the warp's.
-    for (int base = tid - tid % 32; base < size; base += kSelectThreads) {
-      const int i = base + tid % 32;
-      const uint32_t key = i < size ? source.Key(i) : 0u;
-      const bool counted = i < size && (key & mask) == prefix;
+    ForEachRowElement(source.data(), size, [&](int i, float x) {
+      const uint32_t key = i >= 0 ? source.Key(i, x) : 0u;
+      const bool counted = i >= 0 && (key & mask) == prefix;
       const unsigned long long mass = kWithMass && counted ? source.Mass(key) : 0ull;
       HistogramAdd<kWithMass>(counted, (key >> shift) & 0xFFu, mass, s);
-    }
+    });
     __syncthreads();
     const unsigned int count = s.count[tid];
     const unsigned long long mass = s.mass[tid];

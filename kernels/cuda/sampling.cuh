@@ -60,9 +60,10 @@
 namespace tessera::cuda {
 
 // One block per row. Logit is float (a template only so the header may be included anywhere).
-// At most 64 registers (4 blocks of 256 per SM): without the bound ptxas spills at 48.
+// At most 128 registers (2 blocks of 256 per SM: 264 rows at once on 132 SMs, more in waves):
+// the passes' loads in flight need them (at 64, ptxas spilled).
 template <typename Logit>
-__global__ void __launch_bounds__(kSamplingThreads, 4)
+__global__ void __launch_bounds__(kSamplingThreads, 2)
     SamplingKernel(const Logit* __restrict__ logits, int vocab,
                    const SamplingRowParams* __restrict__ params, SamplingPenalties penalties,
                    SamplingOutputs out) {

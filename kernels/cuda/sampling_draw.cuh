@@ -35,6 +35,9 @@ struct DrawContext {
   }
 };
 
+// Logits each lane loads ahead of use in the draw's range totals (latency: one block per row).
+inline constexpr int kDrawLoadsInFlight = 4;
+
 // Warp w's part of [begin, end) split 8 ways in multiples of 32 ids (the last parts shorter).
 __device__ __forceinline__ void SubRange(int begin, int end, int* sub_begin, int* sub_end) {
   const int per_warp = (end - begin + kSamplingThreads - 1) / kSamplingThreads * 32;
@@ -67,14 +70,26 @@ __device__ __forceinline__ void SubRangeTotals(const DrawContext& c, int begin, 
   SubRange(begin, end, &sub_begin, &sub_end);
   float strict = 0.0f;
   int ties = 0;
-  for (int i = sub_begin + static_cast<int>(threadIdx.x % 32); i < sub_end; i += 32) {
-    const float z = c.row.Penalized(i);
-    const uint32_t key = DescendingKey(z);
-    if (key == c.cut.key) {
-      ++ties;
-    } else if (key < c.cut.key) {
-      const float weight = c.Weight(z);
-      if (c.PassesMinP(weight)) strict += weight;
+  // kDrawLoadsInFlight loads issued before any is used; each lane still adds its ids in
+  // ascending order (the sum's rounding does not depend on the loads in flight).
+  for (int first = sub_begin + static_cast<int>(threadIdx.x % 32); first < sub_end;
+       first += 32 * kDrawLoadsInFlight) {
+    float raw[kDrawLoadsInFlight];
+    TESSERA_UNROLL for (int u = 0; u < kDrawLoadsInFlight; ++u) {
+      const int i = first + 32 * u;
+      raw[u] = i < sub_end ? __ldg(&c.row.x[i]) : 0.0f;
+    }
+    TESSERA_UNROLL for (int u = 0; u < kDrawLoadsInFlight; ++u) {
+      const int i = first + 32 * u;
+      if (i >= sub_end) break;
+      const float z = c.row.Penalized(i, raw[u]);
+      const uint32_t key = DescendingKey(z);
+      if (key == c.cut.key) {
+        ++ties;
+      } else if (key < c.cut.key) {
+        const float weight = c.Weight(z);
+        if (c.PassesMinP(weight)) strict += weight;
+      }
     }
   }
   strict = WarpSum(strict);

@@ -79,7 +79,8 @@ struct RowLogits {
 // Rank keys of the raw logits (top-N logprobs).
 struct RawKeys {
   const float* x;
-  __device__ __forceinline__ uint32_t Key(int i) const { return DescendingKey(x[i]); }
+  __device__ __forceinline__ const float* data() const { return x; }
+  __device__ __forceinline__ uint32_t Key(int, float z) const { return DescendingKey(z); }
   __device__ __forceinline__ unsigned long long Mass(uint32_t) const { return 0; }
 };
 
@@ -88,7 +89,10 @@ struct WeightedKeys {
   RowLogits row;
   float z_max;
   float inv_t;
-  __device__ __forceinline__ uint32_t Key(int i) const { return DescendingKey(row.Penalized(i)); }
+  __device__ __forceinline__ const float* data() const { return row.x; }
+  __device__ __forceinline__ uint32_t Key(int i, float z) const {
+    return DescendingKey(row.Penalized(i, z));
+  }
   // KeyValue(key) is the penalized logit (+0 for -0, the same weight).
   __device__ __forceinline__ unsigned long long Mass(uint32_t key) const {
     return FixedMass(expf((KeyValue(key) - z_max) * inv_t));
@@ -172,7 +176,7 @@ struct StatsAccumulator {
 
 // float4 loads each thread keeps in flight in the stats pass: one block reads a whole row, so
 // its bandwidth is what its loads in flight allow (Little's law), not the chip's.
-inline constexpr int kStatsLoadsInFlight = 2;
+inline constexpr int kStatsLoadsInFlight = 4;
 
 // One pass: online raw max / sum-exp and the penalized arg-max. A row that starts 16-byte
 // aligned is read as float4s, kStatsLoadsInFlight per thread issued before any is used; the

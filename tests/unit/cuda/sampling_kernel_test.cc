@@ -268,6 +268,36 @@ TEST_P(SamplingKernelTest, EachFilterAloneAndCombinedMatchesReference) {
   EXPECT_LE(near * 50, total) << near << " differing near-boundary rows of " << total;  // <= 2%
 }
 
+// The passes read aligned rows as float4s and the rest element by element: rows of vocab 4k + 3
+// (row 0 aligned with a 3-id tail, row 1 unaligned), each with its best ids moved to the ends
+// and to one float4 lane, must keep and rank them in every filter and the top-N logprobs.
+TEST_P(SamplingKernelTest, BestIdsAtTheRowEndsAreSelected) {
+  std::mt19937 rng(17);
+  constexpr int kVocab = 259, kRows = 3;
+  std::vector<float> logits = RandomLogits(kRows, kVocab, rng, false);
+  for (int r = 0; r < kRows; ++r) {
+    float* row = logits.data() + size_t(r) * kVocab;
+    const int best[] = {kVocab - 1, kVocab - 2, kVocab - 3, 0, 129};
+    for (int b = 0; b < 5; ++b) row[best[(b + r) % 5]] = 9.0f - 0.5f * float(b);
+  }
+  struct Filters {
+    int top_k;
+    float top_p;
+  };
+  for (const Filters f : {Filters{3, 1.0f}, Filters{0, 0.5f}, Filters{4, 0.9f}}) {
+    std::vector<SamplingRowParams> params;
+    for (int r = 0; r < kRows; ++r) {
+      params.push_back(RandomParams(rng, 0.7f, f.top_k, f.top_p, 0.0f, 5 + r));
+    }
+    const DeviceRows got = RunSampler(GetParam(), logits, kVocab, params, {});
+    for (int r = 0; r < kRows; ++r) {
+      EXPECT_FALSE(CheckRow(got, Reference(logits, kVocab, r, params[r], {}), kVocab, r,
+                            "top_k " + std::to_string(f.top_k)))
+          << "a near-boundary difference where the best ids are far apart";
+    }
+  }
+}
+
 TEST_P(SamplingKernelTest, PenaltiesMatchReference) {
   std::mt19937 rng(23);
   int near = 0, total = 0;
