@@ -40,11 +40,15 @@
 // per pass = 11.6 us from HBM; the first pass is the floor, later passes re-read the row from L2
 // (50 MB) when the batch's rows fit, else the bound is passes x 11.6 us. With few rows one SM per
 // row cannot draw full HBM bandwidth: there the bound is per-SM (~1/132 of the chip's) and the
-// kernel is latency-bound; a split-row variant would be the next step if decode batches are
-// small. Each pass is coalesced (consecutive threads read consecutive ids); per-element work is
-// one expf and one shared-memory bit test (penalties) plus shared atomics in histogram passes.
-// Measured on an H200 before the 16-byte stats pass: greedy, one row of 128,256, 223 µs (docs/perf/
-// gpu-h200-2026-11-26.md); not measured since. Registers 64, no spills, no local memory (sm_90a).
+// kernel is latency-bound. Each pass is coalesced (consecutive threads read consecutive float4s);
+// per-element work is one expf and one shared-memory bit test (penalties) plus, in histogram
+// passes, the warp's bin-sharing combine (block_select.cuh) and a shared atomic per group.
+// Measured on an H200, vocab 151,936 (docs/perf/gpu-h200-2026-11-27.md): greedy 72 µs at 1 row,
+// 76 µs at 64; temperature + top-p + 5 logprobs over head-like logits 1.9 ms at 1 row, 2.0 ms at
+// 64 (one block per row, ~12 passes, each latency-bound on the warp collectives of its
+// histogram); over equal logits 1.8 ms (17.9 ms before the combine). The next step is several
+// blocks per row (a split-row select with global histograms) and fewer passes (issue 26, item 4).
+// Registers <= 128 (2 blocks per SM), no spills, no local memory (sm_90a/100a/120a).
 #pragma once
 
 #include <cstddef>
