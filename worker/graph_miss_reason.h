@@ -1,5 +1,6 @@
-// Why a decode-only step did not replay a captured CUDA graph. Reported by a device runner's
-// graph cache (worker/cuda/graph_cache.h) and counted in tessera_graph_misses_total{reason}.
+// Why a step did not replay a captured CUDA graph (whole, or piecewise for a step with prefill
+// rows). Reported by a device runner's graph cache (worker/cuda/graph_cache.h) and counted in
+// tessera_graph_misses_total{reason}.
 #pragma once
 
 #include <cstddef>

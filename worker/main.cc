@@ -289,8 +289,11 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                  "cpu matmul activations: f32 (exact) or int8 (lossy, faster batches)")
       ->capture_default_str();
   app.add_option("--cuda-graphs", r->cuda_graphs,
-                 "cuda: decode CUDA graphs captured lazily (first use), eagerly (start-up) or off")
+                 "cuda: CUDA graphs (decode steps whole, steps with prefill rows piecewise per "
+                 "token bucket) captured lazily (first use), eagerly (start-up) or off")
       ->capture_default_str();
+  app.add_flag("--no-mixed-graphs", r->no_mixed_graphs,
+               "cuda: steps with prefill rows run eagerly (graphs for decode-only steps only)");
   app.add_flag("--batch-invariant", r->batch_invariant,
                "cuda: batch-invariant GEMM and attention (a request's results never depend on "
                "its batch; slower); the cpu backend always is");

@@ -79,7 +79,9 @@ struct StepLogits {
 struct StepRunInfo {
   bool graph_replayed = false;  // a captured CUDA graph ran the step
   bool graph_captured = false;  // this step captured the graph it replayed
-  std::optional<GraphMissReason> graph_miss = std::nullopt;  // decode-only step run eagerly: why
+  std::optional<GraphMissReason> graph_miss = std::nullopt;  // run eagerly where graphs may: why
+  // Tokens the step ran beyond its own: padding up to the graph bucket it replayed.
+  int padded_tokens = 0;
   // Step entry -> last kernel launched (host work: input building, copies, launches). On the
   // emulated device a launch runs the kernel, so this includes the emulated compute.
   double launch_seconds = 0;

@@ -89,6 +89,7 @@ absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) 
                            .batch_invariant = flags.batch_invariant,
                            .keep_weights_packed = !flags.dequantize_weights,
                            .decode_partition = 0,
+                           .mixed_step_graphs = !flags.no_mixed_graphs,
                            .state_snapshot_bytes = flags.state_snapshot_mb * kMiB};
 }
 

@@ -43,6 +43,7 @@ struct RunnerFlags {
   std::string activations = "f32";   // cpu matmul activations: f32 | int8
   std::string kv_cache_dtype = "f32";  // cpu KV pool: f32 | f16
   std::string cuda_graphs = "lazy";  // lazy | eager | off
+  bool no_mixed_graphs = false;      // steps with prefill rows run eagerly
   bool batch_invariant = false;      // cuda: batch-invariant kernels (cpu always is)
   bool dequantize_weights = false;   // cuda: quantized projections dequantized, not kept packed
   int cuda_device = 0;

@@ -47,10 +47,14 @@ WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
                                      "Block tables and batch inputs built per step",
                                      StepLatencyBuckets());
   graph_replays_ = AddCounter(r, "tessera_graph_replays_total", "Steps that replayed a graph");
-  graph_captures_ = AddCounter(r, "tessera_graph_captures_total", "Graphs captured");
+  graph_captures_ = AddCounter(r, "tessera_graph_captures_total",
+                               "Graph buckets captured (a piecewise bucket counts once)");
+  step_tokens_ = AddCounter(r, "tessera_step_tokens_total", "Tokens in forward steps");
+  graph_padded_tokens_ = AddCounter(r, "tessera_graph_padded_tokens_total",
+                                    "Tokens run beyond the steps' own, padding to a graph bucket");
   auto& misses = prometheus::BuildCounter()
                      .Name("tessera_graph_misses_total")
-                     .Help("Decode-only steps that ran without a graph, by reason")
+                     .Help("Steps that ran without a graph, by reason")
                      .Register(r);
   for (size_t i = 0; i < kNumGraphMissReasons; ++i) {
     graph_misses_[i] = &misses.Add(
@@ -75,7 +79,9 @@ void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& t
   hostproc_seconds_->Observe(timings.host_seconds());
   set_inputs_seconds_->Observe(stats.set_inputs_seconds);
   batch_size_->Observe(stats.num_sequences);
+  step_tokens_->Increment(stats.num_tokens);
   const StepRunInfo& info = stats.info;
+  graph_padded_tokens_->Increment(info.padded_tokens);
   if (info.graph_replayed) graph_replays_->Increment();
   if (info.graph_captured) graph_captures_->Increment();
   if (info.graph_miss.has_value()) {

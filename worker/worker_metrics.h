@@ -6,10 +6,12 @@
 //   step_seconds{kind=prefill|decode|mixed} histogram plan received -> result ready  StepLatency
 //   hostproc_seconds                         histogram plan received -> last launch  StepLatency
 //   set_inputs_seconds                       histogram blocks + batch building       StepLatency
-//   graph_replays_total                      counter   steps that replayed a graph
-//   graph_captures_total                     counter   graphs captured
-//   graph_misses_total{reason}               counter   decode-only steps run eagerly, by
-//                                                      GraphMissReason
+//   graph_replays_total                      counter   steps that replayed a graph (whole or
+//                                                      piecewise)
+//   graph_captures_total                     counter   graph buckets captured
+//   graph_misses_total{reason}               counter   steps run eagerly, by GraphMissReason
+//   step_tokens_total                        counter   tokens in forward steps
+//   graph_padded_tokens_total                counter   tokens run as padding to a graph bucket
 //   gpu_busy_ratio                           gauge     device time / wall time, sliding 1 s
 //                                                      window (0 when idle; BusyWindow)
 // (the graph counters and the device time come from the runner's StepRunInfo in StepStats).
@@ -80,6 +82,8 @@ class WorkerMetrics {
   prometheus::Histogram* set_inputs_seconds_ = nullptr;
   prometheus::Counter* graph_replays_ = nullptr;
   prometheus::Counter* graph_captures_ = nullptr;
+  prometheus::Counter* step_tokens_ = nullptr;
+  prometheus::Counter* graph_padded_tokens_ = nullptr;
   std::array<prometheus::Counter*, kNumGraphMissReasons> graph_misses_{};
   prometheus::Gauge* gpu_busy_ratio_ = nullptr;
   prometheus::Histogram* batch_size_ = nullptr;

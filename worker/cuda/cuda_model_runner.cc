@@ -134,7 +134,10 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
   TESSERA_RETURN_IF_ERROR(AllocateKvPool());
   TESSERA_ASSIGN_OR_RETURN(step_start_, runtime_->CreateEvent());
   TESSERA_ASSIGN_OR_RETURN(step_end_, runtime_->CreateEvent());
-  graphs_ = std::make_unique<GraphCache>(runtime_.get(), options_.graphs, options_.max_num_seqs);
+  pieces_ = std::make_unique<StepPieces>(runtime_.get());
+  graphs_ = std::make_unique<GraphCache>(runtime_.get(), options_.graphs, options_.max_num_seqs,
+                                         options_.mixed_step_graphs ? pieces_.get() : nullptr,
+                                         max_tokens);
   forward_graphs_ = std::make_unique<GraphCache>(
       runtime_.get(),
       options_.graphs == CudaGraphMode::kOff ? CudaGraphMode::kOff : CudaGraphMode::kLazy,

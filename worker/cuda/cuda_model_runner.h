@@ -30,6 +30,7 @@
 // (the worker's step thread) calls it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct CudaRunnerOptions {
   // the mode is batch-invariant or the dtype f32 (then every weight is dequantized at load).
   bool keep_weights_packed = true;
   int decode_partition = 0;  // > 0 forces the decode attention's split (tests)
+  // Steps with prefill rows replay piecewise graphs per token bucket (graph_cache.h) unless false
+  // (or graphs are off); they then run eagerly, as decode steps past the last bucket do.
+  bool mixed_step_graphs = true;
   // Device memory for recurrent-state snapshots (hybrid prefix caching), taken before the KV
   // pool: as many whole snapshots as fit, at most MaxStateSnapshots(max_num_seqs); none without linear layers.
   int64_t state_snapshot_bytes = 0;
@@ -173,14 +177,32 @@ class CudaModelRunner final : public ModelRunner {
   // by appended entries, else (Forward) by comparing whole tables. (cuda_step_layout.cc)
   // `in_graph`: the step runs as a CUDA graph (captured or replayed), so its decode attention is
   // planned for the model's whole context (a graph's launch shapes are frozen).
-  void LayOut(std::span<const SequenceWork> batch, int rows_to_run, bool sampling, bool in_graph);
+  // `padded_tokens`: inert tokens after the sequences' (a step with prefill rows padded to its
+  // token bucket), in no sequence.
+  void LayOut(std::span<const SequenceWork> batch, int rows_to_run, bool sampling, bool in_graph,
+              int padded_tokens = 0);
   void LaySequence(const SequenceWork& s, int j, int num_decode, int* token, bool sampling);
   void LayOutPadding(int first_token, int count, bool sampling);
+  void LayOutPaddedTokens(int first_token, int count);
   void SetSamplingRow(int row, int slot, int position);
   // Whether a step of this batch can replay a decode graph: every sequence one token, sampling.
   static bool Graphable(std::span<const SequenceWork> batch);
   // The forward pass (+ the sampling tail when `sample`) for the laid-out step.
-  absl::Status EnqueueStep(bool sample);
+  absl::Status EnqueueStep(bool sample) { return EnqueuePass(StepPieces::Mode::kWhole, sample); }
+  // One pass over the laid-out step in a piecewise-graph mode (step_pieces.h): the block-table
+  // copy unless capturing, the model, and the sampling tail when `sample` in kWhole and kReplay.
+  absl::Status EnqueuePass(StepPieces::Mode mode, bool sample);
+  // Step's two kinds, laid out, uploaded and run through the graph cache (cuda_runner_step.cc):
+  // decode-only, and with prefill rows (`tokens` of them in the batch). `masks_later`: no
+  // sampling (SampleWithLateMasks follows). *input_seconds: start -> inputs uploaded.
+  absl::StatusOr<GraphStepOutcome> RunDecodeStep(std::span<const SequenceWork> batch,
+                                                 bool masks_later,
+                                                 std::chrono::steady_clock::time_point start,
+                                                 double* input_seconds);
+  absl::StatusOr<GraphStepOutcome> RunMixedStep(std::span<const SequenceWork> batch, int tokens,
+                                                bool masks_later,
+                                                std::chrono::steady_clock::time_point start,
+                                                double* input_seconds);
   // logit_bias and token masks, then the sampler, over the step's logits.
   absl::Status EnqueueSampling();
   // The masks fill_pending_masks gives the pending rows, sent after the forward pass, then the
@@ -210,6 +232,7 @@ class CudaModelRunner final : public ModelRunner {
   int64_t conv_floats_per_slot_ = 0, ssm_floats_per_slot_ = 0;
   absl::Status state_error_;  // the first failed ClearState, returned by the next step
   std::unique_ptr<DeviceModelOps> ops_;
+  std::unique_ptr<StepPieces> pieces_;
   std::unique_ptr<GraphCache> graphs_;
   // Forward-only graphs, for decode steps whose masks come during the forward pass (captured
   // lazily in every mode but off: a server that never guides a request captures none).

@@ -19,12 +19,15 @@ double SecondsSince(Clock::time_point start) {
 
 }  // namespace
 
-absl::Status CudaModelRunner::EnqueueStep(bool sample) {
-  TESSERA_RETURN_IF_ERROR(tables_->Enqueue(*kernels_, *inputs_));
-  ops_->BeginStep(*inputs_, attention_);
+absl::Status CudaModelRunner::EnqueuePass(StepPieces::Mode mode, bool sample) {
+  using Mode = StepPieces::Mode;
+  // The table deltas are sequence-shaped: eager in a piecewise step (applying them twice, in a
+  // warm-up and the replay, writes the same entries).
+  if (mode != Mode::kCapture) TESSERA_RETURN_IF_ERROR(tables_->Enqueue(*kernels_, *inputs_));
+  ops_->BeginStep(*inputs_, attention_, pieces_.get());
   RunForward(plan_, config_, *ops_);
   TESSERA_RETURN_IF_ERROR(ops_->status());
-  if (!sample) return absl::OkStatus();
+  if (!sample || mode == Mode::kWarmUp || mode == Mode::kCapture) return absl::OkStatus();
   return EnqueueSampling();
 }
 
@@ -44,35 +47,32 @@ absl::Status CudaModelRunner::EnqueueSampling() {
 // uploaded, since the capture's warm-up runs it (padding writes no K/V and samples nothing); a
 // capture records addresses and shapes, the values are whatever a later replay finds.
 absl::Status CudaModelRunner::CaptureEagerGraphs() {
-  return graphs_->CaptureAll([this](int bucket) {
+  TESSERA_RETURN_IF_ERROR(graphs_->CaptureAll([this](int bucket) {
     LayOut({}, bucket, /*sampling=*/true, /*in_graph=*/true);
     // Uploaded for the warm-up run only: a copy enqueued while capturing would join the graph.
     if (!runtime_->capturing()) TESSERA_RETURN_IF_ERROR(inputs_->Upload());
     return EnqueueStep(/*sample=*/true);
+  }));
+  // Token buckets: a step of padding tokens only (no sequence, no row), laid out per pass.
+  return graphs_->CaptureAllMixed([this](int tokens, StepPieces::Mode mode) {
+    LayOut({}, 0, /*sampling=*/true, /*in_graph=*/false, tokens);
+    if (mode != StepPieces::Mode::kCapture) TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+    return EnqueuePass(mode, /*sample=*/true);
   });
 }
 
-absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples,
-                                   const FillPendingMasks& fill_pending_masks) {
-  const Clock::time_point start = Clock::now();
-  TESSERA_RETURN_IF_ERROR(state_error_);
-  TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/true));
+// Decode-only: padded to its bucket and replayed whole (forward-only when masks come later).
+absl::StatusOr<GraphStepOutcome> CudaModelRunner::RunDecodeStep(
+    std::span<const SequenceWork> batch, bool masks_later, Clock::time_point start,
+    double* input_seconds) {
   const int n = static_cast<int>(batch.size());
-  const bool graphable = Graphable(batch);
-  // Masks that come during the forward pass: the step (or its graph) stops before sampling.
-  const bool masks_later = AnyMaskPending(batch);
-  TESSERA_CHECK(!masks_later || fill_pending_masks != nullptr,
-                "CudaModelRunner: rows with pending masks and nothing to fill them");
   GraphCache& graphs = masks_later ? *forward_graphs_ : *graphs_;
-  const int rows_to_run = graphable ? graphs.RowsToRun(n) : n;
-  LayOut(batch, rows_to_run, /*sampling=*/true,
-         /*in_graph=*/graphable && graphs.WillReplay(n));
+  LayOut(batch, graphs.RowsToRun(n), /*sampling=*/true, /*in_graph=*/graphs.WillReplay(n));
   TESSERA_RETURN_IF_ERROR(inputs_->Upload());
-  const double input_seconds = SecondsSince(start);
+  *input_seconds = SecondsSince(start);
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
   // A capture runs the step twice (warm-up, then the replay): recurrent state must advance once.
-  bool warm_up_without_state =
-      graphable && plan_.num_linear_layers > 0 && graphs.WillCapture(n);
+  bool warm_up_without_state = plan_.num_linear_layers > 0 && graphs.WillCapture(n);
   auto enqueue = [this, &warm_up_without_state, masks_later](int rows) {
     TESSERA_CHECK(rows == inputs_->shape().num_decode + inputs_->shape().num_prefill,
                   "CudaModelRunner: the graph cache ran a different row count than laid out");
@@ -82,14 +82,45 @@ absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamp
     }
     return EnqueueStep(/*sample=*/!masks_later);
   };
+  return graphs.RunDecode(n, enqueue);
+}
+
+// With prefill rows: padded to its token bucket and replayed piecewise (step_pieces.h).
+absl::StatusOr<GraphStepOutcome> CudaModelRunner::RunMixedStep(
+    std::span<const SequenceWork> batch, int tokens, bool masks_later, Clock::time_point start,
+    double* input_seconds) {
+  LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/true, /*in_graph=*/false,
+         graphs_->TokensToRun(tokens) - tokens);
+  TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+  *input_seconds = SecondsSince(start);
+  TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
+  return graphs_->RunMixed(tokens, [this, masks_later](StepPieces::Mode mode) {
+    return EnqueuePass(mode, /*sample=*/!masks_later);
+  });
+}
+
+absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamples* samples,
+                                   const FillPendingMasks& fill_pending_masks) {
+  const Clock::time_point start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(state_error_);
+  TESSERA_RETURN_IF_ERROR(Validate(batch, /*sampling=*/true));
+  // Masks that come during the forward pass: the step (or its graph) stops before sampling.
+  const bool masks_later = AnyMaskPending(batch);
+  TESSERA_CHECK(!masks_later || fill_pending_masks != nullptr,
+                "CudaModelRunner: rows with pending masks and nothing to fill them");
+  int tokens = 0;
+  for (const SequenceWork& s : batch) tokens += static_cast<int>(s.tokens.size());
+  double input_seconds = 0;
   absl::StatusOr<GraphStepOutcome> outcome =
-      graphable ? graphs.RunDecode(n, enqueue) : graphs.RunEager(n, enqueue);
+      Graphable(batch) ? RunDecodeStep(batch, masks_later, start, &input_seconds)
+                       : RunMixedStep(batch, tokens, masks_later, start, &input_seconds);
   if (!outcome.ok()) return outcome.status();
   if (masks_later) TESSERA_RETURN_IF_ERROR(SampleWithLateMasks(batch, fill_pending_masks));
   TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_end_));
   samples->info = {.graph_replayed = outcome->replayed,
                    .graph_captured = outcome->captured,
                    .graph_miss = outcome->miss,
+                   .padded_tokens = inputs_->shape().num_tokens - tokens,
                    .launch_seconds = SecondsSince(start),
                    .input_seconds = input_seconds};
   bool any_top = false;

@@ -13,11 +13,13 @@ bool CudaModelRunner::Graphable(std::span<const SequenceWork> batch) {
 }
 
 void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_run,
-                             bool sampling, bool in_graph) {
+                             bool sampling, bool in_graph, int padded_tokens) {
   const int n = static_cast<int>(batch.size());
   const int padding = rows_to_run - n;
   TESSERA_CHECK(padding >= 0 && (padding == 0 || Graphable(batch)),
                 "CudaModelRunner: padding rows in a step that is not decode-only");
+  TESSERA_CHECK(padded_tokens >= 0 && (padded_tokens == 0 || padding == 0),
+                "CudaModelRunner: padding tokens and padding rows in one step");
   // Decode sequences (one token) first, unless every sequence takes the prefill kernel.
   order_.clear();
   int num_decode = 0;
@@ -30,7 +32,7 @@ void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_ru
   for (int i = 0; i < n; ++i) {
     if (options_.batch_invariant || batch[i].tokens.size() != 1) order_.push_back(i);
   }
-  StepShape shape{.num_tokens = padding, .num_rows = padding};
+  StepShape shape{.num_tokens = padding + padded_tokens, .num_rows = padding};
   for (const SequenceWork& s : batch) {
     shape.num_tokens += static_cast<int>(s.tokens.size());
     shape.num_rows += s.needs_logits ? 1 : 0;
@@ -48,7 +50,19 @@ void CudaModelRunner::LayOut(std::span<const SequenceWork> batch, int rows_to_ru
   row_sequence_.clear();
   int token = 0;
   for (int j = 0; j < n; ++j) LaySequence(batch[order_[j]], j, num_decode, &token, sampling);
-  LayOutPadding(token, rows_to_run - n, sampling);
+  LayOutPaddedTokens(token, padded_tokens);
+  LayOutPadding(token + padded_tokens, rows_to_run - n, sampling);
+}
+
+// Tokens after every sequence's (a token bucket's padding): token 0 at position 0, no KV write.
+// They belong to no sequence, so attention and the recurrent mixer never read them; their rows
+// of the token-shaped activations are computed and ignored.
+void CudaModelRunner::LayOutPaddedTokens(int first_token, int count) {
+  for (int t = first_token; t < first_token + count; ++t) {
+    inputs_->token_ids()[t] = 0;
+    inputs_->positions()[t] = 0;
+    inputs_->slot_mapping()[t] = -1;
+  }
 }
 
 // Sequence `s`, the j-th laid out: its tokens from *token on, its block table (deltas), its

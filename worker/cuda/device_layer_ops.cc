@@ -34,6 +34,7 @@ void DeviceModelOps::RotaryAttendQkv(int layer, ActId qkv, const QkvBiases& bias
 void DeviceModelOps::RopeKvWrite(int layer, const void* q_in, void* k, void* v,
                                  int64_t q_stride, int64_t kv_stride, ActId q_out, int tokens,
                                  const QkvBiases& biases) {
+  if (!TokenWork()) return;
   const auto bias = [&](WeightId id) { return Has(id) ? weights_[id].data : nullptr; };
   Check(kernels_.RopeKvWrite(
       dtype_, {.style = config_.rope_neox ? cuda::RopeStyle::kNeox : cuda::RopeStyle::kNormal,
@@ -51,7 +52,7 @@ void DeviceModelOps::RopeKvWrite(int layer, const void* q_in, void* k, void* v,
 
 // Paged attention of the step's rows of `q` (its K/V in the pool): decode rows, then prefill.
 void DeviceModelOps::Attention(int layer, ActId q, ActId out) {
-  if (!status_.ok()) return;
+  if (!SequenceWork(/*tail=*/false)) return;
   const StepShape& shape = inputs_->shape();
   const size_t decode_bytes = size_t(shape.num_decode) * Width(q) * device::DataTypeBytes(dtype_);
   if (shape.num_decode > 0) DecodeAttention(layer, Buffer(q), Buffer(out));
@@ -95,7 +96,7 @@ void DeviceModelOps::PrefillAttention(int layer, const void* q, void* out) {
 }
 
 void DeviceModelOps::SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   int64_t group_width = 0;
   for (const SplitPart& p : parts) group_width += p.width;
   TESSERA_CHECK(group_width * groups == Width(in), "SplitHeads: parts do not tile the input row");
@@ -111,14 +112,14 @@ void DeviceModelOps::SplitHeads(ActId in, int groups, std::initializer_list<Spli
 }
 
 void DeviceModelOps::SigmoidMul(ActId gate, ActId inout) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   Check(kernels_.SigmoidMul(dtype_, Buffer(gate), Buffer(inout),
                             int64_t{Rows(inout)} * Width(inout)));
 }
 
 // conv -> gates -> delta rule -> gated RMSNorm, as CpuModelOps::LinearAttend.
 void DeviceModelOps::LinearAttend(int linear_layer, const GdnOpWeights& w, const GdnOpActs& a) {
-  if (!status_.ok()) return;
+  if (!SequenceWork(/*tail=*/false)) return;
   const model::GdnDims& d = config_.hybrid->gdn;
   const int channels = static_cast<int>(model::GdnConvChannels(d));
   const int64_t key_dim = model::GdnKeyDim(d);
@@ -195,7 +196,7 @@ MoeExpertWeights DeviceModelOps::ExpertWeights(const DeviceWeight& w, int first_
 // Router logits, routing + grouping, the routed experts, the shared expert, the combine:
 // kernels/cpu/moe_ffn.h's steps on the device.
 void DeviceModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   const model::MoeDims& m = *config_.hybrid->moe;
   const int n = Rows(in);
   const int k = m.num_experts_used;

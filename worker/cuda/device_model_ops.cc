@@ -102,9 +102,10 @@ absl::Status DeviceModelOps::AllocateDequantizeScratch() {
 }
 
 void DeviceModelOps::BeginStep(const DeviceStepInputs& inputs,
-                               const DeviceStepAttention& attention) {
+                               const DeviceStepAttention& attention, StepPieces* pieces) {
   inputs_ = &inputs;
   attention_ = attention;
+  pieces_ = pieces;
   status_ = absl::OkStatus();
   for (size_t a = 0; a < slot_of_.size(); ++a) slot_of_[a] = static_cast<int>(a);
   spare_ = static_cast<int>(slot_of_.size());
@@ -128,8 +129,20 @@ void DeviceModelOps::Check(const absl::Status& status) {
   if (status_.ok() && !status.ok()) status_ = status;
 }
 
+bool DeviceModelOps::TokenWork() const {
+  return status_.ok() && (pieces_ == nullptr || pieces_->TokenWork());
+}
+
+bool DeviceModelOps::SequenceWork(bool tail) {
+  if (!status_.ok()) return false;
+  if (pieces_ == nullptr) return true;
+  absl::StatusOr<bool> now = pieces_->SequenceWork(tail);
+  Check(now.status());
+  return now.ok() && *now;
+}
+
 void DeviceModelOps::Embed(WeightId table_id, ActId out) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   const DeviceWeight& embedding = weights_[table_id];
   const cuda::GgufFormat table = embedding.table_format.value_or(
       dtype_ == DataType::kF32 ? cuda::GgufFormat::kF32
@@ -146,13 +159,17 @@ void DeviceModelOps::RmsNorm(ActId in, WeightId weight_id, ActId out, int groups
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const void* weight = weights_[weight_id].data;
   if (in != out) {
-    Check(kernels_.RmsNorm(dtype_, Buffer(in), weight, Buffer(out), rows, width, eps));
+    if (TokenWork()) {
+      Check(kernels_.RmsNorm(dtype_, Buffer(in), weight, Buffer(out), rows, width, eps));
+    }
     return;
   }
   TESSERA_CHECK(plan_.activations[in].normed_in_place,
                 "DeviceModelOps: in-place RmsNorm on an activation not declared normed_in_place");
-  Check(kernels_.RmsNorm(dtype_, Buffer(in), weight, buffers_[spare_].data(), rows, width, eps));
-  std::swap(slot_of_[static_cast<size_t>(in)], spare_);
+  if (TokenWork()) {
+    Check(kernels_.RmsNorm(dtype_, Buffer(in), weight, buffers_[spare_].data(), rows, width, eps));
+  }
+  std::swap(slot_of_[static_cast<size_t>(in)], spare_);  // launched or not (header comment)
 }
 
 void DeviceModelOps::Gemm(ActId in, const DeviceWeight& weight, ActId out) {
@@ -198,19 +215,19 @@ void DeviceModelOps::GemmRows(const void* a, int m, const DeviceWeight& weight, 
 
 void DeviceModelOps::Project(ActId in, std::initializer_list<Projection> outputs) {
   for (const Projection& p : outputs) {
-    if (!status_.ok()) return;
+    if (!TokenWork()) return;
     Gemm(in, weights_[p.weight], p.out);
   }
 }
 
 void DeviceModelOps::AddBias(WeightId bias, ActId inout) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   Check(kernels_.AddBias(dtype_, Buffer(inout), weights_[bias].data, Rows(inout), Width(inout)));
 }
 
 // The residual add and the next norm in one launch (rms_norm.cuh's fused form).
 void DeviceModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight_id, ActId out) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   TESSERA_CHECK(out != inout && out != delta, "DeviceModelOps: AddRmsNorm's out aliases an input");
   Check(kernels_.AddRmsNorm(dtype_, Buffer(inout), Buffer(delta), weights_[weight_id].data,
                             Buffer(out), Rows(inout), Width(inout),
@@ -219,24 +236,24 @@ void DeviceModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight_id, Ac
 
 // in's rows are [gate | up], each out's width.
 void DeviceModelOps::SwiGluHalves(ActId in, ActId out) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   TESSERA_CHECK(Width(in) == 2 * Width(out), "DeviceModelOps: SwiGluHalves' widths disagree");
   Check(kernels_.SwiGluHalves(dtype_, Buffer(in), Buffer(out), Rows(out), Width(out)));
 }
 
 void DeviceModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   Check(kernels_.SwiGlu(dtype_, Buffer(gate), Buffer(up), Buffer(out), Rows(gate), Width(gate)));
 }
 
 void DeviceModelOps::Add(ActId inout, ActId delta) {
-  if (!status_.ok()) return;
+  if (!TokenWork()) return;
   Check(kernels_.AddInPlace(dtype_, Buffer(inout), Buffer(delta),
                             int64_t{Rows(inout)} * Width(inout)));
 }
 
 void DeviceModelOps::GatherLastRows(ActId in, ActId out) {
-  if (!status_.ok() || Rows(out) == 0) return;
+  if (!SequenceWork(/*tail=*/true) || Rows(out) == 0) return;
   Check(kernels_.GatherRows(dtype_, Buffer(in), inputs_->device_last_rows(), Buffer(out),
                             Rows(out), Width(in)));
 }

@@ -20,6 +20,12 @@
 // ordinary GEMM path with its gate logit, and the combine, over a workspace sized at creation for
 // max_tokens.
 //
+// Piecewise graphs (step_pieces.h): with a StepPieces lent to BeginStep, each token-shaped op
+// launches only when pieces->TokenWork() allows, and each sequence-shaped op (paged attention,
+// LinearAttend, GatherLastRows: the head's first op, the tail) asks pieces->SequenceWork() first.
+// An in-place RmsNorm swaps its buffers whether or not it launches, so every pass over the model
+// addresses the same buffers.
+//
 // A launch error is kept (the first one) and later ops do nothing; the runner reads status()
 // after the forward pass. Ownership: owns its activations and the MoE workspace; borrows weights,
 // kernels, runtime, KV pools, recurrent state and step inputs from its runner. Threading: the
@@ -38,6 +44,7 @@
 #include "worker/cuda/device_kernels.h"
 #include "worker/cuda/device_model_weights.h"
 #include "worker/cuda/device_step_inputs.h"
+#include "worker/cuda/step_pieces.h"
 #include "worker/models/model_ops.h"
 #include "worker/models/model_plan.h"
 
@@ -108,8 +115,10 @@ class DeviceModelOps {
       const ModelPlan& plan, const DeviceModelWeights& weights, const DeviceKvPools& kv,
       const DeviceRecurrentState& state, const DeviceOpsOptions& options);
 
-  // Points the ops at the step `inputs` describe (shape and device addresses).
-  void BeginStep(const DeviceStepInputs& inputs, const DeviceStepAttention& attention);
+  // Points the ops at the step `inputs` describe (shape and device addresses); `pieces`: the
+  // pass's piecewise-graph mode (nullptr: every op launches).
+  void BeginStep(const DeviceStepInputs& inputs, const DeviceStepAttention& attention,
+                 StepPieces* pieces = nullptr);
   const absl::Status& status() const { return status_; }
   // The logits of the step's rows, [num_rows, vocab] f32 on the device.
   const float* logits() const;
@@ -151,6 +160,10 @@ class DeviceModelOps {
   size_t ElementBytes(ActId act) const;
   // Keeps the first error.
   void Check(const absl::Status& status);
+  // Whether a token-shaped op launches now (no error, and the pieces' mode allows it).
+  bool TokenWork() const;
+  // Before a sequence-shaped op (tail: the head's first): whether it launches now.
+  bool SequenceWork(bool tail);
   void Gemm(ActId in, const DeviceWeight& weight, ActId out);
   // c [m, weight.rows] of c_type = a [m, weight.cols] (compute type) · weightᵀ.
   void GemmRows(const void* a, int m, const DeviceWeight& weight, void* c,
@@ -174,6 +187,7 @@ class DeviceModelOps {
   DeviceOpsOptions options_;
   device::DataType dtype_;
   const DeviceStepInputs* inputs_ = nullptr;
+  StepPieces* pieces_ = nullptr;
   DeviceStepAttention attention_;
   absl::Status status_;
 

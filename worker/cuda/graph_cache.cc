@@ -1,6 +1,7 @@
 #include "worker/cuda/graph_cache.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
@@ -36,8 +37,25 @@ std::vector<int> GraphBatchBuckets(int max_num_seqs) {
   return buckets;
 }
 
-GraphCache::GraphCache(device::DeviceRuntime* runtime, CudaGraphMode mode, int max_num_seqs)
-    : runtime_(runtime), mode_(mode), buckets_(GraphBatchBuckets(max_num_seqs)) {
+std::vector<int> GraphTokenBuckets(int max_tokens) {
+  TESSERA_CHECK(max_tokens >= 1, "GraphTokenBuckets: max_tokens < 1");
+  std::vector<int> buckets;
+  for (int size = 1; size < max_tokens;) {
+    buckets.push_back(size);
+    size = size < 8 ? size * 2 : size + std::max(8, static_cast<int>(std::bit_floor(
+                                                        static_cast<unsigned>(size))) / 32);
+  }
+  buckets.push_back(max_tokens);
+  return buckets;
+}
+
+GraphCache::GraphCache(device::DeviceRuntime* runtime, CudaGraphMode mode, int max_num_seqs,
+                       StepPieces* pieces, int max_tokens)
+    : runtime_(runtime),
+      mode_(mode),
+      buckets_(GraphBatchBuckets(max_num_seqs)),
+      pieces_(pieces),
+      token_buckets_(pieces != nullptr ? GraphTokenBuckets(max_tokens) : std::vector<int>{}) {
   TESSERA_CHECK(runtime_ != nullptr, "GraphCache needs a device runtime");
 }
 
@@ -47,13 +65,26 @@ std::optional<int> GraphCache::BucketFor(int rows) const {
   return *it;
 }
 
+template <class Captured>
+GraphCache::DecodePlan GraphCache::PlanFor(const std::vector<int>& buckets, int n,
+                                           const Captured& captured) const {
+  if (mode_ == CudaGraphMode::kOff || buckets.empty()) {
+    return {.rows = n, .miss = GraphMissReason::kDisabled};
+  }
+  auto it = std::lower_bound(buckets.begin(), buckets.end(), n);
+  if (it == buckets.end()) return {.rows = n, .miss = GraphMissReason::kOversize};
+  if (captured(*it)) return {.rows = *it};
+  if (mode_ == CudaGraphMode::kEager) return {.rows = n, .miss = GraphMissReason::kEager};
+  return {.rows = *it, .capture = true};
+}
+
 GraphCache::DecodePlan GraphCache::PlanDecode(int rows) const {
-  if (mode_ == CudaGraphMode::kOff) return {.rows = rows, .miss = GraphMissReason::kDisabled};
-  const std::optional<int> bucket = BucketFor(rows);
-  if (!bucket) return {.rows = rows, .miss = GraphMissReason::kOversize};
-  if (graphs_.contains(*bucket)) return {.rows = *bucket};
-  if (mode_ == CudaGraphMode::kEager) return {.rows = rows, .miss = GraphMissReason::kEager};
-  return {.rows = *bucket, .capture = true};
+  return PlanFor(buckets_, rows, [this](int bucket) { return graphs_.contains(bucket); });
+}
+
+GraphCache::DecodePlan GraphCache::PlanMixed(int tokens) const {
+  return PlanFor(token_buckets_, tokens,
+                 [this](int bucket) { return mixed_graphs_.contains(bucket); });
 }
 
 int GraphCache::RowsToRun(int rows) const { return PlanDecode(rows).rows; }
@@ -69,6 +100,31 @@ absl::Status GraphCache::Capture(int bucket, EnqueueStep enqueue) {
   if (!graph.ok()) return graph.status();
   graphs_[bucket] = *graph;
   ++captures_;
+  ++graphs_held_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<device::GraphHandle>> GraphCache::RunPass(
+    StepPieces::Mode mode, std::span<const device::GraphHandle> graphs, EnqueuePass enqueue) {
+  if (absl::Status begin = pieces_->Begin(mode, graphs); !begin.ok()) return begin;
+  const absl::Status status = enqueue(mode);
+  absl::StatusOr<std::vector<device::GraphHandle>> stretches = pieces_->Finish();
+  if (!status.ok()) return status;
+  return stretches;
+}
+
+// As Capture, in two passes: the warm-up runs the token-shaped work eagerly, the capture records
+// it, one graph per stretch.
+absl::Status GraphCache::CaptureMixed(int bucket, EnqueuePass enqueue) {
+  if (auto warm = RunPass(StepPieces::Mode::kWarmUp, {}, enqueue); !warm.ok()) {
+    return warm.status();
+  }
+  absl::StatusOr<std::vector<device::GraphHandle>> stretches =
+      RunPass(StepPieces::Mode::kCapture, {}, enqueue);
+  if (!stretches.ok()) return stretches.status();
+  graphs_held_ += static_cast<int64_t>(stretches->size());
+  mixed_graphs_[bucket] = *std::move(stretches);
+  ++mixed_captures_;
   return absl::OkStatus();
 }
 
@@ -94,9 +150,21 @@ absl::StatusOr<GraphStepOutcome> GraphCache::RunDecode(int rows, EnqueueStep enq
   return outcome;
 }
 
-absl::StatusOr<GraphStepOutcome> GraphCache::RunEager(int rows, EnqueueStep enqueue) {
-  if (absl::Status status = enqueue(rows); !status.ok()) return status;
-  return GraphStepOutcome{.rows = rows};
+absl::StatusOr<GraphStepOutcome> GraphCache::RunMixed(int tokens, EnqueuePass enqueue) {
+  TESSERA_CHECK(tokens >= 1, "GraphCache::RunMixed: tokens < 1");
+  const DecodePlan plan = PlanMixed(tokens);
+  if (plan.miss) {
+    ++misses_[static_cast<size_t>(*plan.miss)];
+    if (absl::Status status = enqueue(StepPieces::Mode::kWhole); !status.ok()) return status;
+    return GraphStepOutcome{.rows = tokens, .miss = plan.miss};
+  }
+  if (plan.capture) {
+    if (absl::Status captured = CaptureMixed(plan.rows, enqueue); !captured.ok()) return captured;
+  }
+  auto replayed = RunPass(StepPieces::Mode::kReplay, mixed_graphs_.at(plan.rows), enqueue);
+  if (!replayed.ok()) return replayed.status();
+  ++replays_;
+  return GraphStepOutcome{.rows = plan.rows, .replayed = true, .captured = plan.capture};
 }
 
 absl::Status GraphCache::CaptureAll(EnqueueStep enqueue) {
@@ -104,6 +172,16 @@ absl::Status GraphCache::CaptureAll(EnqueueStep enqueue) {
   for (int bucket : buckets_) {
     if (graphs_.contains(bucket)) continue;
     if (absl::Status captured = Capture(bucket, enqueue); !captured.ok()) return captured;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphCache::CaptureAllMixed(EnqueueBucketPass enqueue) {
+  if (mode_ != CudaGraphMode::kEager || pieces_ == nullptr) return absl::OkStatus();
+  for (int bucket : token_buckets_) {
+    if (mixed_graphs_.contains(bucket)) continue;
+    auto pass = [&](StepPieces::Mode mode) { return enqueue(bucket, mode); };
+    if (absl::Status captured = CaptureMixed(bucket, pass); !captured.ok()) return captured;
   }
   return absl::OkStatus();
 }

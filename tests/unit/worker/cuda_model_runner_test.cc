@@ -320,14 +320,18 @@ TEST_F(CudaRunnerTest, GraphReplayEqualsEagerForEveryBucketAndPaddingIsInert) {
 
 TEST_F(CudaRunnerTest, EagerModeCapturesEveryBucketAtStartupAndServesFromThem) {
   auto runner = MakeCudaRunner({.dtype = DataType::kBf16, .max_num_seqs = 20,
-                                .graphs = CudaGraphMode::kEager});
+                                .max_num_batched_tokens = 64, .graphs = CudaGraphMode::kEager});
   ASSERT_NE(runner, nullptr);
   EXPECT_EQ(runner->graphs().captures(), 6);  // 1, 2, 4, 8, 16, 20
-  auto lazy = MakeCudaRunner({.dtype = DataType::kBf16, .max_num_seqs = 20});
+  // Token buckets 1, 2, 4, 8, 16, 24, ..., 64.
+  EXPECT_EQ(runner->graphs().mixed_captures(), 11);
+  auto lazy = MakeCudaRunner({.dtype = DataType::kBf16, .max_num_seqs = 20,
+                              .max_num_batched_tokens = 64});
   const auto a = Serve(*runner, MixedRequests(), 20);
   const auto b = Serve(*lazy, MixedRequests(), 20);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].logprobs, b[i].logprobs) << i;
   EXPECT_EQ(runner->graphs().captures(), 6);  // nothing captured while serving
+  EXPECT_EQ(runner->graphs().mixed_captures(), 11);
   EXPECT_GT(runner->graphs().replays(), 0);
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/util/status_macros.h"
 #include "kernels/cuda/device_compat.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/device/device_memory.h"
@@ -43,6 +44,13 @@ __global__ void StepKernel(const int* base, int* out, int rows) {
   if (i < rows) out[i] = base[0] + i;
 }
 
+// out[offset + i] = base[0] * scale + i for i < rows: the piecewise tests' token-shaped and
+// sequence-shaped work.
+__global__ void FillKernel(const int* base, int* out, int rows, int offset, int scale) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < rows) out[offset + i] = base[0] * scale + i;
+}
+
 class GraphCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,6 +80,39 @@ class GraphCacheTest : public ::testing::Test {
     return runtime_->launcher().Launch(shape, StepKernel, static_cast<const int*>(base_), out_,
                                        rows);
 #endif
+  }
+
+  absl::Status Fill(int rows, int offset, int scale) {
+    const cuda::LaunchShape shape{dim3(cuda::CeilDiv(rows, 64)), dim3(64)};
+    const int* base = base_;
+#if TESSERA_TEST_CUDA_DEVICE
+    const cuda::CudaLaunchResult launched =
+        cuda::CudaLauncher(runtime_->stream())
+            .Launch(shape, FillKernel, base, out_, rows, offset, scale);
+    if (!launched.ok()) return absl::InternalError(cuda::DescribeLaunch(launched));
+    return absl::OkStatus();
+#else
+    return runtime_->launcher().Launch(shape, FillKernel, base, out_, rows, offset, scale);
+#endif
+  }
+
+  // A model as StepPieces sees it: token-shaped work over `tokens` rows (out[0, tokens)), a
+  // sequence-shaped op over this step's `sequences` (out[100, ...), its count a host value), more
+  // token-shaped work (out[200, tokens)), then the tail (out[290, +4)). The inputs (base) are
+  // copied before the pass, as the runner uploads its step inputs.
+  absl::Status ModelPass(StepPieces& pieces, int tokens, int sequences) {
+    if (pieces.TokenWork()) TESSERA_RETURN_IF_ERROR(Fill(tokens, 0, 1));
+    TESSERA_ASSIGN_OR_RETURN(const bool attend, pieces.SequenceWork(/*tail=*/false));
+    if (attend) TESSERA_RETURN_IF_ERROR(Fill(sequences, 100, 2));
+    if (pieces.TokenWork()) TESSERA_RETURN_IF_ERROR(Fill(tokens, 200, 3));
+    TESSERA_ASSIGN_OR_RETURN(const bool head, pieces.SequenceWork(/*tail=*/true));
+    if (head) TESSERA_RETURN_IF_ERROR(Fill(4, 290, 4));
+    if (pieces.TokenWork()) TESSERA_RETURN_IF_ERROR(Fill(2, 296, 5));  // after the tail: eager
+    return absl::OkStatus();
+  }
+  absl::Status Upload(int base) {
+    *host_base_ = base;
+    return runtime_->CopyToDevice(base_, host_base_, sizeof(int));
   }
 
   // Every output row -1 (all bytes 0xff), ordered on the stream.
@@ -131,6 +172,22 @@ TEST(GraphBatchBuckets, FollowTheDesignedSteps) {
   EXPECT_EQ(big[big.size() - 3], 272);
   EXPECT_EQ(big[big.size() - 2], 288);
   EXPECT_EQ(big.back(), 300);
+}
+
+TEST(GraphTokenBuckets, FollowTheDesignedSteps) {
+  EXPECT_THAT(GraphTokenBuckets(1), ElementsAre(1));
+  EXPECT_THAT(GraphTokenBuckets(20), ElementsAre(1, 2, 4, 8, 16, 20));
+  const std::vector<int> b = GraphTokenBuckets(2048);
+  for (int size : {256, 264, 504, 512, 528, 1024, 1056, 2016, 2048}) {
+    EXPECT_TRUE(std::binary_search(b.begin(), b.end(), size)) << size;
+  }
+  EXPECT_FALSE(std::binary_search(b.begin(), b.end(), 520));
+  // Above 256 tokens a step pads by less than 1/32 of its own tokens.
+  for (size_t i = 1; i < b.size(); ++i) {
+    if (b[i - 1] < 256) continue;
+    EXPECT_LT((b[i] - b[i - 1] - 1) * 32, b[i - 1] + 1) << b[i - 1] << " -> " << b[i];
+  }
+  EXPECT_EQ(b.back(), 2048);
 }
 
 TEST(CudaGraphMode, ParsesTheFlagValues) {
@@ -218,10 +275,17 @@ TEST_F(GraphCacheTest, MissesAreCountedByReason) {
   ASSERT_TRUE(not_captured.ok());
   EXPECT_EQ(not_captured->miss, GraphMissReason::kEager);
 
-  absl::StatusOr<GraphStepOutcome> prefill = lazy.RunEager(5, enqueue);
+  // Without pieces, a step with prefill rows runs one whole pass, counted as disabled.
+  std::vector<StepPieces::Mode> modes;
+  auto pass = [&](StepPieces::Mode mode) {
+    modes.push_back(mode);
+    return Enqueue(5);
+  };
+  absl::StatusOr<GraphStepOutcome> prefill = lazy.RunMixed(5, pass);
   ASSERT_TRUE(prefill.ok());
-  EXPECT_FALSE(prefill->miss.has_value());
+  EXPECT_EQ(prefill->miss, GraphMissReason::kDisabled);
   EXPECT_FALSE(prefill->replayed);
+  EXPECT_THAT(modes, ElementsAre(StepPieces::Mode::kWhole));
 }
 
 TEST_F(GraphCacheTest, AFailedCaptureLeavesNoGraphAndNoCaptureInProgress) {
@@ -233,6 +297,104 @@ TEST_F(GraphCacheTest, AFailedCaptureLeavesNoGraphAndNoCaptureInProgress) {
   auto enqueue = [this](int rows) { return Enqueue(rows); };
   absl::StatusOr<GraphStepOutcome> retry = cache.RunDecode(2, enqueue);
   ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->captured);
+}
+
+// Steps with prefill rows: the first step of a token bucket captures one graph per stretch of
+// token-shaped work (a warm-up pass, then a capture pass), and every step of the bucket replays
+// them with its sequence-shaped work enqueued between them, eagerly, at its own sizes.
+TEST_F(GraphCacheTest, MixedStepsReplayTheirTokenBucketPiecewise) {
+  StepPieces pieces(runtime_.get());
+  GraphCache cache(runtime_.get(), CudaGraphMode::kLazy, 8, &pieces, 64);
+  std::vector<StepPieces::Mode> modes;
+  int sequences = 3;
+  auto pass = [&](StepPieces::Mode mode) {
+    modes.push_back(mode);
+    return ModelPass(pieces, cache.TokensToRun(5), sequences);
+  };
+  EXPECT_EQ(cache.TokensToRun(5), 8);
+  Clear();
+  ASSERT_TRUE(Upload(10).ok());
+  absl::StatusOr<GraphStepOutcome> first = cache.RunMixed(5, pass);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->replayed && first->captured);
+  EXPECT_EQ(first->rows, 8);
+  EXPECT_THAT(modes, ElementsAre(StepPieces::Mode::kWarmUp, StepPieces::Mode::kCapture,
+                                 StepPieces::Mode::kReplay));
+  EXPECT_EQ(cache.graphs_held(), 2) << "two stretches: before the sequence op and before the tail";
+  std::vector<int> out = Out();
+  EXPECT_EQ(out[7], 17);
+  EXPECT_EQ(out[8], -1) << "token-shaped work covers the bucket, no more";
+  EXPECT_EQ(out[102], 22);
+  EXPECT_EQ(out[103], -1);
+  EXPECT_EQ(out[207], 37);
+  EXPECT_EQ(out[293], 43);
+  EXPECT_EQ(out[297], 51);
+
+  // The same bucket with new inputs and more sequences: replayed, nothing captured.
+  modes.clear();
+  sequences = 6;
+  Clear();
+  ASSERT_TRUE(Upload(20).ok());
+  absl::StatusOr<GraphStepOutcome> second = cache.RunMixed(7, pass);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->replayed);
+  EXPECT_FALSE(second->captured);
+  EXPECT_THAT(modes, ElementsAre(StepPieces::Mode::kReplay));
+  out = Out();
+  EXPECT_EQ(out[0], 20);
+  EXPECT_EQ(out[7], 27);
+  EXPECT_EQ(out[105], 45) << "the sequence op ran at this step's count";
+  EXPECT_EQ(out[106], -1);
+  EXPECT_EQ(out[200], 60);
+  EXPECT_EQ(out[290], 80);
+  EXPECT_EQ(out[296], 100);
+  EXPECT_EQ(cache.replays(), 2);
+  EXPECT_EQ(cache.mixed_captures(), 1);
+  EXPECT_EQ(cache.captures(), 0);
+  EXPECT_FALSE(runtime_->capturing());
+}
+
+TEST_F(GraphCacheTest, EagerModeCapturesEveryTokenBucketAtStartUp) {
+  StepPieces pieces(runtime_.get());
+  GraphCache cache(runtime_.get(), CudaGraphMode::kEager, 4, &pieces, 20);
+  std::vector<int> captured;
+  ASSERT_TRUE(cache
+                  .CaptureAllMixed([&](int tokens, StepPieces::Mode mode) {
+                    if (mode == StepPieces::Mode::kCapture) captured.push_back(tokens);
+                    return ModelPass(pieces, tokens, 1);
+                  })
+                  .ok());
+  EXPECT_THAT(captured, ElementsAre(1, 2, 4, 8, 16, 20));
+  EXPECT_EQ(cache.graphs_held(), 12);
+  int passes = 0;
+  absl::StatusOr<GraphStepOutcome> step = cache.RunMixed(11, [&](StepPieces::Mode mode) {
+    ++passes;
+    EXPECT_EQ(mode, StepPieces::Mode::kReplay);
+    return ModelPass(pieces, 16, 2);
+  });
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(step->replayed && !step->captured);
+  EXPECT_EQ(passes, 1);
+}
+
+// A pass that fails mid-capture leaves no capture open and no graphs; the next step captures.
+TEST_F(GraphCacheTest, AFailedPiecewiseCaptureLeavesNothingOpen) {
+  StepPieces pieces(runtime_.get());
+  GraphCache cache(runtime_.get(), CudaGraphMode::kLazy, 4, &pieces, 32);
+  auto failing = [&](StepPieces::Mode mode) -> absl::Status {
+    TESSERA_RETURN_IF_ERROR(ModelPass(pieces, 8, 1));
+    if (mode == StepPieces::Mode::kCapture) return absl::InternalError("kernel failed");
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(cache.RunMixed(6, failing).status().code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(runtime_->capturing());
+  EXPECT_EQ(cache.mixed_captures(), 0);
+  EXPECT_EQ(cache.graphs_held(), 0);
+  EXPECT_EQ(pieces.mode(), StepPieces::Mode::kWhole);
+  absl::StatusOr<GraphStepOutcome> retry =
+      cache.RunMixed(6, [&](StepPieces::Mode) { return ModelPass(pieces, 8, 1); });
+  ASSERT_TRUE(retry.ok()) << retry.status();
   EXPECT_TRUE(retry->captured);
 }
 
