@@ -8,8 +8,11 @@
 // logprobs read through the router); cancellation frees everything; preemption under a tiny KV
 // pool and a killed worker behave as on cpu; the worker's graph replays rise in steady decode and
 // its step metrics are exported.
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -116,6 +119,17 @@ double MetricValue(const std::string& exposition, const std::string& name) {
   return -1;
 }
 
+// The sum of every series of `name` (labeled or not) in an exposition.
+double MetricSum(const std::string& exposition, const std::string& name) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (!absl::StartsWith(line, name + " ") && !absl::StartsWith(line, name + "{")) continue;
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) sum += value;
+  }
+  return sum;
+}
+
 std::string ScrapeWorker(const ServingProcesses& serving) {
   const std::string& address = serving.worker_metrics_address();
   const size_t colon = address.rfind(':');
@@ -209,6 +223,43 @@ TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {
   EXPECT_GT(MetricValue(after, "tessera_graph_captures_total"), 0);
   EXPECT_GT(MetricValue(after, "tessera_hostproc_seconds_count"), 0);
   EXPECT_GE(MetricValue(after, "tessera_gpu_busy_ratio"), 0);
+}
+
+// Staggered serving: requests of different prompt lengths arriving one by one, so most steps mix
+// a prefill chunk with the running decodes. Decode steps replay whole graphs and the steps with
+// prefill rows piecewise ones (step_pieces.h): at least 95% of all steps replay (first uses
+// capture, then replay, and count), and the padding to token buckets stays a small share of the
+// tokens run. The counters are the worker's, from its /metrics.
+TEST_F(CudaWorkerTest, StaggeredServingReplaysAlmostEveryStep) {
+  const std::string before = ScrapeWorker(*device_);
+  std::vector<std::future<StreamResult>> streams;
+  for (int i = 0; i < 12; ++i) {  // arrivals further apart than a step of this tiny model
+    streams.push_back(std::async(std::launch::async, [this, i] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150 * i));
+      auto stub = device_->NewStub();
+      return RunGenerate(*stub, GreedyIds(9 + 23 * i % 130, 50 + i, 12 + 5 * (i % 4)));
+    }));
+  }
+  for (auto& stream : streams) EXPECT_TRUE(stream.get().status.ok());
+  const std::string after = ScrapeWorker(*device_);
+  auto delta = [&](const char* name) { return MetricSum(after, name) - MetricSum(before, name); };
+  const double steps = delta("tessera_step_seconds_count");
+  const double replays = delta("tessera_graph_replays_total");
+  const double mixed = MetricSum(after, "tessera_step_seconds_count{kind=\"mixed\"}") -
+                       MetricSum(before, "tessera_step_seconds_count{kind=\"mixed\"}") +
+                       MetricSum(after, "tessera_step_seconds_count{kind=\"prefill\"}") -
+                       MetricSum(before, "tessera_step_seconds_count{kind=\"prefill\"}");
+  const double tokens = delta("tessera_step_tokens_total");
+  const double padded = delta("tessera_graph_padded_tokens_total");
+  std::printf("%s %s staggered: %.0f steps (%.0f with prefill rows), %.0f replayed (%.1f%%), "
+              "%.0f tokens + %.0f padding (%.2f%%), %.0f misses\n",
+              kDevice, kDtype, steps, mixed, replays, 100 * replays / steps, tokens, padded,
+              100 * padded / tokens, delta("tessera_graph_misses_total"));
+  ASSERT_GT(steps, 0) << after;
+  EXPECT_GE(mixed, 8) << "the arrivals were not staggered enough to mix steps";
+  EXPECT_GE(replays, 0.95 * steps);
+  EXPECT_LE(padded, 0.15 * tokens);
+  ExpectEverythingReleased(*device_);
 }
 
 TEST_F(CudaWorkerTest, CancelMidStreamFreesBlocksAndWorkerSlot) {

@@ -87,15 +87,19 @@ TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
                            .info = {.graph_replayed = true, .graph_miss = std::nullopt}};
   const StepStats eager{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
                         .info = {.graph_miss = GraphMissReason::kEager}};
-  for (const StepStats* stats : {&captured, &replayed, &replayed, &eager}) {
+  const StepStats mixed{.kind = StepKind::kMixed, .num_sequences = 3, .num_tokens = 261,
+                        .info = {.graph_replayed = true, .padded_tokens = 3}};
+  for (const StepStats* stats : {&captured, &replayed, &replayed, &eager, &mixed}) {
     metrics.ObserveStep(*stats, Timings(0.0001, 0.001, 0.002), now);
   }
   // A drop-only plan observes nothing, whatever its info says.
   const StepStats empty{.kind = StepKind::kEmpty, .info = replayed.info};
   metrics.ObserveStep(empty, Timings(0, 0, 0), now);
   const std::map<std::string, double> s = Scrape(*registry);
-  EXPECT_EQ(s.at("tessera_graph_replays_total"), 3);
+  EXPECT_EQ(s.at("tessera_graph_replays_total"), 4);
   EXPECT_EQ(s.at("tessera_graph_captures_total"), 1);
+  EXPECT_EQ(s.at("tessera_step_tokens_total"), 265);
+  EXPECT_EQ(s.at("tessera_graph_padded_tokens_total"), 3);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"eager\"}"), 1);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"oversize\"}"), 0);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"disabled\"}"), 0);
