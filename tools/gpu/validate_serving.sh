@@ -39,10 +39,11 @@ metrics=$(sed -n 's/.*serve: worker metrics on \(.*\)/\1/p' "$work/serve.out")
 [ -n "$addr" ] || { echo "tessera serve never listened:"; tail -20 "$work/serve.err"; exit 1; }
 echo "serving on $addr, worker metrics on $metrics"
 
-graph_counters() {  # FILE: the worker's tessera_graph_* series
+graph_counters() {  # FILE: the worker's graph series, step counts and tokens (replayed share)
   python3 -c 'import sys, urllib.request
 text = urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=10).read().decode()
-print("\n".join(l for l in text.splitlines() if l.startswith("tessera_graph_")))' "$metrics" >"$1"
+keep = ("tessera_graph_", "tessera_step_seconds_count", "tessera_step_tokens_total")
+print("\n".join(l for l in text.splitlines() if l.startswith(keep)))' "$metrics" >"$1"
 }
 bench() {  # NAME ARGS...
   local name=$1
