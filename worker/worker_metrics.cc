@@ -50,6 +50,10 @@ WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
   graph_captures_ = AddCounter(r, "tessera_graph_captures_total",
                                "Graph buckets captured (a piecewise bucket counts once)");
   step_tokens_ = AddCounter(r, "tessera_step_tokens_total", "Tokens in forward steps");
+  graphs_held_ = AddGauge(r, "tessera_graphs_held",
+                          "CUDA graphs the runner holds (piecewise stretches counted one by one)");
+  graph_memory_bytes_ = AddGauge(r, "tessera_graph_memory_bytes",
+                                 "Device memory the graph captures took (0 on cpu and emulated)");
   graph_padded_tokens_ = AddCounter(r, "tessera_graph_padded_tokens_total",
                                     "Tokens run beyond the steps' own, padding to a graph bucket");
   auto& misses = prometheus::BuildCounter()
@@ -82,6 +86,8 @@ void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& t
   step_tokens_->Increment(stats.num_tokens);
   const StepRunInfo& info = stats.info;
   graph_padded_tokens_->Increment(info.padded_tokens);
+  graphs_held_->Set(static_cast<double>(info.graphs_held));
+  graph_memory_bytes_->Set(static_cast<double>(info.graph_memory_bytes));
   if (info.graph_replayed) graph_replays_->Increment();
   if (info.graph_captured) graph_captures_->Increment();
   if (info.graph_miss.has_value()) {

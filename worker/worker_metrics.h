@@ -12,6 +12,8 @@
 //   graph_misses_total{reason}               counter   steps run eagerly, by GraphMissReason
 //   step_tokens_total                        counter   tokens in forward steps
 //   graph_padded_tokens_total                counter   tokens run as padding to a graph bucket
+//   graphs_held                              gauge     graphs the runner holds
+//   graph_memory_bytes                       gauge     device memory the captures took
 //   gpu_busy_ratio                           gauge     device time / wall time, sliding 1 s
 //                                                      window (0 when idle; BusyWindow)
 // (the graph counters and the device time come from the runner's StepRunInfo in StepStats).
@@ -84,6 +86,8 @@ class WorkerMetrics {
   prometheus::Counter* graph_captures_ = nullptr;
   prometheus::Counter* step_tokens_ = nullptr;
   prometheus::Counter* graph_padded_tokens_ = nullptr;
+  prometheus::Gauge* graphs_held_ = nullptr;
+  prometheus::Gauge* graph_memory_bytes_ = nullptr;
   std::array<prometheus::Counter*, kNumGraphMissReasons> graph_misses_{};
   prometheus::Gauge* gpu_busy_ratio_ = nullptr;
   prometheus::Histogram* batch_size_ = nullptr;

@@ -42,7 +42,7 @@ echo "serving on $addr, worker metrics on $metrics"
 graph_counters() {  # FILE: the worker's graph series, step counts and tokens (replayed share)
   python3 -c 'import sys, urllib.request
 text = urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=10).read().decode()
-keep = ("tessera_graph_", "tessera_step_seconds_count", "tessera_step_tokens_total")
+keep = ("tessera_graph", "tessera_step_seconds_count", "tessera_step_tokens_total")
 print("\n".join(l for l in text.splitlines() if l.startswith(keep)))' "$metrics" >"$1"
 }
 bench() {  # NAME ARGS...

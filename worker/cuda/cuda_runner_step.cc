@@ -121,6 +121,9 @@ absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamp
                    .graph_captured = outcome->captured,
                    .graph_miss = outcome->miss,
                    .padded_tokens = inputs_->shape().num_tokens - tokens,
+                   .graphs_held = graphs_->graphs_held() + forward_graphs_->graphs_held(),
+                   .graph_memory_bytes =
+                       graphs_->graph_memory_bytes() + forward_graphs_->graph_memory_bytes(),
                    .launch_seconds = SecondsSince(start),
                    .input_seconds = input_seconds};
   bool any_top = false;

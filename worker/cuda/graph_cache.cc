@@ -93,6 +93,7 @@ absl::Status GraphCache::Capture(int bucket, EnqueueStep enqueue) {
   // Warm-up: the step runs once eagerly first, so libraries and lazily loaded kernels initialise
   // (and may allocate) outside the capture, where that is allowed; vLLM warms up the same way.
   if (absl::Status warm = enqueue(bucket); !warm.ok()) return warm;
+  const absl::StatusOr<uint64_t> free_before = runtime_->FreeMemoryBytes();
   if (absl::Status begin = runtime_->BeginCapture(); !begin.ok()) return begin;
   const absl::Status recorded = enqueue(bucket);
   absl::StatusOr<device::GraphHandle> graph = runtime_->EndCapture();
@@ -101,7 +102,14 @@ absl::Status GraphCache::Capture(int bucket, EnqueueStep enqueue) {
   graphs_[bucket] = *graph;
   ++captures_;
   ++graphs_held_;
+  CountGraphMemory(free_before);
   return absl::OkStatus();
+}
+
+void GraphCache::CountGraphMemory(absl::StatusOr<uint64_t> free_before) {
+  const absl::StatusOr<uint64_t> free_after = runtime_->FreeMemoryBytes();
+  if (!free_before.ok() || !free_after.ok() || *free_after >= *free_before) return;
+  graph_memory_bytes_ += static_cast<int64_t>(*free_before - *free_after);
 }
 
 absl::StatusOr<std::vector<device::GraphHandle>> GraphCache::RunPass(
@@ -119,9 +127,11 @@ absl::Status GraphCache::CaptureMixed(int bucket, EnqueuePass enqueue) {
   if (auto warm = RunPass(StepPieces::Mode::kWarmUp, {}, enqueue); !warm.ok()) {
     return warm.status();
   }
+  const absl::StatusOr<uint64_t> free_before = runtime_->FreeMemoryBytes();
   absl::StatusOr<std::vector<device::GraphHandle>> stretches =
       RunPass(StepPieces::Mode::kCapture, {}, enqueue);
   if (!stretches.ok()) return stretches.status();
+  CountGraphMemory(free_before);
   graphs_held_ += static_cast<int64_t>(stretches->size());
   mixed_graphs_[bucket] = *std::move(stretches);
   ++mixed_captures_;

@@ -101,6 +101,9 @@ class GraphCache {
   int64_t captures() const { return captures_; }              // decode buckets captured
   int64_t mixed_captures() const { return mixed_captures_; }  // token buckets captured
   int64_t graphs_held() const { return graphs_held_; }  // instantiated graphs, stretches included
+  // Device memory the captures took: free memory before each capture minus after it, summed (a
+  // GPU's instantiated graphs; 0 on the emulated device, whose captures allocate nothing).
+  int64_t graph_memory_bytes() const { return graph_memory_bytes_; }
   int64_t misses(GraphMissReason reason) const { return misses_[static_cast<size_t>(reason)]; }
 
  private:
@@ -116,6 +119,8 @@ class GraphCache {
   template <class Captured>
   DecodePlan PlanFor(const std::vector<int>& buckets, int n, const Captured& captured) const;
   absl::Status Capture(int bucket, EnqueueStep enqueue);
+  // Adds what the device's free memory dropped by since `free_before` (a failed query adds 0).
+  void CountGraphMemory(absl::StatusOr<uint64_t> free_before);
   absl::Status CaptureMixed(int bucket, EnqueuePass enqueue);
   // One pass in `mode` between StepPieces::Begin and Finish; kCapture returns the stretches.
   absl::StatusOr<std::vector<device::GraphHandle>> RunPass(
@@ -133,6 +138,7 @@ class GraphCache {
   int64_t captures_ = 0;
   int64_t mixed_captures_ = 0;
   int64_t graphs_held_ = 0;
+  int64_t graph_memory_bytes_ = 0;
   std::array<int64_t, kNumGraphMissReasons> misses_{};
 };
 

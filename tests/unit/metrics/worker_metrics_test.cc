@@ -88,7 +88,8 @@ TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
   const StepStats eager{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
                         .info = {.graph_miss = GraphMissReason::kEager}};
   const StepStats mixed{.kind = StepKind::kMixed, .num_sequences = 3, .num_tokens = 261,
-                        .info = {.graph_replayed = true, .padded_tokens = 3}};
+                        .info = {.graph_replayed = true, .padded_tokens = 3,
+                                 .graphs_held = 40, .graph_memory_bytes = 1 << 20}};
   for (const StepStats* stats : {&captured, &replayed, &replayed, &eager, &mixed}) {
     metrics.ObserveStep(*stats, Timings(0.0001, 0.001, 0.002), now);
   }
@@ -100,6 +101,8 @@ TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
   EXPECT_EQ(s.at("tessera_graph_captures_total"), 1);
   EXPECT_EQ(s.at("tessera_step_tokens_total"), 265);
   EXPECT_EQ(s.at("tessera_graph_padded_tokens_total"), 3);
+  EXPECT_EQ(s.at("tessera_graphs_held"), 40);
+  EXPECT_EQ(s.at("tessera_graph_memory_bytes"), 1 << 20);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"eager\"}"), 1);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"oversize\"}"), 0);
   EXPECT_EQ(s.at("tessera_graph_misses_total{reason=\"disabled\"}"), 0);
