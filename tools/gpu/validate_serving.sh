@@ -8,6 +8,9 @@
 # vocabulary is the tokenizer's (--dummy-vocab, a few hundred ids): the 1.5B shape's body with
 # a small LM head (its 151936 x 1536 head is 15% of the real model's weight bytes).
 #   validate_serving.sh BIN_DIR OUT_DIR [DEVICE SHAPE DIVISOR]   (writes OUT_DIR/bench/serving-*.json)
+# TESSERA_SERVING_WORKER_ARGS (space-separated) go to the worker as well (e.g. --no-mixed-graphs,
+# "--cuda-graphs eager"). The staggered run goes twice: first with the graphs its steps capture
+# on first use (lazy mode), then again on the same server ("staggered-warm": steady state).
 # DEVICE SHAPE DIVISOR (default cuda qwen2.5-1.5b 1) let the same steps run here as a dry run:
 # `emulated tiny 32` divides every request count by 32.
 set -uo pipefail
@@ -17,6 +20,8 @@ device=${3:-cuda}
 shape=${4:-qwen2.5-1.5b}
 divisor=${5:-1}
 work=$out/work
+extra=()
+for arg in ${TESSERA_SERVING_WORKER_ARGS:-}; do extra+=("--worker-arg=$arg"); done
 "$bin/tessera-make-tiny-model" --out "$work/tokenizer.gguf" --layers 1 --hidden 64 --heads 1 \
   --kv-heads 1 --ffn 64 --context 8192 || exit 1
 vocab=$("$bin/tessera" inspect "$work/tokenizer.gguf" | sed -n 's/^vocab: *//p')
@@ -25,7 +30,7 @@ echo "router tokenizer: $vocab ids"
   --worker-metrics-port 0 --max-num-seqs 256 --max-num-batched-tokens 4096 \
   --worker-arg=--load-format --worker-arg=dummy \
   --worker-arg=--dummy-shape --worker-arg="$shape" --worker-arg=--dummy-vocab \
-  --worker-arg="$vocab" \
+  --worker-arg="$vocab" "${extra[@]}" \
   >"$work/serve.out" 2>"$work/serve.err" &
 serve_pid=$!
 trap 'kill -TERM "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null' EXIT
@@ -60,3 +65,6 @@ graph_counters "$out/bench/graphs-before.txt"
 bench staggered --concurrency 64 --num-requests "$(requests 256)" --prompt-tokens-range 16:512 \
   --output-tokens-range 16:256
 graph_counters "$out/bench/graphs-after.txt"
+bench staggered-warm --concurrency 64 --num-requests "$(requests 256)" \
+  --prompt-tokens-range 16:512 --output-tokens-range 16:256
+graph_counters "$out/bench/graphs-warm.txt"
