@@ -290,8 +290,8 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
       ->capture_default_str();
   app.add_option("--cuda-graphs", r->cuda_graphs,
                  "cuda: CUDA graphs (decode steps whole, steps with prefill rows piecewise per "
-                 "token bucket) captured lazily (first use), eagerly (start-up) or off")
-      ->capture_default_str();
+                 "token bucket) captured lazily (first use), eagerly (start-up) or off; default "
+                 "eager on a GPU, lazy on the emulated device");
   app.add_flag("--no-mixed-graphs", r->no_mixed_graphs,
                "cuda: steps with prefill rows run eagerly (graphs for decode-only steps only)");
   app.add_flag("--batch-invariant", r->batch_invariant,

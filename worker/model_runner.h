@@ -82,7 +82,9 @@ struct StepRunInfo {
   std::optional<GraphMissReason> graph_miss = std::nullopt;  // run eagerly where graphs may: why
   // Tokens the step ran beyond its own: padding up to the graph bucket it replayed.
   int padded_tokens = 0;
-  // The runner's graphs after the step: how many, and the device memory their captures took.
+  // The runner's graphs after the step: buckets captured so far (start-up included), graphs
+  // held, and the device memory their captures took.
+  int64_t graph_captures = 0;
   int64_t graphs_held = 0;
   int64_t graph_memory_bytes = 0;
   // Step entry -> last kernel launched (host work: input building, copies, launches). On the

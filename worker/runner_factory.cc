@@ -77,7 +77,9 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
 absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) {
   TESSERA_ASSIGN_OR_RETURN(const device::DataType dtype,
                            ParseComputeDtype(flags.dtype.empty() ? "bf16" : flags.dtype));
-  TESSERA_ASSIGN_OR_RETURN(const CudaGraphMode graphs, ParseCudaGraphMode(flags.cuda_graphs));
+  const std::string graph_mode =
+      !flags.cuda_graphs.empty() ? flags.cuda_graphs : flags.device == "emulated" ? "lazy" : "eager";
+  TESSERA_ASSIGN_OR_RETURN(const CudaGraphMode graphs, ParseCudaGraphMode(graph_mode));
   return CudaRunnerOptions{.dtype = dtype,
                            .block_size = flags.block_size,
                            .num_kv_blocks = flags.num_kv_blocks,

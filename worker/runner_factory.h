@@ -42,7 +42,9 @@ struct RunnerFlags {
   int max_num_batched_tokens = 2048;
   std::string activations = "f32";   // cpu matmul activations: f32 | int8
   std::string kv_cache_dtype = "f32";  // cpu KV pool: f32 | f16
-  std::string cuda_graphs = "lazy";  // lazy | eager | off
+  // lazy | eager | off; "" (default): eager on a GPU (every bucket at start-up: nothing is
+  // captured while serving), lazy on the emulated device (fast start-up for tests).
+  std::string cuda_graphs;
   bool no_mixed_graphs = false;      // steps with prefill rows run eagerly
   bool batch_invariant = false;      // cuda: batch-invariant kernels (cpu always is)
   bool dequantize_weights = false;   // cuda: quantized projections dequantized, not kept packed

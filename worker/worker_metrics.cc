@@ -48,7 +48,7 @@ WorkerMetrics::WorkerMetrics(std::shared_ptr<prometheus::Registry> registry,
                                      StepLatencyBuckets());
   graph_replays_ = AddCounter(r, "tessera_graph_replays_total", "Steps that replayed a graph");
   graph_captures_ = AddCounter(r, "tessera_graph_captures_total",
-                               "Graph buckets captured (a piecewise bucket counts once)");
+                               "Graph buckets captured, at start-up or on first use (a piecewise bucket counts once)");
   step_tokens_ = AddCounter(r, "tessera_step_tokens_total", "Tokens in forward steps");
   graphs_held_ = AddGauge(r, "tessera_graphs_held",
                           "CUDA graphs the runner holds (piecewise stretches counted one by one)");
@@ -89,7 +89,11 @@ void WorkerMetrics::ObserveStep(const StepStats& stats, const v1::StepTimings& t
   graphs_held_->Set(static_cast<double>(info.graphs_held));
   graph_memory_bytes_->Set(static_cast<double>(info.graph_memory_bytes));
   if (info.graph_replayed) graph_replays_->Increment();
-  if (info.graph_captured) graph_captures_->Increment();
+  // The runner's running total (start-up captures included): the counter follows it.
+  if (info.graph_captures > captures_seen_) {
+    graph_captures_->Increment(static_cast<double>(info.graph_captures - captures_seen_));
+    captures_seen_ = info.graph_captures;
+  }
   if (info.graph_miss.has_value()) {
     graph_misses_[static_cast<size_t>(*info.graph_miss)]->Increment();
   }

@@ -8,7 +8,7 @@
 //   set_inputs_seconds                       histogram blocks + batch building       StepLatency
 //   graph_replays_total                      counter   steps that replayed a graph (whole or
 //                                                      piecewise)
-//   graph_captures_total                     counter   graph buckets captured
+//   graph_captures_total                     counter   graph buckets captured (start-up too)
 //   graph_misses_total{reason}               counter   steps run eagerly, by GraphMissReason
 //   step_tokens_total                        counter   tokens in forward steps
 //   graph_padded_tokens_total                counter   tokens run as padding to a graph bucket
@@ -87,6 +87,7 @@ class WorkerMetrics {
   prometheus::Counter* step_tokens_ = nullptr;
   prometheus::Counter* graph_padded_tokens_ = nullptr;
   prometheus::Gauge* graphs_held_ = nullptr;
+  int64_t captures_seen_ = 0;  // the runner's capture total at the last step (step thread)
   prometheus::Gauge* graph_memory_bytes_ = nullptr;
   std::array<prometheus::Counter*, kNumGraphMissReasons> graph_misses_{};
   prometheus::Gauge* gpu_busy_ratio_ = nullptr;

@@ -337,7 +337,8 @@ void AddOptions(CLI::App& app, Options* o) {
   app.add_option("--dtype", r->dtype);
   app.add_option("--threads", r->threads);
   app.add_option("--kv-cache-dtype", r->kv_cache_dtype)->capture_default_str();
-  app.add_option("--cuda-graphs", r->cuda_graphs)->capture_default_str();
+  app.add_option("--cuda-graphs", r->cuda_graphs,
+                 "lazy | eager | off (default: eager on a GPU, lazy emulated)");
   app.add_flag("--batch-invariant", r->batch_invariant);
   app.add_option("--emulated-memory-mb", r->emulated_memory_mb)->capture_default_str();
   app.add_option("--max-num-seqs", r->max_num_seqs,

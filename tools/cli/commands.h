@@ -111,7 +111,7 @@ struct ServeOptions {
   std::string device;                 // worker backend (auto|cpu|cuda|emulated); "": auto
   std::string dtype;                  // worker cuda compute type; "": its default (bf16)
   double gpu_memory_utilization = 0;  // worker (cuda); 0: its default (0.90)
-  std::string cuda_graphs;            // worker (cuda): lazy|eager|off; "": lazy
+  std::string cuda_graphs;            // worker (cuda): lazy|eager|off; "": eager (GPU), lazy
   bool batch_invariant = false;       // worker (cuda): batch-invariant kernels
   bool dequantize_weights = false;    // worker (cuda): quantized projections not kept packed
   bool no_prefix_cache = false;       // router: no KV sharing between requests

@@ -161,7 +161,8 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--gpu-memory-utilization", serve.gpu_memory_utilization,
                   "cuda: fraction of GPU memory for weights, buffers and KV (default 0.90)");
   cmd->add_option("--cuda-graphs", serve.cuda_graphs,
-                  "cuda: decode graphs captured lazily (default), eagerly at start-up, or off");
+                  "cuda: graphs (decode steps whole, prefill steps piecewise) captured eagerly at "
+                  "start-up (default on a GPU), lazily on first use (default emulated), or off");
   cmd->add_flag("--batch-invariant", serve.batch_invariant,
                 "cuda: batch-invariant kernels (a request's tokens never depend on its batch)");
   cmd->add_flag("--dequantize-weights", serve.dequantize_weights,

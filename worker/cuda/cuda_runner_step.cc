@@ -121,6 +121,7 @@ absl::Status CudaModelRunner::Step(std::span<const SequenceWork> batch, StepSamp
                    .graph_captured = outcome->captured,
                    .graph_miss = outcome->miss,
                    .padded_tokens = inputs_->shape().num_tokens - tokens,
+                   .graph_captures = graphs_->all_captures() + forward_graphs_->all_captures(),
                    .graphs_held = graphs_->graphs_held() + forward_graphs_->graphs_held(),
                    .graph_memory_bytes =
                        graphs_->graph_memory_bytes() + forward_graphs_->graph_memory_bytes(),

@@ -43,7 +43,7 @@ std::vector<int> GraphTokenBuckets(int max_tokens) {
   for (int size = 1; size < max_tokens;) {
     buckets.push_back(size);
     size = size < 8 ? size * 2 : size + std::max(8, static_cast<int>(std::bit_floor(
-                                                        static_cast<unsigned>(size))) / 32);
+                                                        static_cast<unsigned>(size))) / 16);
   }
   buckets.push_back(max_tokens);
   return buckets;

@@ -46,8 +46,9 @@ std::string_view CudaGraphModeName(CudaGraphMode mode);
 // The bucket sizes for max_num_seqs >= 1, ascending; the last one is max_num_seqs.
 std::vector<int> GraphBatchBuckets(int max_num_seqs);
 // The token buckets of steps with prefill rows, for max_tokens >= 1, ascending, the last one
-// max_tokens: 1, 2, 4, 8, every 8 up to 512, then every 1/32 of the power of two below
-// (16 from 512, 32 from 1024, ...): above 256 tokens a step pads by less than 3.2%.
+// max_tokens: 1, 2, 4, 8, every 8 up to 256, then every 1/16 of the power of two below
+// (16 from 256, 32 from 512, ...): above 256 tokens a step pads by less than 6.25%. (Every 1/32
+// held 4,762 graphs, 684 MB, at 4,096 tokens on the 1.5B shape: docs/perf/gpu-h200-2026-11-27.md.)
 std::vector<int> GraphTokenBuckets(int max_tokens);
 
 struct GraphStepOutcome {
@@ -100,6 +101,7 @@ class GraphCache {
   int64_t replays() const { return replays_; }
   int64_t captures() const { return captures_; }              // decode buckets captured
   int64_t mixed_captures() const { return mixed_captures_; }  // token buckets captured
+  int64_t all_captures() const { return captures_ + mixed_captures_; }
   int64_t graphs_held() const { return graphs_held_; }  // instantiated graphs, stretches included
   // Device memory the captures took: free memory before each capture minus after it, summed (a
   // GPU's instantiated graphs; 0 on the emulated device, whose captures allocate nothing).

@@ -79,17 +79,21 @@ TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
   auto registry = std::make_shared<prometheus::Registry>();
   WorkerMetrics metrics(registry, {.max_num_seqs = 8});
   const auto now = WorkerMetrics::Clock::now();
+  // The runner had captured 5 buckets at start-up; this step captures a sixth.
   const StepStats captured{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
                            .info = {.graph_replayed = true,
                                     .graph_captured = true,
-                                    .graph_miss = std::nullopt}};
+                                    .graph_miss = std::nullopt,
+                                    .graph_captures = 6}};
   const StepStats replayed{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
-                           .info = {.graph_replayed = true, .graph_miss = std::nullopt}};
+                           .info = {.graph_replayed = true, .graph_miss = std::nullopt,
+                                    .graph_captures = 6}};
   const StepStats eager{.kind = StepKind::kDecode, .num_sequences = 1, .num_tokens = 1,
                         .info = {.graph_miss = GraphMissReason::kEager}};
   const StepStats mixed{.kind = StepKind::kMixed, .num_sequences = 3, .num_tokens = 261,
                         .info = {.graph_replayed = true, .padded_tokens = 3,
-                                 .graphs_held = 40, .graph_memory_bytes = 1 << 20}};
+                                 .graph_captures = 7, .graphs_held = 40,
+                                 .graph_memory_bytes = 1 << 20}};
   for (const StepStats* stats : {&captured, &replayed, &replayed, &eager, &mixed}) {
     metrics.ObserveStep(*stats, Timings(0.0001, 0.001, 0.002), now);
   }
@@ -98,7 +102,7 @@ TEST(WorkerMetricsTest, GraphCountersFollowTheRunInfo) {
   metrics.ObserveStep(empty, Timings(0, 0, 0), now);
   const std::map<std::string, double> s = Scrape(*registry);
   EXPECT_EQ(s.at("tessera_graph_replays_total"), 4);
-  EXPECT_EQ(s.at("tessera_graph_captures_total"), 1);
+  EXPECT_EQ(s.at("tessera_graph_captures_total"), 7);
   EXPECT_EQ(s.at("tessera_step_tokens_total"), 265);
   EXPECT_EQ(s.at("tessera_graph_padded_tokens_total"), 3);
   EXPECT_EQ(s.at("tessera_graphs_held"), 40);
