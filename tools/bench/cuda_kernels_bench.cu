@@ -22,6 +22,8 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/packed_dequantize.cuh"
 #include "kernels/cuda/packed_linear.cuh"
 #include "kernels/cuda/paged_decode_attention.cuh"
@@ -306,6 +308,46 @@ void BM_GemmBf16(benchmark::State& state) {
   cublasDestroy(handle);
 }
 BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The MoE FFN's routed half at Qwen3-Next widths (hidden 2048, expert ffn 512, 512 experts,
+// top-10), bf16 dense expert stacks, `n` tokens: routing + grouping (moe_routing.cuh), then the
+// gate, up, SwiGLU and down grouped GEMMs (moe_grouped_gemm.cuh). The arena's constant router
+// logits send every token to the same 10 experts, so bytes = 10 experts' three matrices (the
+// decode floor; a real batch touches more experts). A lead for the hybrid decode rows.
+void BM_MoeExperts(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  constexpr int kHidden = 2048, kFfn = 512, kExperts = 512, kTopK = 10;
+  const int slots = n * kTopK, tiles = MoeMaxRowTiles(slots, kExperts);
+  DeviceArena arena;
+  auto* logits = static_cast<float*>(arena.Get(size_t(n) * kExperts * 4));
+  auto* expert_ids = static_cast<int32_t*>(arena.Get(size_t(slots) * 4));
+  auto* weights = static_cast<float*>(arena.Get(size_t(slots) * 4));
+  MoeGroupsView view{static_cast<int32_t*>(arena.Get((kExperts + 1) * 4)),
+                     static_cast<int32_t*>(arena.Get(size_t(slots) * 4)),
+                     static_cast<int32_t*>(arena.Get(size_t(slots) * 4)),
+                     static_cast<int32_t*>(arena.Get(size_t(tiles) * 4)),
+                     static_cast<int32_t*>(arena.Get(size_t(tiles) * 4))};
+  const size_t matrix = size_t(kFfn) * kHidden;
+  auto stack = [&] {
+    return ExpertStack<__nv_bfloat16>{
+        static_cast<const __nv_bfloat16*>(arena.Get(kExperts * matrix * 2))};
+  };
+  MoeExpertsArgs<__nv_bfloat16, float> args{
+      .x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(n) * kHidden * 2)),
+      .gate_w = stack(), .up_w = stack(), .down_w = stack(),
+      .gate = static_cast<__nv_bfloat16*>(arena.Get(size_t(slots) * kFfn * 2)),
+      .up = static_cast<__nv_bfloat16*>(arena.Get(size_t(slots) * kFfn * 2)),
+      .y = static_cast<float*>(arena.Get(size_t(slots) * kHidden * 4)),
+      .num_tokens = n, .k = kTopK, .num_experts = kExperts, .hidden = kHidden, .ffn = kFfn};
+  const MoeGemmGroups groups{view.offsets, view.row_tokens, view.tile_expert, view.tile_row0};
+  CudaLauncher launcher(nullptr);
+  TimeKernel(state, 3.0 * kTopK * matrix * 2, [&] {
+    Check(LaunchMoeRouting(launcher, logits, n, kExperts, kTopK, true, expert_ids, weights, view),
+          "MoeRouting");
+    Check(LaunchMoeExperts(launcher, groups, args), "MoeExperts");
+  });
+}
+BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(8)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Logits shaped like an LM head's: N(-2, 2.5) over the vocab, 16 tokens per row lifted by 10
 // (a peaked head over a long tail), from a fixed seed.
