@@ -199,6 +199,9 @@ class CudaModelRunner final : public ModelRunner {
                                                  bool masks_later,
                                                  std::chrono::steady_clock::time_point start,
                                                  double* input_seconds);
+  // The laid-out inputs' one copy, *input_seconds = start -> now, then the step-start event.
+  absl::Status UploadAndMarkStart(std::chrono::steady_clock::time_point start,
+                                  double* input_seconds);
   absl::StatusOr<GraphStepOutcome> RunMixedStep(std::span<const SequenceWork> batch, int tokens,
                                                 bool masks_later,
                                                 std::chrono::steady_clock::time_point start,

@@ -61,6 +61,13 @@ absl::Status CudaModelRunner::CaptureEagerGraphs() {
   });
 }
 
+absl::Status CudaModelRunner::UploadAndMarkStart(Clock::time_point start,
+                                                  double* input_seconds) {
+  TESSERA_RETURN_IF_ERROR(inputs_->Upload());
+  *input_seconds = SecondsSince(start);
+  return runtime_->RecordEvent(step_start_);
+}
+
 // Decode-only: padded to its bucket and replayed whole (forward-only when masks come later).
 absl::StatusOr<GraphStepOutcome> CudaModelRunner::RunDecodeStep(
     std::span<const SequenceWork> batch, bool masks_later, Clock::time_point start,
@@ -68,9 +75,7 @@ absl::StatusOr<GraphStepOutcome> CudaModelRunner::RunDecodeStep(
   const int n = static_cast<int>(batch.size());
   GraphCache& graphs = masks_later ? *forward_graphs_ : *graphs_;
   LayOut(batch, graphs.RowsToRun(n), /*sampling=*/true, /*in_graph=*/graphs.WillReplay(n));
-  TESSERA_RETURN_IF_ERROR(inputs_->Upload());
-  *input_seconds = SecondsSince(start);
-  TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
+  TESSERA_RETURN_IF_ERROR(UploadAndMarkStart(start, input_seconds));
   // A capture runs the step twice (warm-up, then the replay): recurrent state must advance once.
   bool warm_up_without_state = plan_.num_linear_layers > 0 && graphs.WillCapture(n);
   auto enqueue = [this, &warm_up_without_state, masks_later](int rows) {
@@ -91,9 +96,7 @@ absl::StatusOr<GraphStepOutcome> CudaModelRunner::RunMixedStep(
     double* input_seconds) {
   LayOut(batch, static_cast<int>(batch.size()), /*sampling=*/true, /*in_graph=*/false,
          graphs_->TokensToRun(tokens) - tokens);
-  TESSERA_RETURN_IF_ERROR(inputs_->Upload());
-  *input_seconds = SecondsSince(start);
-  TESSERA_RETURN_IF_ERROR(runtime_->RecordEvent(step_start_));
+  TESSERA_RETURN_IF_ERROR(UploadAndMarkStart(start, input_seconds));
   return graphs_->RunMixed(tokens, [this, masks_later](StepPieces::Mode mode) {
     return EnqueuePass(mode, /*sample=*/!masks_later);
   });

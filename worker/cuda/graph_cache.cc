@@ -59,30 +59,37 @@ GraphCache::GraphCache(device::DeviceRuntime* runtime, CudaGraphMode mode, int m
   TESSERA_CHECK(runtime_ != nullptr, "GraphCache needs a device runtime");
 }
 
-std::optional<int> GraphCache::BucketFor(int rows) const {
-  auto it = std::lower_bound(buckets_.begin(), buckets_.end(), rows);
-  if (it == buckets_.end()) return std::nullopt;
+namespace {
+
+// The smallest of the ascending `buckets` that holds n; nullopt past the last.
+std::optional<int> BucketIn(const std::vector<int>& buckets, int n) {
+  auto it = std::lower_bound(buckets.begin(), buckets.end(), n);
+  if (it == buckets.end()) return std::nullopt;
   return *it;
 }
 
+}  // namespace
+
+std::optional<int> GraphCache::BucketFor(int rows) const { return BucketIn(buckets_, rows); }
+
 template <class Captured>
-GraphCache::DecodePlan GraphCache::PlanFor(const std::vector<int>& buckets, int n,
-                                           const Captured& captured) const {
+GraphCache::Plan GraphCache::PlanFor(const std::vector<int>& buckets, int n,
+                                     const Captured& captured) const {
   if (mode_ == CudaGraphMode::kOff || buckets.empty()) {
     return {.rows = n, .miss = GraphMissReason::kDisabled};
   }
-  auto it = std::lower_bound(buckets.begin(), buckets.end(), n);
-  if (it == buckets.end()) return {.rows = n, .miss = GraphMissReason::kOversize};
-  if (captured(*it)) return {.rows = *it};
+  const std::optional<int> bucket = BucketIn(buckets, n);
+  if (!bucket) return {.rows = n, .miss = GraphMissReason::kOversize};
+  if (captured(*bucket)) return {.rows = *bucket};
   if (mode_ == CudaGraphMode::kEager) return {.rows = n, .miss = GraphMissReason::kEager};
-  return {.rows = *it, .capture = true};
+  return {.rows = *bucket, .capture = true};
 }
 
-GraphCache::DecodePlan GraphCache::PlanDecode(int rows) const {
+GraphCache::Plan GraphCache::PlanDecode(int rows) const {
   return PlanFor(buckets_, rows, [this](int bucket) { return graphs_.contains(bucket); });
 }
 
-GraphCache::DecodePlan GraphCache::PlanMixed(int tokens) const {
+GraphCache::Plan GraphCache::PlanMixed(int tokens) const {
   return PlanFor(token_buckets_, tokens,
                  [this](int bucket) { return mixed_graphs_.contains(bucket); });
 }
@@ -147,7 +154,7 @@ absl::StatusOr<GraphStepOutcome> GraphCache::Miss(int rows, GraphMissReason reas
 
 absl::StatusOr<GraphStepOutcome> GraphCache::RunDecode(int rows, EnqueueStep enqueue) {
   TESSERA_CHECK(rows >= 1, "GraphCache::RunDecode: rows < 1");
-  const DecodePlan plan = PlanDecode(rows);
+  const Plan plan = PlanDecode(rows);
   if (plan.miss) return Miss(rows, *plan.miss, enqueue);
   GraphStepOutcome outcome{.rows = plan.rows, .replayed = true, .captured = plan.capture};
   if (plan.capture) {
@@ -162,7 +169,7 @@ absl::StatusOr<GraphStepOutcome> GraphCache::RunDecode(int rows, EnqueueStep enq
 
 absl::StatusOr<GraphStepOutcome> GraphCache::RunMixed(int tokens, EnqueuePass enqueue) {
   TESSERA_CHECK(tokens >= 1, "GraphCache::RunMixed: tokens < 1");
-  const DecodePlan plan = PlanMixed(tokens);
+  const Plan plan = PlanMixed(tokens);
   if (plan.miss) {
     ++misses_[static_cast<size_t>(*plan.miss)];
     if (absl::Status status = enqueue(StepPieces::Mode::kWhole); !status.ok()) return status;

@@ -109,17 +109,18 @@ class GraphCache {
   int64_t misses(GraphMissReason reason) const { return misses_[static_cast<size_t>(reason)]; }
 
  private:
-  // What RunDecode(rows) will do; RowsToRun reads the same decision.
-  struct DecodePlan {
-    int rows = 0;                         // the bucket, or `rows` on a miss
+  // What RunDecode(rows) / RunMixed(tokens) will do; RowsToRun and TokensToRun read the same
+  // decision.
+  struct Plan {
+    int rows = 0;                         // the bucket, or the step's rows (tokens) on a miss
     std::optional<GraphMissReason> miss = std::nullopt;  // set: run eagerly, under this reason
     bool capture = false;                 // lazy mode, bucket not captured yet
   };
-  DecodePlan PlanDecode(int rows) const;
-  DecodePlan PlanMixed(int tokens) const;
+  Plan PlanDecode(int rows) const;
+  Plan PlanMixed(int tokens) const;
   // The plan for `n` over `buckets`, `captured` telling whether a bucket has its graphs.
   template <class Captured>
-  DecodePlan PlanFor(const std::vector<int>& buckets, int n, const Captured& captured) const;
+  Plan PlanFor(const std::vector<int>& buckets, int n, const Captured& captured) const;
   absl::Status Capture(int bucket, EnqueueStep enqueue);
   // Adds what the device's free memory dropped by since `free_before` (a failed query adds 0).
   void CountGraphMemory(absl::StatusOr<uint64_t> free_before);
