@@ -256,7 +256,9 @@ TEST_F(CudaWorkerTest, StaggeredServingReplaysAlmostEveryStep) {
               kDevice, kDtype, steps, mixed, replays, 100 * replays / steps, tokens, padded,
               100 * padded / tokens, delta("tessera_graph_misses_total"));
   ASSERT_GT(steps, 0) << after;
-  EXPECT_GE(mixed, 8) << "the arrivals were not staggered enough to mix steps";
+  // 9-11 here on an idle machine; under a loaded CI more arrivals share a step. Four steps with
+  // prefill rows run eagerly would already pull ~50 steps below 95%.
+  EXPECT_GE(mixed, 4) << "the arrivals were not staggered enough to mix steps";
   EXPECT_GE(replays, 0.95 * steps);
   EXPECT_LE(padded, 0.15 * tokens);
   ExpectEverythingReleased(*device_);
