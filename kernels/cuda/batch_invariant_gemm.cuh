@@ -1,14 +1,18 @@
-// Batch-invariant GEMM on CUDA cores: C[m, n] = A[m, k] · B[n, k]ᵀ (row-major, packed; B is a
-// weight matrix with one row per output feature, as nn.Linear stores it). A: TA, B: TB, C: TC
-// (bf16 / f16 / f32); f32 accumulation, one rounding to TC.
+// Batch-invariant GEMM: C[m, n] = A[m, k] · B[n, k]ᵀ (row-major, packed; B is a weight matrix
+// with one row per output feature, as nn.Linear stores it). A: TA, B: TB, C: TC (bf16 / f16 /
+// f32); f32 accumulation, one rounding to TC. LaunchBatchInvariantGemm picks the path from the
+// types and k alone (never from m), so one weight always takes the same path:
+//   - 16-bit A and B with k % 8 == 0: tensor cores (batch_invariant_gemm_tc.cuh, its own
+//     invariance argument: one mma chain per element over the k16 steps in order);
+//   - everything else (f32, odd depths): the CUDA-core chain below.
 //
-// Invariance (DESIGN.md §6). Every output element is accumulated by ONE thread, from 0, as
+// CUDA-core chain. Invariance (DESIGN.md §6): every output element is accumulated by ONE
+// thread, from 0, as
 //   acc = __fmaf_rn(A[i][0], B[j][0], acc); acc = __fmaf_rn(A[i][1], B[j][1], acc); ... to k - 1
 // (f32 fused multiply-add in k order, no split-K, no tree reduction), then rounded once. That
 // order depends on nothing but k: not on m or n, not on the tile the element falls in, not on
 // the schedule. So a request's logits are bit-identical whether it is batched with others or
 // alone, at any row of the batch, and equal to the host loop with std::fma (the test asserts it).
-// The tile shape could change with m (e.g. narrower tiles for decode) without breaking this.
 //
 // Design. A block of kGemmThreads = 256 threads (16 x 16) computes a kGemmTileM x kGemmTileN =
 // 64 x 64 tile of C, 4 x 4 elements per thread (rows ty + 16 i, columns tx + 16 j: each warp
@@ -18,21 +22,17 @@
 // Out-of-range rows/columns load zeros and are not stored; the k loop stops at k (no padded
 // terms enter the sum). Grid: ceil(n / 64) x ceil(m / 64).
 //
-// Bound (H100). Designed as the correctness-first fallback: for m >= 64 it is compute bound on
-// CUDA cores (FP32 FMA peak 67 TFLOP/s; 2 shared loads per 4 FMAs and the scalar global loads
-// hold it to roughly 20-30% of that), for decode (m <= 16) it is memory bound on reading B once
-// per 64-row tile of A: n x k x sizeof(TB) ÷ 3.35 TB/s (Llama-3-8B's 128256 x 4096 bf16 LM head:
-// 1 GiB, ~0.32 ms), but a 64-column grid under-fills 132 SMs for n < 8448. A tensor-core version
-// (mma.sync m16n8k16 / wgmma, bf16 inputs, f32 accumulators) keeps the invariance only if every
-// element's k order stays fixed: a fixed k tile walked in order by one warp per output tile, no
-// split-K or stream-K (or a split whose partition points and combine order are fixed in k and
-// independent of m/n), and the same instruction shape for every m (the MMA's internal summation
-// order within a k16 step is fixed by hardware, so it is deterministic but differs from the FMA
-// chain here: results would be invariant but not bit-equal to this kernel).
+// Bound (H100). The f32 dtype's path (and odd depths): for m >= 64 it is compute bound on CUDA
+// cores (FP32 FMA peak 67 TFLOP/s; 2 shared loads per 4 FMAs and the scalar global loads hold it
+// to roughly 20-30% of that), for decode (m <= 16) it is memory bound on reading B once per
+// 64-row tile of A: n x k x sizeof(TB) ÷ 3.35 TB/s, but a 64-column grid under-fills 132 SMs for
+// n < 8448.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/cuda/batch_invariant_gemm_tc.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 
@@ -106,10 +106,24 @@ __global__ void __launch_bounds__(kGemmThreads)
 }
 
 // Preconditions: a [m, k], b [n, k], c [m, n], packed row-major; c overlaps neither input;
-// m, n >= 0, k >= 0 (k == 0 writes zeros); m / 64 < 65536 (grid.y).
+// m, n >= 0, k >= 0 (k == 0 writes zeros); m / 64 < 65536 (grid.y); on the tensor-core path
+// (InvariantTcTakes) a and b 16-byte aligned, else the launcher's invalid-configuration error.
 template <class Launcher, typename TA, typename TB, typename TC>
 auto LaunchBatchInvariantGemm(Launcher& launcher, const TA* a, const TB* b, TC* c, int m, int n,
                               int k) {
+  if constexpr (std::is_same_v<TA, TB> && InvariantTcTakes<TA>(8)) {
+    if (InvariantTcTakes<TA>(k) && m > 0 && n > 0) {
+      if (!Aligned16(a) || !Aligned16(b)) {  // rejected: an empty grid
+        return launcher.Launch(LaunchShape{dim3(0), dim3(InvariantTcNarrow::kThreads), 0},
+                               BatchInvariantGemmTcKernel<InvariantTcNarrow, TA, TC>, a, b, c, m,
+                               n, k);
+      }
+      if (m <= kInvariantTcNarrowMaxM) {
+        return LaunchBatchInvariantGemmTc<InvariantTcNarrow>(launcher, a, b, c, m, n, k);
+      }
+      return LaunchBatchInvariantGemmTc<InvariantTcWide>(launcher, a, b, c, m, n, k);
+    }
+  }
   const LaunchShape shape{dim3(CeilDiv(n > 0 ? n : 1, kGemmTileN),
                                CeilDiv(m > 0 ? m : 1, kGemmTileM)),
                           dim3(kGemmThreads), 0};

@@ -12,7 +12,7 @@ namespace tessera::cuda {
 template <typename T>
 inline constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
 
-__device__ __forceinline__ bool Aligned16(const void* p) {
+__host__ __device__ __forceinline__ bool Aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/batch_invariant_gemm.cuh"
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
@@ -307,7 +308,36 @@ void BM_GemmBf16(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
   cublasDestroy(handle);
 }
-BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->Arg(16)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The batch-invariant mode's GEMM (batch_invariant_gemm_tc.cuh: the narrow tile for m <= 16,
+// the wide one above) at BM_GemmBf16's shapes, so each row has its cuBLAS row: item 2's budget
+// is the mode at <= 1.5x the default mode's time.
+void BM_BatchInvariantGemmBf16(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0)), n = 8192, k = 8192;
+  DeviceArena arena;
+  auto* a = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * k * 2));
+  auto* b = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * k * 2));
+  auto* c = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
+  FillRandomBf16<<<1024, 256>>>(a, size_t(m) * k, 1);
+  FillRandomBf16<<<1024, 256>>>(b, size_t(n) * k, 2);
+  Check(cudaGetLastError(), "FillRandomBf16");
+  CudaLauncher launcher(nullptr);
+  TimeKernel(state, 2.0 * (double(m) * k + double(n) * k + double(m) * n), [&] {
+    Check(LaunchBatchInvariantGemm(launcher, static_cast<const __nv_bfloat16*>(a),
+                                   static_cast<const __nv_bfloat16*>(b), c, m, n, k),
+          "BatchInvariantGemm");
+  });
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e12,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BatchInvariantGemmBf16)
+    ->Arg(8192)
+    ->Arg(512)
+    ->Arg(16)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // The MoE FFN's routed half at Qwen3-Next widths (hidden 2048, expert ffn 512, 512 experts,
 // top-10), bf16 dense expert stacks, `n` tokens: routing + grouping (moe_routing.cuh), then the

@@ -385,17 +385,21 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Batch-invariant mode: each sequence's logits are bit-identical whether it runs alone or with
-// others, and however its prompt is chunked. The control: default mode with a small forced
-// decode split gives different bits for the single-token last chunk, so the check can fail.
+// others, and however its prompt is chunked; in f32 (the CUDA-core GEMM chain) and in bf16 (the
+// tensor-core GEMM, whose narrow and wide tiles both serve: steps of 1 to 33 tokens). The control: default mode with a small forced decode split gives different bits for
+// the single-token last chunk, so the check can fail.
 TEST_F(CudaRunnerTest, BatchInvariantModeIsBitExactAloneTogetherAndChunked) {
-  auto invariant = MakeCudaRunner({.dtype = DataType::kF32, .batch_invariant = true,
-                                   .decode_partition = 8});
-  ASSERT_NE(invariant, nullptr);
-  const InvarianceLogits got = RunInvarianceCase(*invariant);
-  for (size_t s = 0; s < got.alone.size(); ++s) {
-    EXPECT_TRUE(SameBits(got.alone[s], got.together[s])) << "sequence " << s;
+  for (DataType dtype : {DataType::kF32, DataType::kBf16}) {
+    SCOPED_TRACE(device::DataTypeName(dtype));
+    auto invariant = MakeCudaRunner({.dtype = dtype, .batch_invariant = true,
+                                     .decode_partition = 8});
+    ASSERT_NE(invariant, nullptr);
+    const InvarianceLogits got = RunInvarianceCase(*invariant);
+    for (size_t s = 0; s < got.alone.size(); ++s) {
+      EXPECT_TRUE(SameBits(got.alone[s], got.together[s])) << "sequence " << s;
+    }
+    EXPECT_TRUE(SameBits(got.chunked, got.alone[0]));
   }
-  EXPECT_TRUE(SameBits(got.chunked, got.alone[0]));
 
   auto split = MakeCudaRunner({.dtype = DataType::kF32, .decode_partition = 8});
   ASSERT_NE(split, nullptr);
