@@ -6,6 +6,6 @@ namespace tessera::cuda {
 
 template auto LaunchSampling<CudaLauncher>(CudaLauncher&, const float*, int, int,
                                            const SamplingRowParams*, const SamplingPenalties&,
-                                           const SamplingOutputs&);
+                                           const SamplingOutputs&, void*);
 
 }  // namespace tessera::cuda

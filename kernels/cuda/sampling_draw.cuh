@@ -176,9 +176,10 @@ __device__ __forceinline__ int WalkToToken(const DrawContext& c, const SamplingS
   return last_kept;
 }
 
-// probs[i] = kept weight / total for every id of this warp's first-level sub-range.
+// probs[id] = kept weight / total for every element of this warp's first-level sub-range: id
+// = the element's index, or ids[index] for a candidate list (the caller zeroed the other ids).
 __device__ __forceinline__ void WriteProbs(const DrawContext& c, const SamplingShared& s,
-                                           float* probs) {
+                                           const int32_t* ids, float* probs) {
   int begin, end;
   SubRange(0, c.row.vocab, &begin, &end);
   int ties_seen = s.first_ties_before[threadIdx.x / 32];
@@ -186,7 +187,7 @@ __device__ __forceinline__ void WriteProbs(const DrawContext& c, const SamplingS
   for (int base = begin; base < end; base += 32) {
     const float weight = StepKeptWeight(c, base, end, &ties_seen);
     const int i = base + static_cast<int>(threadIdx.x % 32);
-    if (i < end) probs[i] = weight / total;
+    if (i < end) probs[ids != nullptr ? ids[i] : i] = weight / total;
   }
 }
 
@@ -215,16 +216,25 @@ __device__ __forceinline__ int Draw(const DrawContext& c, float u, int fallback,
   return s.chosen;
 }
 
-// Temperature, top-k, top-p, min-p and the draw; returns the token (block-uniform).
-__device__ __forceinline__ int SampleStochastic(const RowLogits& row, const SamplingRowParams& p,
-                                                const RowStats& stats, SamplingShared& s,
-                                                float* probs) {
-  const float inv_t = 1.0f / p.temperature;
-  const DrawContext c{row, stats.z_max, inv_t, p.min_p, FindCutoff(row, p, stats.z_max, inv_t, s)};
-  const int token = Draw(c, SamplingUniform(p.seed, p.position), stats.argmax, s);
-  if (probs != nullptr) WriteProbs(c, s, probs);
+// The draw over `row`'s elements (the vocab, or a candidate list in id order: ids maps an
+// element to its id) under `cut`, and the optional `probs` row ([vocab]); returns the token
+// (block-uniform; `fallback` when rounding leaves nothing kept).
+__device__ __forceinline__ int DrawKept(const RowLogits& row, const SamplingRowParams& p,
+                                        float z_max, const Cutoff& cut, const int32_t* ids,
+                                        int vocab, int fallback, SamplingShared& s,
+                                        float* probs) {
+  const DrawContext c{row, z_max, 1.0f / p.temperature, p.min_p, cut};
+  const int chosen = Draw(c, SamplingUniform(p.seed, p.position), -1, s);
+  if (probs != nullptr) {
+    if (ids != nullptr) {
+      for (int i = threadIdx.x; i < vocab; i += blockDim.x) probs[i] = 0.0f;
+      __syncthreads();
+    }
+    WriteProbs(c, s, ids, probs);
+  }
   __syncthreads();
-  return token;
+  if (chosen < 0) return fallback;
+  return ids != nullptr ? ids[chosen] : chosen;
 }
 
 // Appends, in id order, the `wanted` lowest ids whose raw key is `key` (when there are more).
@@ -252,8 +262,10 @@ __device__ __forceinline__ void CollectLowestTies(const float* x, int vocab, uin
 }
 
 // The n best raw logits (ties: lower id), best first, as logprobs; entries past n: -1 / -inf.
+// x: the row ([vocab]) or a candidate list in id order whose element i is id map[i].
 __device__ __forceinline__ void TopLogprobs(const float* x, int vocab, int n, float lse,
-                                            SamplingShared& s, int32_t* ids, float* logprobs) {
+                                            SamplingShared& s, const int32_t* map, int32_t* ids,
+                                            float* logprobs) {
   n = IntMin(IntMin(n, kSamplingMaxLogprobs), vocab);
   if (threadIdx.x == 0) s.top_count = 0;
   if (n > 0) {
@@ -285,7 +297,7 @@ __device__ __forceinline__ void TopLogprobs(const float* x, int vocab, int n, fl
     s.top_values[b] = value;
   }
   for (int r = 0; r < kSamplingMaxLogprobs; ++r) {
-    ids[r] = r < s.top_count ? s.top_ids[r] : -1;
+    ids[r] = r < s.top_count ? (map != nullptr ? map[s.top_ids[r]] : s.top_ids[r]) : -1;
     logprobs[r] = r < s.top_count ? s.top_values[r] - lse : -INFINITY;
   }
 }

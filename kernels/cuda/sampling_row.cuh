@@ -52,17 +52,20 @@ __host__ __device__ __forceinline__ float ApplyPenalties(float z, int count, boo
 struct RowLogits {
   const float* x;
   int vocab;
-  const uint32_t* bits;  // [ceil(vocab / 32)] penalized ids (shared), or null: no penalties
+  // Penalized ids as bits (shared memory), word w for ids [32 (first_word + w), +32): the whole
+  // row's (first_word 0) or one chunk's; null: no penalties.
+  const uint32_t* bits;
   const int32_t* tokens;
   const int32_t* counts;
   const uint8_t* in_prompt;
   int num_entries;
   float repetition, presence, frequency;
+  int first_word = 0;
 
   __device__ __forceinline__ float Penalized(int i) const { return Penalized(i, x[i]); }
   // The same for id i whose raw logit z the caller already loaded.
   __device__ __forceinline__ float Penalized(int i, float z) const {
-    if (bits == nullptr || ((bits[i >> 5] >> (i & 31)) & 1u) == 0) return z;
+    if (bits == nullptr || ((bits[(i >> 5) - first_word] >> (i & 31)) & 1u) == 0) return z;
     int lo = 0;
     int hi = num_entries - 1;
     while (lo < hi) {
@@ -99,11 +102,14 @@ struct WeightedKeys {
   }
 };
 
-// Builds the row's penalty bitmap when it has penalties (block-uniform decision).
+// The row's logits with its penalties as a bitmap over ids [first_id, first_id + count)
+// (first_id a multiple of 32; the whole row: 0, vocab) in `bits` (shared, ceil(count / 32)
+// words), built when the row has penalties (block-uniform decision).
 __device__ __forceinline__ RowLogits MakeRowLogits(const float* x, int vocab, int row,
                                                    const SamplingRowParams& p,
                                                    const SamplingPenalties& penalties,
-                                                   uint32_t* bits) {
+                                                   uint32_t* bits, int first_id = 0,
+                                                   int count = -1) {
   RowLogits r{x,
               vocab,
               nullptr,
@@ -120,16 +126,18 @@ __device__ __forceinline__ RowLogits MakeRowLogits(const float* x, int vocab, in
   const bool any =
       p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   if (end <= begin || !any) return r;
-  const int words = (vocab + 31) / 32;
+  if (count < 0) count = vocab;
+  const int words = (count + 31) / 32;
   for (int w = threadIdx.x; w < words; w += blockDim.x) bits[w] = 0u;
   __syncthreads();
   // Ids are distinct, so adding distinct bits is an OR.
   for (int e = begin + threadIdx.x; e < end; e += blockDim.x) {
-    const int token = penalties.tokens[e];
-    atomicAdd(&bits[token >> 5], 1u << (token & 31));
+    const int token = penalties.tokens[e] - first_id;
+    if (token >= 0 && token < count) atomicAdd(&bits[token >> 5], 1u << (token & 31));
   }
   __syncthreads();
   r.bits = bits;
+  r.first_word = first_id >> 5;
   r.tokens = penalties.tokens + begin;
   r.counts = penalties.generated_counts + begin;
   r.in_prompt = penalties.in_prompt + begin;
@@ -144,22 +152,25 @@ struct RowStats {
   int argmax;     // its lowest id
 };
 
-// Merges (max, sum of exp(x - max)) pairs; -inf maxima contribute nothing.
+// Merges (max, sum of exp((x - max) * scale)) pairs; -inf maxima contribute nothing. scale 1:
+// the raw softmax; 1 / T: the tempered weights of the penalized logits.
 __device__ __forceinline__ void MergeSoftmax(float* max, float* sum, float other_max,
-                                             float other_sum) {
+                                             float other_sum, float scale = 1.0f) {
   const float merged = fmaxf(*max, other_max);
-  const float mine = *max == -INFINITY ? 0.0f : *sum * expf(*max - merged);
-  const float theirs = other_max == -INFINITY ? 0.0f : other_sum * expf(other_max - merged);
+  const float mine = *max == -INFINITY ? 0.0f : *sum * expf((*max - merged) * scale);
+  const float theirs =
+      other_max == -INFINITY ? 0.0f : other_sum * expf((other_max - merged) * scale);
   *max = merged;
   *sum = mine + theirs;
 }
 
-// One thread's share of the stats pass: online raw max / sum-exp and the penalized arg-max.
+// One thread's share of a chunk's statistics: online raw max / sum-exp, the penalized arg-max
+// and (inv_t > 0) the sum of tempered weights exp((z - best) * inv_t) relative to it.
 struct StatsAccumulator {
-  float max = -INFINITY, sum = 0.0f, best = -INFINITY;
+  float max = -INFINITY, sum = 0.0f, best = -INFINITY, tempered = 0.0f;
   int best_id = INT_MAX;
 
-  __device__ __forceinline__ void Add(const RowLogits& row, int i, float x) {
+  __device__ __forceinline__ void Add(const RowLogits& row, int i, float x, float inv_t) {
     if (x > max) {
       sum = sum * expf(max - x) + 1.0f;
       max = x;
@@ -167,6 +178,13 @@ struct StatsAccumulator {
       sum += expf(x - max);
     }
     const float z = row.Penalized(i, x);
+    if (inv_t > 0.0f && z != -INFINITY) {
+      if (z > best) {
+        tempered = best == -INFINITY ? 1.0f : tempered * expf((best - z) * inv_t) + 1.0f;
+      } else {
+        tempered += expf((z - best) * inv_t);
+      }
+    }
     if (RanksBefore(z, i, best, best_id)) {
       best = z;
       best_id = i;
@@ -174,78 +192,43 @@ struct StatsAccumulator {
   }
 };
 
-// float4 loads each thread keeps in flight in the stats pass: one block reads a whole row, so
-// its bandwidth is what its loads in flight allow (Little's law), not the chip's.
-inline constexpr int kStatsLoadsInFlight = 4;
-
-// One pass: online raw max / sum-exp and the penalized arg-max. A row that starts 16-byte
-// aligned is read as float4s, kStatsLoadsInFlight per thread issued before any is used; the
-// tail (and an unaligned row) element by element.
-__device__ __forceinline__ RowStats ComputeRowStats(const RowLogits& row, SamplingShared& s) {
-  StatsAccumulator acc;
-  int tail = 0;
-  if (reinterpret_cast<uintptr_t>(row.x) % sizeof(float4) == 0) {
-    const float4* x4 = reinterpret_cast<const float4*>(row.x);
-    const int vectors = row.vocab / 4;
-    const int stride = int(blockDim.x);
-    for (int first = threadIdx.x; first < vectors; first += stride * kStatsLoadsInFlight) {
-      float4 loaded[kStatsLoadsInFlight];
-      TESSERA_UNROLL for (int u = 0; u < kStatsLoadsInFlight; ++u) {
-        const int v = first + u * stride;
-        if (v < vectors) loaded[u] = __ldg(&x4[v]);
-      }
-      TESSERA_UNROLL for (int u = 0; u < kStatsLoadsInFlight; ++u) {
-        const int v = first + u * stride;
-        if (v >= vectors) break;
-        acc.Add(row, 4 * v, loaded[u].x);
-        acc.Add(row, 4 * v + 1, loaded[u].y);
-        acc.Add(row, 4 * v + 2, loaded[u].z);
-        acc.Add(row, 4 * v + 3, loaded[u].w);
-      }
-    }
-    tail = vectors * 4;
-  }
-  for (int i = tail + threadIdx.x; i < row.vocab; i += blockDim.x) acc.Add(row, i, row.x[i]);
-  float max = acc.max, sum = acc.sum, best = acc.best;
-  int best_id = acc.best_id;
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const float other_max = __shfl_xor_sync(kFullMask, max, offset);
-    const float other_sum = __shfl_xor_sync(kFullMask, sum, offset);
-    MergeSoftmax(&max, &sum, other_max, other_sum);
-  }
-  if (threadIdx.x % 32 == 0) {
-    s.stat_max[threadIdx.x / 32] = max;
-    s.stat_sum[threadIdx.x / 32] = sum;
-  }
-  BlockArgMax(&best, &best_id, s.arg_value, s.arg_index);  // its barrier publishes stat_*
-  max = s.stat_max[0];
-  sum = s.stat_sum[0];
-  for (int w = 1; w < kSamplingWarps; ++w) MergeSoftmax(&max, &sum, s.stat_max[w], s.stat_sum[w]);
-  const float lse = max == -INFINITY ? max : max + logf(sum);
-  return RowStats{max, lse, best, best_id};
-}
-
 // The kept set: tokens with key < key, the first `ties` (in id order) with key == key, and
-// (min_p > 0) only those with weight >= min_p.
+// (min_p > 0) only those with weight >= min_p. k_reached / p_reached: the top-k / top-p select
+// found its target among the elements searched (always, over the whole vocab; over candidates,
+// what tells whether they held the cutoff: sampling.cuh's CandidatesHoldKeptSet).
 struct Cutoff {
   uint32_t key;
   int ties;
+  bool k_reached = true;
+  bool p_reached = true;
 };
 
-// Top-k then top-p cutoffs by radix select (see the header comment).
-__device__ __forceinline__ Cutoff FindCutoff(const RowLogits& row, const SamplingRowParams& p,
-                                             float z_max, float inv_t, SamplingShared& s) {
+// Top-k then top-p cutoffs by radix select over the elements of `row` (the vocab, or a
+// candidate subset that holds the kept set, in id order). `vocab` is the row's vocab size (top-k
+// is off at k >= vocab); `vocab_mass` (candidates) is the exact fixed-point mass of the whole
+// vocab, which top-p alone takes its target from (over the whole vocab: null, the first
+// histogram's total).
+__device__ __forceinline__ Cutoff FindCutoff(const RowLogits& row, int vocab,
+                                             const SamplingRowParams& p, float z_max, float inv_t,
+                                             const unsigned long long* vocab_mass,
+                                             SamplingShared& s) {
   Cutoff cut{0xFFFFFFFFu, INT_MAX};
   const WeightedKeys keys{row, z_max, inv_t};
-  const bool top_k = p.top_k > 0 && p.top_k < row.vocab;
+  const bool top_k = p.top_k > 0 && p.top_k < vocab;
   const bool top_p = p.top_p < 1.0f;
-  SelectTarget p_target{0, static_cast<double>(p.top_p),
-                        true};  // fraction of the whole vocab's mass
+  // Fraction of the whole vocab's mass, or the same target made absolute.
+  SelectTarget p_target{0, static_cast<double>(p.top_p), true};
+  if (vocab_mass != nullptr) {
+    p_target = SelectTarget{static_cast<unsigned long long>(ceil(
+                                static_cast<double>(p.top_p) * static_cast<double>(*vocab_mass))),
+                            -1.0, true};
+  }
   if (top_k) {
     const unsigned long long k = static_cast<unsigned long long>(p.top_k);
     const SelectResult r = top_p ? RadixSelect<true>(keys, row.vocab, {k, -1.0, false}, s.select)
                                  : RadixSelect<false>(keys, row.vocab, {k, -1.0, false}, s.select);
     cut = Cutoff{r.key, static_cast<int>(k - r.count_before)};
+    cut.k_reached = r.count_before + r.count_at >= k;
     // Mass of the top-k set: ties share one weight, so mass_at / count_at is exact.
     const unsigned long long kept = r.mass_before + (k - r.count_before) * (r.mass_at / r.count_at);
     p_target = SelectTarget{static_cast<unsigned long long>(
@@ -259,16 +242,20 @@ __device__ __forceinline__ Cutoff FindCutoff(const RowLogits& row, const Samplin
             ? static_cast<unsigned long long>(
                   ceil(p_target.fraction * static_cast<double>(s.select.total_mass)))
             : p_target.absolute;
+    const bool p_reached = r.mass_before + r.mass_at >= goal;
     const unsigned long long weight = r.mass_at / r.count_at;
     long long ties = static_cast<long long>(r.count_at);  // weight 0: all of them
     if (weight > 0 && goal > r.mass_before) {
       ties = static_cast<long long>((goal - r.mass_before + weight - 1) / weight);
     }
     ties = ties < 1 ? 1 : (ties > r.count_at ? r.count_at : ties);
-    if (r.key < cut.key)
-      cut = Cutoff{r.key, static_cast<int>(ties)};
-    else if (r.key == cut.key && ties < cut.ties)
+    if (r.key < cut.key) {
+      cut.key = r.key;
       cut.ties = static_cast<int>(ties);
+    } else if (r.key == cut.key && ties < cut.ties) {
+      cut.ties = static_cast<int>(ties);
+    }
+    cut.p_reached = p_reached;
   }
   return cut;
 }

@@ -3,6 +3,7 @@
 // sampler (worker/sampler/sampler.h); see sampling.cuh for the algorithm.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tessera::cuda {
@@ -62,5 +63,75 @@ struct SamplingOutputs {
   float* top_logprobs = nullptr;
   float* probs = nullptr;
 };
+
+
+// The split-row sampler's scratch (sampling_chunks.cuh): each row's vocab in chunks of
+// kSamplingChunk ids, a sweep over kSamplingLevels thresholds, up to kSamplingCandidates ids.
+inline constexpr int kSamplingChunk = 8192;       // a multiple of 1024
+inline constexpr int kSamplingLevels = 8;
+inline constexpr int kSamplingCandidates = 4096;
+
+constexpr int SamplingChunkCount(int vocab) { return (vocab + kSamplingChunk - 1) / kSamplingChunk; }
+
+struct SamplingChunkStats {
+  float raw_max, raw_sum;  // raw softmax of the chunk
+  float best;              // penalized max, id best_id (lowest on ties)
+  int32_t best_id;
+  float tempered;  // sum of exp((z - best) / T) over the chunk (stochastic rows)
+};
+
+struct SamplingChunkSweep {
+  uint32_t count[kSamplingLevels];      // ids with a >= -d_j
+  uint32_t raw_count[kSamplingLevels];  // raw logits >= raw_max - d_j
+  float below[kSamplingLevels];         // f32 weight of the ids with a < -d_j
+  unsigned long long mass;              // exact fixed-point weight of the chunk
+};
+
+// How the finishing kernel served a row (kept in the workspace, for tests and benchmarks).
+enum class SamplingPath : int32_t { kStatsOnly = 0, kCandidates = 1, kFullRows = 2 };
+
+// Where each row's scratch lives in the workspace.
+struct SamplingWorkspaceView {
+  SamplingChunkStats* stats;  // [rows, chunks]
+  SamplingChunkSweep* sweep;  // [rows, chunks]
+  int32_t* chunk_counts;      // [rows, chunks] candidates each chunk wrote
+  int32_t* ids;               // [rows, kSamplingCandidates]
+  float* penalized;           // [rows, kSamplingCandidates]
+  float* raw;                 // [rows, kSamplingCandidates]
+  int32_t* paths;             // [rows]: the SamplingPath of the row at the last launch
+};
+
+constexpr size_t SamplingAlignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The view of a workspace laid out for `rows` rows at `vocab` (SamplingWorkspaceBytes bytes).
+inline SamplingWorkspaceView SamplingWorkspaceAt(void* base, int rows, int vocab) {
+  const size_t per_chunk = size_t(rows) * SamplingChunkCount(vocab);
+  const size_t per_candidate = size_t(rows) * kSamplingCandidates;
+  auto* at = static_cast<char*>(base);
+  auto take = [&](size_t bytes) {
+    char* here = at;
+    at += SamplingAlignUp(bytes);
+    return here;
+  };
+  SamplingWorkspaceView view;
+  view.stats = reinterpret_cast<SamplingChunkStats*>(take(per_chunk * sizeof(SamplingChunkStats)));
+  view.sweep = reinterpret_cast<SamplingChunkSweep*>(take(per_chunk * sizeof(SamplingChunkSweep)));
+  view.chunk_counts = reinterpret_cast<int32_t*>(take(per_chunk * sizeof(int32_t)));
+  view.ids = reinterpret_cast<int32_t*>(take(per_candidate * sizeof(int32_t)));
+  view.penalized = reinterpret_cast<float*>(take(per_candidate * sizeof(float)));
+  view.raw = reinterpret_cast<float*>(take(per_candidate * sizeof(float)));
+  view.paths = reinterpret_cast<int32_t*>(take(size_t(rows) * sizeof(int32_t)));
+  return view;
+}
+
+// Bytes of the workspace for launches of up to `rows` rows at `vocab`.
+inline size_t SamplingWorkspaceBytes(int rows, int vocab) {
+  const size_t per_chunk = size_t(rows) * SamplingChunkCount(vocab);
+  const size_t per_candidate = size_t(rows) * kSamplingCandidates;
+  return SamplingAlignUp(per_chunk * sizeof(SamplingChunkStats)) +
+         SamplingAlignUp(per_chunk * sizeof(SamplingChunkSweep)) +
+         SamplingAlignUp(per_chunk * sizeof(int32_t)) + 3 * SamplingAlignUp(per_candidate * 4) +
+         SamplingAlignUp(size_t(rows) * sizeof(int32_t));
+}
 
 }  // namespace tessera::cuda

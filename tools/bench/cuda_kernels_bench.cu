@@ -423,12 +423,23 @@ void BM_Sampling(benchmark::State& state) {
   auto* top_ids = static_cast<int32_t*>(arena.Get(size_t(rows) * kSamplingMaxLogprobs * 4));
   auto* top_lp = static_cast<float*>(arena.Get(size_t(rows) * kSamplingMaxLogprobs * 4));
   const SamplingOutputs out{tokens, logprobs, top_ids, top_lp, nullptr};
+  void* workspace = arena.Get(SamplingWorkspaceBytes(rows, vocab));
   CudaLauncher launcher(nullptr);
   Check(AllowSamplingSharedMemory(launcher, vocab), "AllowSamplingSharedMemory");
   TimeKernel(state, double(rows) * vocab * 4, [&] {
-    Check(LaunchSampling(launcher, logits, rows, vocab, d_params, SamplingPenalties{}, out),
+    Check(LaunchSampling(launcher, logits, rows, vocab, d_params, SamplingPenalties{}, out,
+                         workspace),
           "Sampling");
   });
+  // Rows the finish served from candidates (the rest: statistics only, or the full passes).
+  std::vector<int32_t> paths(rows);
+  Check(cudaMemcpy(paths.data(), SamplingWorkspaceAt(workspace, rows, vocab).paths, rows * 4,
+                   cudaMemcpyDeviceToHost),
+        "paths");
+  state.counters["candidate_rows"] = static_cast<double>(std::count(
+      paths.begin(), paths.end(), static_cast<int32_t>(SamplingPath::kCandidates)));
+  state.counters["full_rows"] = static_cast<double>(std::count(
+      paths.begin(), paths.end(), static_cast<int32_t>(SamplingPath::kFullRows)));
 }
 BENCHMARK(BM_Sampling)
     ->Args({1, 0})->Args({64, 0})->Args({64, 1})->Args({256, 1})->Args({1, 2})->Args({64, 2})

@@ -43,6 +43,8 @@ REQUIRED_PTX = {
     "PagedPrefillAttentionTcKernel": [r"mma\.sync\.aligned\.m16n8k16", r"ldmatrix\.sync\.aligned",
                                       r"cp\.async\.cg\.shared\.global"],
     "SamplingKernel": [r"ld\.global\.nc\.v4\.f32"],
+    "SamplingChunkStatsKernel": [r"ld\.global\.nc\.v4\.f32"],
+    "SamplingSweepKernel": [r"ld\.global\.nc\.v4\.f32"],
 }
 
 

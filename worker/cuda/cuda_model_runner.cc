@@ -120,6 +120,10 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
                                                     penalty_capacity,
                                                     (config_.vocab_size + 31) / 32));
   inputs_ = std::make_unique<DeviceStepInputs>(std::move(inputs));
+  TESSERA_ASSIGN_OR_RETURN(
+      sampling_workspace_,
+      device::DeviceMemory::Allocate(
+          *runtime_, cuda::SamplingWorkspaceBytes(options_.max_num_seqs, config_.vocab_size)));
   TESSERA_RETURN_IF_ERROR(AllocateRecurrentState());
   const DeviceOpsOptions ops_options{.batch_invariant = options_.batch_invariant,
                                      .max_tokens = max_tokens,

@@ -227,6 +227,7 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<DeviceBlockTables> tables_;
   DeviceKvPools kv_;
   device::DeviceMemory kv_memory_;
+  device::DeviceMemory sampling_workspace_;  // the sampler's split-row scratch
   DeviceRecurrentState state_;
   device::DeviceMemory state_memory_;
   device::DeviceMemory saved_states_;

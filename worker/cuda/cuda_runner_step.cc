@@ -40,7 +40,7 @@ absl::Status CudaModelRunner::EnqueueSampling() {
                                                  inputs_->device_adjustments()));
   return kernels_->Sampling(ops_->logits(), inputs_->shape().num_rows, config_.vocab_size,
                             inputs_->device_params(), inputs_->device_penalties(),
-                            inputs_->device_outputs());
+                            inputs_->device_outputs(), sampling_workspace_.data());
 }
 
 // Eager graph mode: every bucket is captured now, each over an all-padding step of its size,

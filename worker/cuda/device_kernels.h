@@ -216,10 +216,11 @@ class DeviceKernels {
   // default 48 KiB). Once, before any step or capture; FAILED_PRECONDITION naming the sizes
   // when the device cannot give one block that much.
   virtual absl::Status PrepareSampling(int vocab) = 0;
+  // workspace: cuda::SamplingWorkspaceBytes(num_rows or more, vocab) bytes (sampling_chunks.cuh).
   virtual absl::Status Sampling(const float* logits, int num_rows, int vocab,
                                 const cuda::SamplingRowParams* params,
                                 const cuda::SamplingPenalties& penalties,
-                                const cuda::SamplingOutputs& outputs) = 0;
+                                const cuda::SamplingOutputs& outputs, void* workspace) = 0;
   // logit_bias then the structured-output mask, in place (logit_adjust.cuh).
   virtual absl::Status AdjustLogits(float* logits, int num_rows, int vocab,
                                     const cuda::LogitAdjustments& adjust) = 0;

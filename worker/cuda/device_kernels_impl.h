@@ -383,9 +383,9 @@ class DeviceKernelsFor final : public DeviceKernels {
   absl::Status Sampling(const float* logits, int num_rows, int vocab,
                         const cuda::SamplingRowParams* params,
                         const cuda::SamplingPenalties& penalties,
-                        const cuda::SamplingOutputs& outputs) override {
-    return to_status_(
-        cuda::LaunchSampling(launcher_, logits, num_rows, vocab, params, penalties, outputs));
+                        const cuda::SamplingOutputs& outputs, void* workspace) override {
+    return to_status_(cuda::LaunchSampling(launcher_, logits, num_rows, vocab, params, penalties,
+                                           outputs, workspace));
   }
 
   absl::Status AdjustLogits(float* logits, int num_rows, int vocab,

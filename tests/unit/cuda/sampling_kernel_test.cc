@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct DeviceRows {
   std::vector<int32_t> top_ids;
   std::vector<float> top_logprobs;
   std::vector<float> probs;
+  std::vector<int32_t> paths;  // SamplingPath per row
 };
 
 constexpr int32_t kTokenSentinel = -7;
@@ -91,15 +93,21 @@ DeviceRows RunSampler(const simt::Schedule& schedule, const std::vector<float>& 
   }
   const SamplingOutputs out{d_out_tokens.get(), d_out_logprobs.get(), d_top_ids.get(),
                             d_top_logprobs.get(), d_probs.get()};
+  // Poisoned: a finish that read scratch no pass wrote would see huge ids and logits.
+  DeviceBuffer<uint8_t> workspace(SamplingWorkspaceBytes(rows, vocab));
+  std::memset(workspace.get(), 0x7F, workspace.size());
   simt::TestLauncher launcher(schedule);
   const auto allowed = AllowSamplingSharedMemory(launcher, vocab);
   EXPECT_TRUE(allowed.ok()) << allowed;
   const auto status =
       LaunchSampling(launcher, static_cast<const float*>(d_logits.get()), rows, vocab,
-                     static_cast<const SamplingRowParams*>(d_params.get()), p, out);
+                     static_cast<const SamplingRowParams*>(d_params.get()), p, out,
+                     workspace.get());
   EXPECT_TRUE(status.ok()) << status;
+  const int32_t* paths = SamplingWorkspaceAt(workspace.get(), rows, vocab).paths;
   return DeviceRows{d_out_tokens.ToHost(), d_out_logprobs.ToHost(), d_top_ids.ToHost(),
-                    d_top_logprobs.ToHost(), d_probs.ToHost()};
+                    d_top_logprobs.ToHost(), d_probs.ToHost(),
+                    std::vector<int32_t>(paths, paths + rows)};
 }
 
 SampledRow Reference(const std::vector<float>& logits, int vocab, int row,
@@ -402,6 +410,61 @@ TEST_P(SamplingKernelTest, PaddingRowsAreInert) {
   }
 }
 
+// Logits shaped like an LM head's: N(-2, 2.5), a few ids lifted by 10.
+std::vector<float> HeadLikeLogits(int rows, int vocab, std::mt19937& rng) {
+  std::normal_distribution<float> tail(-2.0f, 2.5f);
+  std::vector<float> logits(size_t(rows) * vocab);
+  for (float& z : logits) z = tail(rng);
+  for (int r = 0; r < rows; ++r) {
+    for (int t = 0; t < 16; ++t) logits[size_t(r) * vocab + (rng() % vocab)] += 10.0f;
+  }
+  return logits;
+}
+
+// Rows of 3 chunks (8192 + 8192 + 3617 ids): the split-row passes and the finish's two paths.
+// Peaked rows with a filter, and greedy rows with logprobs, are served from candidates (a few
+// hundred ids); a row without any filter, and one of equal logits under top-p, take the full
+// passes; a greedy row without logprobs needs the statistics only. Every row matches the
+// reference, penalties included (ids in every chunk).
+TEST_P(SamplingKernelTest, SplitRowsServeCandidatesAndFallBackToFullRows) {
+  constexpr int kVocab = 2 * kSamplingChunk + 3617;
+  std::mt19937 rng(29);
+  std::vector<float> logits = HeadLikeLogits(8, kVocab, rng);
+  std::fill_n(logits.begin() + 7 * kVocab, kVocab, 1.5f);  // row 7: equal logits
+  const auto path = [](SamplingPath p) { return static_cast<int32_t>(p); };
+  std::vector<SamplingRowParams> params = {
+      RandomParams(rng, 0.8f, 0, 0.95f, 0.0f, 5),   // top-p + logprobs
+      RandomParams(rng, 1.0f, 40, 1.0f, 0.0f, 0),   // top-k
+      RandomParams(rng, 0.7f, 0, 1.0f, 0.05f, 0),   // min-p
+      RandomParams(rng, 0.0f, 0, 1.0f, 0.0f, 20),   // greedy + logprobs
+      RandomParams(rng, 0.0f, 0, 1.0f, 0.0f, 0),    // greedy
+      RandomParams(rng, 1.0f, 0, 1.0f, 0.0f, 3),    // no filter: every id may be drawn
+      RandomParams(rng, 0.9f, 50, 0.9f, 0.02f, 2),  // everything, with penalties
+      RandomParams(rng, 1.0f, 0, 0.9f, 0.0f, 1)};   // equal logits
+  const std::vector<int32_t> want_paths = {
+      path(SamplingPath::kCandidates), path(SamplingPath::kCandidates),
+      path(SamplingPath::kCandidates), path(SamplingPath::kCandidates),
+      path(SamplingPath::kStatsOnly),  path(SamplingPath::kFullRows),
+      path(SamplingPath::kCandidates), path(SamplingPath::kFullRows)};
+  std::vector<std::vector<PenaltyEntry>> lists(params.size());
+  params[6].repetition_penalty = 1.4f;
+  params[6].frequency_penalty = 0.3f;
+  const float* row6 = logits.data() + 6 * size_t(kVocab);
+  std::vector<int32_t> ids = {5, kSamplingChunk + 7, kVocab - 1,
+                              static_cast<int32_t>(std::max_element(row6, row6 + kVocab) - row6)};
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (int32_t id : ids) lists[6].push_back({id, 2, true});
+  const DeviceRows got = RunSampler(GetParam(), logits, kVocab, params, lists);
+  int near = 0;
+  for (size_t r = 0; r < params.size(); ++r) {
+    near += CheckRow(got, Reference(logits, kVocab, int(r), params[r], lists[r]), kVocab, int(r),
+                     "split rows");
+    EXPECT_EQ(got.paths[r], want_paths[r]) << "row " << r;
+  }
+  EXPECT_EQ(near, 0);
+}
+
 // SmolLM2's vocab, under the first test schedule only (emulator time).
 class SamplingKernelLargeVocabTest : public simt::SingleKernelTest {};
 
@@ -439,10 +502,11 @@ TEST_F(SamplingKernelLargeVocabTest, LargePenaltyBitmapIsALaunchErrorWithoutTheO
   const SamplingPenalties pen{d_offsets.get(), d_tokens.get(), d_counts.get(), d_prompt.get()};
   const SamplingOutputs out{d_token.get(), d_logprob.get(), d_top_ids.get(),
                             d_top_logprobs.get(), nullptr};
+  DeviceBuffer<uint8_t> workspace(SamplingWorkspaceBytes(1, kVocab));
   simt::TestLauncher launcher(simt::TestSchedules().front());
   const auto without = LaunchSampling(launcher, static_cast<const float*>(d_logits.get()), 1,
                                       kVocab, static_cast<const SamplingRowParams*>(d_params.get()),
-                                      pen, out);
+                                      pen, out, workspace.get());
   EXPECT_FALSE(without.ok()) << "52 KB of dynamic shared memory launched without opting in";
   DeviceRows got = RunSampler(simt::TestSchedules().front(), logits, kVocab, {p}, penalties);
   CheckRow(got, Reference(logits, kVocab, 0, p, penalties.front()), kVocab, 0, "large vocab");

@@ -21,7 +21,8 @@ namespace tessera::worker::testing {
 namespace {
 
 constexpr int kLaunchesPerLayer = 10;
-constexpr int kLaunchesPerStep = 9;
+// The sampler is 4 of them (three split-row passes and the finish, sampling.cuh).
+constexpr int kLaunchesPerStep = 12;
 
 struct DecodeLaunches {
   int64_t eager = 0;     // one decode step run eagerly (graphs off)
