@@ -31,9 +31,10 @@
 // candidate list that provably holds every id the row can keep or report. Then the finish, one
 // block per row (SamplingKernel below): statistics merged in chunk order; greedy is the arg-max;
 // a stochastic row runs the radix selects and the draw over its candidates (a few hundred ids
-// for a peaked row) when the plan found them and the cutoff lies among them, else over the
-// whole vocab as before (rows without any filter, flat rows, too many candidates); top-N
-// logprobs likewise. The cutoff over candidates is the whole vocab's bit for bit (the same
+// for a peaked row) when the plan found them and the cutoff lies among them; a row without any
+// filter draws within the one chunk its target falls in (by the chunks' masses); else the whole
+// vocab as before (flat rows, too many candidates, or `probs` asked for without a filter); top-N
+// logprobs likewise from candidates. The cutoff over candidates is the whole vocab's bit for bit (the same
 // fixed-point masses, top-p's target from the whole row's exact mass); the draw's f32 running
 // sums differ in order from a whole-vocab walk, so a token can differ only where u * total falls
 // within rounding of a boundary (the reference's margin rule). The penalty bitmap of the full
@@ -45,8 +46,8 @@
 // finish; a peaked row with top-k/top-p/min-p and logprobs: three split reads (the later from
 // L2) and a finish over <= 4096 candidates: ~30-40 us for the step, against 1.9-2.0 ms measured
 // for the one-block-per-row version (docs/perf/gpu-h200-2026-11-27.md: ~12 latency-bound passes
-// of 600 KB per block). Rows that take the full path cost what they did (temperature without a
-// filter: the stats and the draw, ~1.1 passes; flat rows ~12 passes). Not measured yet.
+// of 600 KB per block); temperature alone: two split reads and a draw over one 8192-id chunk.
+// Rows that take the full path cost what they did (flat rows ~12 passes). Not measured yet.
 // Registers <= 128 (2 blocks per SM), no spills, no local memory (sm_90a/100a/120a).
 #pragma once
 
@@ -127,16 +128,52 @@ __device__ __forceinline__ bool CandidatesHoldKeptSet(const SamplingRowParams& p
          (!top_p || cut.p_reached || plan.min_p_holds);
 }
 
+// A row without filters: every id may be drawn, so the draw picks the chunk where u * (the
+// row's kept mass, summed over the chunks' masses in chunk order) falls, then narrows within
+// that chunk alone with the rest of the target. Returns the token (block-uniform).
+__device__ __forceinline__ int DrawInChunk(const float* x, int vocab, int row,
+                                           const SamplingRowParams& p, const MergedStats& merged,
+                                           const SamplingChunkSweep* sweeps, int chunks,
+                                           const SamplingPenalties& penalties,
+                                           uint32_t* penalty_bits, SamplingShared& s) {
+  float total = 0.0f;
+  for (int c = 0; c < chunks; ++c) total += sweeps[c].kept;
+  const float target = SamplingUniform(p.seed, p.position) * total;
+  // The first chunk whose running mass passes the target, else the last one with mass.
+  float cum = 0.0f, chosen_cum = 0.0f;
+  int chosen = -1;
+  for (int c = 0; c < chunks; ++c) {
+    if (sweeps[c].kept <= 0.0f) continue;
+    chosen = c;
+    chosen_cum = cum;
+    if (target < cum + sweeps[c].kept) break;
+    cum += sweeps[c].kept;
+  }
+  if (chosen < 0) return merged.stats.argmax;
+  const int begin = chosen * kSamplingChunk;
+  const int size = vocab - begin < kSamplingChunk ? vocab - begin : kSamplingChunk;
+  const RowLogits chunk = MakeRowLogits(x, vocab, row, p, penalties, penalty_bits, begin, size);
+  const DrawContext c{chunk, merged.stats.z_max, 1.0f / p.temperature, p.min_p,
+                      Cutoff{0xFFFFFFFFu, INT_MAX}};
+  const float rest = target - chosen_cum;
+  return Draw(c, 0.0f, merged.stats.argmax, s, begin, begin + size, rest > 0.0f ? rest : 0.0f);
+}
+
 // The stochastic draw of a row: over its candidates when the plan has them and the cutoff is
 // found among them, else over the whole vocab. Returns the token; *path says which.
 __device__ __forceinline__ int SampleRow(const float* x, int vocab, int row,
                                          const SamplingRowParams& p, const MergedStats& merged,
                                          const CandidatePlan& plan, const CandidateList& list,
+                                         const SamplingChunkSweep* sweeps, int chunks,
                                          const SamplingPenalties& penalties,
                                          uint32_t* penalty_bits, SamplingShared& s, float* probs,
                                          SamplingPath* path) {
   const float inv_t = 1.0f / p.temperature;
   const float z_max = merged.stats.z_max;
+  if (plan.chunk_draw && probs == nullptr) {
+    *path = SamplingPath::kChunkDraw;
+    return DrawInChunk(x, vocab, row, p, merged, sweeps, chunks, penalties, penalty_bits, s);
+  }
   if (!plan.full && plan.level >= 0) {
     const RowLogits candidates{list.penalized, list.count, nullptr, nullptr, nullptr, nullptr, 0,
                                1.0f, 0.0f, 0.0f};
@@ -187,8 +224,8 @@ __global__ void __launch_bounds__(kSamplingThreads, 2)
       for (int i = threadIdx.x; i < vocab; i += blockDim.x) probs[i] = i == token ? 1.0f : 0.0f;
     }
   } else {
-    token = SampleRow(x, vocab, row, p, merged, plan, list, penalties, penalty_bits, s, probs,
-                      &path);
+    token = SampleRow(x, vocab, row, p, merged, plan, list, work.sweep + first, chunks, penalties,
+                      penalty_bits, s, probs, &path);
   }
   const size_t top = static_cast<size_t>(row) * kSamplingMaxLogprobs;
   int32_t* top_ids = out.top_ids ? out.top_ids + top : nullptr;

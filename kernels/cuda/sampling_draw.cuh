@@ -112,7 +112,7 @@ __device__ __forceinline__ float SubRangeKept(const DrawContext& c, const Sampli
 // narrows the range to the sub-range where the running kept mass first exceeds the target
 // (else the last sub-range with mass).
 __device__ __forceinline__ void NarrowDrawRange(const DrawContext& c, float u, bool first_level,
-                                                SamplingShared& s) {
+                                                float target, SamplingShared& s) {
   float tie_weight = 0.0f;
   if (c.cut.key != 0xFFFFFFFFu) tie_weight = c.Weight(KeyValue(c.cut.key));
   if (!c.PassesMinP(tie_weight)) tie_weight = 0.0f;
@@ -123,7 +123,7 @@ __device__ __forceinline__ void NarrowDrawRange(const DrawContext& c, float u, b
       total += SubRangeKept(c, s, w, ties, tie_weight);
     }
     s.total = total;
-    s.target = u * total;
+    s.target = target >= 0.0f ? target : u * total;
   }
   float cum = s.range_cum, cross_cum = 0.0f, last_cum = 0.0f;
   int ties = s.range_ties_before, cross_ties = 0, last_ties = 0;
@@ -191,13 +191,16 @@ __device__ __forceinline__ void WriteProbs(const DrawContext& c, const SamplingS
   }
 }
 
-// The draw: narrows [0, vocab) 8 ways per level (each level reads only the current range: V,
-// V/8, V/64, ...) until at most 256 ids are left, which warp 0 walks. Returns the token.
+// The draw: narrows [begin, end) (default: [0, vocab)) 8 ways per level (each level reads only
+// the current range: V, V/8, V/64, ...) until at most 256 ids are left, which warp 0 walks.
+// The running kept mass must exceed u * (the range's kept mass), or `target` when >= 0.
+// Returns the token.
 __device__ __forceinline__ int Draw(const DrawContext& c, float u, int fallback,
-                                    SamplingShared& s) {
+                                    SamplingShared& s, int begin = 0, int end = -1,
+                                    float target = -1.0f) {
   if (threadIdx.x == 0) {
-    s.range_begin = 0;
-    s.range_end = c.row.vocab;
+    s.range_begin = begin;
+    s.range_end = end >= 0 ? end : c.row.vocab;
     s.range_cum = 0.0f;
     s.range_ties_before = 0;
   }
@@ -207,7 +210,7 @@ __device__ __forceinline__ int Draw(const DrawContext& c, float u, int fallback,
     if (!first_level && end - begin <= kSamplingThreads) break;
     SubRangeTotals(c, begin, end, s);
     __syncthreads();
-    if (threadIdx.x == 0) NarrowDrawRange(c, u, first_level, s);
+    if (threadIdx.x == 0) NarrowDrawRange(c, u, first_level, target, s);
   }
   int token = -1;
   if (threadIdx.x < 32) token = WalkToToken(c, s);

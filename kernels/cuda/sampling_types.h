@@ -84,11 +84,13 @@ struct SamplingChunkSweep {
   uint32_t count[kSamplingLevels];      // ids with a >= -d_j
   uint32_t raw_count[kSamplingLevels];  // raw logits >= raw_max - d_j
   float below[kSamplingLevels];         // f32 weight of the ids with a < -d_j
+  float kept;                           // f32 weight of the chunk (the chunked draw's)
   unsigned long long mass;              // exact fixed-point weight of the chunk
 };
 
 // How the finishing kernel served a row (kept in the workspace, for tests and benchmarks).
-enum class SamplingPath : int32_t { kStatsOnly = 0, kCandidates = 1, kFullRows = 2 };
+// kChunkDraw: a row without filters drew within the one chunk its target fell in.
+enum class SamplingPath : int32_t { kStatsOnly = 0, kCandidates = 1, kFullRows = 2, kChunkDraw = 3 };
 
 // Where each row's scratch lives in the workspace.
 struct SamplingWorkspaceView {

@@ -59,9 +59,11 @@ std::vector<T> NonEmpty(std::vector<T> values) {  // device buffers of at least 
 }
 
 // Runs the sampler on the emulator; penalties (one list per row) may be empty (null pointers).
+// Without `with_probs` the probabilities output is not asked for (DeviceRows::probs empty).
 DeviceRows RunSampler(const simt::Schedule& schedule, const std::vector<float>& logits, int vocab,
                       const std::vector<SamplingRowParams>& params,
-                      const std::vector<std::vector<PenaltyEntry>>& penalties) {
+                      const std::vector<std::vector<PenaltyEntry>>& penalties,
+                      bool with_probs = true) {
   const int rows = static_cast<int>(params.size());
   std::vector<int32_t> offsets{0}, tokens, counts;
   std::vector<uint8_t> in_prompt;
@@ -92,7 +94,7 @@ DeviceRows RunSampler(const simt::Schedule& schedule, const std::vector<float>& 
     p = SamplingPenalties{d_offsets.get(), d_tokens.get(), d_counts.get(), d_prompt.get()};
   }
   const SamplingOutputs out{d_out_tokens.get(), d_out_logprobs.get(), d_top_ids.get(),
-                            d_top_logprobs.get(), d_probs.get()};
+                            d_top_logprobs.get(), with_probs ? d_probs.get() : nullptr};
   // Poisoned: a finish that read scratch no pass wrote would see huge ids and logits.
   DeviceBuffer<uint8_t> workspace(SamplingWorkspaceBytes(rows, vocab));
   std::memset(workspace.get(), 0x7F, workspace.size());
@@ -106,7 +108,8 @@ DeviceRows RunSampler(const simt::Schedule& schedule, const std::vector<float>& 
   EXPECT_TRUE(status.ok()) << status;
   const int32_t* paths = SamplingWorkspaceAt(workspace.get(), rows, vocab).paths;
   return DeviceRows{d_out_tokens.ToHost(), d_out_logprobs.ToHost(), d_top_ids.ToHost(),
-                    d_top_logprobs.ToHost(), d_probs.ToHost(),
+                    d_top_logprobs.ToHost(),
+                    with_probs ? d_probs.ToHost() : std::vector<float>{},
                     std::vector<int32_t>(paths, paths + rows)};
 }
 
@@ -137,7 +140,7 @@ bool CheckRow(const DeviceRows& got, const SampledRow& want, int vocab, int row,
   } else {
     EXPECT_NEAR(got.logprobs[row], want.logprob, kLogprobTolerance);
   }
-  for (int i = 0; i < vocab && differences.size() < 5; ++i) {
+  for (int i = 0; i < vocab && !got.probs.empty() && differences.size() < 5; ++i) {
     const double g = got.probs[size_t(row) * vocab + i], w = want.probs[i];
     if ((w == 0.0) != (g == 0.0) || std::fabs(g - w) > kProbRelTolerance * w + kProbAbsTolerance) {
       differences.push_back("prob of " + std::to_string(i) + ": " + std::to_string(g) + " want " +
@@ -441,10 +444,11 @@ TEST_P(SamplingKernelTest, SplitRowsServeCandidatesAndFallBackToFullRows) {
       RandomParams(rng, 1.0f, 0, 1.0f, 0.0f, 3),    // no filter: every id may be drawn
       RandomParams(rng, 0.9f, 50, 0.9f, 0.02f, 2),  // everything, with penalties
       RandomParams(rng, 1.0f, 0, 0.9f, 0.0f, 1)};   // equal logits
-  const std::vector<int32_t> want_paths = {
+  // Without the probabilities output, the row without filters draws within one chunk.
+  std::vector<int32_t> want_paths = {
       path(SamplingPath::kCandidates), path(SamplingPath::kCandidates),
       path(SamplingPath::kCandidates), path(SamplingPath::kCandidates),
-      path(SamplingPath::kStatsOnly),  path(SamplingPath::kFullRows),
+      path(SamplingPath::kStatsOnly),  path(SamplingPath::kChunkDraw),
       path(SamplingPath::kCandidates), path(SamplingPath::kFullRows)};
   std::vector<std::vector<PenaltyEntry>> lists(params.size());
   params[6].repetition_penalty = 1.4f;
@@ -455,14 +459,42 @@ TEST_P(SamplingKernelTest, SplitRowsServeCandidatesAndFallBackToFullRows) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   for (int32_t id : ids) lists[6].push_back({id, 2, true});
-  const DeviceRows got = RunSampler(GetParam(), logits, kVocab, params, lists);
   int near = 0;
-  for (size_t r = 0; r < params.size(); ++r) {
-    near += CheckRow(got, Reference(logits, kVocab, int(r), params[r], lists[r]), kVocab, int(r),
-                     "split rows");
-    EXPECT_EQ(got.paths[r], want_paths[r]) << "row " << r;
+  for (bool with_probs : {false, true}) {
+    const DeviceRows got = RunSampler(GetParam(), logits, kVocab, params, lists, with_probs);
+    if (with_probs) want_paths[5] = path(SamplingPath::kFullRows);  // probs: the whole row
+    for (size_t r = 0; r < params.size(); ++r) {
+      near += CheckRow(got, Reference(logits, kVocab, int(r), params[r], lists[r]), kVocab,
+                       int(r), with_probs ? "split rows, probs" : "split rows");
+      EXPECT_EQ(got.paths[r], want_paths[r]) << "row " << r << (with_probs ? ", probs" : "");
+    }
   }
   EXPECT_EQ(near, 0);
+}
+
+// Rows without any filter over 3 chunks of spread-out logits (every chunk holds mass): the
+// draw picks a chunk by the chunks' masses and narrows within it; the tokens are the reference's.
+TEST_P(SamplingKernelTest, RowsWithoutFiltersDrawWithinOneChunk) {
+  constexpr int kVocab = 2 * kSamplingChunk + 1001, kRows = 12;
+  std::mt19937 rng(31);
+  const std::vector<float> logits = RandomLogits(kRows, kVocab, rng, false);
+  std::vector<SamplingRowParams> params;
+  std::vector<std::vector<PenaltyEntry>> lists(kRows);
+  for (int r = 0; r < kRows; ++r) {
+    params.push_back(RandomParams(rng, r % 2 ? 1.5f : 0.6f, 0, 1.0f, 0.0f, r % 3));
+    if (r % 4 == 1) {
+      params.back().repetition_penalty = 1.3f;
+      for (int32_t id : {3, kSamplingChunk + 11, kVocab - 2}) lists[r].push_back({id, 1, false});
+    }
+  }
+  const DeviceRows got = RunSampler(GetParam(), logits, kVocab, params, lists, false);
+  int near = 0;
+  for (int r = 0; r < kRows; ++r) {
+    near += CheckRow(got, Reference(logits, kVocab, r, params[r], lists[r]), kVocab, r,
+                     "no filter");
+    EXPECT_EQ(got.paths[r], static_cast<int32_t>(SamplingPath::kChunkDraw)) << "row " << r;
+  }
+  EXPECT_LE(near, 1);
 }
 
 // SmolLM2's vocab, under the first test schedule only (emulator time).
