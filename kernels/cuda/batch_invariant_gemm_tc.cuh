@@ -74,11 +74,25 @@ template <typename T>
 inline constexpr ptx::MmaType kMmaType =
     std::is_same_v<T, __half> ? ptx::MmaType::kF16 : ptx::MmaType::kBf16;
 
-// Issues the copies of A rows [m0, +kRows) and B rows [n0, +kCols) x k [k0, +kTileK) into one
-// stage (A rows first); chunks past k are stored as zeros.
-template <class Tile, typename T>
-__device__ __forceinline__ void LoadStage(const T* a, const T* b, int m, int n, int k, int m0,
-                                          int n0, int k0, T* stage) {
+// The operands of one block's tile: where row r of its A tile and row j of its B tile start
+// (clamped to a real row: rows past the end are computed, never stored).
+template <typename T>
+struct DenseTileOperands {
+  const T* a;
+  const T* b;
+  int m, n, k, m0, n0;
+  __device__ __forceinline__ const T* ARow(int r) const {
+    return a + int64_t{m0 + r < m ? m0 + r : m - 1} * k;
+  }
+  __device__ __forceinline__ const T* BRow(int j) const {
+    return b + int64_t{n0 + j < n ? n0 + j : n - 1} * k;
+  }
+};
+
+// Issues the copies of the A tile's and B tile's rows x k [k0, +kTileK) into one stage (A rows
+// first); chunks past k are stored as zeros.
+template <class Tile, class Operands, typename T>
+__device__ __forceinline__ void LoadStage(const Operands& ops, int k, int k0, T* stage) {
   constexpr int kChunks = (Tile::kRows + Tile::kCols) * Tile::kChunksPerRow;
   for (int c = threadIdx.x; c < kChunks; c += Tile::kThreads) {
     const int r = c / Tile::kChunksPerRow, col = k0 + 8 * (c % Tile::kChunksPerRow);
@@ -87,15 +101,8 @@ __device__ __forceinline__ void LoadStage(const T* a, const T* b, int m, int n, 
       *reinterpret_cast<uint4*>(destination) = uint4{0, 0, 0, 0};
       continue;
     }
-    const T* source;
-    if (r < Tile::kRows) {
-      const int row = m0 + r < m ? m0 + r : m - 1;
-      source = a + int64_t{row} * k + col;
-    } else {
-      const int row = n0 + r - Tile::kRows < n ? n0 + r - Tile::kRows : n - 1;
-      source = b + int64_t{row} * k + col;
-    }
-    ptx::CpAsync16(destination, source);
+    const T* row = r < Tile::kRows ? ops.ARow(r) : ops.BRow(r - Tile::kRows);
+    ptx::CpAsync16(destination, row + col);
   }
 }
 
@@ -151,6 +158,31 @@ __device__ __forceinline__ void StoreTile(const float (&acc)[Tile::kMmaM][Tile::
   }
 }
 
+// The block's tile through the pipeline: kStages - 1 k tiles loading while one is computed.
+// Preconditions: every thread of the block calls it; `stages` holds Tile::kStages stages.
+template <class Tile, class Operands, typename T>
+__device__ __forceinline__ void RunTile(const Operands& ops, int k, T* stages,
+                                        float (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
+  const int tiles = (k + Tile::kTileK - 1) / Tile::kTileK;
+  for (int t = 0; t < Tile::kStages - 1; ++t) {
+    if (t < tiles) LoadStage<Tile>(ops, k, t * Tile::kTileK, stages + t * Tile::kStageElements);
+    ptx::CpAsyncCommit();
+  }
+  for (int kt = 0; kt < tiles; ++kt) {
+    const int ahead = kt + Tile::kStages - 1;
+    if (ahead < tiles) {  // its stage was released by the previous iteration's last barrier
+      LoadStage<Tile>(ops, k, ahead * Tile::kTileK,
+                      stages + (ahead % Tile::kStages) * Tile::kStageElements);
+    }
+    ptx::CpAsyncCommit();
+    ptx::CpAsyncWait<Tile::kStages - 1>();  // this thread's copies of tile kt have landed
+    __syncthreads();                        // and everyone's (and the zero stores)
+    ComputeStage<Tile>(stages + (kt % Tile::kStages) * Tile::kStageElements, kt * Tile::kTileK, k,
+                       acc);
+    __syncthreads();  // this stage may be overwritten after this
+  }
+}
+
 }  // namespace invariant_tc
 
 // Grid (ceil(n / Tile::kCols), ceil(m / Tile::kRows)), Tile::kThreads threads; m, n >= 1.
@@ -161,27 +193,8 @@ __global__ void __launch_bounds__(Tile::kThreads)
   using namespace invariant_tc;
   TESSERA_SHARED(T, stages, Tile::kStages * Tile::kStageElements);
   const int m0 = blockIdx.y * Tile::kRows, n0 = blockIdx.x * Tile::kCols;
-  const int tiles = (k + Tile::kTileK - 1) / Tile::kTileK;
-  for (int t = 0; t < Tile::kStages - 1; ++t) {
-    if (t < tiles) {
-      LoadStage<Tile>(a, b, m, n, k, m0, n0, t * Tile::kTileK, stages + t * Tile::kStageElements);
-    }
-    ptx::CpAsyncCommit();
-  }
   float acc[Tile::kMmaM][Tile::kMmaN][4] = {};
-  for (int kt = 0; kt < tiles; ++kt) {
-    const int ahead = kt + Tile::kStages - 1;
-    if (ahead < tiles) {  // its stage was released by the previous iteration's last barrier
-      LoadStage<Tile>(a, b, m, n, k, m0, n0, ahead * Tile::kTileK,
-                      stages + (ahead % Tile::kStages) * Tile::kStageElements);
-    }
-    ptx::CpAsyncCommit();
-    ptx::CpAsyncWait<Tile::kStages - 1>();  // this thread's copies of tile kt have landed
-    __syncthreads();                        // and everyone's (and the zero stores)
-    ComputeStage<Tile>(stages + (kt % Tile::kStages) * Tile::kStageElements, kt * Tile::kTileK, k,
-                       acc);
-    __syncthreads();  // this stage may be overwritten after this
-  }
+  RunTile<Tile>(DenseTileOperands<T>{a, b, m, n, k, m0, n0}, k, stages, acc);
   StoreTile<Tile>(acc, m, n, m0, n0, c);
 }
 

@@ -11,7 +11,9 @@
 // GGUF expert layout dequantized at load), or a packed stack decoded exactly to f32 in the tile
 // and its expert's scale s_e applied to each product; C: [n * k, rows_out] of TC (T or f32).
 // T: bf16, f16 or f32.
-// Invariance (DESIGN.md §6): every C element is ONE thread's f32 chain
+// Invariance (DESIGN.md §6; dense 16-bit stacks at cols % 8 == 0 take tensor cores instead,
+// MoeGroupedGemmTcKernel below, invariant the same way with the mma chain's bits): every C
+// element is ONE thread's f32 chain
 //   acc = __fmaf_rn(A[r][0], W[e][j][0], acc); ... in i order from 0, (packed: acc · s_e, one
 //   rounding), one rounding to TC
 // (as batch_invariant_gemm.cuh), so a row's bits depend on its own input row and its expert only:
@@ -45,6 +47,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/activations.cuh"
+#include "kernels/cuda/batch_invariant_gemm_tc.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/launch_status.h"
@@ -144,6 +147,51 @@ __global__ void __launch_bounds__(kMoeGemmThreads, 4)
   }
 }
 
+// Dense bf16 / f16 stacks whose cols are a multiple of 8 run on tensor cores: the batch-
+// invariant GEMM's narrow tile (batch_invariant_gemm_tc.cuh: 16 x 32 per block, 128-input k
+// tiles through 3 cp.async stages) over one tile entry's rows (kMoeTileRows of the 16 used) and
+// its expert's matrix. Each element is the same k16-ordered mma chain as there, so a row's bits
+// depend on its input row and its expert only (the invariance above, with the mma chain's bits
+// instead of the FMA chain's). Decode: memory bound on the used experts' weights, each read once
+// per row tile with two stages in flight per block (design; not measured).
+template <typename T>
+struct MoeTileOperands {
+  const T* a;
+  const int32_t* row_tokens;  // null: A rows are the grouped rows
+  int row0, row_end, cols;
+  const T* w;  // the expert's matrix [rows_out, cols] (rows expert_rows apart from the next's)
+  int rows_out, col0;
+  __device__ __forceinline__ const T* ARow(int r) const {
+    const int row = row0 + r < row_end ? row0 + r : row_end - 1;
+    const int64_t a_row = row_tokens != nullptr ? __ldg(&row_tokens[row]) : row;
+    return a + a_row * cols;
+  }
+  __device__ __forceinline__ const T* BRow(int j) const {
+    return w + int64_t{col0 + j < rows_out ? col0 + j : rows_out - 1} * cols;
+  }
+};
+
+// Grid (ceil(rows_out / InvariantTcNarrow::kCols), tiles), InvariantTcNarrow::kThreads threads.
+template <typename T, typename TC>
+__global__ void __launch_bounds__(InvariantTcNarrow::kThreads)
+    MoeGroupedGemmTcKernel(const T* __restrict__ a, const T* __restrict__ w, int expert_rows,
+                           TC* __restrict__ c, MoeGemmGroups groups, int rows_out, int cols) {
+  using Tile = InvariantTcNarrow;
+  static_assert(kMoeTileRows <= Tile::kRows);
+  TESSERA_SHARED(T, stages, Tile::kStages * Tile::kStageElements);
+  const int expert = __ldg(&groups.tile_expert[blockIdx.y]);
+  if (expert < 0) return;  // block-uniform: past the last tile
+  const int row0 = __ldg(&groups.tile_row0[blockIdx.y]);
+  const int group_end = __ldg(&groups.offsets[expert + 1]);
+  const int row_end = row0 + kMoeTileRows < group_end ? row0 + kMoeTileRows : group_end;
+  const int col0 = blockIdx.x * Tile::kCols;
+  const MoeTileOperands<T> ops{a,    groups.row_tokens, row0,          row_end, cols,
+                               w + int64_t{expert} * expert_rows * cols, rows_out, col0};
+  float acc[Tile::kMmaM][Tile::kMmaN][4] = {};
+  invariant_tc::RunTile<Tile>(ops, cols, stages, acc);
+  invariant_tc::StoreTile<Tile>(acc, row_end, rows_out, row0, col0, c);
+}
+
 // One thread per (token, hidden element); grid (tokens, chunks of hidden).
 template <typename TY, typename T>
 __global__ void __launch_bounds__(kMoeCombineThreads)
@@ -175,7 +223,8 @@ __global__ void __launch_bounds__(kMoeCombineThreads)
 // ExpertStackError(w) null (else the launcher's invalid-configuration error, an empty grid). A
 // dense w.expert_rows (0 = rows_out) is the rows from one expert's matrix to the next's: a view
 // of part of each matrix (the gate or up half of a fused gate_up stack, w.dense pointing at its
-// first row).
+// first row). A dense bf16 / f16 stack with cols % 8 == 0 takes the tensor cores
+// (MoeGroupedGemmTcKernel): a and w.dense 16-byte aligned, else the invalid-configuration error.
 template <class Launcher, typename T, typename TC>
 auto LaunchMoeGroupedGemm(Launcher& launcher, const T* a, const ExpertStack<T>& w, TC* c,
                           const MoeGemmGroups& groups, int num_slots, int num_experts,
@@ -184,6 +233,18 @@ auto LaunchMoeGroupedGemm(Launcher& launcher, const T* a, const ExpertStack<T>& 
   const bool valid = ExpertStackError(w, num_experts, rows_out, cols) == nullptr;
   const LaunchShape shape{dim3(valid ? CeilDiv(rows_out, kMoeGemmTileN) : 0, tiles > 0 ? tiles : 1),
                           dim3(kMoeGemmThreads), 0};
+  if constexpr (InvariantTcTakes<T>(8)) {
+    if (!w.packed && InvariantTcTakes<T>(cols)) {  // tensor cores (see MoeGroupedGemmTcKernel)
+      using Tile = InvariantTcNarrow;
+      const bool aligned = Aligned16(a) && Aligned16(w.dense);
+      const LaunchShape tc{dim3(valid && aligned ? CeilDiv(rows_out, Tile::kCols) : 0,
+                                tiles > 0 ? tiles : 1),
+                           dim3(Tile::kThreads), 0};
+      return launcher.Launch(tc, MoeGroupedGemmTcKernel<T, TC>, a, w.dense,
+                             w.expert_rows > 0 ? w.expert_rows : rows_out, c, groups, rows_out,
+                             cols);
+    }
+  }
   if (!w.packed) {
     const moe_weights::DenseSource<T> source{w.dense, cols,
                                              w.expert_rows > 0 ? w.expert_rows : rows_out};

@@ -1,7 +1,9 @@
 // MoE grouped GEMM, combine and the whole routed layer on the device (moe_grouped_gemm.cuh,
 // moe_routing.cuh) under every test schedule, on fresh random inputs:
 //   - the grouped GEMM is bit for bit the host chain acc = fma(a, w, acc) in k order for every
-//     grouped row (gathered token rows or already-grouped rows), f32 and bf16, C in T or f32,
+//     grouped row (gathered token rows or already-grouped rows), f32 and bf16, C in T or f32;
+//     16-bit stacks at cols % 8 == 0 (tensor cores): bit for bit the batch-invariant GEMM of the
+//     group's rows over the expert's matrix (the same mma chain per element);
 //     n in {1, 3, 37}, E in {7, 60} (most experts empty at n = 1), awkward rows_out / cols;
 //     every row is written (NaN sentinels);
 //   - the combine is bit for bit moe_ffn.cc's Combine (rank order, multiply then add, gate last)
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/moe_routing.h"
+#include "kernels/cuda/batch_invariant_gemm.cuh"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/packed_weight.h"
 #include "tests/unit/cuda/kernel_test_env.h"
@@ -89,10 +92,14 @@ void CheckGroupedGemm(const simt::Schedule& schedule, int n, int k, int num_expe
   ASSERT_TRUE(status.ok()) << status;
   const std::vector<int32_t> offsets = groups.offsets.ToHost();
   const std::vector<int32_t> row_tokens = groups.row_tokens.ToHost();
+  const bool tensor_cores = InvariantTcTakes<T>(cols);
   for (int e = 0; e < num_experts; ++e) {
+    if (offsets[e + 1] == offsets[e]) continue;
+    std::vector<T> rows;  // the group's A rows, for the tensor-core path's check
     for (int row = offsets[e]; row < offsets[e + 1]; ++row) {
       const size_t a_row = gather ? row_tokens[row] : row;
-      for (int j = 0; j < rows_out; ++j) {
+      rows.insert(rows.end(), a.begin() + a_row * cols, a.begin() + (a_row + 1) * cols);
+      for (int j = 0; j < rows_out && !tensor_cores; ++j) {
         float acc = 0.0f;
         for (int i = 0; i < cols; ++i) {
           acc = std::fma(simt::AsFloat(a[a_row * cols + i]),
@@ -101,6 +108,25 @@ void CheckGroupedGemm(const simt::Schedule& schedule, int n, int k, int num_expe
         ASSERT_TRUE(SameBits(d_c[size_t(row) * rows_out + j], simt::FloatTo<TC>(acc)))
             << "n " << n << " k " << k << " E " << num_experts << " expert " << e << " row "
             << row << " col " << j << (gather ? " gathered" : "");
+      }
+    }
+    if (!tensor_cores) continue;
+    // Tensor cores: the group's rows are the batch-invariant GEMM's over the expert's matrix,
+    // bit for bit (the same mma chain per element), whatever the group's size.
+    const int count = offsets[e + 1] - offsets[e];
+    DeviceBuffer<T> d_rows{std::span<const T>(rows)};
+    DeviceBuffer<TC> d_want(size_t(count) * rows_out);
+    const auto dense = LaunchBatchInvariantGemm(
+        launcher, static_cast<const T*>(d_rows.get()),
+        static_cast<const T*>(d_w.get()) + size_t(e) * rows_out * cols, d_want.get(), count,
+        rows_out, cols);
+    ASSERT_TRUE(dense.ok()) << dense;
+    for (int r = 0; r < count; ++r) {
+      for (int j = 0; j < rows_out; ++j) {
+        ASSERT_TRUE(SameBits(d_c[size_t(offsets[e] + r) * rows_out + j],
+                             d_want[size_t(r) * rows_out + j]))
+            << "tensor cores: n " << n << " k " << k << " E " << num_experts << " expert " << e
+            << " row " << offsets[e] + r << " col " << j << (gather ? " gathered" : "");
       }
     }
   }
@@ -121,6 +147,10 @@ TEST_P(MoeGroupedGemmKernelTest, GroupedGemmIsTheKOrderedFmaChain) {
   }
   CheckGroupedGemm<__nv_bfloat16, float>(GetParam(), 37, 8, 60, 70, 33, true, rng);
   CheckGroupedGemm<__half, __half>(GetParam(), 3, 2, 7, 130, 33, true, rng);
+  // Tensor cores (16-bit, cols % 8 == 0): groups of 1 to > 8 rows (several row tiles), cols
+  // neither a k16 step nor a k tile, rows_out not a tile.
+  CheckGroupedGemm<__nv_bfloat16, float>(GetParam(), 37, 8, 7, 70, 136, true, rng);
+  CheckGroupedGemm<__half, __half>(GetParam(), 5, 2, 7, 33, 24, false, rng);
 }
 
 // A packed stack of num_experts matrices of expert_rows rows, viewed from first_row for
