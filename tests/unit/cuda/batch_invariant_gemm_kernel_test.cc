@@ -4,7 +4,8 @@
 //     subset for the other type combinations);
 //   - bit for bit against the host loop acc = fma(a, b, acc) in k order (the kernel's
 //     documented reduction order), which makes every element independent of m, n and its tile;
-//   - the invariance itself: row i of C computed with m = 1, with m = 37 and at row 70 of m = 75
+//   - the invariance itself, through the dispatcher on both paths (CUDA cores at k = 130, tensor
+//     cores at k = 280): row i of C computed with m = 1, with m = 37 and at row 70 of m = 75
 //     (another tile row and position), and columns computed from a slice of B, are bitwise equal;
 //     C is bitwise identical across schedules.
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/batch_invariant_gemm.cuh"
@@ -117,9 +119,12 @@ std::vector<T> Embed(const std::vector<T>& a, int first, int count, int k, int m
   return out;
 }
 
-TEST_F(BatchInvariantGemmInvarianceTest, RowsAreBitIdenticalWhateverTheBatch) {
+// Depth k = 130 takes the CUDA-core chain; k = 280 the tensor cores (two wide k tiles and half a
+// k16 step short; m = 1 the narrow tile, m = 37 and 75 the wide one).
+void CheckRowsInvariant(int kK) {
   using T = __nv_bfloat16;
-  constexpr int kM = 37, kN = 129, kK = 130;
+  constexpr int kM = 37, kN = 129;
+  SCOPED_TRACE("k " + std::to_string(kK));
   std::mt19937 rng(63);
   const std::vector<T> a = simt::Convert<T>(simt::RandomFloats(size_t(kM) * kK, rng, -2, 2));
   const std::vector<T> b = simt::Convert<T>(simt::RandomFloats(size_t(kN) * kK, rng, -1, 1));
@@ -155,6 +160,11 @@ TEST_F(BatchInvariantGemmInvarianceTest, RowsAreBitIdenticalWhateverTheBatch) {
           << "n slice, row " << row << " col " << col;
     }
   }
+}
+
+TEST_F(BatchInvariantGemmInvarianceTest, RowsAreBitIdenticalWhateverTheBatch) {
+  CheckRowsInvariant(130);
+  CheckRowsInvariant(280);
 }
 
 TEST_F(BatchInvariantGemmInvarianceTest, EmptyReductionWritesZeros) {
