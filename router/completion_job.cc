@@ -35,7 +35,7 @@ class CompletionJob::ChoiceSink final : public ResponseSink {
   int choice_;
 };
 
-std::shared_ptr<CompletionJob> CompletionJob::Submit(Engine* engine,
+std::shared_ptr<CompletionJob> CompletionJob::Submit(RequestEngine* engine,
                                                      std::vector<ValidatedRequest> requests) {
   std::shared_ptr<CompletionJob> job(new CompletionJob(engine));
   const int n = static_cast<int>(requests.size());

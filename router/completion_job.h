@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "router/engine.h"
+#include "router/request_engine.h"
 #include "tessera/v1/tessera.pb.h"
 
 namespace tessera::router {
@@ -35,7 +35,7 @@ struct JobEvent {
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
   // Submits every request (choice i = requests[i]) to `engine`.
-  static std::shared_ptr<CompletionJob> Submit(Engine* engine,
+  static std::shared_ptr<CompletionJob> Submit(RequestEngine* engine,
                                                std::vector<ValidatedRequest> requests);
 
   // The next event, waiting up to `timeout`; nullopt when none came in time or every choice has
@@ -48,7 +48,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
 
  private:
   class ChoiceSink;
-  explicit CompletionJob(Engine* engine) : engine_(engine) {}
+  explicit CompletionJob(RequestEngine* engine) : engine_(engine) {}
   void Push(JobEvent event);
   // Backpressure per choice (response_sink.h bounds): events the handler thread has not taken.
   // A handler blocked writing to a client that does not read stops taking them.
@@ -57,7 +57,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   std::chrono::steady_clock::time_point LastTaken(int choice);
   void NotifyIfDrainedLocked(int choice, std::vector<std::function<void()>>* calls);
 
-  Engine* engine_;
+  RequestEngine* engine_;
   std::vector<uint64_t> engine_ids_;  // per choice; set before any sink can be called back
   std::mutex mutex_;
   std::condition_variable ready_;

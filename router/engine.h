@@ -31,6 +31,7 @@
 #include "router/grammar_preparer.h"
 #include "router/model_frontend.h"
 #include "router/request_builder.h"
+#include "router/request_engine.h"
 #include "router/request_output.h"
 #include "router/response_sink.h"
 #include "router/router_log.h"
@@ -69,29 +70,15 @@ struct EngineConfig {
   std::chrono::milliseconds max_reconnect_backoff{2000};
 };
 
-struct EngineStats {
-  int requests_running = 0;
-  int requests_waiting = 0;
-  int64_t kv_blocks_used = 0;
-  int64_t kv_blocks_total = 0;
-  bool worker_connected = false;
-  int worker_active_slots = 0;
-  uint64_t steps = 0;
-  uint64_t preemptions = 0;
-  // Prefix cache, since the worker connected: tokens looked up at admission, tokens served.
-  uint64_t prefix_cache_query_tokens = 0;
-  uint64_t prefix_cache_hit_tokens = 0;
-};
-
-class Engine {
+class Engine : public RequestEngine {
  public:
   // `metrics` (borrowed, must outlive the engine) receives the router's metrics; null = the
   // engine keeps its own, unexported ones.
   Engine(EngineConfig config, const ModelFrontend* model, RouterMetrics* metrics = nullptr);
-  ~Engine();  // Stop()
+  ~Engine() override;  // Stop()
 
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
 
   // Queues a validated request; every outcome (tokens, errors such as a full queue) reaches the
   // sink. A request with a grammar first has the worker compile it, off this thread
@@ -99,18 +86,19 @@ class Engine {
   // request not finished yet is cancelled with DEADLINE_EXCEEDED and its KV freed, whether it
   // waits or runs (checked every loop turn, at least every 100 ms).
   uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
-                  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
-  void Cancel(uint64_t id);
+                  std::optional<std::chrono::steady_clock::time_point> deadline =
+                      std::nullopt) override;
+  void Cancel(uint64_t id) override;
   // Stop admitting (new requests get UNAVAILABLE); requests in flight continue. After
   // `deadline` the remaining ones are cancelled.
-  void BeginDrain(std::chrono::steady_clock::time_point deadline);
+  void BeginDrain(std::chrono::steady_clock::time_point deadline) override;
   // True once draining and no request is left.
-  bool Drained() const { return drained_.load(); }
+  bool Drained() const override { return drained_.load(); }
 
   // The worker's description; empty until a worker has connected.
-  std::optional<wv1::DescribeResponse> worker() const;
-  bool serving() const { return connected_.load() && !draining_.load(); }
-  EngineStats stats() const;
+  std::optional<wv1::DescribeResponse> worker() const override;
+  bool serving() const override { return connected_.load() && !draining_.load(); }
+  EngineStats stats() const override;
 
  private:
   struct NewRequest {

@@ -113,7 +113,7 @@ class GenerateStream::Sink final : public ResponseSink {
   grpc::Status final_status_;
 };
 
-GenerateStream::GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request,
+GenerateStream::GenerateStream(RequestEngine* engine, absl::StatusOr<ValidatedRequest> request,
                                std::optional<std::chrono::steady_clock::time_point> deadline)
     : engine_(engine), sink_(std::make_shared<Sink>(this)) {
   if (!request.ok()) {

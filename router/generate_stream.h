@@ -17,7 +17,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "router/engine.h"
+#include "router/request_engine.h"
 #include "router/response_sink.h"
 #include "tessera/v1/tessera.pb.h"
 
@@ -27,7 +27,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<::tessera::v1::Gene
  public:
   // Finishes at once with `rejection` when it is not OK; otherwise submits `request` with the
   // client's deadline (Engine::Submit).
-  GenerateStream(Engine* engine, absl::StatusOr<ValidatedRequest> request,
+  GenerateStream(RequestEngine* engine, absl::StatusOr<ValidatedRequest> request,
                  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
   void OnWriteDone(bool ok) override;
@@ -36,7 +36,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<::tessera::v1::Gene
 
  private:
   class Sink;
-  Engine* engine_;
+  RequestEngine* engine_;
   std::shared_ptr<Sink> sink_;
   uint64_t id_ = 0;
 };

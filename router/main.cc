@@ -1,7 +1,8 @@
 // tessera-router: serves the public tessera.v1 API (plus grpc.health.v1 and reflection) and drives
-// one worker over the step protocol. Prints "tessera-router listening on HOST:PORT" once the
-// server accepts connections; the health status turns SERVING when the worker has described
-// itself. SIGINT/SIGTERM drain: stop admitting, let requests finish within --drain-timeout-s,
+// one worker over the step protocol, or several (--worker repeated: data parallel, one engine per
+// worker behind router/engine_group.h, metrics labelled worker="i"). Prints "tessera-router
+// listening on HOST:PORT" once the server accepts connections; the health status turns SERVING
+// when a worker has described itself. SIGINT/SIGTERM drain: stop admitting, let requests finish within --drain-timeout-s,
 // cancel the rest, exit 0.
 //
 // With --metrics-port it also serves Prometheus /metrics, /healthz and /readyz (ready = a worker
@@ -26,6 +27,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -34,6 +36,7 @@
 
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
+#include "router/engine_group.h"
 #include "router/model_frontend.h"
 #include "router/protobuf_log_limit.h"
 #include "router/request_builder.h"
@@ -44,6 +47,7 @@
 namespace {
 
 using tessera::router::Engine;
+using tessera::router::RequestEngine;
 using tessera::router::EngineConfig;
 
 struct RouterFlags {
@@ -72,7 +76,8 @@ struct RouterFlags {
   std::string api_key;           // "" = no key required
   std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
   std::string tls_key;
-  EngineConfig engine;
+  std::vector<std::string> workers;  // --worker, repeated: one engine each (data parallel)
+  EngineConfig engine;               // every engine's settings but its worker address
 };
 
 int Fail(const std::string& message) {
@@ -82,7 +87,7 @@ int Fail(const std::string& message) {
 
 // Waits for SIGINT/SIGTERM (blocked in every thread), keeping the health status in step with
 // the engine meanwhile.
-void ServeUntilSignal(grpc::Server& server, const Engine& engine, const sigset_t& signals) {
+void ServeUntilSignal(grpc::Server& server, const RequestEngine& engine, const sigset_t& signals) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
   const timespec tick{0, 100 * 1000 * 1000};
   bool serving = false;
@@ -97,7 +102,7 @@ void ServeUntilSignal(grpc::Server& server, const Engine& engine, const sigset_t
 }
 
 // /readyz: the engine's serving() condition, with the reason when it is false.
-absl::Status Readiness(const Engine& engine) {
+absl::Status Readiness(const RequestEngine& engine) {
   if (engine.serving()) return absl::OkStatus();
   if (!engine.stats().worker_connected) return absl::UnavailableError("no worker is connected");
   return absl::UnavailableError("the router is draining");
@@ -106,12 +111,12 @@ absl::Status Readiness(const Engine& engine) {
 // With --metrics-port: serves /metrics, /healthz and /readyz and prints "tessera-router metrics
 // on HOST:PORT" (before the listening line, so a supervisor reading up to that line sees both).
 absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> StartMetricsServer(
-    const RouterFlags& flags, const tessera::router::RouterMetrics& metrics,
-    const Engine& engine) {
+    const RouterFlags& flags, std::shared_ptr<prometheus::Registry> registry,
+    const RequestEngine& engine) {
   if (flags.metrics_port < 0) return nullptr;
   absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> server =
       tessera::metrics::MetricsServer::Start(
-          metrics.registry(), {.host = flags.metrics_host,
+          std::move(registry), {.host = flags.metrics_host,
                                .port = flags.metrics_port,
                                .readiness = [&engine] { return Readiness(engine); }});
   if (server.ok()) {
@@ -184,7 +189,7 @@ void AddHttpLimitOptions(CLI::App& app, RouterFlags& flags) {
 
 // With --http-port: the OpenAI-compatible HTTP API; prints "tessera-router http on HOST:PORT".
 absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
-    const RouterFlags& flags, Engine* engine, const tessera::router::ModelFrontend* model) {
+    const RouterFlags& flags, RequestEngine* engine, const tessera::router::ModelFrontend* model) {
   if (flags.http_port == 0) return nullptr;
   std::string host = flags.http_host;
   if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
@@ -209,7 +214,28 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
   return server;
 }
 
-void Drain(grpc::Server& server, Engine& engine,
+// One engine per --worker, each with its own metrics in `registry` (labelled worker="i" when
+// there are several); several engines are served as one EngineGroup.
+std::unique_ptr<RequestEngine> MakeEngines(
+    const RouterFlags& flags, const tessera::router::ModelFrontend* model,
+    const std::shared_ptr<prometheus::Registry>& registry,
+    std::vector<std::unique_ptr<tessera::router::RouterMetrics>>* metrics) {
+  const bool labelled = flags.workers.size() > 1;
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (size_t i = 0; i < flags.workers.size(); ++i) {
+    metrics->push_back(std::make_unique<tessera::router::RouterMetrics>(
+        registry, tessera::router::RouterMetricsOptions{
+                      .max_num_batched_tokens = flags.engine.max_num_batched_tokens,
+                      .worker = labelled ? std::to_string(i) : ""}));
+    EngineConfig config = flags.engine;
+    config.worker_address = flags.workers[i];
+    engines.push_back(std::make_unique<Engine>(config, model, metrics->back().get()));
+  }
+  if (!labelled) return std::move(engines.front());
+  return std::make_unique<tessera::router::EngineGroup>(std::move(engines));
+}
+
+void Drain(grpc::Server& server, RequestEngine& engine,
            const std::unique_ptr<tessera::router::openai::OpenAiServer>& http, double timeout_s) {
   server.GetHealthCheckService()->SetServingStatus(false);
   const auto deadline = std::chrono::steady_clock::now() +
@@ -233,7 +259,10 @@ int main(int argc, char** argv) {
   app.add_option("--chat-template", flags.chat_template_path,
                  "a Jinja chat template file to use instead of the model's own")
       ->check(CLI::ExistingFile);
-  app.add_option("--worker", flags.engine.worker_address, "worker address HOST:PORT")->required();
+  app.add_option("--worker", flags.workers,
+                 "worker address HOST:PORT; repeat it to serve several workers (data parallel: "
+                 "each request goes to the one with the least load)")
+      ->required();
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", flags.engine.max_num_batched_tokens,
@@ -346,10 +375,14 @@ int main(int argc, char** argv) {
     trace = std::move(*opened);
     flags.engine.step_trace = trace.get();
   }
-  tessera::router::RouterMetrics metrics(
-      std::make_shared<prometheus::Registry>(),
-      {.max_num_batched_tokens = flags.engine.max_num_batched_tokens});
-  Engine engine(flags.engine, model->get(), &metrics);
+  if (flags.workers.size() > 1 && trace != nullptr) {
+    return Fail("--trace-steps records one worker's steps: not with several --worker yet");
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::vector<std::unique_ptr<tessera::router::RouterMetrics>> metrics;
+  const std::unique_ptr<RequestEngine> engine_owner =
+      MakeEngines(flags, model->get(), registry, &metrics);
+  RequestEngine& engine = *engine_owner;
   tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
   if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
@@ -369,7 +402,7 @@ int main(int argc, char** argv) {
   if (server == nullptr || port == 0) return Fail("cannot listen on " + flags.listen);
   // Declared after the engine: stopped (by its destructor) before the engine it asks goes away.
   absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> metrics_server =
-      StartMetricsServer(flags, metrics, engine);
+      StartMetricsServer(flags, registry, engine);
   if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
   absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> http_server =
       StartHttpServer(flags, &engine, model->get());

@@ -43,6 +43,13 @@ RouterMetrics::RouterMetrics(std::shared_ptr<prometheus::Registry> registry,
   TESSERA_CHECK(registry_ != nullptr, "RouterMetrics needs a registry");
   TESSERA_CHECK(options.max_num_batched_tokens >= 1, "RouterMetrics: max_num_batched_tokens < 1");
   prometheus::Registry& r = *registry_;
+  prometheus::Labels base;  // every series' constant labels
+  if (!options.worker.empty()) base["worker"] = options.worker;
+  const auto with = [&base](std::string name, std::string value) {
+    prometheus::Labels labels = base;
+    labels[std::move(name)] = std::move(value);
+    return labels;
+  };
   // Every outcome's series exists from the start (at 0), so rate() and absent() behave.
   auto& requests = prometheus::BuildCounter()
                        .Name("tessera_requests_total")
@@ -51,53 +58,56 @@ RouterMetrics::RouterMetrics(std::shared_ptr<prometheus::Registry> registry,
                        .Register(r);
   for (size_t i = 0; i < kNumRequestOutcomes; ++i) {
     requests_total_[i] = &requests.Add(
-        {{"status", std::string(RequestOutcomeLabel(static_cast<RequestOutcome>(i)))}});
+        with("status", std::string(RequestOutcomeLabel(static_cast<RequestOutcome>(i)))));
   }
-  requests_running_ = AddGauge(r, "tessera_requests_running", "Requests holding a worker slot");
+  requests_running_ =
+      AddGauge(r, "tessera_requests_running", "Requests holding a worker slot", base);
   requests_waiting_ = AddGauge(r, "tessera_requests_waiting",
-                               "Requests queued for admission (new or preempted)");
+                               "Requests queued for admission (new or preempted)", base);
   time_to_first_token_ = AddHistogram(r, "tessera_time_to_first_token_seconds",
-                                      "Arrival to first generated token", RequestLatencyBuckets());
+                                      "Arrival to first generated token", RequestLatencyBuckets(),
+                                      base);
   inter_token_latency_ = AddHistogram(r, "tessera_inter_token_latency_seconds",
                                       "Time between consecutive tokens of a request",
-                                      StepLatencyBuckets());
+                                      StepLatencyBuckets(), base);
   e2e_request_latency_ = AddHistogram(r, "tessera_e2e_request_latency_seconds",
                                       "Arrival to the end of requests that ran (any outcome)",
-                                      RequestLatencyBuckets());
+                                      RequestLatencyBuckets(), base);
   request_queue_time_ = AddHistogram(r, "tessera_request_queue_time_seconds",
-                                     "Arrival to first scheduling", RequestLatencyBuckets());
+                                     "Arrival to first scheduling", RequestLatencyBuckets(), base);
   prompt_tokens_ = AddCounter(r, "tessera_prompt_tokens_total",
-                              "Prompt tokens of admitted requests");
+                              "Prompt tokens of admitted requests", base);
   generation_tokens_ = AddCounter(r, "tessera_generation_tokens_total",
-                                  "Generated tokens delivered to clients");
+                                  "Generated tokens delivered to clients", base);
   prefix_cache_queries_ = AddCounter(r, "tessera_prefix_cache_queries_total",
-                                     "Tokens looked up in the prefix cache at (re)admission");
+                                     "Tokens looked up in the prefix cache at (re)admission", base);
   prefix_cache_hits_ = AddCounter(r, "tessera_prefix_cache_hits_total",
-                                  "Looked-up tokens served from cached KV blocks");
+                                  "Looked-up tokens served from cached KV blocks", base);
   prefix_cache_enabled_ = AddGauge(r, "tessera_prefix_cache_enabled",
-                                   "1 when prefixes are shared; 0 e.g. for hybrid models");
+                                   "1 when prefixes are shared; 0 e.g. for hybrid models", base);
   auto& cold = prometheus::BuildCounter()
                    .Name("tessera_prefix_cache_cold_total")
                    .Help("Hybrid models: admissions that ran cold although blocks were cached "
                          "(no_snapshot), and state snapshot saves skipped (snapshot_pool_full)")
                    .Register(r);
-  prefix_cold_no_snapshot_ = &cold.Add({{"reason", "no_snapshot"}});
-  prefix_cold_pool_full_ = &cold.Add({{"reason", "snapshot_pool_full"}});
+  prefix_cold_no_snapshot_ = &cold.Add(with("reason", "no_snapshot"));
+  prefix_cold_pool_full_ = &cold.Add(with("reason", "snapshot_pool_full"));
   snapshots_saved_ = AddCounter(r, "tessera_state_snapshots_saved_total",
-                                "Recurrent-state snapshots the worker was asked to save");
+                                "Recurrent-state snapshots the worker was asked to save", base);
   snapshots_evicted_ = AddCounter(r, "tessera_state_snapshots_evicted_total",
-                                  "State snapshots taken back (LRU) for newer ones");
-  kv_blocks_used_ = AddGauge(r, "tessera_kv_blocks_used", "Logical KV blocks in use");
+                                  "State snapshots taken back (LRU) for newer ones", base);
+  kv_blocks_used_ = AddGauge(r, "tessera_kv_blocks_used", "Logical KV blocks in use", base);
   kv_blocks_capacity_ = AddGauge(r, "tessera_kv_blocks_capacity",
-                              "Usable logical KV blocks (0 while no worker is connected)");
+                              "Usable logical KV blocks (0 while no worker is connected)", base);
   preemptions_ = AddCounter(r, "tessera_preemptions_total",
-                            "Running requests preempted (blocks freed, recomputed later)");
+                            "Running requests preempted (blocks freed, recomputed later)", base);
   step_tokens_ = AddHistogram(r, "tessera_step_tokens", "Tokens scheduled per step",
-                              CountBuckets(options.max_num_batched_tokens));
+                              CountBuckets(options.max_num_batched_tokens), base);
   scheduler_seconds_ = AddHistogram(r, "tessera_scheduler_seconds",
-                                    "Schedule() wall time per step sent", StepLatencyBuckets());
+                                    "Schedule() wall time per step sent", StepLatencyBuckets(),
+                                    base);
   worker_restores_ = AddCounter(r, "tessera_worker_restores_total",
-                                "Worker connections after the first (lost and come back)");
+                                "Worker connections after the first (lost and come back)", base);
 }
 
 void RouterMetrics::ObserveAdmitted(double queue_seconds, int64_t num_prompt_tokens) {

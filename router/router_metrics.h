@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "prometheus/counter.h"
@@ -72,6 +73,9 @@ bool WorkerSharesPrefixes(const ::tessera::worker::v1::DescribeResponse& worker)
 
 struct RouterMetricsOptions {
   int max_num_batched_tokens = 2048;  // the top step_tokens bucket; >= 1
+  // Data parallel (several workers, engine_group.h): every series of this engine's metrics
+  // carries worker="<this>"; "" = no label (one worker).
+  std::string worker;
 };
 
 class RouterMetrics {

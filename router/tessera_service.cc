@@ -21,7 +21,7 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const abs
   return reactor;
 }
 
-absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
+absl::StatusOr<ModelLimits> LimitsOf(const RequestEngine& engine) {
   std::optional<wv1::DescribeResponse> worker = engine.worker();
   if (!worker.has_value()) return absl::UnavailableError("no worker has connected yet; retry later");
   return LimitsOfWorker(*worker);
@@ -53,7 +53,8 @@ std::string WeightStorageSummary(const wv1::DescribeResponse& worker) {
 
 }  // namespace
 
-TesseraService::TesseraService(Engine* engine, const ModelFrontend* model, std::string api_key)
+TesseraService::TesseraService(RequestEngine* engine, const ModelFrontend* model,
+                               std::string api_key)
     : engine_(engine), model_(model), api_key_(std::move(api_key)),
       seed_source_(std::random_device{}()) {}
 

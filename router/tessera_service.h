@@ -13,7 +13,7 @@
 #include <random>
 #include <string>
 
-#include "router/engine.h"
+#include "router/request_engine.h"
 #include "router/model_frontend.h"
 #include "tessera/v1/tessera.grpc.pb.h"
 
@@ -22,7 +22,7 @@ namespace tessera::router {
 class TesseraService final : public ::tessera::v1::Tessera::CallbackService {
  public:
   // `api_key` "" = no key required.
-  TesseraService(Engine* engine, const ModelFrontend* model, std::string api_key = "");
+  TesseraService(RequestEngine* engine, const ModelFrontend* model, std::string api_key = "");
 
   grpc::ServerWriteReactor<::tessera::v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context,
@@ -44,7 +44,7 @@ class TesseraService final : public ::tessera::v1::Tessera::CallbackService {
   uint64_t NextSeed();
   absl::Status CheckKey(const grpc::CallbackServerContext& context) const;
 
-  Engine* engine_;
+  RequestEngine* engine_;
   const ModelFrontend* model_;
   const std::string api_key_;
   std::mutex seed_mutex_;

@@ -112,14 +112,16 @@ __device__ __forceinline__ void ComputeStage(const T* stage, int k0, int k,
                                              float (&acc)[Tile::kMmaM][Tile::kMmaN][4]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const T* a_rows = stage + (warp / Tile::kWarpsN) * Tile::kWarpRows * Tile::kStride;
-  const T* b_rows = stage + (Tile::kRows + (warp % Tile::kWarpsN) * Tile::kWarpCols) * Tile::kStride;
+  const T* b_rows =
+      stage + (Tile::kRows + (warp % Tile::kWarpsN) * Tile::kWarpCols) * Tile::kStride;
   TESSERA_UNROLL
   for (int kk = 0; kk < Tile::kTileK; kk += 16) {
     if (k0 + kk >= k) break;  // block-uniform: the same steps for every configuration
     uint32_t a_frag[Tile::kMmaM][4], b_frag[Tile::kMmaN][2];
     TESSERA_UNROLL
     for (int i = 0; i < Tile::kMmaM; ++i) {
-      ptx::LdMatrix<4>(a_frag[i], a_rows + (16 * i + lane % 16) * Tile::kStride + kk + 8 * (lane / 16));
+      ptx::LdMatrix<4>(a_frag[i],
+                       a_rows + (16 * i + lane % 16) * Tile::kStride + kk + 8 * (lane / 16));
     }
     TESSERA_UNROLL
     for (int j = 0; j < Tile::kMmaN; j += 2) {

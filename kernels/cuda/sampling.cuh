@@ -34,12 +34,13 @@
 // for a peaked row) when the plan found them and the cutoff lies among them; a row without any
 // filter draws within the one chunk its target falls in (by the chunks' masses); else the whole
 // vocab as before (flat rows, too many candidates, or `probs` asked for without a filter); top-N
-// logprobs likewise from candidates. The cutoff over candidates is the whole vocab's bit for bit (the same
-// fixed-point masses, top-p's target from the whole row's exact mass); the draw's f32 running
-// sums differ in order from a whole-vocab walk, so a token can differ only where u * total falls
-// within rounding of a boundary (the reference's margin rule). The penalty bitmap of the full
-// path is in dynamic shared memory (ceil(vocab / 32) * 4 bytes: 19 KB at vocab 152k; above
-// ~380k the kernel must opt in beyond CUDA's default 48 KiB, AllowSamplingSharedMemory).
+// logprobs likewise from candidates. The cutoff over candidates is the whole vocab's bit for bit
+// (the same fixed-point masses, top-p's target from the whole row's exact mass); the draw's f32
+// running sums differ in order from a whole-vocab walk, so a token can differ only where
+// u * total falls within rounding of a boundary (the reference's margin rule). The penalty
+// bitmap of the full path is in dynamic shared memory (ceil(vocab / 32) * 4 bytes: 19 KB at
+// vocab 152k; above ~380k the kernel must opt in beyond CUDA's default 48 KiB,
+// AllowSamplingSharedMemory).
 //
 // Bound (design; H100 3.35 TB/s, vocab 152k, 64 rows: 38.9 MB of logits, L2 holds them after
 // the first read): greedy: one split read (~12 us at HBM rate over 19 x 64 blocks) and the

@@ -139,7 +139,9 @@ __global__ void __launch_bounds__(kSelectThreads)
   tempered_best = s.top_values[0];
   for (int w = 1; w < kSamplingWarps; ++w) {
     MergeSoftmax(&max, &sum, s.stat_max[w], s.stat_sum[w]);
-    if (inv_t > 0.0f) MergeSoftmax(&tempered_best, &tempered, s.top_values[w], s.warp_mass[w], inv_t);
+    if (inv_t > 0.0f) {
+      MergeSoftmax(&tempered_best, &tempered, s.top_values[w], s.warp_mass[w], inv_t);
+    }
   }
   work.stats[static_cast<size_t>(row) * gridDim.x + blockIdx.x] =
       SamplingChunkStats{max, sum, best, best_id, tempered};

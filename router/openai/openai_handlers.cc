@@ -63,7 +63,7 @@ std::string EchoText(const v1::GenerateRequest& request, const tokenizer::Tokeni
   return request.text();
 }
 
-absl::StatusOr<ModelLimits> LimitsOf(const Engine& engine) {
+absl::StatusOr<ModelLimits> LimitsOf(const RequestEngine& engine) {
   std::optional<wv1::DescribeResponse> worker = engine.worker();
   if (!worker.has_value())
     return absl::UnavailableError("no worker has connected yet; retry later");
@@ -86,7 +86,8 @@ chat::ReasoningFormat ReasoningFormatOf(const chat::ChatTemplate& chat_template,
 
 }  // namespace
 
-OpenAiHandlers::OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key)
+OpenAiHandlers::OpenAiHandlers(RequestEngine* engine, const ModelFrontend* model,
+                               std::string api_key)
     : engine_(engine),
       model_(model),
       api_key_(std::move(api_key)),

@@ -15,7 +15,7 @@
 
 #include "common/http/http_message.h"
 #include "common/http/responder.h"
-#include "router/engine.h"
+#include "router/request_engine.h"
 #include "router/model_frontend.h"
 #include "router/openai/openai_request.h"
 
@@ -24,7 +24,7 @@ namespace tessera::router::openai {
 class OpenAiHandlers {
  public:
   // `api_key` "" = none; else every route but /health answers 401 without `Bearer <key>`.
-  OpenAiHandlers(Engine* engine, const ModelFrontend* model, std::string api_key);
+  OpenAiHandlers(RequestEngine* engine, const ModelFrontend* model, std::string api_key);
 
   // On the request head, before the body is read: a 401 (with WWW-Authenticate) without the
   // right API key, else nothing.
@@ -43,7 +43,7 @@ class OpenAiHandlers {
   absl::StatusOr<std::vector<ValidatedRequest>> Admit(const OpenAiRequest& request,
                                                       const std::string& id);
 
-  Engine* engine_;
+  RequestEngine* engine_;
   const ModelFrontend* model_;
   const std::string api_key_;
   const int64_t created_;  // the /v1/models "created" time (router start)

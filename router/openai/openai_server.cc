@@ -49,7 +49,7 @@ std::vector<Route> RoutesOf(const std::shared_ptr<OpenAiHandlers>& handlers) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
-    const OpenAiServerOptions& options, Engine* engine, const ModelFrontend* model) {
+    const OpenAiServerOptions& options, RequestEngine* engine, const ModelFrontend* model) {
   if (options.threads < 1) return absl::InvalidArgumentError("--http-threads must be >= 1");
   auto handlers = std::make_shared<OpenAiHandlers>(engine, model, options.api_key);
   http::ServerOptions server{

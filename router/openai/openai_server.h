@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/http/http_server.h"
-#include "router/engine.h"
+#include "router/request_engine.h"
 #include "router/model_frontend.h"
 
 namespace tessera::router::openai {
@@ -47,7 +47,7 @@ class OpenAiServer {
  public:
   // Binds and starts serving; errors name the address.
   static absl::StatusOr<std::unique_ptr<OpenAiServer>> Start(const OpenAiServerOptions& options,
-                                                             Engine* engine,
+                                                             RequestEngine* engine,
                                                              const ModelFrontend* model);
 
   int port() const { return server_->port(); }

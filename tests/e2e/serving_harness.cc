@@ -60,10 +60,34 @@ absl::Status ServingProcesses::StartWorker(const std::vector<std::string>& extra
   return absl::OkStatus();
 }
 
+absl::Status ServingProcesses::StartExtraWorker(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {"--model", model_, "--listen", "127.0.0.1:0",
+                                   "--kv-cache-mb", "256"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::unique_ptr<cli::ChildProcess> worker;
+  std::string unused_metrics_address;
+  absl::StatusOr<std::string> address =
+      SpawnAndWaitReady("tessera-worker", args, &worker, &unused_metrics_address);
+  if (!address.ok()) return address.status();
+  extra_workers_.push_back(std::move(worker));
+  extra_worker_addresses_.push_back(*address);
+  return absl::OkStatus();
+}
+
+void ServingProcesses::KillExtraWorker(size_t index) {
+  if (index >= extra_workers_.size() || extra_workers_[index] == nullptr) return;
+  (void)extra_workers_[index]->Signal(SIGKILL);
+  extra_workers_[index]->Wait(absl::Seconds(10));
+  extra_workers_[index].reset();
+}
+
 absl::Status ServingProcesses::StartRouter(const std::vector<std::string>& extra_args) {
   // No HTTP API unless a test asks (--http-port -1): tests run in parallel, 8080 is shared.
   std::vector<std::string> args = {"--model", model_, "--worker", worker_address_,
                                    "--listen", "127.0.0.1:0", "--http-port", "0"};
+  for (const std::string& address : extra_worker_addresses_) {
+    args.insert(args.end(), {"--worker", address});
+  }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   absl::StatusOr<std::string> address =
       SpawnAndWaitReady("tessera-router", args, &router_, &router_metrics_address_);

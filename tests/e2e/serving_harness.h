@@ -34,6 +34,10 @@ class ServingProcesses {
   absl::Status Start(const std::vector<std::string>& worker_args,
                      const std::vector<std::string>& router_args = {});
   void KillWorker();
+  // Data parallel: another worker (before StartRouter; the router gets a --worker for each, after
+  // the first one's). KillExtraWorker(i) SIGKILLs the i-th of them.
+  absl::Status StartExtraWorker(const std::vector<std::string>& extra_args = {});
+  void KillExtraWorker(size_t index);
   // SIGTERM to the router; its exit code (-1 if it had to be killed after `timeout_s`).
   int StopRouter(double timeout_s = 30);
 
@@ -51,6 +55,8 @@ class ServingProcesses {
  private:
   std::string model_ = kDefaultModel;
   std::unique_ptr<cli::ChildProcess> worker_;
+  std::vector<std::unique_ptr<cli::ChildProcess>> extra_workers_;
+  std::vector<std::string> extra_worker_addresses_;
   std::unique_ptr<cli::ChildProcess> router_;
   std::string worker_address_;
   int worker_port_ = 0;

@@ -1,0 +1,62 @@
+// Data parallel behind one router (DESIGN.md §12): one Engine per worker, each its own scheduler
+// core (its KV blocks, prefix cache, step stream and plans in flight), and the frontends talking
+// to this group through RequestEngine as they would to one engine.
+//
+// Routing rule (RouteNew), load only: among the engines that are serving (worker connected, not
+// draining), the one with the fewest requests outstanding (submitted through this group and not
+// yet closed: waiting, running or having their grammar compiled); ties go to the most free KV
+// blocks, then to the lowest index. When none is serving, engine 0 takes the request and gives
+// the client its reason. (Scoring cached-prefix tokens against load is the next step, issue 27.)
+//
+// Ids: the group's id of a request is engine id * N + engine index, so Cancel finds its engine
+// without a table. A lost worker fails only its own engine's requests; the others keep serving.
+//
+// Threading: every method is safe from any thread; the outstanding counts are atomics updated at
+// Submit and by the counting sink's Close (an engine thread).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "router/engine.h"
+#include "router/request_engine.h"
+
+namespace tessera::router {
+
+class EngineGroup : public RequestEngine {
+ public:
+  // Preconditions: at least one engine.
+  explicit EngineGroup(std::vector<std::unique_ptr<Engine>> engines);
+  ~EngineGroup() override;  // Stop()
+
+  void Start() override;
+  void Stop() override;
+  uint64_t Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
+                  std::optional<std::chrono::steady_clock::time_point> deadline =
+                      std::nullopt) override;
+  void Cancel(uint64_t id) override;
+  void BeginDrain(std::chrono::steady_clock::time_point deadline) override;
+  bool Drained() const override;
+  // The first connected engine's worker (every worker serves the same model).
+  std::optional<wv1::DescribeResponse> worker() const override;
+  bool serving() const override;
+  // Sums over the engines (worker_connected: any).
+  EngineStats stats() const override;
+
+  int size() const { return static_cast<int>(engines_.size()); }
+  const Engine& engine(int index) const { return *engines_[static_cast<size_t>(index)]; }
+  // The engine the rule above picks for a new request now.
+  int RouteNew() const;
+  // Requests outstanding on engine `index`.
+  int64_t outstanding(int index) const;
+
+ private:
+  class CountingSink;
+
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::vector<std::shared_ptr<std::atomic<int64_t>>> outstanding_;  // per engine
+};
+
+}  // namespace tessera::router
