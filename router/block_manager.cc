@@ -10,7 +10,10 @@ BlockManager::BlockManager(int32_t num_blocks, PrefixCacheOptions cache)
   // Highest id at the bottom of the stack so a fresh pool hands out 1, 2, 3, ...
   free_ids_.reserve(static_cast<size_t>(num_blocks - 1));
   for (BlockId id = num_blocks - 1; id >= 1; --id) free_ids_.push_back(id);
-  if (cache.enabled) cache_.emplace(num_blocks, cache.block_size, cache.hash_bits);
+  if (cache.enabled) {
+    cache_.emplace(num_blocks, cache.block_size, cache.hash_bits);
+    cache_->set_published(cache.published);
+  }
   if (cache.enabled && cache.state_snapshot_slots > 0) {
     snapshots_.emplace(cache.state_snapshot_slots, num_blocks);
   }

@@ -40,6 +40,8 @@ struct PrefixCacheOptions {
   // > 0 (hybrid models, with the cache enabled): a cached prefix also needs the worker's
   // recurrent-state snapshot at its end; the ids are kept in StateSnapshots.
   int32_t state_snapshot_slots = 0;
+  // Where the cache publishes its blocks' hashes for routing (engine_group.h); null: nowhere.
+  PublishedPrefixes* published = nullptr;
 };
 
 class BlockManager {

@@ -223,6 +223,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
     RefuseWorker(d, std::string(fits.message()));
     return;
   }
+  published_prefixes_.Clear();  // a new scheduler starts with an empty cache
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(SchedulerConfig{
       // A device worker sizes its step buffers once: never plan more tokens than it holds.
       .max_num_batched_tokens = d.max_num_batched_tokens() > 0
@@ -236,6 +237,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
       .max_waiting = config_.max_waiting,
       // A hybrid model's worker shares prefixes only with state snapshots (DESIGN.md §4).
       .enable_prefix_cache = config_.enable_prefix_cache && WorkerSharesPrefixes(d),
+      .published_prefixes = &published_prefixes_,
       .state_snapshot_slots =
           d.prefix_sharing() == wv1::PREFIX_SHARING_STATE_SNAPSHOTS ? d.state_snapshot_slots() : 0,
       .reserve_horizon_tokens = config_.reserve_horizon_tokens,
@@ -247,6 +249,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
   }
   worker_unusable_.clear();
   scheduler_ = std::move(*scheduler);
+  block_size_.store(scheduler_->config().enable_prefix_cache ? d.block_size() : 0);
   eos_token_ids_.assign(d.eos_token_ids().begin(), d.eos_token_ids().end());
   metrics_->SetPrefixCacheEnabled(scheduler_->config().enable_prefix_cache);
   {
@@ -402,6 +405,8 @@ void Engine::HandleLost(const WorkerLost& event) {
       absl::StrCat("the worker connection was lost: ", event.status.message())));
   paused_.clear();
   scheduler_.reset();
+  published_prefixes_.Clear();
+  block_size_.store(0);
 }
 
 std::string Engine::RequestName(uint64_t id) const {

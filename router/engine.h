@@ -99,6 +99,10 @@ class Engine : public RequestEngine {
   std::optional<wv1::DescribeResponse> worker() const override;
   bool serving() const override { return connected_.load() && !draining_.load(); }
   EngineStats stats() const override;
+  // Routing (engine_group.h), any thread: the hashes of the blocks this engine's prefix cache
+  // holds, and its block size (0 while no worker is connected or the cache is off).
+  const PublishedPrefixes& published_prefixes() const { return published_prefixes_; }
+  int32_t prefix_block_size() const { return block_size_.load(); }
 
  private:
   struct NewRequest {
@@ -200,6 +204,8 @@ class Engine : public RequestEngine {
   bool drain_logged_ = false;
 
   // Shared with other threads.
+  PublishedPrefixes published_prefixes_;  // written by the scheduler's prefix cache
+  std::atomic<int32_t> block_size_{0};
   std::atomic<bool> connected_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> drained_{false};

@@ -1,8 +1,10 @@
 #include "router/engine_group.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/util/check.h"
+#include "router/prefix_cache.h"
 
 namespace tessera::router {
 
@@ -47,7 +49,7 @@ void EngineGroup::Stop() {
   for (auto& engine : engines_) engine->Stop();
 }
 
-int EngineGroup::RouteNew() const {
+int EngineGroup::LeastLoaded() const {
   int best = -1;
   int64_t best_load = 0, best_free = 0;
   for (int i = 0; i < size(); ++i) {
@@ -61,7 +63,28 @@ int EngineGroup::RouteNew() const {
       best_free = free_blocks;
     }
   }
-  return best < 0 ? 0 : best;
+  return best;
+}
+
+int EngineGroup::RouteNew(std::span<const int32_t> prompt, std::string_view salt) const {
+  const int least = LeastLoaded();
+  if (least < 0) return 0;
+  const int64_t least_load = outstanding(least);
+  const int64_t allowed = least_load + std::max(kPrefixLoadSlack, least_load / 2);
+  std::vector<uint64_t> chain;  // every engine serves the same model: one block size
+  int best = -1, best_blocks = 0;
+  for (int i = 0; i < size(); ++i) {
+    const Engine& e = *engines_[static_cast<size_t>(i)];
+    if (!e.serving() || e.prefix_block_size() <= 0 || outstanding(i) > allowed) continue;
+    if (chain.empty()) chain = PrefixCache::PromptChain(prompt, salt, e.prefix_block_size());
+    const int blocks = e.published_prefixes().MatchedBlocks(chain);
+    if (blocks > best_blocks ||
+        (blocks == best_blocks && blocks > 0 && outstanding(i) < outstanding(best))) {
+      best = i;
+      best_blocks = blocks;
+    }
+  }
+  return best >= 0 ? best : least;
 }
 
 int64_t EngineGroup::outstanding(int index) const {
@@ -70,7 +93,7 @@ int64_t EngineGroup::outstanding(int index) const {
 
 uint64_t EngineGroup::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
-  const int index = RouteNew();
+  const int index = RouteNew(request.prompt_tokens, request.cache_salt);
   const auto& count = outstanding_[static_cast<size_t>(index)];
   count->fetch_add(1);
   auto counting = std::make_shared<CountingSink>(std::move(sink), count);

@@ -2,11 +2,17 @@
 // core (its KV blocks, prefix cache, step stream and plans in flight), and the frontends talking
 // to this group through RequestEngine as they would to one engine.
 //
-// Routing rule (RouteNew), load only: among the engines that are serving (worker connected, not
-// draining), the one with the fewest requests outstanding (submitted through this group and not
-// yet closed: waiting, running or having their grammar compiled); ties go to the most free KV
-// blocks, then to the lowest index. When none is serving, engine 0 takes the request and gives
-// the client its reason. (Scoring cached-prefix tokens against load is the next step, issue 27.)
+// Routing rule (RouteNew), over the engines that are serving (worker connected, not draining):
+//   1. Cached prefix against load. Each engine publishes the hashes of the blocks its prefix
+//      cache holds (published_prefixes.h); the request's prompt is hashed into the same block
+//      chain once (PrefixCache::PromptChain) and each engine's cached prefix is the chain's
+//      leading blocks it holds. Among engines holding at least one block whose load (requests
+//      outstanding: submitted through this group and not yet closed) is at most the least
+//      loaded engine's + max(kPrefixLoadSlack, half of it), the one with the longest cached
+//      prefix wins; ties: lower load, then the lower index.
+//   2. Otherwise load: the fewest requests outstanding; ties go to the most free KV blocks, then
+//      to the lowest index.
+// When none is serving, engine 0 takes the request and gives the client its reason.
 //
 // Ids: the group's id of a request is engine id * N + engine index, so Cancel finds its engine
 // without a table. A lost worker fails only its own engine's requests; the others keep serving.
@@ -18,12 +24,18 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "router/engine.h"
 #include "router/request_engine.h"
 
 namespace tessera::router {
+
+// A longer cached prefix wins over up to this many more outstanding requests (or half of the
+// least loaded engine's, when more).
+inline constexpr int64_t kPrefixLoadSlack = 4;
 
 class EngineGroup : public RequestEngine {
  public:
@@ -47,13 +59,15 @@ class EngineGroup : public RequestEngine {
 
   int size() const { return static_cast<int>(engines_.size()); }
   const Engine& engine(int index) const { return *engines_[static_cast<size_t>(index)]; }
-  // The engine the rule above picks for a new request now.
-  int RouteNew() const;
+  // The engine the rule above picks for a new request with this prompt and cache salt now.
+  int RouteNew(std::span<const int32_t> prompt, std::string_view salt) const;
   // Requests outstanding on engine `index`.
   int64_t outstanding(int index) const;
 
  private:
   class CountingSink;
+  // Rule 2 among the serving engines (-1: none serving).
+  int LeastLoaded() const;
 
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<std::shared_ptr<std::atomic<int64_t>>> outstanding_;  // per engine

@@ -37,6 +37,30 @@ uint64_t Word(std::span<const int32_t> tokens, size_t i) {
   return (hi << 32) | lo;
 }
 
+// A full block's hash (xxHash64-style: four independent lanes over 64-bit words, two token ids
+// each, so the multiplies overlap; then the lanes, the parent and the length are mixed together).
+// Not cryptographic: Find() confirms every hit by content, so a collision costs a miss at worst.
+uint64_t BlockHash(uint64_t parent_hash, std::span<const int32_t> tokens, uint64_t mask) {
+  uint64_t lanes[4] = {parent_hash + kPrime1 + kPrime2, parent_hash + kPrime2, parent_hash,
+                       parent_hash - kPrime1};
+  size_t i = 0;
+  for (; i + 8 <= tokens.size(); i += 8) {
+    for (size_t l = 0; l < 4; ++l) lanes[l] = Round(lanes[l], Word(tokens, i + 2 * l));
+  }
+  for (size_t l = 0; i < tokens.size(); i += 2, ++l) lanes[l] = Round(lanes[l], Word(tokens, i));
+  uint64_t h = Rotl(lanes[0], 1) + Rotl(lanes[1], 7) + Rotl(lanes[2], 12) + Rotl(lanes[3], 18);
+  return Mix(h ^ Mix(parent_hash + kGolden) ^ tokens.size()) & mask;
+}
+
+// The hash a root block chains on: FNV-1a over the salt's bytes, then mixed (distinct from every
+// block hash's input domain); the empty salt's is fixed.
+uint64_t SaltHashOf(std::string_view salt, uint64_t mask) {
+  if (salt.empty()) return Mix(kGolden) & mask;
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (const char c : salt) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  return Mix(h) & mask;
+}
+
 // A bucket longer than this is left as it is: the block is not indexed (a lost hit, never a wrong
 // one). 64-bit hashes essentially never share a bucket, but the hash is not keyed, so crafted
 // prompts could collide on purpose; the cap keeps every lookup O(1) even then.
@@ -54,7 +78,7 @@ PrefixCache::PrefixCache(int32_t num_blocks, int32_t block_size, int32_t hash_bi
   // Twice the blocks: erased buckets leave tombstones, and the table must never grow (allocate)
   // on the engine thread's hot path.
   buckets_.reserve(2 * static_cast<size_t>(num_blocks));
-  salts_.push_back(Salt{"", Mix(kGolden) & hash_mask_, 0});  // kDefaultSalt
+  salts_.push_back(Salt{"", SaltHashOf("", hash_mask_), 0});  // kDefaultSalt
 }
 
 size_t PrefixCache::Index(BlockId block) const {
@@ -77,18 +101,21 @@ uint64_t PrefixCache::SaltHash(SaltId salt) const {
 uint64_t PrefixCache::HashBlock(uint64_t parent_hash, std::span<const int32_t> tokens) const {
   TESSERA_CHECK(tokens.size() == static_cast<size_t>(block_size_),
                 "prefix cache: only full blocks are hashed");
-  // xxHash64-style: four independent lanes over 64-bit words (two token ids each), so the
-  // multiplies overlap; then the lanes, the parent and the length are mixed together. Not
-  // cryptographic: Find() confirms every hit by content, so a collision costs a miss at worst.
-  uint64_t lanes[4] = {parent_hash + kPrime1 + kPrime2, parent_hash + kPrime2, parent_hash,
-                       parent_hash - kPrime1};
-  size_t i = 0;
-  for (; i + 8 <= tokens.size(); i += 8) {
-    for (size_t l = 0; l < 4; ++l) lanes[l] = Round(lanes[l], Word(tokens, i + 2 * l));
+  return BlockHash(parent_hash, tokens, hash_mask_);
+}
+
+std::vector<uint64_t> PrefixCache::PromptChain(std::span<const int32_t> tokens,
+                                               std::string_view salt, int32_t block_size) {
+  std::vector<uint64_t> chain;
+  if (block_size < 1) return chain;
+  uint64_t parent = SaltHashOf(salt, ~uint64_t{0});
+  for (size_t begin = 0; begin + static_cast<size_t>(block_size) <= tokens.size();
+       begin += static_cast<size_t>(block_size)) {
+    parent = BlockHash(parent, tokens.subspan(begin, static_cast<size_t>(block_size)),
+                       ~uint64_t{0});
+    chain.push_back(parent);
   }
-  for (size_t l = 0; i < tokens.size(); i += 2, ++l) lanes[l] = Round(lanes[l], Word(tokens, i));
-  uint64_t h = Rotl(lanes[0], 1) + Rotl(lanes[1], 7) + Rotl(lanes[2], 12) + Rotl(lanes[3], 18);
-  return Mix(h ^ Mix(parent_hash + kGolden) ^ tokens.size()) & hash_mask_;
+  return chain;
 }
 
 SaltId PrefixCache::AcquireSalt(std::string_view salt) {
@@ -106,10 +133,7 @@ SaltId PrefixCache::AcquireSalt(std::string_view salt) {
     id = static_cast<SaltId>(salts_.size());
     salts_.emplace_back();
   }
-  // FNV-1a over the bytes, then mixed; distinct from every block hash's input domain.
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (const char c : salt) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
-  salts_[id] = Salt{std::string(salt), Mix(h) & hash_mask_, 1};
+  salts_[id] = Salt{std::string(salt), SaltHashOf(salt, hash_mask_), 1};
   salt_ids_.emplace(salts_[id].text, id);
   return id;
 }
@@ -184,6 +208,7 @@ BlockLink PrefixCache::Insert(BlockId block, uint64_t hash, BlockLink parent, Sa
             tokens_.begin() + static_cast<ptrdiff_t>(Index(block)) * block_size_);
   if (root && salt != kDefaultSalt) ++salts_[salt].refs;  // the root keeps its namespace alive
   ++num_indexed_;
+  if (published_ != nullptr) published_->Add(hash);
   return LinkOf(block);
 }
 
@@ -208,6 +233,7 @@ void PrefixCache::Erase(BlockId block) {
     entries_[Index(prev)].next = e.next;
   }
   if (e.parent.block == kNullBlock) ReleaseSalt(e.salt);
+  if (published_ != nullptr) published_->Remove(e.hash);
   const uint32_t generation = e.generation + 1;
   e = Entry{};
   e.generation = generation;  // links to the old content no longer match

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "router/published_prefixes.h"
 
 namespace tessera::router {
 
@@ -59,6 +60,14 @@ class PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   int32_t block_size() const { return block_size_; }
+
+  // The hashes of the full blocks of `tokens` under `salt`, chained as a 64-bit index would hash
+  // them (what a PublishedPrefixes holds): for routing, before any engine has seen the request.
+  static std::vector<uint64_t> PromptChain(std::span<const int32_t> tokens, std::string_view salt,
+                                           int32_t block_size);
+  // Indexed blocks' hashes are added to `published` and removed at eviction (null: none).
+  // Precondition: 64-bit hashes, and nothing indexed yet.
+  void set_published(PublishedPrefixes* published) { published_ = published; }
 
   // The hash a root block chains on. Precondition: `salt` is live (AcquireSalt'ed).
   uint64_t SaltHash(SaltId salt) const;
@@ -129,6 +138,7 @@ class PrefixCache {
   std::vector<Salt> salts_;
   std::vector<SaltId> free_salts_;
   absl::flat_hash_map<std::string, SaltId> salt_ids_;
+  PublishedPrefixes* published_ = nullptr;  // see set_published
 };
 
 }  // namespace tessera::router

@@ -16,7 +16,8 @@ PrefixCacheOptions CacheOptions(const SchedulerConfig& config) {
   return PrefixCacheOptions{.enabled = config.enable_prefix_cache,
                             .block_size = config.block_size,
                             .hash_bits = config.prefix_cache_hash_bits,
-                            .state_snapshot_slots = config.state_snapshot_slots};
+                            .state_snapshot_slots = config.state_snapshot_slots,
+                            .published = config.published_prefixes};
 }
 
 }  // namespace

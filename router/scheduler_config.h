@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "router/published_prefixes.h"
 #include "absl/status/status.h"
 
 namespace tessera::router {
@@ -31,6 +32,9 @@ struct SchedulerConfig {
   // Bits kept of every prefix-cache hash, in [1, 64]. Only tests lower it (to force collisions:
   // hits are confirmed by content, so a narrow hash costs hit rate, never correctness).
   int32_t prefix_cache_hash_bits = 64;
+  // Where the prefix cache publishes its blocks' hashes for routing (engine_group.h; borrowed,
+  // outlives the scheduler); null: nowhere. Needs 64-bit hashes.
+  PublishedPrefixes* published_prefixes = nullptr;
   // Hybrid models (the worker's Describe says PREFIX_SHARING_STATE_SNAPSHOTS): the worker's
   // recurrent-state snapshots. A cached prefix is used only up to a block the worker holds the
   // state at the end of; each admission asks for a snapshot at its prompt's last full block

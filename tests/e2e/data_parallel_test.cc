@@ -5,7 +5,9 @@
 //   - a client cancelling a request that runs on the second worker cancels it there (everything
 //     released);
 //   - killing the second worker fails only the requests it was running; the first worker's
-//     finish, and new requests go to the worker left.
+//     finish, and new requests go to the worker left;
+//   - requests sharing a long prompt prefix go to the worker that caches it, though the load rule
+//     alone would send them to the other one (prefix hits asserted on that worker).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -55,6 +57,17 @@ double Finished(const std::string& metrics, const std::string& worker) {
   return Value(metrics, "tessera_requests_total{status=\"length\",worker=\"" + worker + "\"}");
 }
 
+// Polls /metrics (up to 10 s) until `series` reaches `at_least`; returns the last scrape.
+std::string AwaitSeries(const std::string& address, const std::string& series, double at_least) {
+  std::string m;
+  for (int i = 0; i < 500; ++i) {
+    m = Metrics(address);
+    if (Value(m, series) >= at_least) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return m;
+}
+
 class DataParallelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,7 +92,11 @@ TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
   std::vector<v1::GenerateRequest> requests(8, Counting(12));
   const std::vector<StreamResult> results = RunConcurrently(serving_, requests);
   for (const StreamResult& r : results) EXPECT_EQ(r.token_ids.size(), 12u);
-  const std::string m = Metrics(serving_.router_metrics_address());
+  std::string m;
+  for (int i = 0; i < 500 && Finished(m, "0") + Finished(m, "1") < 8; ++i) {
+    m = Metrics(serving_.router_metrics_address());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   const double first = Finished(m, "0"), second = Finished(m, "1");
   EXPECT_EQ(first + second, 8) << m;
   EXPECT_GE(first, 2) << "the least-load rule left worker 0 nearly idle";
@@ -92,7 +109,7 @@ TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
   // worker 1; cancelling it must reach that engine.
   auto stub = serving_.NewStub();
   std::thread holder([&] { RunGenerate(*stub, Counting(60)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  AwaitSeries(serving_.router_metrics_address(), "tessera_requests_running{worker=\"0\"}", 1);
   StreamResult cancelled = RunGenerate(
       *stub, Counting(400), [](const v1::GenerateResponse&, grpc::ClientContext& context) {
         static int seen = 0;
@@ -101,8 +118,12 @@ TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
   holder.join();
   EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(cancelled.token_ids.size(), 400u);
-  const std::string m = Metrics(serving_.router_metrics_address());
+  // The engine records the cancellation after the client's stream has ended.
+  const std::string m =
+      AwaitSeries(serving_.router_metrics_address(),
+                  "tessera_requests_total{status=\"cancelled\",worker=\"1\"}", 1);
   EXPECT_EQ(Value(m, "tessera_requests_total{status=\"cancelled\",worker=\"1\"}"), 1) << m;
+  EXPECT_EQ(Value(m, "tessera_requests_total{status=\"cancelled\",worker=\"0\"}"), 0) << m;
   ExpectEverythingReleased(serving_);
 }
 
@@ -139,6 +160,43 @@ TEST_F(DataParallelTest, ALostWorkerFailsOnlyItsOwnRequests) {
   const StreamResult after = RunGenerate(*stub, Counting(5));
   EXPECT_TRUE(after.status.ok()) << after.status.error_message();
   EXPECT_EQ(after.token_ids.size(), 5u);
+}
+
+// About 600 tokens of a shared "system prompt", then a question of its own.
+v1::GenerateRequest SharedPrefix(int question) {
+  std::string system = "You are a careful assistant. Rules:";
+  for (int i = 1; i <= 60; ++i) system += " Rule " + std::to_string(i) + ": answer briefly.";
+  v1::GenerateRequest request;
+  request.set_text(system + " Question " + std::to_string(question) + ": what is " +
+                   std::to_string(question) + " plus one?");
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.set_max_tokens(4);
+  return request;
+}
+
+TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
+  auto stub = serving_.NewStub();
+  // Worker 0 is busy, so the first shared-prefix request runs on worker 1 and caches the prefix.
+  std::thread holder([&] { RunGenerate(*stub, Counting(120)); });
+  AwaitSeries(serving_.router_metrics_address(), "tessera_requests_running{worker=\"0\"}", 1);
+  const StreamResult first = RunGenerate(*stub, SharedPrefix(0));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  holder.join();
+  std::string m = AwaitSeries(serving_.router_metrics_address(),
+                              "tessera_requests_total{status=\"length\",worker=\"0\"}", 1);
+  ASSERT_EQ(Finished(m, "1"), 1) << "the first shared-prefix request should have run on worker 1";
+  // Both idle now: the load rule alone would pick worker 0 (the lower index).
+  for (int q = 1; q <= 4; ++q) {
+    const StreamResult r = RunGenerate(*stub, SharedPrefix(q));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  m = AwaitSeries(serving_.router_metrics_address(),
+                  "tessera_requests_total{status=\"length\",worker=\"1\"}", 5);
+  EXPECT_EQ(Finished(m, "1"), 5) << m;
+  const double hits = Value(m, "tessera_prefix_cache_hits_total{worker=\"1\"}");
+  const double queries = Value(m, "tessera_prefix_cache_queries_total{worker=\"1\"}");
+  EXPECT_GT(hits, 0.8 * queries * 4 / 5) << "hits " << hits << " of " << queries;
+  ExpectEverythingReleased(serving_);
 }
 
 }  // namespace

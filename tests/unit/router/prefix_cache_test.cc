@@ -35,6 +35,33 @@ TEST(PrefixCacheTest, HashChainsParentAndTokens) {
   EXPECT_LT(narrow.HashBlock(root, a), 32u);
 }
 
+// What routing reads (engine_group.h): PromptChain hashes a prompt the way the scheduler chains
+// its blocks (the salt's root, then block by block), the indexed blocks' hashes are published and
+// eviction takes them back, so MatchedBlocks counts a prompt's cached leading blocks.
+TEST(PrefixCacheTest, PublishedHashesAreThePromptChain) {
+  PrefixCache c(8, kBs, 64);
+  PublishedPrefixes published;
+  c.set_published(&published);
+  const Tokens prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};  // 3 full blocks + 1
+  const SaltId salt = c.AcquireSalt("tenant-a");
+  uint64_t hash = c.SaltHash(salt);
+  BlockLink link;
+  for (int b = 0; b < 2; ++b) {  // the first two blocks cached
+    const std::span<const int32_t> block(prompt.data() + b * kBs, kBs);
+    hash = c.HashBlock(hash, block);
+    link = c.Insert(b + 1, hash, link, salt, block);
+  }
+  const std::vector<uint64_t> chain = PrefixCache::PromptChain(prompt, "tenant-a", kBs);
+  ASSERT_EQ(chain.size(), 3u);
+  EXPECT_EQ(published.MatchedBlocks(chain), 2);
+  EXPECT_EQ(published.MatchedBlocks(PrefixCache::PromptChain(prompt, "tenant-b", kBs)), 0);
+  EXPECT_EQ(published.MatchedBlocks(PrefixCache::PromptChain(prompt, "", kBs)), 0);
+  c.Erase(2);  // the second block evicted
+  EXPECT_EQ(published.MatchedBlocks(chain), 1);
+  c.Erase(1);
+  EXPECT_EQ(published.MatchedBlocks(chain), 0);
+}
+
 TEST(PrefixCacheTest, FindsOnlyTheExactContent) {
   PrefixCache c(8, kBs, 64);
   const Tokens a = {1, 2, 3, 4}, b = {5, 6, 7, 8};
