@@ -58,7 +58,6 @@ class EngineGroup : public RequestEngine {
   EngineStats stats() const override;
 
   int size() const { return static_cast<int>(engines_.size()); }
-  const Engine& engine(int index) const { return *engines_[static_cast<size_t>(index)]; }
   // The engine the rule above picks for a new request with this prompt and cache salt now.
   int RouteNew(std::span<const int32_t> prompt, std::string_view salt) const;
   // Requests outstanding on engine `index`.
