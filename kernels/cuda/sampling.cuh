@@ -197,7 +197,7 @@ template <typename Logit>
 __global__ void __launch_bounds__(kSamplingThreads, 2)
     SamplingKernel(const Logit* __restrict__ logits, int vocab,
                    const SamplingRowParams* __restrict__ params, SamplingPenalties penalties,
-                   SamplingOutputs out, SamplingWorkspaceView work) {
+                   SamplingOutputs out, SamplingWorkspaceView work, int chunks) {
   static_assert(std::is_same_v<Logit, float>, "the sampler reads f32 logits");
   TESSERA_SHARED(SamplingShared, shared, 1);
   TESSERA_DYNAMIC_SHARED(uint32_t, penalty_bits);
@@ -205,11 +205,8 @@ __global__ void __launch_bounds__(kSamplingThreads, 2)
   const int row = blockIdx.x;
   const SamplingRowParams p = params[row];
   if (!p.active) return;  // padding: the whole block leaves, nothing drawn or written
-  const int chunks = SamplingChunks(vocab);
   const size_t first = static_cast<size_t>(row) * chunks;
-  const bool greedy = SamplesGreedily(p);
-  const MergedStats merged =
-      MergeChunkStats(work.stats + first, chunks, greedy ? 0.0f : 1.0f / p.temperature);
+  const MergedStats merged = MergeChunkStats(work.stats + first, chunks, TemperedScale(p));
   const RowStats& stats = merged.stats;
   CandidatePlan plan;
   if (NeedsSweep(p, stats)) plan = ChoosePlan(p, merged, work.sweep + first, chunks, vocab);
@@ -220,7 +217,7 @@ __global__ void __launch_bounds__(kSamplingThreads, 2)
   float* probs = out.probs ? out.probs + static_cast<size_t>(row) * vocab : nullptr;
   int token = stats.argmax;
   SamplingPath path = SamplingPath::kStatsOnly;
-  if (greedy || stats.z_max == -INFINITY) {
+  if (!DrawsStochastically(p, stats)) {
     if (probs != nullptr) {
       for (int i = threadIdx.x; i < vocab; i += blockDim.x) probs[i] = i == token ? 1.0f : 0.0f;
     }
@@ -270,7 +267,8 @@ auto LaunchSampling(Launcher& launcher, const float* logits, int num_rows, int v
                     const SamplingRowParams* params, const SamplingPenalties& penalties,
                     const SamplingOutputs& outputs, void* workspace) {
   const SamplingWorkspaceView work = SamplingWorkspaceAt(workspace, num_rows, vocab);
-  const LaunchShape split{dim3(SamplingChunkCount(vocab), num_rows), dim3(kSelectThreads), 0};
+  const int chunks = SamplingChunkCount(vocab);
+  const LaunchShape split{dim3(chunks, num_rows), dim3(kSelectThreads), 0};
   auto status = launcher.Launch(split, SamplingChunkStatsKernel<float>, logits, vocab, params,
                                 penalties, work);
   if (!LaunchSucceeded(status)) return status;
@@ -283,7 +281,7 @@ auto LaunchSampling(Launcher& launcher, const float* logits, int num_rows, int v
   const size_t bitmap_bytes = penalties.offsets ? SamplingPenaltyBitmapBytes(vocab) : 0;
   const LaunchShape finish{dim3(num_rows), dim3(kSamplingThreads), bitmap_bytes};
   return launcher.Launch(finish, SamplingKernel<float>, logits, vocab, params, penalties,
-                         outputs, work);
+                         outputs, work, chunks);
 }
 
 }  // namespace tessera::cuda

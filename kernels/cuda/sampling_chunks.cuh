@@ -49,15 +49,22 @@
 
 namespace tessera::cuda {
 
-__device__ __forceinline__ int SamplingChunks(int vocab) {
-  return (vocab + kSamplingChunk - 1) / kSamplingChunk;
-}
-
 // Distance of threshold `level` below the row's best (tempered log-weight, or raw logit).
 __device__ __forceinline__ float SamplingLevelDistance(int level) { return 2.0f + 2.6f * level; }
 
 __device__ __forceinline__ bool SamplesGreedily(const SamplingRowParams& p) {
   return p.temperature < kSamplingGreedyTemperature;
+}
+
+// 1 / T for the tempered weights of a row that draws, 0 for a greedy one.
+__device__ __forceinline__ float TemperedScale(const SamplingRowParams& p) {
+  return SamplesGreedily(p) ? 0.0f : 1.0f / p.temperature;
+}
+
+// Whether the row draws a token (not greedy, and some logit is finite).
+__device__ __forceinline__ bool DrawsStochastically(const SamplingRowParams& p,
+                                                    const RowStats& stats) {
+  return !SamplesGreedily(p) && stats.z_max != -INFINITY;
 }
 
 // The row's statistics from its chunks, merged in chunk order (every thread, the same bits).
@@ -108,7 +115,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   const ChunkRange chunk = ThisChunk(vocab);
   const float* x = logits + static_cast<size_t>(row) * vocab;
   const RowLogits r = MakeRowLogits(x, vocab, row, p, penalties, bits, chunk.begin, chunk.size);
-  const float inv_t = SamplesGreedily(p) ? 0.0f : 1.0f / p.temperature;
+  const float inv_t = TemperedScale(p);
   StatsAccumulator acc;
   ForEachRowElement(x + chunk.begin, chunk.size, [&](int i, float value) {
     if (i >= 0) acc.Add(r, chunk.begin + i, value, inv_t);
@@ -149,8 +156,7 @@ __global__ void __launch_bounds__(kSelectThreads)
 
 // What the row needs beyond its statistics (block-uniform).
 __device__ __forceinline__ bool NeedsSweep(const SamplingRowParams& p, const RowStats& stats) {
-  const bool stochastic = !SamplesGreedily(p) && stats.z_max != -INFINITY;
-  return stochastic || p.num_logprobs > 0;
+  return DrawsStochastically(p, stats) || p.num_logprobs > 0;
 }
 
 // Pass 2. Grid (chunks, rows), kSelectThreads threads.
@@ -164,11 +170,11 @@ __global__ void __launch_bounds__(kSelectThreads)
   const int row = blockIdx.y;
   const SamplingRowParams p = params[row];
   if (!p.active) return;
-  const float inv_t = SamplesGreedily(p) ? 0.0f : 1.0f / p.temperature;
+  const float inv_t = TemperedScale(p);
   const MergedStats merged =
       MergeChunkStats(work.stats + static_cast<size_t>(row) * gridDim.x, gridDim.x, inv_t);
   if (!NeedsSweep(p, merged.stats)) return;
-  const bool stochastic = !SamplesGreedily(p) && merged.stats.z_max != -INFINITY;
+  const bool stochastic = DrawsStochastically(p, merged.stats);
   const ChunkRange chunk = ThisChunk(vocab);
   const float* x = logits + static_cast<size_t>(row) * vocab;
   const RowLogits r = MakeRowLogits(x, vocab, row, p, penalties, bits, chunk.begin, chunk.size);
@@ -233,7 +239,7 @@ __device__ __forceinline__ CandidatePlan ChoosePlan(const SamplingRowParams& p,
                                                     const SamplingChunkSweep* sweeps,
                                                     int num_chunks, int vocab) {
   CandidatePlan plan;
-  const bool stochastic = !SamplesGreedily(p) && merged.stats.z_max != -INFINITY;
+  const bool stochastic = DrawsStochastically(p, merged.stats);
   const bool top_k = p.top_k > 0 && p.top_k < vocab;
   const bool top_p = p.top_p < 1.0f;
   const bool min_p = p.min_p > 0.0f;
@@ -303,7 +309,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   const int row = blockIdx.y;
   const SamplingRowParams p = params[row];
   if (!p.active) return;
-  const float inv_t = SamplesGreedily(p) ? 0.0f : 1.0f / p.temperature;
+  const float inv_t = TemperedScale(p);
   const size_t first = static_cast<size_t>(row) * gridDim.x;
   const MergedStats merged = MergeChunkStats(work.stats + first, gridDim.x, inv_t);
   if (!NeedsSweep(p, merged.stats)) return;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,18 @@ struct SampledRow {
 
 // The penalized logit (f32 arithmetic, as the CPU sampler and the kernel).
 float PenalizedLogit(float logit, const PenaltyEntry& entry, const SamplingRowParams& params);
+
+// Logits shaped like an LM head's, [rows, vocab]: N(-2, 2.5), and 16 ids per row lifted by 10
+// (tests and the kernel bench).
+inline std::vector<float> HeadLikeLogits(int rows, int vocab, std::mt19937& rng) {
+  std::normal_distribution<float> tail(-2.0f, 2.5f);
+  std::vector<float> logits(size_t(rows) * vocab);
+  for (float& z : logits) z = tail(rng);
+  for (int r = 0; r < rows; ++r) {
+    for (int t = 0; t < 16; ++t) logits[size_t(r) * vocab + (rng() % vocab)] += 10.0f;
+  }
+  return logits;
+}
 
 // Samples one row given the uniform u in [0, 1). Preconditions: as LaunchSampling's for a row;
 // penalty tokens distinct.

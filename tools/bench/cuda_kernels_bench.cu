@@ -31,6 +31,7 @@
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sampling.cuh"
+#include "kernels/cuda/sampling_reference.h"
 
 namespace tessera::cuda {
 namespace {
@@ -379,31 +380,19 @@ void BM_MoeExperts(benchmark::State& state) {
 }
 BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(8)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// Logits shaped like an LM head's: N(-2, 2.5) over the vocab, 16 tokens per row lifted by 10
-// (a peaked head over a long tail), from a fixed seed.
-std::vector<float> HeadLikeLogits(int rows, int vocab) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> tail(-2.0f, 2.5f);
-  std::vector<float> logits(size_t(rows) * vocab);
-  for (float& z : logits) z = tail(rng);
-  for (int r = 0; r < rows; ++r) {
-    for (int t = 0; t < 16; ++t) logits[size_t(r) * vocab + (rng() % vocab)] += 10.0f;
-  }
-  return logits;
-}
-
 // The device sampler over f32 logits [rows, vocab 151936] (Qwen2.5's vocab), by the second
-// argument: 0 greedy (one pass); 1 temperature + top-p with logprobs over the arena's constant
-// fill (every logit equal: the radix select's worst case, one histogram bin); 2 the same over
-// HeadLikeLogits. Bytes = one read of the logits (the first pass's floor; sampling.cuh gives the
-// pass counts).
+// argument: 0 greedy (one split pass); 1 temperature + top-p with logprobs over the arena's
+// constant fill (every logit equal: too many candidates, so the full passes, one histogram bin);
+// 2 the same over reference::HeadLikeLogits (candidates). Bytes = one read of the logits (the
+// first pass's floor; sampling.cuh gives the passes); counters say which path the rows took.
 void BM_Sampling(benchmark::State& state) {
   const int rows = static_cast<int>(state.range(0)), vocab = 151936;
   const bool greedy = state.range(1) == 0;
   DeviceArena arena;
   auto* logits = static_cast<float*>(arena.Get(size_t(rows) * vocab * 4));
   if (state.range(1) == 2) {
-    const std::vector<float> head_like = HeadLikeLogits(rows, vocab);
+    std::mt19937 rng(7);  // a fixed seed
+    const std::vector<float> head_like = reference::HeadLikeLogits(rows, vocab, rng);
     Check(cudaMemcpy(logits, head_like.data(), head_like.size() * 4, cudaMemcpyHostToDevice),
           "copy");
   }

@@ -413,17 +413,6 @@ TEST_P(SamplingKernelTest, PaddingRowsAreInert) {
   }
 }
 
-// Logits shaped like an LM head's: N(-2, 2.5), a few ids lifted by 10.
-std::vector<float> HeadLikeLogits(int rows, int vocab, std::mt19937& rng) {
-  std::normal_distribution<float> tail(-2.0f, 2.5f);
-  std::vector<float> logits(size_t(rows) * vocab);
-  for (float& z : logits) z = tail(rng);
-  for (int r = 0; r < rows; ++r) {
-    for (int t = 0; t < 16; ++t) logits[size_t(r) * vocab + (rng() % vocab)] += 10.0f;
-  }
-  return logits;
-}
-
 // Rows of 3 chunks (8192 + 8192 + 3617 ids): the split-row passes and the finish's two paths.
 // Peaked rows with a filter, and greedy rows with logprobs, are served from candidates (a few
 // hundred ids); a row without any filter, and one of equal logits under top-p, take the full
@@ -432,7 +421,7 @@ std::vector<float> HeadLikeLogits(int rows, int vocab, std::mt19937& rng) {
 TEST_P(SamplingKernelTest, SplitRowsServeCandidatesAndFallBackToFullRows) {
   constexpr int kVocab = 2 * kSamplingChunk + 3617;
   std::mt19937 rng(29);
-  std::vector<float> logits = HeadLikeLogits(8, kVocab, rng);
+  std::vector<float> logits = reference::HeadLikeLogits(8, kVocab, rng);
   std::fill_n(logits.begin() + 7 * kVocab, kVocab, 1.5f);  // row 7: equal logits
   const auto path = [](SamplingPath p) { return static_cast<int32_t>(p); };
   std::vector<SamplingRowParams> params = {
