@@ -237,7 +237,7 @@ void Engine::HandleConnected(WorkerConnected& event) {
       .max_waiting = config_.max_waiting,
       // A hybrid model's worker shares prefixes only with state snapshots (DESIGN.md §4).
       .enable_prefix_cache = config_.enable_prefix_cache && WorkerSharesPrefixes(d),
-      .published_prefixes = &published_prefixes_,
+      .published_prefixes = config_.publish_prefixes ? &published_prefixes_ : nullptr,
       .state_snapshot_slots =
           d.prefix_sharing() == wv1::PREFIX_SHARING_STATE_SNAPSHOTS ? d.state_snapshot_slots() : 0,
       .reserve_horizon_tokens = config_.reserve_horizon_tokens,
@@ -249,7 +249,8 @@ void Engine::HandleConnected(WorkerConnected& event) {
   }
   worker_unusable_.clear();
   scheduler_ = std::move(*scheduler);
-  block_size_.store(scheduler_->config().enable_prefix_cache ? d.block_size() : 0);
+  const bool publishes = config_.publish_prefixes && scheduler_->config().enable_prefix_cache;
+  block_size_.store(publishes ? d.block_size() : 0);
   eos_token_ids_.assign(d.eos_token_ids().begin(), d.eos_token_ids().end());
   metrics_->SetPrefixCacheEnabled(scheduler_->config().enable_prefix_cache);
   {

@@ -52,6 +52,9 @@ struct EngineConfig {
   // --kv-reserve-horizon).
   int reserve_horizon_tokens = 64;
   bool enable_prefix_cache = true;     // --no-prefix-cache turns it off
+  // The prefix cache's block hashes published for routing (an EngineGroup's engines); off, the
+  // cache does no extra work.
+  bool publish_prefixes = false;
   // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
   StepTraceWriter* step_trace = nullptr;
   // A request whose client has read nothing for this long while its output is backlogged is
@@ -100,7 +103,8 @@ class Engine : public RequestEngine {
   bool serving() const override { return connected_.load() && !draining_.load(); }
   EngineStats stats() const override;
   // Routing (engine_group.h), any thread: the hashes of the blocks this engine's prefix cache
-  // holds, and its block size (0 while no worker is connected or the cache is off).
+  // holds, and its block size (0 while no worker is connected, or the cache is off or does not
+  // publish: EngineConfig::publish_prefixes).
   const PublishedPrefixes& published_prefixes() const { return published_prefixes_; }
   int32_t prefix_block_size() const { return block_size_.load(); }
 

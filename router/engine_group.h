@@ -39,7 +39,8 @@ inline constexpr int64_t kPrefixLoadSlack = 4;
 
 class EngineGroup : public RequestEngine {
  public:
-  // Preconditions: at least one engine.
+  // Preconditions: at least one engine; each configured with publish_prefixes (else rule 1 sees
+  // no cached prefix on it).
   explicit EngineGroup(std::vector<std::unique_ptr<Engine>> engines);
   ~EngineGroup() override;  // Stop()
 

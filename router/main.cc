@@ -2,8 +2,8 @@
 // one worker over the step protocol, or several (--worker repeated: data parallel, one engine per
 // worker behind router/engine_group.h, metrics labelled worker="i"). Prints "tessera-router
 // listening on HOST:PORT" once the server accepts connections; the health status turns SERVING
-// when a worker has described itself. SIGINT/SIGTERM drain: stop admitting, let requests finish within --drain-timeout-s,
-// cancel the rest, exit 0.
+// when a worker has described itself. SIGINT/SIGTERM drain: stop admitting, let requests finish
+// within --drain-timeout-s, cancel the rest, exit 0.
 //
 // With --metrics-port it also serves Prometheus /metrics, /healthz and /readyz (ready = a worker
 // is connected and the router is not draining, the same condition as the gRPC health status) and
@@ -229,6 +229,7 @@ std::unique_ptr<RequestEngine> MakeEngines(
                       .worker = labelled ? std::to_string(i) : ""}));
     EngineConfig config = flags.engine;
     config.worker_address = flags.workers[i];
+    config.publish_prefixes = labelled;  // read by the group's routing only
     engines.push_back(std::make_unique<Engine>(config, model, metrics->back().get()));
   }
   if (!labelled) return std::move(engines.front());
@@ -261,7 +262,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--worker", flags.workers,
                  "worker address HOST:PORT; repeat it to serve several workers (data parallel: "
-                 "each request goes to the one with the least load)")
+                 "each request goes to the worker caching most of its prompt, unless it is "
+                 "loaded well beyond the others, else to the least loaded)")
       ->required();
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();

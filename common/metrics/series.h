@@ -1,6 +1,6 @@
-// One Prometheus series (unlabeled, or with constant `labels`), registered in one call: the router's and the worker's metric
-// tables are lists of these. The returned handle lives as long as the registry; keep it and
-// observe through it (no label lookup on the hot path).
+// One Prometheus series (unlabeled, or with constant `labels`), registered in one call: the
+// router's and the worker's metric tables are lists of these. The returned handle lives as long
+// as the registry; keep it and observe through it (no label lookup on the hot path).
 // Threading: call while building the metrics (one thread); the handles are thread-safe.
 #pragma once
 

@@ -309,7 +309,13 @@ void BM_GemmBf16(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
   cublasDestroy(handle);
 }
-BENCHMARK(BM_GemmBf16)->Arg(8192)->Arg(512)->Arg(16)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GemmBf16)
+    ->Arg(8192)
+    ->Arg(512)
+    ->Arg(16)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // The batch-invariant mode's GEMM (batch_invariant_gemm_tc.cuh: the narrow tile for m <= 16,
 // the wide one above) at BM_GemmBf16's shapes, so each row has its cuBLAS row: item 2's budget
