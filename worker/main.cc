@@ -301,6 +301,11 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                "cuda: dequantize Q8_0/Q4_0/Q4_1/Q4_K/NVFP4/MXFP4 projections to the compute "
                "type at load instead of keeping them packed (more memory; cuBLAS GEMMs)");
   app.add_option("--cuda-device", r->cuda_device, "cuda: device index")->capture_default_str();
+  app.add_option("--tensor-parallel", r->tensor_parallel,
+                 "cuda/emulated: shard the model over N devices (heads, KV heads and FFN "
+                 "columns split Megatron-style; on cuda, GPUs --cuda-device..+N-1 over NCCL)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_flag("--cuda-sync-each-launch", r->cuda_sync_each_launch,
                "cuda bring-up: wait after every kernel launch and GEMM (outside graph capture) "
                "so a device fault is reported by the launch that caused it, naming the kernel; "

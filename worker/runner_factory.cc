@@ -15,6 +15,7 @@
 #if TESSERA_WITH_SIMT
 #include "worker/cuda/cuda_model_runner.h"
 #include "worker/cuda/dummy_model_weights.h"
+#include "worker/parallel/tensor_parallel_runner.h"
 #endif
 
 namespace tessera::worker {
@@ -114,9 +115,51 @@ BuiltRunner DescribeDeviceRunner(const RunnerFlags& flags,
   return built;
 }
 
+// The model file's weights over flags.tensor_parallel devices, the first being `runtime`'s kind
+// (closed here: each rank opens its own).
+absl::StatusOr<BuiltRunner> BuildTensorParallelRunner(
+    const RunnerFlags& flags, const LoadedModel& model,
+    std::unique_ptr<device::DeviceRuntime> runtime) {
+  TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
+  const device::DeviceKind kind = runtime->kind();
+  runtime.reset();
+  TensorParallelOptions tp{.size = flags.tensor_parallel,
+                           .device = {.kind = kind,
+                                      .cuda_device_index = flags.cuda_device,
+                                      .cuda_sync_each_launch = flags.cuda_sync_each_launch,
+                                      .emulated_memory_bytes =
+                                          static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB,
+                                      .emulated_schedule = {}},
+                           .runner = options};
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
+                           TensorParallelRunner::Create(tp, model));
+  BuiltRunner built;
+  built.description = absl::StrCat("cuda: tensor parallel, ", runner->Describe());
+  const CudaModelRunner& rank0 = runner->rank(0);
+  if (rank0.options().graphs != CudaGraphMode::kOff) {
+    built.graph_buckets.assign(rank0.graphs().buckets().begin(), rank0.graphs().buckets().end());
+  }
+  built.has_device = true;
+  built.max_num_batched_tokens = std::max(flags.max_num_batched_tokens, flags.max_num_seqs);
+  built.weight_storage = rank0.device_weights().formats;
+  for (int r = 0; r < runner->size(); ++r) {
+    const CudaModelRunner& rank = runner->rank(r);
+    built.device_memory_bytes += rank.runtime().properties().total_memory_bytes;
+    built.weights_bytes += rank.device_weights().bytes;
+    built.weights_load_seconds = std::max(built.weights_load_seconds,
+                                          rank.device_weights().load_seconds);
+    built.decode_weight_bytes += rank.DecodeStepWeightBytes();
+  }
+  built.runner = std::move(runner);
+  return built;
+}
+
 // The model file's weights, uploaded.
 absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const LoadedModel& model,
                                               std::unique_ptr<device::DeviceRuntime> runtime) {
+  if (flags.tensor_parallel > 1) {
+    return BuildTensorParallelRunner(flags, model, std::move(runtime));
+  }
   TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<CudaModelRunner> runner,
@@ -248,6 +291,14 @@ absl::StatusOr<bool> IsDummyLoadFormat(const std::string& load_format) {
 }
 
 absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model) {
+  if (flags.tensor_parallel < 1) {
+    return absl::InvalidArgumentError("--tensor-parallel must be at least 1");
+  }
+  if (flags.tensor_parallel > 1 && flags.device != "cuda" && flags.device != "emulated") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tensor-parallel ", flags.tensor_parallel, " needs --device cuda or emulated (got ",
+        flags.device, ")"));
+  }
   if (flags.device == "cpu") return BuildCpuRunner(flags, model);
   return BuildOnSelectedDevice(
       flags, FileBuild(flags, model),
@@ -264,6 +315,10 @@ absl::StatusOr<BuiltRunner> BuildDummyRunner(const RunnerFlags& flags) {
   if (!model.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--load-format dummy: ", model.status().message()));
+  }
+  if (flags.tensor_parallel != 1) {
+    return absl::InvalidArgumentError(
+        "--load-format dummy runs on one device; --tensor-parallel needs a model file");
   }
   if (flags.device == "cpu") {
     return absl::InvalidArgumentError(

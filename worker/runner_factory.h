@@ -48,7 +48,9 @@ struct RunnerFlags {
   bool no_mixed_graphs = false;      // steps with prefill rows run eagerly
   bool batch_invariant = false;      // cuda: batch-invariant kernels (cpu always is)
   bool dequantize_weights = false;   // cuda: quantized projections dequantized, not kept packed
-  int cuda_device = 0;
+  int cuda_device = 0;               // cuda: the device (the first of a tensor-parallel worker's)
+  // cuda/emulated: ranks of one worker (worker/parallel/tensor_parallel_runner.h); 1 = one device.
+  int tensor_parallel = 1;
   bool cuda_sync_each_launch = false;  // cuda: sync after every launch, naming a failed kernel
   int64_t emulated_memory_mb = 1024; // the emulated device's memory
   std::string load_format = "auto";  // auto: weights from the model file; dummy: BuildDummyRunner

@@ -39,6 +39,9 @@ struct CpuWeight {
   std::span<const float> values;            // kDense, [spec.elements()]
   float tensor_scale = 1.0f;  // kMatrix: multiplies the matmul output (an NVFP4 sidecar), else 1
   std::vector<float> expert_scales;  // kExperts: [experts], expert e's outputs × [e]; empty: 1
+  // kMatrix: this rank's share of a row-parallel projection (worker/parallel/weight_sharding.h):
+  // its output is a partial sum, which Project completes over the tensor-parallel ranks.
+  bool partial_sum = false;
 };
 
 struct CpuModelWeights {

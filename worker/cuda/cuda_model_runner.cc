@@ -131,7 +131,8 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
                                      .num_sms = std::max(runtime_->properties().multiprocessor_count, 1),
                                      .decode_partition = options_.batch_invariant
                                                              ? 0
-                                                             : options_.decode_partition};
+                                                             : options_.decode_partition,
+                                     .communicator = options_.communicator};
   TESSERA_ASSIGN_OR_RETURN(ops_, DeviceModelOps::Create(*runtime_, *kernels_, config_, plan_,
                                                         *weights_, kv_, state_, ops_options));
   // Last: the pool takes what the weights, step buffers and activations left.

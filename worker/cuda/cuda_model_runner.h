@@ -74,6 +74,9 @@ struct CudaRunnerOptions {
   // Device memory for recurrent-state snapshots (hybrid prefix caching), taken before the KV
   // pool: as many whole snapshots as fit, at most MaxStateSnapshots(max_num_seqs); none without linear layers.
   int64_t state_snapshot_bytes = 0;
+  // One rank of a tensor-parallel worker (worker/parallel/tensor_parallel_runner.h): sums the
+  // row-parallel projections' outputs over the ranks. Borrowed; null on a single device.
+  Communicator* communicator = nullptr;
 };
 
 // "bf16" | "f16" | "f32"; INVALID_ARGUMENT naming the accepted values otherwise.
@@ -124,6 +127,7 @@ class CudaModelRunner final : public ModelRunner {
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;
 
   device::DeviceRuntime& runtime() { return *runtime_; }
+  const device::DeviceRuntime& runtime() const { return *runtime_; }
   const CudaRunnerOptions& options() const { return options_; }
   const DeviceModelWeights& device_weights() const { return *weights_; }
   const GraphCache& graphs() const { return *graphs_; }
@@ -136,6 +140,10 @@ class CudaModelRunner final : public ModelRunner {
   int64_t DecodeStepWeightBytes() const;
   // "NVIDIA H100 80GB HBM3, 79.1 GiB" / "emulated (SIMT on the CPU), 1.0 GiB", dtype, mode.
   std::string DeviceDescription() const;
+  // Step's and Forward's checks of a batch, alone (`sampling`: Step's), touching no device
+  // state: INVALID_ARGUMENT as ModelRunner::Step documents. A tensor-parallel worker validates
+  // once before any rank starts.
+  absl::Status Validate(std::span<const SequenceWork> batch, bool sampling);
 
  private:
   CudaModelRunner(std::unique_ptr<device::DeviceRuntime> runtime,
@@ -154,7 +162,6 @@ class CudaModelRunner final : public ModelRunner {
   absl::Status AllocateKvPool();
   absl::StatusOr<int64_t> KvBlocksToAllocate(int64_t block_bytes);
   int64_t KvBlockBytes() const;
-  absl::Status Validate(std::span<const SequenceWork> batch, bool sampling);
 
   // Recurrent state of the linear layers (cuda_runner_state.cc).
   absl::Status AllocateRecurrentState();

@@ -216,8 +216,18 @@ void DeviceModelOps::GemmRows(const void* a, int m, const DeviceWeight& weight, 
 void DeviceModelOps::Project(ActId in, std::initializer_list<Projection> outputs) {
   for (const Projection& p : outputs) {
     if (!TokenWork()) return;
-    Gemm(in, weights_[p.weight], p.out);
+    const DeviceWeight& weight = weights_[p.weight];
+    Gemm(in, weight, p.out);
+    if (weight.partial_sum && Rows(p.out) > 0 && status_.ok()) SumOverRanks(p.out);
   }
+}
+
+// A row-parallel projection's output holds this rank's partial sum: the all-reduce completes it.
+void DeviceModelOps::SumOverRanks(ActId act) {
+  TESSERA_CHECK(options_.communicator != nullptr,
+                "DeviceModelOps: a tensor-parallel weight without a communicator");
+  const DataType type = plan_.activations[act].type == ActType::kF32 ? DataType::kF32 : dtype_;
+  Check(options_.communicator->AllReduceSum(Buffer(act), int64_t{Rows(act)} * Width(act), type));
 }
 
 void DeviceModelOps::AddBias(WeightId bias, ActId inout) {

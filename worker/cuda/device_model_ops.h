@@ -47,6 +47,7 @@
 #include "worker/cuda/step_pieces.h"
 #include "worker/models/model_ops.h"
 #include "worker/models/model_plan.h"
+#include "worker/parallel/communicator.h"
 
 namespace tessera::worker {
 
@@ -105,6 +106,9 @@ struct DeviceOpsOptions {
   int max_rows = 0;    // sampling rows (kFinal, kLogits)
   int num_sms = 132;   // the decode attention's split heuristic
   int decode_partition = 0;  // > 0 forces the decode kernel's partition size
+  // Tensor parallelism (worker/parallel/): sums the outputs of partial_sum weights over the
+  // ranks; null on a single device (no weight is then partial_sum).
+  Communicator* communicator = nullptr;
 };
 
 class DeviceModelOps {
@@ -160,6 +164,8 @@ class DeviceModelOps {
   size_t ElementBytes(ActId act) const;
   // Keeps the first error.
   void Check(const absl::Status& status);
+  // The all-reduce after a row-parallel projection (DeviceOpsOptions::communicator).
+  void SumOverRanks(ActId act);
   // Whether a token-shaped op launches now (no error, and the pieces' mode allows it).
   bool TokenWork() const;
   // Before a sequence-shaped op (tail: the head's first): whether it launches now.

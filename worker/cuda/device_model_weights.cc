@@ -222,6 +222,7 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
                    .packed = std::nullopt, .expert_scales = nullptr, .table_format = std::nullopt,
                    .bytes = 0};
   if (!w.present) return out;
+  out.partial_sum = w.partial_sum;
   const int64_t bytes_before = model.bytes;
   const int64_t parameters = spec.elements();
   if (std::optional<cuda::PackedWeight> packed = PackedFormOf(spec, w, options, given)) {
@@ -288,6 +289,7 @@ std::optional<RawMatrix> ConcatenatedRows(const WeightDeclaration& declaration,
   storage->clear();
   for (const WeightId part : spec.parts) {
     const CpuWeight& w = weights[part];
+    if (w.partial_sum) return std::nullopt;  // each part's output is summed over ranks on its own
     const std::optional<RawMatrix> raw =
         w.present ? RawMatrixOf(declaration.spec(part), w, options.file) : std::nullopt;
     if (!raw || (type && (*type != raw->type || *scale != w.tensor_scale))) return std::nullopt;

@@ -51,6 +51,9 @@ struct DeviceWeight {
   // embedding lookup; nullopt: `data` is in the compute type.
   std::optional<cuda::GgufFormat> table_format;
   int64_t bytes = 0;  // device bytes of the tensor (codes and scales when packed; data, not values)
+  // A tensor-parallel rank's share of a row-parallel projection (CpuWeight::partial_sum):
+  // Project sums its output over the ranks.
+  bool partial_sum = false;
 
   bool present() const { return data != nullptr || packed.has_value(); }
 };

@@ -1,0 +1,124 @@
+#include "worker/parallel/weight_sharding.h"
+
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/gguf/dequantize.h"
+#include "common/util/status_macros.h"
+#include "kernels/cpu/weight_format.h"
+
+namespace tessera::worker {
+namespace {
+
+namespace cpu = kernels::cpu;
+
+absl::Status CheckDivides(int tp, int value, const char* what) {
+  if (value % tp == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--tensor-parallel ", tp, ": the model's ", value,
+                                                 " ", what, " do not divide into ", tp,
+                                                 " equal shares"));
+}
+
+// Copies `count` floats' worth of storage into `weights`' own memory; returns it.
+void* OwnedBytes(CpuModelWeights* weights, size_t bytes) {
+  cpu::AlignedVector<float>& copy = weights->owned.emplace_back((bytes + 3) / 4);
+  weights->num_dequantized_bytes += static_cast<int64_t>(bytes);
+  return copy.data();
+}
+
+// Columns [first, first + cols) of every row of `full`: in its format when the cut falls on its
+// blocks' boundaries, else dequantized to f32.
+absl::StatusOr<cpu::WeightView> ColumnSlice(const cpu::WeightView& full, int64_t first,
+                                            int64_t cols, const std::string& name,
+                                            CpuModelWeights* out) {
+  const int64_t block = cpu::FormatBlockElements(full.format);
+  if (first % block == 0 && cols % block == 0) {
+    const size_t offset = cpu::RowBytes(full.format, first);
+    const size_t row_bytes = cpu::RowBytes(full.format, cols);
+    auto* data = static_cast<uint8_t*>(OwnedBytes(out, row_bytes * full.rows));
+    for (int64_t r = 0; r < full.rows; ++r) {
+      std::memcpy(data + r * row_bytes, full.Row(r) + offset, row_bytes);
+    }
+    return cpu::WeightView{full.format, data, full.rows, cols};
+  }
+  auto* data = static_cast<float*>(OwnedBytes(out, sizeof(float) * cols * full.rows));
+  std::vector<float> row(static_cast<size_t>(full.cols));
+  for (int64_t r = 0; r < full.rows; ++r) {
+    const absl::Status status = gguf::DequantizeToF32(
+        cpu::ToGgmlType(full.format),
+        std::span<const uint8_t>(full.Row(r), cpu::RowBytes(full.format, full.cols)),
+        static_cast<uint64_t>(full.cols), row);
+    if (!status.ok()) return absl::Status(status.code(), absl::StrCat(name, ": ", status.message()));
+    std::memcpy(data + r * cols, row.data() + first, sizeof(float) * cols);
+  }
+  return cpu::WeightView{cpu::WeightFormat::kF32, data, full.rows, cols};
+}
+
+// One declared tensor of rank `rank`: see the header for the rule.
+absl::StatusOr<CpuWeight> ShardOne(const WeightSpec& full_spec, const CpuWeight& full,
+                                   const WeightSpec& spec, int rank, int tp,
+                                   CpuModelWeights* out) {
+  if (!full.present || full_spec.dims == spec.dims || !spec.parts.empty()) return full;
+  CpuWeight weight = full;
+  if (spec.role == WeightRole::kDense && spec.elements() * tp == full_spec.elements()) {
+    weight.values = full.values.subspan(static_cast<size_t>(rank * spec.elements()),
+                                        static_cast<size_t>(spec.elements()));
+    return weight;
+  }
+  if (spec.role == WeightRole::kMatrix && spec.cols() == full_spec.cols() &&
+      spec.rows() * tp == full_spec.rows()) {
+    weight.matrix.data = full.matrix.Row(rank * spec.rows());
+    weight.matrix.rows = spec.rows();
+    return weight;
+  }
+  if (spec.role == WeightRole::kMatrix && spec.rows() == full_spec.rows() &&
+      spec.cols() * tp == full_spec.cols()) {
+    TESSERA_ASSIGN_OR_RETURN(weight.matrix, ColumnSlice(full.matrix, rank * spec.cols(),
+                                                        spec.cols(), spec.name, out));
+    weight.partial_sum = true;
+    return weight;
+  }
+  return absl::UnimplementedError(absl::StrCat("tensor parallel: no rule shards '", spec.name,
+                                               "' into ", tp, " ranks"));
+}
+
+}  // namespace
+
+absl::StatusOr<model::ModelConfig> ShardModelConfig(const model::ModelConfig& config,
+                                                    const ModelPlan& plan, int tp) {
+  if (tp < 1) return absl::InvalidArgumentError("--tensor-parallel must be at least 1");
+  if (plan.num_linear_layers > 0 || config.hybrid.has_value()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--tensor-parallel ", tp, ": ", config.architecture,
+        " has Gated DeltaNet / MoE layers; tensor parallelism covers the llama family for now"));
+  }
+  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.num_heads, "attention heads"));
+  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.num_kv_heads, "KV heads"));
+  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.ffn_size, "FFN columns"));
+  model::ModelConfig shard = config;
+  shard.num_heads /= tp;
+  shard.num_kv_heads /= tp;
+  shard.ffn_size /= tp;
+  return shard;
+}
+
+absl::StatusOr<std::unique_ptr<CpuModelWeights>> ShardWeights(
+    const WeightDeclaration& full, const CpuModelWeights& weights,
+    const WeightDeclaration& rank_declaration, int rank, int tp) {
+  auto shard = std::make_unique<CpuModelWeights>();
+  for (const WeightSpec& spec : rank_declaration.specs()) {
+    const WeightId id = full.Find(spec.name);
+    if (id == kNoWeight) {
+      return absl::InternalError(absl::StrCat("tensor parallel: '", spec.name,
+                                              "' is declared by a rank but not by the model"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(CpuWeight weight,
+                             ShardOne(full.spec(id), weights[id], spec, rank, tp, shard.get()));
+    shard->tensors.push_back(std::move(weight));
+  }
+  return shard;
+}
+
+}  // namespace tessera::worker

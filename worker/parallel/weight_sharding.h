@@ -1,0 +1,43 @@
+// Megatron-style sharding of a dense model for tensor parallelism (DESIGN.md §12): what each of
+// `tp` ranks runs and holds.
+//
+// A rank runs the same model definition on a config with 1/tp of the attention heads, of the KV
+// heads and of the FFN width (ShardModelConfig); the plan that config declares gives every
+// weight's per-rank shape, and the rank's weights are cut from the loaded model by comparing the
+// two declarations, tensor by tensor (ShardWeights):
+//   - a matrix whose rows shrank is column-parallel (q, k, v, gate, up): the rank's consecutive
+//     rows, a view into the loaded weight (any format, no copy);
+//   - a matrix whose columns shrank is row-parallel (attention output, down): the rank's columns
+//     of every row, copied in the file's format when the cut falls on block boundaries, else
+//     dequantized to f32; marked partial_sum, so the backend's Project sums it over the ranks;
+//   - a vector that shrank (the q/k/v biases) is the rank's consecutive slice;
+//   - everything else is replicated: the embedding table, the output head (so every rank
+//     computes the full logits and samples the same token), the norms, per-head q/k norms.
+// The KV pool is sharded by KV head by construction: each rank's config has 1/tp of them.
+// Hybrid models (Gated DeltaNet, MoE) are refused for now.
+//
+// Loader's thread; the results are plain data.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/model_plan.h"
+
+namespace tessera::worker {
+
+// `config` with heads, KV heads and FFN width divided by tp. INVALID_ARGUMENT, one line, naming
+// what does not divide, or a model with Gated DeltaNet / MoE layers.
+absl::StatusOr<model::ModelConfig> ShardModelConfig(const model::ModelConfig& config,
+                                                    const ModelPlan& plan, int tp);
+
+// Rank `rank` of `tp`'s weights for `rank_declaration` (the plan of ShardModelConfig's config),
+// cut from `weights` (bound against `full`). Views point into `weights` (which must outlive the
+// result) or into the result's own copies.
+absl::StatusOr<std::unique_ptr<CpuModelWeights>> ShardWeights(
+    const WeightDeclaration& full, const CpuModelWeights& weights,
+    const WeightDeclaration& rank_declaration, int rank, int tp);
+
+}  // namespace tessera::worker
