@@ -67,9 +67,10 @@ std::unique_ptr<ModelRunner> MakeRunner(const LoadedModel& model, DataType dtype
 
 // Greedy continuations of `prompts` served together: one step prefills them all, then each
 // step decodes every sequence once.
+// *graph_replays (optional) counts the steps that replayed a CUDA graph.
 std::vector<std::vector<int32_t>> GreedyTogether(ModelRunner& runner,
                                                  const std::vector<std::vector<int32_t>>& prompts,
-                                                 int new_tokens) {
+                                                 int new_tokens, int* graph_replays = nullptr) {
   const int n = static_cast<int>(prompts.size());
   const int per_sequence = (kBlocks - 1) / n;
   std::vector<std::vector<int32_t>> tables(n), out(n), inputs = prompts;
@@ -89,6 +90,7 @@ std::vector<std::vector<int32_t>> GreedyTogether(ModelRunner& runner,
     const absl::Status status = runner.Step(batch, &samples);
     EXPECT_TRUE(status.ok()) << status;
     if (!status.ok()) break;
+    if (graph_replays != nullptr) *graph_replays += samples.info.graph_replayed ? 1 : 0;
     for (size_t r = 0; r < samples.rows.size(); ++r) {
       const int s = samples.sequence_index[r];
       positions[s] += static_cast<int>(inputs[s].size());
@@ -127,7 +129,9 @@ void CheckMatchesOneDevice(const LoadedModel& model, int tp) {
     if (dtype == DataType::kF32) {
       std::vector<std::vector<int32_t>> prompts;
       for (int s = 0; s < 4; ++s) prompts.push_back(Prompt(model, 5 + 3 * s, s + 2));
-      EXPECT_EQ(GreedyTogether(*many, prompts, 6), GreedyTogether(*one, prompts, 6));
+      int replays = 0;  // decode steps replay graphs with the all-reduces captured inside
+      EXPECT_EQ(GreedyTogether(*many, prompts, 6, &replays), GreedyTogether(*one, prompts, 6));
+      EXPECT_GE(replays, 3);
     }
   }
 }
