@@ -41,6 +41,7 @@
 #include "router/protobuf_log_limit.h"
 #include "router/request_builder.h"
 #include "router/openai/openai_server.h"
+#include "router/gateway_metrics.h"
 #include "router/router_metrics.h"
 #include "router/tessera_service.h"
 
@@ -187,9 +188,11 @@ void AddHttpLimitOptions(CLI::App& app, RouterFlags& flags) {
       ->capture_default_str()->check(CLI::PositiveNumber);
 }
 
-// With --http-port: the OpenAI-compatible HTTP API; prints "tessera-router http on HOST:PORT".
+// With --http-port: the OpenAI-compatible HTTP API, with /metrics as on the metrics port (the
+// port an inference gateway's endpoint picker scrapes); prints "tessera-router http on HOST:PORT".
 absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
-    const RouterFlags& flags, RequestEngine* engine, const tessera::router::ModelFrontend* model) {
+    const RouterFlags& flags, RequestEngine* engine, const tessera::router::ModelFrontend* model,
+    std::shared_ptr<prometheus::Registry> registry) {
   if (flags.http_port == 0) return nullptr;
   std::string host = flags.http_host;
   if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
@@ -204,7 +207,8 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
            .api_key = flags.api_key,
            .tls_cert = flags.tls_cert,
            .tls_key = flags.tls_key,
-           .limits = HttpLimitsOf(flags)},
+           .limits = HttpLimitsOf(flags),
+           .metrics = std::move(registry)},
           engine, model);
   if (server.ok()) {
     const bool bracket = host.find(':') != std::string::npos;
@@ -215,10 +219,12 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
 }
 
 // One engine per --worker, each with its own metrics in `registry` (labelled worker="i" when
-// there are several); several engines are served as one EngineGroup.
+// there are several) adding to the pod-level `gateway` gauges; several engines are served as one
+// EngineGroup.
 std::unique_ptr<RequestEngine> MakeEngines(
     const RouterFlags& flags, const tessera::router::ModelFrontend* model,
     const std::shared_ptr<prometheus::Registry>& registry,
+    tessera::router::GatewayMetrics* gateway,
     std::vector<std::unique_ptr<tessera::router::RouterMetrics>>* metrics) {
   const bool labelled = flags.workers.size() > 1;
   std::vector<std::unique_ptr<Engine>> engines;
@@ -226,7 +232,9 @@ std::unique_ptr<RequestEngine> MakeEngines(
     metrics->push_back(std::make_unique<tessera::router::RouterMetrics>(
         registry, tessera::router::RouterMetricsOptions{
                       .max_num_batched_tokens = flags.engine.max_num_batched_tokens,
-                      .worker = labelled ? std::to_string(i) : ""}));
+                      .worker = labelled ? std::to_string(i) : "",
+                      .gateway = gateway,
+                      .gateway_engine = i}));
     EngineConfig config = flags.engine;
     config.worker_address = flags.workers[i];
     config.publish_prefixes = labelled;  // read by the group's routing only
@@ -381,9 +389,10 @@ int main(int argc, char** argv) {
     return Fail("--trace-steps records one worker's steps: not with several --worker yet");
   }
   auto registry = std::make_shared<prometheus::Registry>();
+  tessera::router::GatewayMetrics gateway(registry, flags.workers.size());
   std::vector<std::unique_ptr<tessera::router::RouterMetrics>> metrics;
   const std::unique_ptr<RequestEngine> engine_owner =
-      MakeEngines(flags, model->get(), registry, &metrics);
+      MakeEngines(flags, model->get(), registry, &gateway, &metrics);
   RequestEngine& engine = *engine_owner;
   tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
@@ -407,7 +416,7 @@ int main(int argc, char** argv) {
       StartMetricsServer(flags, registry, engine);
   if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
   absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> http_server =
-      StartHttpServer(flags, &engine, model->get());
+      StartHttpServer(flags, &engine, model->get(), registry);
   if (!http_server.ok()) return Fail(std::string(http_server.status().message()));
   engine.Start();
 

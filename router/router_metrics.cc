@@ -39,7 +39,9 @@ bool WorkerSharesPrefixes(const ::tessera::worker::v1::DescribeResponse& worker)
 
 RouterMetrics::RouterMetrics(std::shared_ptr<prometheus::Registry> registry,
                              const RouterMetricsOptions& options)
-    : registry_(std::move(registry)) {
+    : registry_(std::move(registry)),
+      gateway_(options.gateway),
+      gateway_engine_(options.gateway_engine) {
   TESSERA_CHECK(registry_ != nullptr, "RouterMetrics needs a registry");
   TESSERA_CHECK(options.max_num_batched_tokens >= 1, "RouterMetrics: max_num_batched_tokens < 1");
   prometheus::Registry& r = *registry_;
@@ -149,6 +151,14 @@ void RouterMetrics::ObserveScheduler(const SchedulerStats* stats) {
   requests_waiting_->Set(stats == nullptr ? 0 : stats->num_waiting);
   kv_blocks_used_->Set(stats == nullptr ? 0 : stats->num_blocks_used);
   kv_blocks_capacity_->Set(stats == nullptr ? 0 : stats->num_blocks_total);
+  if (gateway_ != nullptr) {
+    gateway_->Observe(gateway_engine_,
+                      stats == nullptr ? EngineLoad{}
+                                       : EngineLoad{.waiting = stats->num_waiting,
+                                                    .running = stats->num_running,
+                                                    .kv_blocks_used = stats->num_blocks_used,
+                                                    .kv_blocks_capacity = stats->num_blocks_total});
+  }
   AddSince(stats == nullptr ? 0 : stats->prefix_cache_query_tokens, &last_prefix_queries_,
            prefix_cache_queries_);
   AddSince(stats == nullptr ? 0 : stats->prefix_cache_hit_tokens, &last_prefix_hits_,

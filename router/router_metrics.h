@@ -23,6 +23,8 @@
 //   kv_blocks_used, kv_blocks_capacity gauge     logical KV blocks (null block excluded); DESIGN
 //                                                says kv_blocks_total, but a gauge named *_total
 //                                                fails `promtool check metrics` (counter suffix)
+//   (with options.gateway, ObserveScheduler also reports the queue and KV numbers to the pod-level
+//   model-server protocol gauges, gateway_metrics.h, which never carry the worker label)
 //   preemptions_total                  counter   recompute preemptions
 //   step_tokens                        histogram tokens per planned step        CountBuckets
 //   scheduler_seconds                  histogram Schedule() wall time per plan  StepLatency
@@ -46,6 +48,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "router/gateway_metrics.h"
 #include "router/scheduled_step.h"
 #include "router/scheduler.h"
 #include "tessera/worker/v1/worker.pb.h"
@@ -76,6 +79,10 @@ struct RouterMetricsOptions {
   // Data parallel (several workers, engine_group.h): every series of this engine's metrics
   // carries worker="<this>"; "" = no label (one worker).
   std::string worker;
+  // The pod-level gauges (gateway_metrics.h) this engine's queue and KV numbers add to, as engine
+  // `gateway_engine`; null = none (tests, the LocalAI backend). Outlives this object.
+  GatewayMetrics* gateway = nullptr;
+  size_t gateway_engine = 0;
 };
 
 class RouterMetrics {
@@ -133,6 +140,8 @@ class RouterMetrics {
   prometheus::Histogram* step_tokens_ = nullptr;
   prometheus::Histogram* scheduler_seconds_ = nullptr;
   prometheus::Counter* worker_restores_ = nullptr;
+  GatewayMetrics* gateway_ = nullptr;
+  size_t gateway_engine_ = 0;
 
   // Adds what `total` (a scheduler running total) gained since *last_seen to `counter`.
   static void AddSince(int64_t total, int64_t* last_seen, prometheus::Counter* counter);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics/metrics_server.h"
 #include "router/openai/openai_handlers.h"
 #include "router/openai/openai_response.h"
 
@@ -33,9 +34,26 @@ Route RouteTo(std::string verb, std::string path, Execution execution, bool guar
   return route;
 }
 
-std::vector<Route> RoutesOf(const std::shared_ptr<OpenAiHandlers>& handlers) {
+// GET /metrics: the text exposition of `metrics`, answered on the I/O thread like /health.
+Route MetricsRoute(std::shared_ptr<prometheus::Collectable> metrics) {
+  Route route;
+  route.method = "GET";
+  route.path = "/metrics";
+  route.execution = Execution::kInline;
+  route.handle = [metrics = std::move(metrics)](const Request&, Responder& responder) {
+    http::Response response;
+    response.status = 200;
+    response.content_type = tessera::metrics::kExpositionContentType;
+    response.body = tessera::metrics::RenderMetrics(*metrics);
+    responder.Send(std::move(response));
+  };
+  return route;
+}
+
+std::vector<Route> RoutesOf(const std::shared_ptr<OpenAiHandlers>& handlers,
+                            std::shared_ptr<prometheus::Collectable> metrics) {
   using H = OpenAiHandlers;
-  return {
+  std::vector<Route> routes = {
       RouteTo("POST", "/v1/completions", Execution::kPool, true, handlers, &H::Completions),
       RouteTo("POST", "/v1/chat/completions", Execution::kPool, true, handlers,
               &H::ChatCompletions),
@@ -44,6 +62,8 @@ std::vector<Route> RoutesOf(const std::shared_ptr<OpenAiHandlers>& handlers) {
       RouteTo("POST", "/tokenize", Execution::kPool, true, handlers, &H::Tokenize),
       RouteTo("POST", "/detokenize", Execution::kPool, true, handlers, &H::Detokenize),
   };
+  if (metrics != nullptr) routes.push_back(MetricsRoute(std::move(metrics)));
+  return routes;
 }
 
 }  // namespace
@@ -68,7 +88,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
         return response;
       }};
   absl::StatusOr<std::unique_ptr<http::HttpServer>> started =
-      http::HttpServer::Start(std::move(server), RoutesOf(handlers));
+      http::HttpServer::Start(std::move(server), RoutesOf(handlers, options.metrics));
   if (!started.ok()) {
     if (started.status().code() != absl::StatusCode::kUnavailable) return started.status();
     return absl::UnavailableError(absl::StrCat("cannot listen for HTTP: ",

@@ -3,6 +3,9 @@
 //
 //   POST /v1/completions, POST /v1/chat/completions  (JSON, or SSE with "stream": true)
 //   GET  /v1/models, GET /health, POST /tokenize, POST /detokenize
+//   GET  /metrics  (when options.metrics is set: the router's Prometheus series, the same text
+//                   as the --metrics-port server's, so an inference gateway's endpoint picker,
+//                   which scrapes the pool's target port, finds them; never needs the API key)
 //
 // Requests are parsed (openai_request.h), turned into the public API's GenerateRequest and
 // admitted by the same BuildRequest as gRPC Generate, then submitted to the engine as one
@@ -25,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/http/http_server.h"
+#include "prometheus/collectable.h"
 #include "router/request_engine.h"
 #include "router/model_frontend.h"
 
@@ -41,6 +45,8 @@ struct OpenAiServerOptions {
   // --stream-stall-timeout: a client that accepts no bytes for that long is dropped (and its
   // request cancelled), as on gRPC streams.
   http::ServerLimits limits;
+  // Served as GET /metrics on this port too; null = no such route.
+  std::shared_ptr<prometheus::Collectable> metrics;
 };
 
 class OpenAiServer {

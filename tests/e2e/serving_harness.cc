@@ -16,11 +16,13 @@ namespace {
 namespace v1 = ::tessera::v1;
 
 // Spawns build/bin/<binary> and waits for "<binary> listening on HOST:PORT"; returns HOST:PORT.
-// A "<binary> metrics on HOST:PORT" line before it (--metrics-port) lands in *metrics_address.
+// A "<binary> metrics on HOST:PORT" line before it (--metrics-port) lands in *metrics_address,
+// a "<binary> http on HOST:PORT" line (the router's --http-port) in *http_address when given.
 absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
                                               std::vector<std::string> args,
                                               std::unique_ptr<cli::ChildProcess>* child,
-                                              std::string* metrics_address) {
+                                              std::string* metrics_address,
+                                              std::string* http_address = nullptr) {
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
       {.path = absl::StrCat(testing_util::TesseraBinDir(), "/", binary),
        .args = std::move(args),
@@ -29,6 +31,7 @@ absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
   *child = std::move(*spawned);
   const std::regex ready(binary + " listening on (\\S+)");
   const std::regex metrics(binary + " metrics on (\\S+)");
+  const std::regex http(binary + " http on (\\S+)");
   for (;;) {
     absl::StatusOr<std::string> line = (*child)->ReadStdoutLine(absl::Seconds(120));
     if (!line.ok()) {
@@ -38,6 +41,9 @@ absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
     }
     std::smatch match;
     if (std::regex_search(*line, match, metrics)) *metrics_address = match[1].str();
+    if (http_address != nullptr && std::regex_search(*line, match, http)) {
+      *http_address = match[1].str();
+    }
     if (std::regex_search(*line, match, ready)) return match[1].str();
   }
 }
@@ -90,7 +96,8 @@ absl::Status ServingProcesses::StartRouter(const std::vector<std::string>& extra
   }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   absl::StatusOr<std::string> address =
-      SpawnAndWaitReady("tessera-router", args, &router_, &router_metrics_address_);
+      SpawnAndWaitReady("tessera-router", args, &router_, &router_metrics_address_,
+                        &router_http_address_);
   if (!address.ok()) return address.status();
   router_address_ = *address;
   return absl::OkStatus();

@@ -45,6 +45,8 @@ class ServingProcesses {
   // HOST:PORT from the "metrics on" line; empty unless started with --metrics-port.
   const std::string& router_metrics_address() const { return router_metrics_address_; }
   const std::string& worker_metrics_address() const { return worker_metrics_address_; }
+  // HOST:PORT from the "http on" line; empty unless started with --http-port -1 (or a port).
+  const std::string& router_http_address() const { return router_http_address_; }
   int worker_port() const { return worker_port_; }
   std::unique_ptr<::tessera::v1::Tessera::Stub> NewStub() const;
   ::tessera::v1::ServerStatsResponse Stats() const;
@@ -63,6 +65,7 @@ class ServingProcesses {
   std::string router_address_;
   std::string worker_metrics_address_;
   std::string router_metrics_address_;
+  std::string router_http_address_;
   std::string stopped_router_stderr_tail_;
 };
 

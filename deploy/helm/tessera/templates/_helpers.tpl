@@ -107,3 +107,51 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
       key: {{ $.Values.workerSecret.key }}
 {{- end }}
 {{- end -}}
+
+{{/* The endpoint picker (EPP) of the InferencePool: rendered here, or an existing Service. */}}
+{{- define "tessera.eppName" -}}
+{{- if .Values.inferencePool.endpointPicker.name -}}
+{{- .Values.inferencePool.endpointPicker.name -}}
+{{- else -}}
+{{- printf "%s-epp" (include "tessera.fullname" . | trunc 59 | trimSuffix "-") -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tessera.eppSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tessera.name" . }}-epp
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "tessera.eppLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "tessera.eppSelectorLabels" . }}
+app.kubernetes.io/component: endpoint-picker
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* The InferencePool's target port is the OpenAI HTTP port: it must exist. */}}
+{{- define "tessera.validateInferencePool" -}}
+{{- if le (int .Values.router.httpPort) 0 -}}
+{{- fail "inferencePool.enabled needs router.httpPort > 0: the pool's target port is the router's OpenAI HTTP port (the endpoint picker also scrapes /metrics there)" -}}
+{{- end -}}
+{{- if and (not .Values.inferencePool.endpointPicker.create) (not .Values.inferencePool.endpointPicker.name) -}}
+{{- fail "inferencePool.endpointPicker.create=false needs inferencePool.endpointPicker.name (the Service of an existing endpoint picker)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* worker.resources, plus nvidia.com/gpu = workers x tensorParallel when parallelism.gpu. */}}
+{{- define "tessera.workerResources" -}}
+{{- $resources := deepCopy .Values.worker.resources -}}
+{{- if .Values.parallelism.gpu -}}
+{{- $gpus := mul .Values.parallelism.workers .Values.parallelism.tensorParallel -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- $quantities := get $resources $kind | default dict -}}
+{{- if hasKey $quantities "nvidia.com/gpu" -}}
+{{- fail (printf "worker.resources.%s names nvidia.com/gpu while parallelism.gpu is true: the chart sets it (workers x tensorParallel = %d)" $kind (int $gpus)) -}}
+{{- end -}}
+{{- $_ := set $quantities "nvidia.com/gpu" (int $gpus) -}}
+{{- $_ := set $resources $kind $quantities -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $resources -}}
+{{- end -}}
