@@ -6,6 +6,7 @@
 #   e2e, deploy    — real processes on loopback; deploy/ validation (Helm, manifests, Grafana, alerts)
 #   gpu            — GPU tests; they report SKIPPED with the reason when no GPU is present
 #   fuzz           — a bounded libFuzzer run on the GGUF parser (TESSERA_FUZZ_SECONDS, default 30; 0 = off)
+# First every label must have at least its committed number of tests (tests/label_minimums.txt).
 # Then every skipped test is listed, and the run fails on any skip tests/skip_allowlist.txt does
 # not allow (scripts/check_skips.py; its "N passed, N failed" line closes the run).
 # TESSERA_CUDA_STATIC_CHECK=1 also builds every kernel for sm_90a/100a/120a (opt-in: minutes);
@@ -31,6 +32,9 @@ if [ "${TESSERA_GPU_BUNDLE:-0}" = 1 ]; then
   "$root/tools/gpu/bundle.sh"
   "$root/tools/gpu/check_bundle.sh"
 fi
+# Every suite is there: a label with fewer tests than tests/label_minimums.txt fails the run
+# before anything runs (a suite that silently stopped being built cannot turn CI green).
+python3 "$root/scripts/check_label_counts.py" "$root/build" "$root/tests/label_minimums.txt"
 # PyPI packages of the Python e2e tests (the openai client) into .venv-e2e/.
 "$root/scripts/install_python_test_deps.sh"
 junit="$root/build/ctest-junit.xml"

@@ -34,4 +34,12 @@ run 1 "1 passed, 1 failed" "A.ok run" "Model.load notrun 'model missing'"
 run 1 "0 passed, 1 failed" "Cpu.q notrun 'no CUDA GPU: none'"
 grep -qF 'skipped: Cpu.q: no CUDA GPU: none [NOT ALLOWED]' <<<"$out" || { echo "FAIL: not listed"; exit 1; }
 run 1 "1 passed, 1 failed" "A.ok run" "A.bad fail"
+# The committed allowlist: the GPU copies may skip for no GPU, the emulated suites may not; only
+# the AVX-512 copies' comparisons may skip for no AVX-512.
+cp "$root/tests/skip_allowlist.txt" "$dir/allow.txt"
+run 0 "1 passed, 0 failed" "gpu_CudaRunnerTest.F32 notrun 'no CUDA GPU: none'" \
+    "CpuMatmulIsaTest.Avx2AndAvx512AreBitIdentical notrun 'no AVX-512 on this CPU'" "A.ok run"
+run 1 "0 passed, 1 failed" "CudaRunnerTest.F32 notrun 'no CUDA GPU: none'"
+run 1 "0 passed, 1 failed" "CudaWorkerTest.Serves notrun 'no CUDA GPU: none'"
+run 1 "0 passed, 1 failed" "CpuMatmulTest.Reference notrun 'no AVX-512 on this CPU'"
 echo "PASS"
