@@ -4,7 +4,8 @@
 # "What is the capital of France?" (chat template, greedy) through the public Generate API.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup.sh"
+# Only the binaries the main job runs (the test targets are built by README command 2).
+TESSERA_BUILD_TARGETS="tessera tessera-worker tessera-router" "$root/scripts/setup.sh"
 cd "$root"
 
 port=${TESSERA_PORT:-8000}
