@@ -11,7 +11,9 @@ Runs in .venv-deploy, offline. For each case the chart renders with helm (helm-p
     its target port is the router's `http` container port, its endpointPickerRef names the
     picker's Service and ext_proc port, and the picker's configuration reads the metric names the
     router exports (router/gateway_metrics.cc) for pods of the engine type the pods carry;
-  * multi-GPU values pass --tensor-parallel and request workers x tensorParallel GPUs.
+  * multi-GPU values (2 workers x tensorParallel 2) pass --tensor-parallel to each worker
+    container and request tensorParallel GPUs on each, workers x tensorParallel per pod
+    (check_multi_worker.py checks the several-worker pod itself in depth).
 Then each deliberate break of a rendered pool (wrong port, wrong selector, a field the CRD does
 not know, a picker reading other metric names) must be refused, so the checks can fail.
 """
@@ -32,7 +34,7 @@ POOL = {"inferencePool": {"enabled": True}}
 EXISTING_EPP = {"inferencePool": {"enabled": True,
                                   "endpointPicker": {"create": False, "name": "shared-epp"}}}
 MULTI_GPU = {"inferencePool": {"enabled": True},
-             "parallelism": {"tensorParallel": 2, "gpu": True}}
+             "parallelism": {"workers": 2, "tensorParallel": 2, "gpu": True}}
 
 
 def render(chart, values):
@@ -56,12 +58,13 @@ def check_case(docs, picker_rendered):
 
 def check_multi_gpu(docs):
     tessera, _, _ = g.split(docs)
-    worker = {c["name"]: c for c in
-              k.one(tessera, "Deployment")["spec"]["template"]["spec"]["containers"]}["worker"]
-    expect(k.flag(worker, "tensor-parallel") == "2", "worker --tensor-parallel")
-    for kind in ("requests", "limits"):
-        got = worker["resources"][kind].get("nvidia.com/gpu")
-        expect(got == 2, f"worker {kind} nvidia.com/gpu {got} (workers 1 x tensorParallel 2)")
+    workers = k.workers_of(k.one(tessera, "Deployment")["spec"]["template"]["spec"])
+    expect([w["name"] for w in workers] == ["worker-0", "worker-1"], "two worker containers")
+    for worker in workers:
+        expect(k.flag(worker, "tensor-parallel") == "2", f"{worker['name']} --tensor-parallel")
+        for kind in ("requests", "limits"):
+            got = worker["resources"][kind].get("nvidia.com/gpu")
+            expect(got == 2, f"{worker['name']} {kind} nvidia.com/gpu {got} (tensorParallel 2)")
 
 
 def breaks(docs):
@@ -131,7 +134,7 @@ def main():
                                  ({"inferencePool": {"enabled": True,
                                                      "endpointPicker": {"create": False}}},
                                   "endpointPicker.name"),
-                                 ({"parallelism": {"workers": 2}}, "workers")]:
+                                 ({"parallelism": {"workers": 9}}, "workers")]:
             try:
                 render(chart, values)
                 failures += 1

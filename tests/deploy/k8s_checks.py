@@ -73,12 +73,33 @@ def check_probes(container, ports):
                f"want {want}")
 
 
+def flags(container, name):
+    """Every value of --name=VALUE in the container's args, in order."""
+    return [a.split("=", 1)[1] for a in container.get("args", []) if a.startswith(f"--{name}=")]
+
+
 def flag(container, name):
     """The value of --name=VALUE in the container's args (None when absent)."""
-    for arg in container.get("args", []):
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1]
-    return None
+    found = flags(container, name)
+    return found[0] if found else None
+
+
+def worker_names(count):
+    """The worker containers' names: "worker" alone, or worker-0 .. worker-(count-1)."""
+    return ["worker"] if count == 1 else [f"worker-{i}" for i in range(count)]
+
+
+def worker_port_names(count):
+    """Their metrics ports' names (at most 15 characters, as Kubernetes requires)."""
+    return ["worker-metrics"] if count == 1 else [f"worker{i}-metrics" for i in range(count)]
+
+
+def workers_of(pod_spec):
+    """The worker containers, in order (the router's --worker flags follow the same order)."""
+    names = [c["name"] for c in pod_spec["containers"] if c["name"] != "router"]
+    expect(names == worker_names(len(names)), f"worker containers {names}")
+    by_name = {c["name"]: c for c in pod_spec["containers"]}
+    return [by_name[n] for n in names]
 
 
 def check_pod_wiring(docs):
@@ -90,15 +111,20 @@ def check_pod_wiring(docs):
     selector = deployment["spec"]["selector"]["matchLabels"]
     expect(selector.items() <= labels.items(), "Deployment selector does not match its pods")
     containers = {c["name"]: c for c in spec["containers"]}
-    expect(set(containers) == {"router", "worker"}, f"containers: {sorted(containers)}")
+    expect(spec["containers"][0]["name"] == "router", f"containers: {sorted(containers)}")
+    workers = workers_of(spec)
+    expect(1 <= len(workers) <= 8, f"{len(workers)} worker containers")
     ports = container_ports(spec)
-    expect(set(ports) == expected_ports(containers["router"]), f"ports: {sorted(ports)}")
+    expect(len(ports) == sum(len(c.get("ports", [])) for c in spec["containers"]),
+           "two container ports share a name")
+    expect(set(ports) == expected_ports(containers["router"], len(workers)),
+           f"ports: {sorted(ports)}")
     check_containers(spec, containers, ports)
-    check_loopback(containers["router"], containers["worker"], ports)
-    check_drain(spec, containers["router"], containers["worker"])
-    check_secrets(containers["router"], containers["worker"])
+    check_loopback(containers["router"], workers, ports)
+    check_drain(spec, containers["router"], workers)
+    check_secrets(containers["router"], workers)
     check_service(docs, labels, ports)
-    check_custom_resources(docs, deployment)
+    check_custom_resources(docs, deployment, len(workers))
     for pdb in by_kind(docs, "PodDisruptionBudget"):
         expect(pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(),
                "PodDisruptionBudget selects no pod of the Deployment")
@@ -110,11 +136,13 @@ def check_pod_wiring(docs):
     return deployment
 
 
-def expected_ports(router):
-    """The named ports: the HTTP API's only while the router's --http-port is not 0."""
+def expected_ports(router, workers):
+    """The named ports: the HTTP API's only while the router's --http-port is not 0, and one
+    metrics port per worker."""
     http = flag(router, "http-port")
     expect(http is not None, "router without --http-port (it would default to 8080)")
-    return {"grpc", "metrics", "worker-metrics"} | ({"http"} if http != "0" else set())
+    return ({"grpc", "metrics"} | set(worker_port_names(workers)) |
+            ({"http"} if http != "0" else set()))
 
 
 def check_containers(spec, containers, ports):
@@ -130,37 +158,43 @@ def check_containers(spec, containers, ports):
                f"{c['name']}: the model is not mounted read-only")
     volumes = {v["name"]: v for v in spec["volumes"]}
     expect(volumes["shm"]["emptyDir"].get("medium") == "Memory", "/dev/shm is not in memory")
-    worker = containers["worker"]
-    expect("/dev/shm" in {m["mountPath"] for m in worker["volumeMounts"]},
-           "worker does not mount /dev/shm")
+    for worker in workers_of(spec):
+        expect("/dev/shm" in {m["mountPath"] for m in worker["volumeMounts"]},
+               f"{worker['name']} does not mount /dev/shm")
     expect("nvidia.com/gpu" not in str(containers["router"].get("resources")),
            "the router asks for a GPU")
 
 
-def check_loopback(router, worker, ports):
-    """The router dials the port the worker listens on, on 127.0.0.1; flags match the ports."""
-    worker_listen = flag(worker, "listen")
-    expect(worker_listen is not None and worker_listen.startswith("127.0.0.1:"),
-           f"worker --listen {worker_listen} is not loopback")
-    expect(flag(router, "worker") == worker_listen,
-           f"router --worker {flag(router, 'worker')} != worker --listen {worker_listen}")
+def check_loopback(router, workers, ports):
+    """The router dials, in order, the port each worker listens on, on 127.0.0.1 (one --worker
+    per worker container, none twice); flags match the ports."""
+    listens = [flag(w, "listen") for w in workers]
+    for w, listen in zip(workers, listens):
+        expect(listen is not None and listen.startswith("127.0.0.1:"),
+               f"{w['name']} --listen {listen} is not loopback")
+    expect(len(set(listens)) == len(listens), f"workers share a --listen address: {listens}")
+    expect(flags(router, "worker") == listens,
+           f"router --worker {flags(router, 'worker')} != the workers' --listen {listens}")
     expect(flag(router, "listen") == f"0.0.0.0:{ports['grpc'][1]}", "router --listen vs port grpc")
     expect(flag(router, "metrics-port") == str(ports["metrics"][1]), "router --metrics-port")
     if "http" in ports:
         expect(flag(router, "http-port") == str(ports["http"][1]), "router --http-port vs port http")
-    expect(flag(worker, "metrics-port") == str(ports["worker-metrics"][1]),
-           "worker --metrics-port")
-    expect(flag(router, "model") == flag(worker, "model"), "router and worker load different models")
+    for worker, name in zip(workers, worker_port_names(len(workers))):
+        expect(ports[name][0] == worker["name"], f"port {name} is {ports[name][0]}'s")
+        expect(flag(worker, "metrics-port") == str(ports[name][1]),
+               f"{worker['name']} --metrics-port {flag(worker, 'metrics-port')} vs port {name}")
+        expect(flag(router, "model") == flag(worker, "model"),
+               f"router and {worker['name']} load different models")
 
 
 def env_of(container):
     return {e["name"]: e for e in container.get("env", [])}
 
 
-def check_secrets(router, worker):
+def check_secrets(router, workers):
     """Secrets come from Secrets through the environment: never in args, never as plain values;
-    the router and its worker read the same worker secret (or neither has one)."""
-    for c in (router, worker):
+    the router and its workers read the same worker secret (or none has one)."""
+    for c in (router, *workers):
         for arg in c.get("args", []):
             expect(not arg.startswith(("--api-key", "--worker-secret", "--secret")),
                    f"{c['name']}: a secret on the command line ({arg.split('=')[0]})")
@@ -168,14 +202,15 @@ def check_secrets(router, worker):
             if name in ("TESSERA_API_KEY", "TESSERA_WORKER_SECRET"):
                 expect("secretKeyRef" in e.get("valueFrom", {}),
                        f"{c['name']}: {name} is not read from a Secret")
-    expect("TESSERA_API_KEY" not in env_of(worker), "the worker gets the API key")
     router_secret = env_of(router).get("TESSERA_WORKER_SECRET")
-    worker_secret = env_of(worker).get("TESSERA_WORKER_SECRET")
-    expect(router_secret == worker_secret,
-           f"router and worker read different worker secrets: {router_secret} vs {worker_secret}")
+    for worker in workers:
+        expect("TESSERA_API_KEY" not in env_of(worker), f"{worker['name']} gets the API key")
+        worker_secret = env_of(worker).get("TESSERA_WORKER_SECRET")
+        expect(router_secret == worker_secret, f"router and {worker['name']} read different "
+               f"worker secrets: {router_secret} vs {worker_secret}")
 
 
-def check_drain(spec, router, worker):
+def check_drain(spec, router, workers):
     """The grace period covers the router's preStop sleep plus its drain timeout."""
     drain = float(flag(router, "drain-timeout-s"))
     sleep = 0
@@ -184,7 +219,9 @@ def check_drain(spec, router, worker):
     grace = spec["terminationGracePeriodSeconds"]
     expect(grace >= sleep + drain, f"terminationGracePeriodSeconds {grace} < preStop {sleep} + "
            f"drain {drain}")
-    expect("preStop" in worker.get("lifecycle", {}), "worker has no preStop (drain would break)")
+    for worker in workers:
+        expect("preStop" in worker.get("lifecycle", {}),
+               f"{worker['name']} has no preStop (drain would break)")
 
 
 def check_service(docs, pod_labels, ports):
@@ -197,21 +234,29 @@ def check_service(docs, pod_labels, ports):
         expect(port["targetPort"] in ports, f"Service port {name}: unknown targetPort")
 
 
-def check_custom_resources(docs, deployment):
+def check_custom_resources(docs, deployment, workers=1):
     service = one(docs, "Service")
     service_ports = {p["name"] for p in service["spec"]["ports"]}
     for monitor in by_kind(docs, "ServiceMonitor"):
         spec = monitor["spec"]
         expect(spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items(),
                "ServiceMonitor selects no tessera Service")
-        jobs = set()
+        jobs, scraped = set(), {}
         for endpoint in spec["endpoints"]:
             expect(endpoint["port"] in service_ports, f"ServiceMonitor port {endpoint['port']}")
             expect(endpoint["path"] == "/metrics", "ServiceMonitor path")
             relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
             expect({"job", "instance", "model"} <= relabel.keys(), "ServiceMonitor relabelings")
             jobs.add(relabel["job"]["replacement"])
+            scraped[endpoint["port"]] = (relabel["job"]["replacement"],
+                                         relabel.get("worker", {}).get("replacement"))
         expect(jobs == {"tessera-router", "tessera-worker"}, f"ServiceMonitor jobs {jobs}")
+        # Every worker's port, as job tessera-worker; with several, worker="i" tells them apart
+        # (one pod = one instance: without it their series would collide).
+        want = {name: ("tessera-worker", str(i) if workers > 1 else None)
+                for i, name in enumerate(worker_port_names(workers))}
+        got = {port: scraped.get(port) for port in want}
+        expect(got == want, f"ServiceMonitor scrapes the workers as {got}, want {want}")
     for scaled in by_kind(docs, "ScaledObject"):
         spec = scaled["spec"]
         expect(spec["scaleTargetRef"]["name"] == deployment["metadata"]["name"],

@@ -75,12 +75,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (eq .Values.model.source "download") (not .Values.model.download.url) -}}
 {{- fail "model.source=download needs model.download.url" -}}
 {{- end -}}
-{{- $ports := list .Values.router.grpcPort .Values.router.metricsPort .Values.worker.grpcPort .Values.worker.metricsPort -}}
+{{- $workers := int .Values.parallelism.workers -}}
+{{- $ports := list (int .Values.router.grpcPort) (int .Values.router.metricsPort) -}}
 {{- if gt (int .Values.router.httpPort) 0 -}}
-{{- $ports = append $ports .Values.router.httpPort -}}
+{{- $ports = append $ports (int .Values.router.httpPort) -}}
+{{- end -}}
+{{- range $base := list .Values.worker.grpcPort .Values.worker.metricsPort -}}
+{{- if gt (add $base $workers -1) 65535 -}}
+{{- fail (printf "worker.grpcPort and worker.metricsPort + parallelism.workers - 1 must be at most 65535: worker i listens on worker.grpcPort + i and serves metrics on worker.metricsPort + i, got base %d with %d workers" (int $base) $workers) -}}
+{{- end -}}
+{{- range $i := until $workers -}}
+{{- $ports = append $ports (int (add $base $i)) -}}
+{{- end -}}
 {{- end -}}
 {{- if ne (len (uniq $ports)) (len $ports) -}}
-{{- fail (printf "router.grpcPort, router.httpPort (unless 0), router.metricsPort, worker.grpcPort and worker.metricsPort must differ (one pod network namespace), got %v" $ports) -}}
+{{- fail (printf "router.grpcPort, router.httpPort (unless 0), router.metricsPort, worker.grpcPort .. worker.grpcPort + workers - 1 and worker.metricsPort .. worker.metricsPort + workers - 1 must differ (one pod network namespace; worker i uses base + i), got %v" $ports) -}}
 {{- end -}}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) -}}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" -}}
@@ -139,19 +148,39 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* worker.resources, plus nvidia.com/gpu = workers x tensorParallel when parallelism.gpu. */}}
+{{/* worker.resources of one worker container, plus nvidia.com/gpu = tensorParallel when
+parallelism.gpu (so the pod asks for workers x tensorParallel GPUs in all). */}}
 {{- define "tessera.workerResources" -}}
 {{- $resources := deepCopy .Values.worker.resources -}}
 {{- if .Values.parallelism.gpu -}}
-{{- $gpus := mul .Values.parallelism.workers .Values.parallelism.tensorParallel -}}
+{{- $gpus := int .Values.parallelism.tensorParallel -}}
 {{- range $kind := list "requests" "limits" -}}
 {{- $quantities := get $resources $kind | default dict -}}
 {{- if hasKey $quantities "nvidia.com/gpu" -}}
-{{- fail (printf "worker.resources.%s names nvidia.com/gpu while parallelism.gpu is true: the chart sets it (workers x tensorParallel = %d)" $kind (int $gpus)) -}}
+{{- fail (printf "worker.resources.%s names nvidia.com/gpu while parallelism.gpu is true: the chart sets it (tensorParallel = %d per worker container, workers x tensorParallel = %d per pod)" $kind $gpus (mul $gpus (int $.Values.parallelism.workers))) -}}
 {{- end -}}
-{{- $_ := set $quantities "nvidia.com/gpu" (int $gpus) -}}
+{{- $_ := set $quantities "nvidia.com/gpu" $gpus -}}
 {{- $_ := set $resources $kind $quantities -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $resources -}}
+{{- end -}}
+
+{{/* Worker i of parallelism.workers (dict "root" $ "i" i): its container name and the name of
+its metrics port. One worker keeps "worker" / "worker-metrics"; several are worker-0, worker-1,
+... with ports worker0-metrics, worker1-metrics, ... (a port name has at most 15 characters). */}}
+{{- define "tessera.workerName" -}}
+{{- if eq (int .root.Values.parallelism.workers) 1 -}}
+worker
+{{- else -}}
+{{- printf "worker-%d" (int .i) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tessera.workerMetricsPortName" -}}
+{{- if eq (int .root.Values.parallelism.workers) 1 -}}
+worker-metrics
+{{- else -}}
+{{- printf "worker%d-metrics" (int .i) -}}
+{{- end -}}
 {{- end -}}
