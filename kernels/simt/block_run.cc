@@ -133,6 +133,10 @@ int BlockRun::PickNext() {
     const size_t at = pick(rng_);
     std::swap(ready_[at], ready_.front());
   }
+  if (config_.schedule.kind == ScheduleKind::kLowestFirst && ready_.size() > 1) {
+    const auto lowest = std::min_element(ready_.begin(), ready_.end());
+    std::rotate(ready_.begin(), lowest, lowest + 1);  // the rest keep their order
+  }
   const int next = ready_.front();
   ready_.pop_front();
   return next;

@@ -19,9 +19,13 @@ namespace {
 
 struct Allocation {
   char* mapping;
-  size_t mapping_bytes;  // data pages + one guard page
+  size_t mapping_bytes;  // leading guard + data pages + one guard page
   size_t bytes;          // as asked
 };
+
+// The inaccessible bytes before each buffer's first data page: a negative index up to this far
+// (e.g. block id -1 of a paged KV pool with blocks up to 64 KiB) faults.
+constexpr size_t kLeadingGuardBytes = size_t{64} << 10;
 
 struct Registry {
   std::mutex mutex;
@@ -53,6 +57,13 @@ void ReportFault(int signal_number, siginfo_t* info, void* context) {
       length += std::snprintf(message + length, sizeof message - length,
                               ": %zu bytes past the end of a %zu-byte device buffer at %p",
                               static_cast<size_t>(address - end), allocation.bytes,
+                              reinterpret_cast<void*>(start));
+      break;
+    }
+    if (address < start && address >= reinterpret_cast<uintptr_t>(allocation.mapping)) {
+      length += std::snprintf(message + length, sizeof message - length,
+                              ": %zu bytes before the start of a %zu-byte device buffer at %p",
+                              static_cast<size_t>(start - address), allocation.bytes,
                               reinterpret_cast<void*>(start));
       break;
     }
@@ -94,7 +105,8 @@ absl::StatusOr<void*> AllocateDevice(size_t bytes) {
   const size_t page = PageSize();
   const size_t padded = (std::max<size_t>(bytes, 1) + 15) / 16 * 16;
   const size_t data_pages = (padded + page - 1) / page * page;
-  const size_t mapping_bytes = data_pages + page;
+  const size_t lead = (kLeadingGuardBytes + page - 1) / page * page;
+  const size_t mapping_bytes = lead + data_pages + page;
   void* mapping = mmap(nullptr, mapping_bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mapping == MAP_FAILED) {
@@ -102,8 +114,11 @@ absl::StatusOr<void*> AllocateDevice(size_t bytes) {
         absl::StrCat("emulated device: cannot allocate ", bytes, " bytes"));
   }
   char* base = static_cast<char*>(mapping);
-  mprotect(base + data_pages, page, PROT_NONE);
-  char* start = base + data_pages - padded;
+  mprotect(base, lead, PROT_NONE);
+  mprotect(base + lead + data_pages, page, PROT_NONE);
+  char* start = base + lead + data_pages - padded;
+  // Poisoned (0xFF: NaN in every float type) around the data, where no guard page can sit.
+  std::memset(base + lead, 0xFF, static_cast<size_t>(start - (base + lead)));
   std::memset(start + bytes, 0xFF, padded - bytes);
   Registry& registry = TheRegistry();
   std::lock_guard lock(registry.mutex);

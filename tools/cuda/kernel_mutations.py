@@ -8,6 +8,11 @@ restored (and the tests rebuilt) afterwards. Opt-in: minutes of rebuilding.
     tools/cuda/kernel_mutations.py [--build build] [--only NAME] [--write docs/testing/kernel-mutations.md]
 
 Exit status 1 when a mutation survives or does not apply (the kernel changed: update its text).
+
+Not listed, because no emulation can show them: the decode attention's __syncwarp before lane 0
+updates the running max (the lanes read it before two warp shuffles, which the emulator, like the
+hardware, completes only when every lane arrives; the barrier is there against the compiler
+moving the read past the shuffles, which a CPU emulation never does).
 """
 import argparse
 import datetime
@@ -28,7 +33,7 @@ MUTATIONS = [
      "  total = WarpReduce(total, op);\n  __syncthreads();  // scratch may be reused",
      "  total = WarpReduce(total, op);\n  // scratch may be reused",
      "BlockReduce returns before every warp read the scratch (a caller's next use races)",
-     ["rms_norm_kernel_test", "sampling_kernel_test"]),
+     ["device_math_kernel_test", "rms_norm_kernel_test", "sampling_kernel_test"]),
     ("warp-reduce-partner", "kernels/cuda/device_math.cuh",
      "for (int offset = 16; offset > 0; offset >>= 1) {",
      "for (int offset = 8; offset > 0; offset >>= 1) {",
@@ -39,10 +44,10 @@ MUTATIONS = [
      "dot += __shfl_xor_sync(0x0000FFFFu, dot, offset);",
      "the key-dot shuffle names half the warp in its mask",
      ["paged_decode_attention_kernel_test"]),
-    ("decode-softmax-syncwarp", "kernels/cuda/paged_decode_attention.cuh",
-     "    __syncwarp();  // every lane has read state.max[g] before lane 0 overwrites it\n", "",
-     "lane 0 updates the running max while other lanes may still read it",
-     ["paged_decode_attention_kernel_test"]),
+    ("prefill-probs-syncwarp", "kernels/cuda/paged_prefill_attention.cuh",
+     "  warp_probs[lane] = p;\n  __syncwarp();\n", "  warp_probs[lane] = p;\n",
+     "lanes read the tile's probabilities before every lane wrote its own",
+     ["paged_prefill_attention_kernel_test"]),
     ("decode-scores-barrier", "kernels/cuda/paged_decode_attention.cuh",
      "                                         scores);\n    __syncthreads();\n",
      "                                         scores);\n",

@@ -187,15 +187,19 @@ absl::Status CudaModelRunner::AllocateKvPool() {
         "the KV cache holds ", blocks, " blocks of ", block_bytes,
         " bytes; it needs the null block and at least one more"));
   }
-  TESSERA_ASSIGN_OR_RETURN(
-      kv_memory_, device::DeviceMemory::Allocate(*runtime_, static_cast<size_t>(blocks * block_bytes)));
-  // Zeroed: padding rows of batch-invariant decode graphs read the null block 0.
-  TESSERA_RETURN_IF_ERROR(runtime_->Fill(kv_memory_.data(), 0, kv_memory_.bytes()));
+  // One allocation per layer's K and per layer's V: on the emulated device each is fenced by
+  // guard pages, so a negative block id or an overrun of one layer's pool faults instead of
+  // reading a neighbouring layer (kernels/simt/device_memory.h).
   kv_ = {.num_blocks = blocks, .block_size = options_.block_size};
   const size_t pool_bytes = static_cast<size_t>(block_bytes / (2 * plan_.num_attention_layers)) * blocks;
-  for (int l = 0; l < plan_.num_attention_layers; ++l) {
-    kv_.k.push_back(kv_memory_.as<uint8_t>() + (2 * l) * pool_bytes);
-    kv_.v.push_back(kv_memory_.as<uint8_t>() + (2 * l + 1) * pool_bytes);
+  kv_memory_.clear();
+  for (int p = 0; p < 2 * plan_.num_attention_layers; ++p) {
+    TESSERA_ASSIGN_OR_RETURN(device::DeviceMemory pool,
+                             device::DeviceMemory::Allocate(*runtime_, pool_bytes));
+    // Zeroed: padding rows of batch-invariant decode graphs read the null block 0.
+    TESSERA_RETURN_IF_ERROR(runtime_->Fill(pool.data(), 0, pool.bytes()));
+    (p % 2 == 0 ? kv_.k : kv_.v).push_back(pool.data());
+    kv_memory_.push_back(std::move(pool));
   }
   return absl::OkStatus();
 }

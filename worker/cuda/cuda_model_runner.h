@@ -131,8 +131,9 @@ class CudaModelRunner final : public ModelRunner {
   const CudaRunnerOptions& options() const { return options_; }
   const DeviceModelWeights& device_weights() const { return *weights_; }
   const GraphCache& graphs() const { return *graphs_; }
-  // The KV pool's memory (tests read it back to prove padding rows write nothing).
-  const device::DeviceMemory& kv_memory() const { return kv_memory_; }
+  // The KV pools' memory, one allocation per layer's K and V (tests read them back to prove
+  // padding rows write nothing).
+  const std::vector<device::DeviceMemory>& kv_memory() const { return kv_memory_; }
   int64_t activation_bytes() const;
   // The weight bytes one batch-1 decode step reads: every projection as held on the device
   // (packed or dense; the output head included, the embedding table not) and, of each expert
@@ -233,7 +234,7 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<DeviceStepInputs> inputs_;
   std::unique_ptr<DeviceBlockTables> tables_;
   DeviceKvPools kv_;
-  device::DeviceMemory kv_memory_;
+  std::vector<device::DeviceMemory> kv_memory_;  // [2 × attention layers]: K0, V0, K1, ...
   device::DeviceMemory sampling_workspace_;  // the sampler's split-row scratch
   DeviceRecurrentState state_;
   device::DeviceMemory state_memory_;

@@ -1,5 +1,5 @@
 // The SIMT schedules every emulated kernel test runs under (a test-harness setting, DESIGN §11):
-// in-order, reverse and two random seeds. TESSERA_SIMT_SCHEDULES (comma-separated, e.g.
+// in-order, reverse, a random seed and lowest-first (one warp runs ahead of the others). TESSERA_SIMT_SCHEDULES (comma-separated, e.g.
 // "random:11,random:12") replaces the list for a run; read here, in the test harness, never in
 // the library.
 #pragma once
@@ -17,7 +17,8 @@ namespace tessera::simt {
 inline std::vector<Schedule> TestSchedules() {
   const char* text = std::getenv("TESSERA_SIMT_SCHEDULES");
   if (text == nullptr || *text == '\0') {
-    return {Schedule::InOrder(), Schedule::Reverse(), Schedule::Random(1), Schedule::Random(2)};
+    return {Schedule::InOrder(), Schedule::Reverse(), Schedule::Random(1),
+            Schedule::LowestFirst()};
   }
   std::vector<Schedule> schedules;
   for (absl::string_view part : absl::StrSplit(text, ',')) {

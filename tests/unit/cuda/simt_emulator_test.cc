@@ -146,6 +146,11 @@ __global__ void ReadPastEnd(const float* in, int n, float* out) {
   out[threadIdx.x] = in[n + threadIdx.x];
 }
 
+// Reads `back` elements before the buffer's start (a block id of -1 in a paged pool).
+__global__ void ReadBeforeStart(const float* in, int back, float* out) {
+  out[threadIdx.x] = in[static_cast<int>(threadIdx.x) - back];
+}
+
 __global__ void ReadUninitializedShared(unsigned* out) {
   TESSERA_SHARED(unsigned, fresh, 64);
   out[threadIdx.x] = fresh[threadIdx.x];
@@ -334,6 +339,18 @@ TEST(SimtPlantedBugsDeathTest, OutOfBoundsReadFaultsAndNamesTheBuffer) {
                  static_cast<const float*>(in.get()), 17, out.get());
   };
   EXPECT_DEATH(read_past_end(), "bytes past the end of a 68-byte device buffer");
+}
+
+// A negative index past the first page's slack lands in the leading guard (up to 64 KiB): a
+// paged KV pool's block -1 faults instead of reading another layer's pool.
+TEST(SimtPlantedBugsDeathTest, ReadBeforeTheStartFaultsAndNamesTheBuffer) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto read_before_start = [] {
+    DeviceBuffer<float> in(8192), out(32);  // 32 KiB: the data starts on a page boundary
+    (void)Launch(Config(Schedule::InOrder(), dim3(1), dim3(32)), ReadBeforeStart,
+                 static_cast<const float*>(in.get()), 1024, out.get());
+  };
+  EXPECT_DEATH(read_before_start(), "bytes before the start of a 32768-byte device buffer");
 }
 
 TEST(SimtLaunch, RejectsInvalidConfigurations) {
