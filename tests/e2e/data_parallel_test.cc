@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
+#include "tests/e2e/metrics_scrape.h"
 #include "tests/e2e/serving_harness.h"
 
 namespace tessera::e2e {
@@ -31,43 +31,6 @@ v1::GenerateRequest Counting(int max_tokens) {
   return request;
 }
 
-std::string Metrics(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  httplib::Client client(host_port.substr(0, colon), std::stoi(host_port.substr(colon + 1)));
-  client.set_connection_timeout(5);
-  client.set_read_timeout(10);
-  httplib::Result result = client.Get("/metrics");
-  return result && result->status == 200 ? result->body : "";
-}
-
-// The value of the first /metrics line that starts with `series` (-1 when there is none).
-double Value(const std::string& metrics, const std::string& series) {
-  size_t at = 0;
-  while ((at = metrics.find(series, at)) != std::string::npos) {
-    if (at == 0 || metrics[at - 1] == '\n') {
-      const size_t space = metrics.find(' ', at + series.size());
-      return std::stod(metrics.substr(space + 1, metrics.find('\n', space) - space - 1));
-    }
-    at += series.size();
-  }
-  return -1;
-}
-
-double Finished(const std::string& metrics, const std::string& worker) {
-  return Value(metrics, "tessera_requests_total{status=\"length\",worker=\"" + worker + "\"}");
-}
-
-// Polls /metrics (up to 10 s) until `series` reaches `at_least`; returns the last scrape.
-std::string AwaitSeries(const std::string& address, const std::string& series, double at_least) {
-  std::string m;
-  for (int i = 0; i < 500; ++i) {
-    m = Metrics(address);
-    if (Value(m, series) >= at_least) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return m;
-}
-
 class DataParallelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,9 +39,9 @@ class DataParallelTest : public ::testing::Test {
     ASSERT_TRUE(serving_.StartRouter({"--metrics-port", "0"}).ok());
     // Both workers described: each engine's KV capacity is published.
     for (int i = 0; i < 600; ++i) {
-      const std::string m = Metrics(serving_.router_metrics_address());
-      if (Value(m, "tessera_kv_blocks_capacity{worker=\"0\"}") > 0 &&
-          Value(m, "tessera_kv_blocks_capacity{worker=\"1\"}") > 0) {
+      const std::string m = ScrapeMetrics(serving_.router_metrics_address());
+      if (SeriesValue(m, "tessera_kv_blocks_capacity{worker=\"0\"}") > 0 &&
+          SeriesValue(m, "tessera_kv_blocks_capacity{worker=\"1\"}") > 0) {
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -93,11 +56,11 @@ TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
   const std::vector<StreamResult> results = RunConcurrently(serving_, requests);
   for (const StreamResult& r : results) EXPECT_EQ(r.token_ids.size(), 12u);
   std::string m;
-  for (int i = 0; i < 500 && Finished(m, "0") + Finished(m, "1") < 8; ++i) {
-    m = Metrics(serving_.router_metrics_address());
+  for (int i = 0; i < 500 && FinishedOn(m, 0) + FinishedOn(m, 1) < 8; ++i) {
+    m = ScrapeMetrics(serving_.router_metrics_address());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const double first = Finished(m, "0"), second = Finished(m, "1");
+  const double first = FinishedOn(m, 0), second = FinishedOn(m, 1);
   EXPECT_EQ(first + second, 8) << m;
   EXPECT_GE(first, 2) << "the least-load rule left worker 0 nearly idle";
   EXPECT_GE(second, 2) << "the least-load rule left worker 1 nearly idle";
@@ -122,8 +85,8 @@ TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
   const std::string m =
       AwaitSeries(serving_.router_metrics_address(),
                   "tessera_requests_total{status=\"cancelled\",worker=\"1\"}", 1);
-  EXPECT_EQ(Value(m, "tessera_requests_total{status=\"cancelled\",worker=\"1\"}"), 1) << m;
-  EXPECT_EQ(Value(m, "tessera_requests_total{status=\"cancelled\",worker=\"0\"}"), 0) << m;
+  EXPECT_EQ(SeriesValue(m, "tessera_requests_total{status=\"cancelled\",worker=\"1\"}"), 1) << m;
+  EXPECT_EQ(SeriesValue(m, "tessera_requests_total{status=\"cancelled\",worker=\"0\"}"), 0) << m;
   ExpectEverythingReleased(serving_);
 }
 
@@ -136,9 +99,9 @@ TEST_F(DataParallelTest, ALostWorkerFailsOnlyItsOwnRequests) {
   }
   // Once every request has produced tokens on both workers, worker 1 goes away.
   for (int i = 0; i < 300; ++i) {
-    const std::string m = Metrics(serving_.router_metrics_address());
-    if (Value(m, "tessera_requests_running{worker=\"0\"}") >= 1 &&
-        Value(m, "tessera_requests_running{worker=\"1\"}") >= 1) {
+    const std::string m = ScrapeMetrics(serving_.router_metrics_address());
+    if (SeriesValue(m, "tessera_requests_running{worker=\"0\"}") >= 1 &&
+        SeriesValue(m, "tessera_requests_running{worker=\"1\"}") >= 1) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -184,7 +147,7 @@ TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
   holder.join();
   std::string m = AwaitSeries(serving_.router_metrics_address(),
                               "tessera_requests_total{status=\"length\",worker=\"0\"}", 1);
-  ASSERT_EQ(Finished(m, "1"), 1) << "the first shared-prefix request should have run on worker 1";
+  ASSERT_EQ(FinishedOn(m, 1), 1) << "the first shared-prefix request should have run on worker 1";
   // Both idle now: the load rule alone would pick worker 0 (the lower index).
   for (int q = 1; q <= 4; ++q) {
     const StreamResult r = RunGenerate(*stub, SharedPrefix(q));
@@ -192,9 +155,9 @@ TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
   }
   m = AwaitSeries(serving_.router_metrics_address(),
                   "tessera_requests_total{status=\"length\",worker=\"1\"}", 5);
-  EXPECT_EQ(Finished(m, "1"), 5) << m;
-  const double hits = Value(m, "tessera_prefix_cache_hits_total{worker=\"1\"}");
-  const double queries = Value(m, "tessera_prefix_cache_queries_total{worker=\"1\"}");
+  EXPECT_EQ(FinishedOn(m, 1), 5) << m;
+  const double hits = SeriesValue(m, "tessera_prefix_cache_hits_total{worker=\"1\"}");
+  const double queries = SeriesValue(m, "tessera_prefix_cache_queries_total{worker=\"1\"}");
   EXPECT_GT(hits, 0.8 * queries * 4 / 5) << "hits " << hits << " of " << queries;
   ExpectEverythingReleased(serving_);
 }
