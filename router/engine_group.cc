@@ -139,6 +139,7 @@ EngineStats EngineGroup::stats() const {
     total.requests_waiting += s.requests_waiting;
     total.kv_blocks_used += s.kv_blocks_used;
     total.kv_blocks_total += s.kv_blocks_total;
+    total.kv_blocks_cached += s.kv_blocks_cached;
     total.worker_connected = total.worker_connected || s.worker_connected;
     total.worker_active_slots += s.worker_active_slots;
     total.steps += s.steps;
@@ -147,6 +148,16 @@ EngineStats EngineGroup::stats() const {
     total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
   }
   return total;
+}
+
+std::vector<WorkerStatus> EngineGroup::workers() const {
+  std::vector<WorkerStatus> all;
+  for (int i = 0; i < size(); ++i) {
+    WorkerStatus status = engines_[static_cast<size_t>(i)]->workers().front();
+    status.index = i;
+    all.push_back(std::move(status));
+  }
+  return all;
 }
 
 }  // namespace tessera::router

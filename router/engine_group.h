@@ -57,6 +57,8 @@ class EngineGroup : public RequestEngine {
   bool serving() const override;
   // Sums over the engines (worker_connected: any).
   EngineStats stats() const override;
+  // One per engine, by index.
+  std::vector<WorkerStatus> workers() const override;
 
   int size() const { return static_cast<int>(engines_.size()); }
   // The engine the rule above picks for a new request with this prompt and cache salt now.

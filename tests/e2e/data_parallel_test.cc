@@ -6,6 +6,7 @@
 //     released);
 //   - killing the second worker fails only the requests it was running; the first worker's
 //     finish, and new requests go to the worker left;
+//   - ServerStats lists each worker beside the sums, ModelInfo each worker's address and device;
 //   - requests sharing a long prompt prefix go to the worker that caches it, though the load rule
 //     alone would send them to the other one (prefix hits asserted on that worker).
 #include <gtest/gtest.h>
@@ -65,6 +66,47 @@ TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
   EXPECT_GE(first, 2) << "the least-load rule left worker 0 nearly idle";
   EXPECT_GE(second, 2) << "the least-load rule left worker 1 nearly idle";
   ExpectEverythingReleased(serving_);
+}
+
+// ServerStats keeps the sums and lists each worker; ModelInfo lists the workers' addresses and
+// devices.
+TEST_F(DataParallelTest, ServerStatsAndModelInfoListTheWorkers) {
+  for (const StreamResult& r : RunConcurrently(serving_, {Counting(40), Counting(40)})) {
+    EXPECT_EQ(r.token_ids.size(), 40u);
+  }
+  AwaitSeries(serving_.router_metrics_address(),
+              "tessera_requests_total{status=\"length\",worker=\"1\"}", 1);
+  const v1::ServerStatsResponse stats = serving_.Stats();
+  ASSERT_EQ(stats.workers_size(), 2);
+  EXPECT_EQ(stats.workers(0).address(), "127.0.0.1:" + std::to_string(serving_.worker_port()));
+  EXPECT_NE(stats.workers(1).address(), stats.workers(0).address());
+  uint64_t steps = 0;
+  int64_t kv_total = 0, kv_cached = 0;
+  for (int i = 0; i < 2; ++i) {
+    const v1::WorkerStats& w = stats.workers(i);
+    EXPECT_EQ(w.index(), i);
+    EXPECT_TRUE(w.connected() && w.serving()) << "worker " << i;
+    EXPECT_GT(w.steps(), 0u) << "worker " << i << " ran no step";
+    EXPECT_GT(w.kv_blocks_total(), 0) << "worker " << i;
+    steps += w.steps();
+    kv_total += w.kv_blocks_total();
+    kv_cached += w.kv_blocks_cached();
+  }
+  EXPECT_EQ(stats.steps(), steps);
+  EXPECT_EQ(stats.kv_blocks_total(), kv_total);
+  EXPECT_EQ(stats.kv_blocks_cached(), kv_cached);
+  EXPECT_GT(kv_cached, 0) << "each finished prompt leaves its full blocks cached";
+
+  grpc::ClientContext context;
+  v1::ModelInfoResponse info;
+  ASSERT_TRUE(serving_.NewStub()->ModelInfo(&context, v1::ModelInfoRequest(), &info).ok());
+  ASSERT_EQ(info.workers_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(info.workers(i).address(), stats.workers(i).address());
+    EXPECT_TRUE(info.workers(i).connected());
+    EXPECT_EQ(info.workers(i).backend(), "cpu");
+    EXPECT_EQ(info.workers(i).num_kv_blocks(), info.num_kv_blocks());
+  }
 }
 
 TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
