@@ -7,14 +7,19 @@
 //   - killing the second worker fails only the requests it was running; the first worker's
 //     finish, and new requests go to the worker left;
 //   - ServerStats lists each worker beside the sums, ModelInfo each worker's address and device;
+//   - --trace-steps writes one trace per worker (PATH.worker-I);
 //   - requests sharing a long prompt prefix go to the worker that caches it, though the load rule
 //     alone would send them to the other one (prefix hits asserted on that worker).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "nlohmann/json.hpp"
+#include "tests/unique_temp_path.h"
 #include "tests/e2e/metrics_scrape.h"
 #include "tests/e2e/serving_harness.h"
 
@@ -37,7 +42,7 @@ class DataParallelTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(serving_.StartWorker({"--threads", "1"}).ok());
     ASSERT_TRUE(serving_.StartExtraWorker({"--threads", "1"}).ok());
-    ASSERT_TRUE(serving_.StartRouter({"--metrics-port", "0"}).ok());
+    ASSERT_TRUE(serving_.StartRouter({"--metrics-port", "0", "--trace-steps", trace_}).ok());
     // Both workers described: each engine's KV capacity is published.
     for (int i = 0; i < 600; ++i) {
       const std::string m = ScrapeMetrics(serving_.router_metrics_address());
@@ -49,8 +54,24 @@ class DataParallelTest : public ::testing::Test {
     }
     FAIL() << "the router did not connect both workers";
   }
+  void TearDown() override {
+    for (const char* worker : {".worker-0", ".worker-1"}) std::filesystem::remove(trace_ + worker);
+  }
+  // --trace-steps: each worker's steps in trace_ + ".worker-I".
+  const std::string trace_ = testing_util::UniqueTempPath("data_parallel_trace.jsonl");
   ServingProcesses serving_;
 };
+
+// The JSON lines of a step trace file, each parsed (an unparsable line fails the test).
+std::vector<nlohmann::json> TraceLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(nlohmann::json::parse(line, nullptr, false));
+    EXPECT_TRUE(lines.back().is_object()) << path << ": " << line;
+  }
+  return lines;
+}
 
 TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
   std::vector<v1::GenerateRequest> requests(8, Counting(12));
@@ -66,6 +87,12 @@ TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
   EXPECT_GE(first, 2) << "the least-load rule left worker 0 nearly idle";
   EXPECT_GE(second, 2) << "the least-load rule left worker 1 nearly idle";
   ExpectEverythingReleased(serving_);
+  // Each engine traced its own steps: 12 tokens per request, so steps on both workers.
+  EXPECT_FALSE(std::filesystem::exists(trace_)) << "one file per worker, none shared";
+  for (const std::string worker : {"0", "1"}) {
+    const std::vector<nlohmann::json> steps = TraceLines(trace_ + ".worker-" + worker);
+    EXPECT_GE(steps.size(), 12u) << "worker " << worker;
+  }
 }
 
 // ServerStats keeps the sums and lists each worker; ModelInfo lists the workers' addresses and
