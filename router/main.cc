@@ -78,6 +78,7 @@ struct RouterFlags {
   std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
   std::string tls_key;
   std::vector<std::string> workers;  // --worker, repeated: one engine each (data parallel)
+  std::string routing = "prefix";    // --routing: prefix (the rule) or round-robin (comparisons)
   EngineConfig engine;               // every engine's settings but its worker address
 };
 
@@ -255,7 +256,10 @@ std::unique_ptr<RequestEngine> MakeEngines(
     engines.push_back(std::make_unique<Engine>(config, model, metrics->back().get()));
   }
   if (!labelled) return std::move(engines.front());
-  return std::make_unique<tessera::router::EngineGroup>(std::move(engines));
+  return std::make_unique<tessera::router::EngineGroup>(
+      std::move(engines), flags.routing == "round-robin"
+                              ? tessera::router::EngineGroup::Routing::kRoundRobin
+                              : tessera::router::EngineGroup::Routing::kPrefixAndLoad);
 }
 
 void Drain(grpc::Server& server, RequestEngine& engine,
@@ -287,6 +291,11 @@ int main(int argc, char** argv) {
                  "each request goes to the worker caching most of its prompt, unless it is "
                  "loaded well beyond the others, else to the least loaded)")
       ->required();
+  // Hidden: for benchmarks comparing the routing rule with round robin (docs/perf/scale-out.md).
+  app.add_option("--routing", flags.routing,
+                 "with several --worker: prefix (the rule above) or round-robin (comparisons)")
+      ->check(CLI::IsMember({"prefix", "round-robin"}))
+      ->group("");
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", flags.engine.max_num_batched_tokens,

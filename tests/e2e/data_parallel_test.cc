@@ -8,6 +8,7 @@
 //     finish, and new requests go to the worker left;
 //   - ServerStats lists each worker beside the sums, ModelInfo each worker's address and device;
 //   - --trace-steps writes one trace per worker (PATH.worker-I);
+//   - --routing round-robin (for comparisons) takes the workers in turn;
 //   - requests sharing a long prompt prefix go to the worker that caches it, though the load rule
 //     alone would send them to the other one (prefix hits asserted on that worker).
 #include <gtest/gtest.h>
@@ -42,7 +43,9 @@ class DataParallelTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(serving_.StartWorker({"--threads", "1"}).ok());
     ASSERT_TRUE(serving_.StartExtraWorker({"--threads", "1"}).ok());
-    ASSERT_TRUE(serving_.StartRouter({"--metrics-port", "0", "--trace-steps", trace_}).ok());
+    std::vector<std::string> router_args = {"--metrics-port", "0", "--trace-steps", trace_};
+    for (const std::string& arg : ExtraRouterArgs()) router_args.push_back(arg);
+    ASSERT_TRUE(serving_.StartRouter(router_args).ok());
     // Both workers described: each engine's KV capacity is published.
     for (int i = 0; i < 600; ++i) {
       const std::string m = ScrapeMetrics(serving_.router_metrics_address());
@@ -54,6 +57,7 @@ class DataParallelTest : public ::testing::Test {
     }
     FAIL() << "the router did not connect both workers";
   }
+  virtual std::vector<std::string> ExtraRouterArgs() const { return {}; }
   void TearDown() override {
     for (const char* worker : {".worker-0", ".worker-1"}) std::filesystem::remove(trace_ + worker);
   }
@@ -229,6 +233,27 @@ TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
   const double queries = SeriesValue(m, "tessera_prefix_cache_queries_total{worker=\"1\"}");
   EXPECT_GT(hits, 0.8 * queries * 4 / 5) << "hits " << hits << " of " << queries;
   ExpectEverythingReleased(serving_);
+}
+
+// --routing round-robin (for benchmarks against the rule): the workers in turn, whatever they
+// cache, so the shared-prefix requests alternate.
+class RoundRobinTest : public DataParallelTest {
+ protected:
+  std::vector<std::string> ExtraRouterArgs() const override {
+    return {"--routing", "round-robin"};
+  }
+};
+
+TEST_F(RoundRobinTest, TakesTheWorkersInTurnWhateverTheyCache) {
+  auto stub = serving_.NewStub();
+  for (int q = 0; q < 4; ++q) {
+    const StreamResult r = RunGenerate(*stub, SharedPrefix(q));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  const std::string m = AwaitSeries(serving_.router_metrics_address(),
+                                    "tessera_requests_total{status=\"length\",worker=\"1\"}", 2);
+  EXPECT_EQ(FinishedOn(m, 0), 2) << m;
+  EXPECT_EQ(FinishedOn(m, 1), 2) << m;
 }
 
 }  // namespace

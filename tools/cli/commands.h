@@ -82,6 +82,7 @@ struct BenchOptions {
   int output_tokens = 128;
   std::string output_tokens_range;        // "MIN:MAX"
   int shared_prefix_tokens = 0;           // a common prefix of every prompt
+  int shared_prefixes = 1;                // that many different prefixes, one drawn per request
   uint64_t seed = 1;
   float temperature = 0.0f;               // greedy by default
   std::string json_schema;                // --json-schema: guided output (grpc api)

@@ -120,6 +120,10 @@ CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
   cmd->add_option("--output-tokens-range", bench.output_tokens_range, "MIN:MAX");
   cmd->add_option("--shared-prefix-tokens", bench.shared_prefix_tokens,
                   "a prefix common to every prompt");
+  cmd->add_option("--shared-prefixes", bench.shared_prefixes,
+                  "that many different shared prefixes (e.g. system prompts), one drawn per "
+                  "request")
+      ->capture_default_str();
   cmd->add_option("--seed", bench.seed, "seeds the request shapes")->capture_default_str();
   cmd->add_option("--temperature", bench.temperature, "0 = greedy (the default)");
   cmd->add_option("--json", bench.json_path, "also write all numbers to this file");
