@@ -8,12 +8,12 @@
 //                   it with a fresh random secret in $TESSERA_WORKER_SECRET (--workers N: N of
 //                   them, one secret, behind one EngineGroup as the router's data parallel; or
 //                   attaches to --worker with $TESSERA_WORKER_SECRET), starts the engine(s) and
-//                   waits until every worker has accepted its engine's own Run stream. Only then does the new model
-//                   replace the old one: a failed call (no model named, a missing file, not a
-//                   regular file, not GGUF, a worker that does not start) answers success=false and
-//                   the old model keeps serving. On success the old model is retired: its streams
-//                   end with CANCELLED ("LoadModel replaced the model with ..."), its worker is
-//                   terminated and reaped. (An attached --worker serves one engine, so there the
+//                   waits until every worker has accepted its engine's own Run stream. Only then
+//                   does the new model replace the old one: a failed call (no model named, a
+//                   missing file, not a regular file, not GGUF, a worker that does not start)
+//                   answers success=false and the old model keeps serving. On success the old
+//                   model is retired: its streams end with CANCELLED ("LoadModel replaced the
+//                   model with ..."), its workers are terminated and reaped. (An attached --worker serves one engine, so there the
 //                   old engine lets go before the new one connects.) ContextSize caps prompt + max
 //                   tokens; Threads goes to the worker; NGPULayers > 0 asks for a GPU, which this
 //                   build's worker (CPU) does not have: it is reported in the Result message and

@@ -17,7 +17,8 @@ class ServeProcess {
 
   // Runs `tessera serve --port 0 --http-port 0 <args>` and reads its stdout until "tessera serve:
   // listening on HOST:PORT"; the "router metrics on", "worker metrics on" (one per worker) and
-  // "http on" lines before it are kept. A process that exits first is an error carrying its stderr tail.
+  // "http on" lines before it are kept. A process that exits first is an error carrying its
+  // stderr tail.
   absl::Status Start(const std::vector<std::string>& args, double timeout_s = 180);
   // SIGTERM; the exit code (-1 if it had to be killed after `timeout_s`).
   int Stop(double timeout_s = 60);

@@ -124,7 +124,8 @@ TEST(ServeWorkersFlags, BadCombinationsAreOneLineErrors) {
   absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> gpus = cuda::QueryCudaDevices();
   const std::string too_few = !gpus.ok() ? "--device cuda: " : "needs 9 CUDA devices";
   for (const auto& [args, error] :
-       {std::pair{std::vector<std::string>{"--workers", "0"}, std::string("--workers 0 is not >= 1")},
+       {std::pair{std::vector<std::string>{"--workers", "0"},
+                  std::string("--workers 0 is not >= 1")},
         std::pair{std::vector<std::string>{"--workers", "9", "--device", "cuda"}, too_few},
         std::pair{std::vector<std::string>{"--workers", "3", "--worker-metrics-port", "65534"},
                   std::string("passes port 65535")}}) {

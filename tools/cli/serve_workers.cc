@@ -14,7 +14,6 @@ namespace tessera::cli {
 
 // One worker child and its restart state.
 struct ServeWorkers::Worker {
-  int index = 0;
   std::string name;               // "tessera-worker" (one worker) or "tessera-worker 1"
   std::vector<std::string> args;  // --listen 127.0.0.1:0 until it first listens, then its port
   std::unique_ptr<ChildProcess> process;
@@ -98,7 +97,6 @@ ServeWorkers::ServeWorkers(const ServeOptions& options, const ChildLauncher& lau
     : options_(options), launcher_(launcher), secret_env_(std::move(secret_env)) {
   for (int i = 0; i < options.workers; ++i) {
     auto worker = std::make_unique<Worker>();
-    worker->index = i;
     worker->name = options.workers == 1 ? kWorkerBinary : absl::StrCat(kWorkerBinary, " ", i);
     worker->args = WorkerArgs(options, i, cuda_devices[static_cast<size_t>(i)]);
     workers_.push_back(std::move(worker));
