@@ -137,6 +137,14 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
+std::vector<WorkerStatus> Engine::workers() const {
+  return {WorkerStatus{.index = 0,
+                       .address = config_.worker_address,
+                       .serving = serving(),
+                       .stats = stats(),
+                       .description = worker()}};
+}
+
 void Engine::Loop() {
   std::deque<Event> events;
   while (!stopping_) {
@@ -565,6 +573,7 @@ void Engine::PublishStats() {
     stats_.requests_running = stats_.requests_waiting = 0;
     stats_.kv_blocks_used = 0;
     stats_.kv_blocks_total = 0;  // no worker, no pool: agrees with kv_blocks_capacity (issue 15)
+    stats_.kv_blocks_cached = 0;
     return;
   }
   const SchedulerStats s = scheduler_->stats();
@@ -574,6 +583,7 @@ void Engine::PublishStats() {
   stats_.requests_waiting = s.num_waiting;
   stats_.kv_blocks_used = s.num_blocks_used;
   stats_.kv_blocks_total = s.num_blocks_total;
+  stats_.kv_blocks_cached = s.num_blocks_cached_free;
   stats_.preemptions = s.num_preemptions;
   stats_.prefix_cache_query_tokens = s.prefix_cache_query_tokens;
   stats_.prefix_cache_hit_tokens = s.prefix_cache_hit_tokens;

@@ -102,6 +102,8 @@ class Engine : public RequestEngine {
   std::optional<wv1::DescribeResponse> worker() const override;
   bool serving() const override { return connected_.load() && !draining_.load(); }
   EngineStats stats() const override;
+  // This engine's worker (index 0).
+  std::vector<WorkerStatus> workers() const override;
   // Routing (engine_group.h), any thread: the hashes of the blocks this engine's prefix cache
   // holds, and its block size (0 while no worker is connected, or the cache is off or does not
   // publish: EngineConfig::publish_prefixes).

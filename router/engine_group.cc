@@ -31,8 +31,8 @@ class EngineGroup::CountingSink : public ResponseSink {
   std::shared_ptr<std::atomic<int64_t>> count_;
 };
 
-EngineGroup::EngineGroup(std::vector<std::unique_ptr<Engine>> engines)
-    : engines_(std::move(engines)) {
+EngineGroup::EngineGroup(std::vector<std::unique_ptr<Engine>> engines, Routing routing)
+    : engines_(std::move(engines)), routing_(routing) {
   TESSERA_CHECK(!engines_.empty(), "EngineGroup: no engine");
   for (size_t i = 0; i < engines_.size(); ++i) {
     outstanding_.push_back(std::make_shared<std::atomic<int64_t>>(0));
@@ -87,13 +87,23 @@ int EngineGroup::RouteNew(std::span<const int32_t> prompt, std::string_view salt
   return best >= 0 ? best : least;
 }
 
+int EngineGroup::RouteRoundRobin() {
+  for (int tries = 0; tries < size(); ++tries) {
+    const int index = static_cast<int>(next_turn_.fetch_add(1) % engines_.size());
+    if (engines_[static_cast<size_t>(index)]->serving()) return index;
+  }
+  return 0;
+}
+
 int64_t EngineGroup::outstanding(int index) const {
   return outstanding_[static_cast<size_t>(index)]->load();
 }
 
 uint64_t EngineGroup::Submit(ValidatedRequest request, std::shared_ptr<ResponseSink> sink,
                              std::optional<std::chrono::steady_clock::time_point> deadline) {
-  const int index = RouteNew(request.prompt_tokens, request.cache_salt);
+  const int index = routing_ == Routing::kRoundRobin
+                        ? RouteRoundRobin()
+                        : RouteNew(request.prompt_tokens, request.cache_salt);
   const auto& count = outstanding_[static_cast<size_t>(index)];
   count->fetch_add(1);
   auto counting = std::make_shared<CountingSink>(std::move(sink), count);
@@ -139,6 +149,7 @@ EngineStats EngineGroup::stats() const {
     total.requests_waiting += s.requests_waiting;
     total.kv_blocks_used += s.kv_blocks_used;
     total.kv_blocks_total += s.kv_blocks_total;
+    total.kv_blocks_cached += s.kv_blocks_cached;
     total.worker_connected = total.worker_connected || s.worker_connected;
     total.worker_active_slots += s.worker_active_slots;
     total.steps += s.steps;
@@ -147,6 +158,16 @@ EngineStats EngineGroup::stats() const {
     total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
   }
   return total;
+}
+
+std::vector<WorkerStatus> EngineGroup::workers() const {
+  std::vector<WorkerStatus> all;
+  for (int i = 0; i < size(); ++i) {
+    WorkerStatus status = engines_[static_cast<size_t>(i)]->workers().front();
+    status.index = i;
+    all.push_back(std::move(status));
+  }
+  return all;
 }
 
 }  // namespace tessera::router

@@ -13,6 +13,8 @@
 //   2. Otherwise load: the fewest requests outstanding; ties go to the most free KV blocks, then
 //      to the lowest index.
 // When none is serving, engine 0 takes the request and gives the client its reason.
+// Routing::kRoundRobin (tessera-router --routing round-robin, for comparisons only: benchmarks
+// of the rule above) instead takes the serving engines in turn.
 //
 // Ids: the group's id of a request is engine id * N + engine index, so Cancel finds its engine
 // without a table. A lost worker fails only its own engine's requests; the others keep serving.
@@ -39,9 +41,12 @@ inline constexpr int64_t kPrefixLoadSlack = 4;
 
 class EngineGroup : public RequestEngine {
  public:
+  enum class Routing { kPrefixAndLoad, kRoundRobin };
+
   // Preconditions: at least one engine; each configured with publish_prefixes (else rule 1 sees
   // no cached prefix on it).
-  explicit EngineGroup(std::vector<std::unique_ptr<Engine>> engines);
+  explicit EngineGroup(std::vector<std::unique_ptr<Engine>> engines,
+                       Routing routing = Routing::kPrefixAndLoad);
   ~EngineGroup() override;  // Stop()
 
   void Start() override;
@@ -57,10 +62,14 @@ class EngineGroup : public RequestEngine {
   bool serving() const override;
   // Sums over the engines (worker_connected: any).
   EngineStats stats() const override;
+  // One per engine, by index.
+  std::vector<WorkerStatus> workers() const override;
 
   int size() const { return static_cast<int>(engines_.size()); }
   // The engine the rule above picks for a new request with this prompt and cache salt now.
   int RouteNew(std::span<const int32_t> prompt, std::string_view salt) const;
+  // The next serving engine in turn after the last one this gave (0 when none serves).
+  int RouteRoundRobin();
   // Requests outstanding on engine `index`.
   int64_t outstanding(int index) const;
 
@@ -71,6 +80,8 @@ class EngineGroup : public RequestEngine {
 
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<std::shared_ptr<std::atomic<int64_t>>> outstanding_;  // per engine
+  const Routing routing_;
+  std::atomic<uint64_t> next_turn_{0};  // kRoundRobin
 };
 
 }  // namespace tessera::router

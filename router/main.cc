@@ -34,6 +34,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/engine_group.h"
@@ -78,6 +79,7 @@ struct RouterFlags {
   std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
   std::string tls_key;
   std::vector<std::string> workers;  // --worker, repeated: one engine each (data parallel)
+  std::string routing = "prefix";    // --routing: prefix (the rule) or round-robin (comparisons)
   EngineConfig engine;               // every engine's settings but its worker address
 };
 
@@ -218,13 +220,32 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
   return server;
 }
 
+// --trace-steps PATH: one writer per engine (each engine thread writes its own file): PATH with
+// one --worker, PATH.worker-I for worker I of several. None without the flag.
+absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>> OpenTraces(
+    const RouterFlags& flags) {
+  std::vector<std::unique_ptr<tessera::router::StepTraceWriter>> traces;
+  if (flags.trace_steps_path.empty()) return traces;
+  for (size_t i = 0; i < flags.workers.size(); ++i) {
+    const std::string path = flags.workers.size() == 1
+                                 ? flags.trace_steps_path
+                                 : absl::StrCat(flags.trace_steps_path, ".worker-", i);
+    absl::StatusOr<std::unique_ptr<tessera::router::StepTraceWriter>> opened =
+        tessera::router::StepTraceWriter::Open(path);
+    if (!opened.ok()) return opened.status();
+    traces.push_back(*std::move(opened));
+  }
+  return traces;
+}
+
 // One engine per --worker, each with its own metrics in `registry` (labelled worker="i" when
-// there are several) adding to the pod-level `gateway` gauges; several engines are served as one
-// EngineGroup.
+// there are several) adding to the pod-level `gateway` gauges, and step trace (`traces`: one per
+// worker, or none); several engines are served as one EngineGroup.
 std::unique_ptr<RequestEngine> MakeEngines(
     const RouterFlags& flags, const tessera::router::ModelFrontend* model,
     const std::shared_ptr<prometheus::Registry>& registry,
     tessera::router::GatewayMetrics* gateway,
+    const std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>& traces,
     std::vector<std::unique_ptr<tessera::router::RouterMetrics>>* metrics) {
   const bool labelled = flags.workers.size() > 1;
   std::vector<std::unique_ptr<Engine>> engines;
@@ -238,10 +259,14 @@ std::unique_ptr<RequestEngine> MakeEngines(
     EngineConfig config = flags.engine;
     config.worker_address = flags.workers[i];
     config.publish_prefixes = labelled;  // read by the group's routing only
+    config.step_trace = traces.empty() ? nullptr : traces[i].get();
     engines.push_back(std::make_unique<Engine>(config, model, metrics->back().get()));
   }
   if (!labelled) return std::move(engines.front());
-  return std::make_unique<tessera::router::EngineGroup>(std::move(engines));
+  return std::make_unique<tessera::router::EngineGroup>(
+      std::move(engines), flags.routing == "round-robin"
+                              ? tessera::router::EngineGroup::Routing::kRoundRobin
+                              : tessera::router::EngineGroup::Routing::kPrefixAndLoad);
 }
 
 void Drain(grpc::Server& server, RequestEngine& engine,
@@ -273,6 +298,11 @@ int main(int argc, char** argv) {
                  "each request goes to the worker caching most of its prompt, unless it is "
                  "loaded well beyond the others, else to the least loaded)")
       ->required();
+  // Hidden: for benchmarks comparing the routing rule with round robin (docs/perf/scale-out.md).
+  app.add_option("--routing", flags.routing,
+                 "with several --worker: prefix (the rule above) or round-robin (comparisons)")
+      ->check(CLI::IsMember({"prefix", "round-robin"}))
+      ->group("");
   app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0 = any free port)")
       ->capture_default_str();
   app.add_option("--max-num-batched-tokens", flags.engine.max_num_batched_tokens,
@@ -315,6 +345,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--trace-steps", flags.trace_steps_path,
                  "write one JSON line per step (batch composition and timings) to this file; "
+                 "with several --worker, worker I's steps go to PATH.worker-I; "
                  "tools/trace/plot_steps.py renders it");
   app.add_option("--http-port", flags.http_port,
                  "serve the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
@@ -377,22 +408,14 @@ int main(int argc, char** argv) {
       tessera::router::LoadModelFrontend(flags.model_path, flags.chat_template_path);
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
-  std::unique_ptr<tessera::router::StepTraceWriter> trace;
-  if (!flags.trace_steps_path.empty()) {
-    absl::StatusOr<std::unique_ptr<tessera::router::StepTraceWriter>> opened =
-        tessera::router::StepTraceWriter::Open(flags.trace_steps_path);
-    if (!opened.ok()) return Fail(std::string(opened.status().message()));
-    trace = std::move(*opened);
-    flags.engine.step_trace = trace.get();
-  }
-  if (flags.workers.size() > 1 && trace != nullptr) {
-    return Fail("--trace-steps records one worker's steps: not with several --worker yet");
-  }
+  absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>> traces =
+      OpenTraces(flags);
+  if (!traces.ok()) return Fail(std::string(traces.status().message()));
   auto registry = std::make_shared<prometheus::Registry>();
   tessera::router::GatewayMetrics gateway(registry, flags.workers.size());
   std::vector<std::unique_ptr<tessera::router::RouterMetrics>> metrics;
   const std::unique_ptr<RequestEngine> engine_owner =
-      MakeEngines(flags, model->get(), registry, &gateway, &metrics);
+      MakeEngines(flags, model->get(), registry, &gateway, *traces, &metrics);
   RequestEngine& engine = *engine_owner;
   tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
@@ -426,6 +449,6 @@ int main(int argc, char** argv) {
   ServeUntilSignal(*server, engine, signals);
   std::fprintf(stderr, "tessera-router: draining\n");
   Drain(*server, engine, *http_server, flags.drain_timeout_s);
-  if (trace != nullptr) trace->Close();  // the engine has stopped: no more steps
+  for (auto& trace : *traces) trace->Close();  // the engines have stopped: no more steps
   return 0;
 }

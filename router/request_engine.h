@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "router/request_builder.h"
 #include "router/response_sink.h"
@@ -24,6 +26,7 @@ struct EngineStats {
   int requests_waiting = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_cached = 0;  // free blocks the prefix cache still indexes
   bool worker_connected = false;
   int worker_active_slots = 0;
   uint64_t steps = 0;
@@ -31,6 +34,15 @@ struct EngineStats {
   // Prefix cache, since the worker connected: tokens looked up at admission, tokens served.
   uint64_t prefix_cache_query_tokens = 0;
   uint64_t prefix_cache_hit_tokens = 0;
+};
+
+// One worker behind the core: an Engine has one, an EngineGroup one per --worker, in order.
+struct WorkerStatus {
+  int index = 0;
+  std::string address;  // HOST:PORT the router dials
+  bool serving = false;  // new requests may go to it (connected, not draining)
+  EngineStats stats;
+  std::optional<wv1::DescribeResponse> description;  // as it last described itself
 };
 
 class RequestEngine {
@@ -58,6 +70,7 @@ class RequestEngine {
   // Whether a new request can be served now (a worker connected, not draining).
   virtual bool serving() const = 0;
   virtual EngineStats stats() const = 0;
+  virtual std::vector<WorkerStatus> workers() const = 0;
 };
 
 }  // namespace tessera::router

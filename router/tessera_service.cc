@@ -132,6 +132,18 @@ grpc::ServerUnaryReactor* TesseraService::ModelInfo(grpc::CallbackServerContext*
   response->set_device_memory_bytes(worker->device_memory_bytes());
   response->set_weights_bytes(worker->weights_bytes());
   response->set_weight_storage(WeightStorageSummary(*worker));
+  for (const WorkerStatus& status : engine_->workers()) {
+    v1::WorkerInfo* info = response->add_workers();
+    info->set_index(status.index);
+    info->set_address(status.address);
+    info->set_connected(status.stats.worker_connected);
+    if (!status.description.has_value()) continue;
+    info->set_backend(status.description->backend());
+    info->set_device(status.description->device());
+    info->set_num_kv_blocks(status.description->num_kv_blocks());
+    info->set_max_num_seqs(status.description->max_num_seqs());
+    info->set_device_memory_bytes(status.description->device_memory_bytes());
+  }
   return Answer(context, absl::OkStatus());
 }
 
@@ -140,6 +152,7 @@ grpc::ServerUnaryReactor* TesseraService::ServerStats(grpc::CallbackServerContex
                                                       v1::ServerStatsResponse* response) {
   if (absl::Status key = CheckKey(*context); !key.ok()) return Answer(context, key);
   const EngineStats stats = engine_->stats();
+  response->set_kv_blocks_cached(stats.kv_blocks_cached);
   response->set_requests_running(stats.requests_running);
   response->set_requests_waiting(stats.requests_waiting);
   response->set_kv_blocks_used(stats.kv_blocks_used);
@@ -150,6 +163,24 @@ grpc::ServerUnaryReactor* TesseraService::ServerStats(grpc::CallbackServerContex
   response->set_preemptions(stats.preemptions);
   response->set_prefix_cache_query_tokens(stats.prefix_cache_query_tokens);
   response->set_prefix_cache_hit_tokens(stats.prefix_cache_hit_tokens);
+  for (const WorkerStatus& status : engine_->workers()) {
+    const EngineStats& s = status.stats;
+    v1::WorkerStats* worker = response->add_workers();
+    worker->set_index(status.index);
+    worker->set_address(status.address);
+    worker->set_connected(s.worker_connected);
+    worker->set_serving(status.serving);
+    worker->set_requests_running(s.requests_running);
+    worker->set_requests_waiting(s.requests_waiting);
+    worker->set_kv_blocks_used(s.kv_blocks_used);
+    worker->set_kv_blocks_total(s.kv_blocks_total);
+    worker->set_kv_blocks_cached(s.kv_blocks_cached);
+    worker->set_worker_active_slots(s.worker_active_slots);
+    worker->set_steps(s.steps);
+    worker->set_preemptions(s.preemptions);
+    worker->set_prefix_cache_query_tokens(s.prefix_cache_query_tokens);
+    worker->set_prefix_cache_hit_tokens(s.prefix_cache_hit_tokens);
+  }
   return Answer(context, absl::OkStatus());
 }
 

@@ -300,7 +300,9 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
   app.add_flag("--dequantize-weights", r->dequantize_weights,
                "cuda: dequantize Q8_0/Q4_0/Q4_1/Q4_K/NVFP4/MXFP4 projections to the compute "
                "type at load instead of keeping them packed (more memory; cuBLAS GEMMs)");
-  app.add_option("--cuda-device", r->cuda_device, "cuda: device index")->capture_default_str();
+  app.add_option("--cuda-device", r->cuda_device,
+                 "cuda: device index (0 to the visible devices' count - 1; not with --device "
+                 "cpu or emulated)")->capture_default_str();
   app.add_option("--tensor-parallel", r->tensor_parallel,
                  "cuda/emulated: shard the model over N devices (heads, KV heads and FFN "
                  "columns split Megatron-style; on cuda, GPUs --cuda-device..+N-1 over NCCL)")
@@ -359,6 +361,15 @@ int Main(int argc, char** argv) {
   if (const char* device = std::getenv(kDeviceEnvironment);
       app.get_option("--device")->count() == 0 && device != nullptr && *device != '\0') {
     flags.runner.device = device;
+  }
+  // --cuda-device picks a GPU; the cpu backend has none and every emulated worker has its own.
+  if (app.get_option("--cuda-device")->count() > 0 &&
+      (flags.runner.device == "cpu" || flags.runner.device == "emulated")) {
+    std::fprintf(stderr,
+                 "tessera-worker: error: --cuda-device selects a CUDA GPU (--device cuda or "
+                 "auto); --device %s has none to select\n",
+                 flags.runner.device.c_str());
+    return 1;
   }
   if (const char* secret = std::getenv("TESSERA_WORKER_SECRET");
       flags.secret.empty() && secret != nullptr) {

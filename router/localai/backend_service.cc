@@ -11,9 +11,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
 #include "router/completion_job.h"
+#include "router/engine_group.h"
 #include "router/localai/predict_request.h"
 #include "router/request_builder.h"
 #include "tools/cli/worker_secret.h"
@@ -38,15 +40,17 @@ uint64_t ResidentBytes(const std::string& pid) {
 
 }  // namespace
 
-// One loaded model: its frontend, its engine and the worker that engine drives.
+// One loaded model: its frontend, its engine (an EngineGroup with several workers) and the
+// workers it drives.
 struct BackendService::Loaded {
   OwnerThread* owner = nullptr;
   std::string model_file;  // canonical (std::filesystem::canonical)
   int context_size = 0;    // 0 = the model's
   std::unique_ptr<ModelFrontend> frontend;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<cli::ChildProcess> worker;  // owner thread only; null when attached
-  std::atomic<pid_t> worker_pid{0};           // for Status; 0 when none or retired
+  std::unique_ptr<RequestEngine> engine;
+  std::vector<std::unique_ptr<cli::ChildProcess>> workers;  // owner thread only; none attached
+  std::atomic<bool> workers_live{false};  // Status may read worker_pids; false once retired
+  std::vector<pid_t> worker_pids;         // set before the model is published, then constant
 
   // Ends this model's service now, whoever still holds it: streams in Run see `why` and end,
   // the engine stops, the worker is terminated and reaped. Idempotent (the first reason stays).
@@ -57,12 +61,12 @@ struct BackendService::Loaded {
       if (!retired_reason.has_value()) retired_reason = why;
     }
     if (engine != nullptr) engine->Stop();  // fails what is still in flight
-    worker_pid.store(0);
-    if (worker == nullptr) return;
+    workers_live.store(false);
+    if (workers.empty()) return;
     owner->Run([this] {
-      (void)worker->Signal(SIGTERM);
-      (void)worker->Wait(absl::Seconds(10));
-      worker.reset();  // SIGKILLs it if it is still there, and reaps it
+      for (auto& worker : workers) (void)worker->Signal(SIGTERM);
+      for (auto& worker : workers) (void)worker->Wait(absl::Seconds(10));
+      workers.clear();  // SIGKILLs those still there, and reaps them
     });
   }
 
@@ -151,16 +155,16 @@ absl::StatusOr<std::string> BackendService::SpawnWorker(const ::backend::ModelOp
       address = child.status();
       return;
     }
-    loaded->worker = *std::move(child);
-    loaded->worker_pid.store(loaded->worker->pid());
+    cli::ChildProcess& worker = *loaded->workers.emplace_back(*std::move(child));
+    loaded->worker_pids.push_back(worker.pid());
     const std::regex listening("tessera-worker listening on (\\S+)");
     for (;;) {
       absl::StatusOr<std::string> line =
-          loaded->worker->ReadStdoutLine(absl::Seconds(options_.load_timeout_s));
+          worker.ReadStdoutLine(absl::Seconds(options_.load_timeout_s));
       if (!line.ok()) {
         address = absl::UnavailableError(
             absl::StrCat("tessera-worker did not start: ", line.status().message(), "; ",
-                         loaded->worker->StderrTail()));
+                         worker.StderrTail()));
         return;
       }
       std::smatch match;
@@ -174,37 +178,64 @@ absl::StatusOr<std::string> BackendService::SpawnWorker(const ::backend::ModelOp
 }
 
 absl::Status BackendService::Start(const ::backend::ModelOptions& request, Loaded* loaded) {
-  std::string worker_address = options_.worker_address;
+  std::vector<std::string> addresses = {options_.worker_address};
   std::string secret = options_.worker_secret;
-  if (worker_address.empty()) {
-    secret = cli::RandomSecret();  // fresh per worker, as `tessera serve` does
-    absl::StatusOr<std::string> address = SpawnWorker(request, secret, loaded);
-    if (!address.ok()) return address.status();
-    worker_address = *address;
+  if (options_.worker_address.empty()) {
+    addresses.clear();
+    secret = cli::RandomSecret();  // fresh per model, one for all its workers, as `tessera serve`
+    for (int i = 0; i < options_.workers; ++i) {
+      absl::StatusOr<std::string> address = SpawnWorker(request, secret, loaded);
+      if (!address.ok()) return address.status();
+      addresses.push_back(*address);
+    }
   }
-  EngineConfig config{.worker_address = worker_address, .worker_secret = secret};
-  if (options_.max_num_seqs > 0) config.max_num_seqs = options_.max_num_seqs;
-  loaded->engine = std::make_unique<Engine>(config, loaded->frontend.get());
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (const std::string& address : addresses) {
+    EngineConfig config{.worker_address = address, .worker_secret = secret};
+    if (options_.max_num_seqs > 0) config.max_num_seqs = options_.max_num_seqs;
+    config.publish_prefixes = addresses.size() > 1;  // read by the group's routing only
+    engines.push_back(std::make_unique<Engine>(config, loaded->frontend.get()));
+  }
+  if (engines.size() == 1) {
+    loaded->engine = std::move(engines.front());
+  } else {
+    loaded->engine = std::make_unique<EngineGroup>(std::move(engines));
+  }
   loaded->engine->Start();
-  // serving() turns true only once the worker accepted the engine's own Run stream.
+  return AwaitServing(loaded, absl::StrJoin(addresses, ", "));
+}
+
+absl::Status BackendService::AwaitServing(Loaded* loaded, const std::string& workers) {
+  // serving turns true only once a worker accepted its engine's own Run stream.
+  const auto all_serving = [loaded] {
+    for (const WorkerStatus& worker : loaded->engine->workers()) {
+      if (!worker.serving) return false;
+    }
+    return true;
+  };
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.load_timeout_s * 1e3));
-  for (int turn = 0; !loaded->engine->serving(); ++turn) {
+  for (int turn = 0; !all_serving(); ++turn) {
     if (Clock::now() > deadline) {
-      return absl::UnavailableError(absl::StrCat("the worker at ", worker_address,
+      return absl::UnavailableError(absl::StrCat("the worker(s) at ", workers,
                                                  " did not accept a connection within ",
                                                  options_.load_timeout_s, " s"));
     }
-    if (loaded->worker != nullptr && turn % 10 == 9) {
-      std::optional<cli::ChildExit> exit;
-      owner_->Run([&] { exit = loaded->worker->Poll(); });
-      if (exit.has_value()) {
-        return absl::UnavailableError(absl::StrCat("tessera-worker ended (", exit->ToString(),
-                                                   "): ", loaded->worker->StderrTail()));
-      }
+    if (turn % 10 == 9) {
+      absl::Status alive;
+      owner_->Run([&] {
+        for (const auto& worker : loaded->workers) {
+          if (std::optional<cli::ChildExit> exit = worker->Poll(); exit.has_value()) {
+            alive = absl::UnavailableError(absl::StrCat(
+                "tessera-worker ended (", exit->ToString(), "): ", worker->StderrTail()));
+          }
+        }
+      });
+      if (!alive.ok()) return alive;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  loaded->workers_live.store(true);
   return absl::OkStatus();
 }
 
@@ -372,10 +403,14 @@ grpc::Status BackendService::Status(grpc::ServerContext* context, const ::backen
     response->set_state(stats.requests_running + stats.requests_waiting > 0
                             ? ::backend::StatusResponse::BUSY
                             : ::backend::StatusResponse::READY);
-    if (const pid_t pid = loaded->worker_pid.load(); pid > 0) {
-      const uint64_t worker = ResidentBytes(absl::StrCat(pid));
-      (*memory->mutable_breakdown())["tessera-worker"] = worker;
-      total += worker;
+    // Every worker of the model together (a LocalAI breakdown names a component).
+    uint64_t workers = 0;
+    if (loaded->workers_live.load()) {
+      for (const pid_t pid : loaded->worker_pids) workers += ResidentBytes(absl::StrCat(pid));
+    }
+    if (workers > 0) {
+      (*memory->mutable_breakdown())["tessera-worker"] = workers;
+      total += workers;
     }
   }
   memory->set_total(total);

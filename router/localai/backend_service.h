@@ -5,14 +5,15 @@
 //   LoadModel       resolves the model file (std::filesystem::canonical: `/m/./x.gguf`,
 //                   `//m/x.gguf` and symlinks name one file, "already loaded" while it serves),
 //                   loads the tokenizer and chat template from the GGUF, starts a tessera-worker on
-//                   it with a fresh random secret in $TESSERA_WORKER_SECRET (or attaches to
-//                   --worker with $TESSERA_WORKER_SECRET), starts an engine and waits until the
-//                   worker has accepted the engine's own Run stream. Only then does the new model
-//                   replace the old one: a failed call (no model named, a missing file, not a
-//                   regular file, not GGUF, a worker that does not start) answers success=false and
-//                   the old model keeps serving. On success the old model is retired: its streams
-//                   end with CANCELLED ("LoadModel replaced the model with ..."), its worker is
-//                   terminated and reaped. (An attached --worker serves one engine, so there the
+//                   it with a fresh random secret in $TESSERA_WORKER_SECRET (--workers N: N of
+//                   them, one secret, behind one EngineGroup as the router's data parallel; or
+//                   attaches to --worker with $TESSERA_WORKER_SECRET), starts the engine(s) and
+//                   waits until every worker has accepted its engine's own Run stream. Only then
+//                   does the new model replace the old one: a failed call (no model named, a
+//                   missing file, not a regular file, not GGUF, a worker that does not start)
+//                   answers success=false and the old model keeps serving. On success the old
+//                   model is retired: its streams end with CANCELLED ("LoadModel replaced the
+//                   model with ..."), its workers are terminated and reaped. (An attached --worker serves one engine, so there the
 //                   old engine lets go before the new one connects.) ContextSize caps prompt + max
 //                   tokens; Threads goes to the worker; NGPULayers > 0 asks for a GPU, which this
 //                   build's worker (CPU) does not have: it is reported in the Result message and
@@ -22,7 +23,7 @@
 //                   `prompt_tokens` and both timings on every Reply (LocalAI keeps the last).
 //   TokenizeString  the Prompt's token ids (BOS added as the model asks).
 //   Status          READY or BUSY (requests in flight) with memory (process RSS, the live
-//                   worker's RSS).
+//                   workers' RSS together under "tessera-worker").
 //   Free            retires the model as a reload does (its streams end with CANCELLED, its
 //                   worker is reaped before Free answers); a new LoadModel may follow.
 //   anything else   UNIMPLEMENTED (the generated base class).
@@ -45,6 +46,7 @@
 
 #include "localai/backend.grpc.pb.h"
 #include "router/engine.h"
+#include "router/request_engine.h"
 #include "router/localai/owner_thread.h"
 #include "router/model_frontend.h"
 #include "tools/cli/child_process.h"
@@ -58,6 +60,9 @@ struct BackendOptions {
   std::string worker_binary;   // tessera-worker to start
   int kv_cache_mb = 0;         // passed to the worker; 0 = its default
   int max_num_seqs = 0;        // engine and worker; 0 = defaults
+  // Workers started per loaded model (data parallel: one engine each, routed as the router's
+  // EngineGroup). LoadModel's ModelOptions has no field for it, so it is this process's flag.
+  int workers = 1;
   double load_timeout_s = 180;
 };
 
@@ -94,9 +99,12 @@ class BackendService final : public ::backend::Backend::Service {
   // The model's frontend (tokenizer, chat template) from the canonical `file`; nothing started.
   absl::StatusOr<std::shared_ptr<Loaded>> Prepare(const ::backend::ModelOptions& request,
                                                   const std::string& file, std::string* note);
-  // Starts (or attaches to) the worker and the engine; OK once the worker accepted the engine.
+  // Starts (or attaches to) the worker(s) and the engine(s); OK once every worker accepted its
+  // engine.
   absl::Status Start(const ::backend::ModelOptions& request, Loaded* loaded);
-  // Spawns tessera-worker on the owner thread; its address once it listens.
+  // Waits until every engine serves; fails when a started worker ended or the time is up.
+  absl::Status AwaitServing(Loaded* loaded, const std::string& workers);
+  // Spawns one more tessera-worker on the owner thread; its address once it listens.
   absl::StatusOr<std::string> SpawnWorker(const ::backend::ModelOptions& request,
                                           const std::string& secret, Loaded* loaded);
   // Admits `request` and streams its events to `on_reply` (false = the client is gone).

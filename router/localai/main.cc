@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   app.add_option("--bin-dir", bin_dir, "where tessera-worker is (default: next to this binary)");
   app.add_option("--kv-cache-mb", options.kv_cache_mb, "the started worker's KV pool (MiB)");
   app.add_option("--max-num-seqs", options.max_num_seqs, "sequences batched per step");
+  app.add_option("--workers", options.workers,
+                 "tessera-workers started per loaded model, one engine each behind the "
+                 "router's data-parallel routing (not with --worker)")
+      ->capture_default_str();
   app.add_option("--load-timeout-s", options.load_timeout_s, "LoadModel's limit")
       ->capture_default_str();
   try {
@@ -61,6 +65,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return Fail(e.what());
+  }
+  if (options.workers < 1) return Fail("--workers must be >= 1");
+  if (options.workers > 1 && !options.worker_address.empty()) {
+    return Fail("--workers starts workers; --worker attaches to one: not both");
   }
   if (const char* token = std::getenv("LOCALAI_GRPC_AUTH_TOKEN"); token != nullptr) {
     options.auth_token = token;

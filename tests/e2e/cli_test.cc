@@ -318,6 +318,12 @@ TEST_F(WorkerDeviceFlags, BadValuesUnsupportedShapesAndTooLittleMemoryAreOneLine
                      "--dtype bf16 is for the cuda backend");
   ExpectOneLineError(Worker(Head64(), "--device emulated --cuda-graphs sometimes"),
                      "sometimes");
+  // --cuda-device picks a GPU: nothing to pick on the cpu backend or the emulated device.
+  ExpectOneLineError(Worker(Head64(), "--device cpu --cuda-device 1"),
+                     "--cuda-device selects a CUDA GPU (--device cuda or auto); --device cpu has "
+                     "none to select");
+  ExpectOneLineError(Worker(Head64(), "--device emulated --cuda-device 0"),
+                     "--device emulated has none to select");
   ExpectOneLineError(Worker(Head16(), "--device emulated"),
                      "no attention kernel for head_dim 16");
   ExpectOneLineError(

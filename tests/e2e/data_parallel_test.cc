@@ -6,15 +6,22 @@
 //     released);
 //   - killing the second worker fails only the requests it was running; the first worker's
 //     finish, and new requests go to the worker left;
+//   - ServerStats lists each worker beside the sums, ModelInfo each worker's address and device;
+//   - --trace-steps writes one trace per worker (PATH.worker-I);
+//   - --routing round-robin (for comparisons) takes the workers in turn;
 //   - requests sharing a long prompt prefix go to the worker that caches it, though the load rule
 //     alone would send them to the other one (prefix hits asserted on that worker).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
+#include "nlohmann/json.hpp"
+#include "tests/unique_temp_path.h"
+#include "tests/e2e/metrics_scrape.h"
 #include "tests/e2e/serving_harness.h"
 
 namespace tessera::e2e {
@@ -31,77 +38,106 @@ v1::GenerateRequest Counting(int max_tokens) {
   return request;
 }
 
-std::string Metrics(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  httplib::Client client(host_port.substr(0, colon), std::stoi(host_port.substr(colon + 1)));
-  client.set_connection_timeout(5);
-  client.set_read_timeout(10);
-  httplib::Result result = client.Get("/metrics");
-  return result && result->status == 200 ? result->body : "";
-}
-
-// The value of the first /metrics line that starts with `series` (-1 when there is none).
-double Value(const std::string& metrics, const std::string& series) {
-  size_t at = 0;
-  while ((at = metrics.find(series, at)) != std::string::npos) {
-    if (at == 0 || metrics[at - 1] == '\n') {
-      const size_t space = metrics.find(' ', at + series.size());
-      return std::stod(metrics.substr(space + 1, metrics.find('\n', space) - space - 1));
-    }
-    at += series.size();
-  }
-  return -1;
-}
-
-double Finished(const std::string& metrics, const std::string& worker) {
-  return Value(metrics, "tessera_requests_total{status=\"length\",worker=\"" + worker + "\"}");
-}
-
-// Polls /metrics (up to 10 s) until `series` reaches `at_least`; returns the last scrape.
-std::string AwaitSeries(const std::string& address, const std::string& series, double at_least) {
-  std::string m;
-  for (int i = 0; i < 500; ++i) {
-    m = Metrics(address);
-    if (Value(m, series) >= at_least) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return m;
-}
-
 class DataParallelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(serving_.StartWorker({"--threads", "1"}).ok());
     ASSERT_TRUE(serving_.StartExtraWorker({"--threads", "1"}).ok());
-    ASSERT_TRUE(serving_.StartRouter({"--metrics-port", "0"}).ok());
+    std::vector<std::string> router_args = {"--metrics-port", "0", "--trace-steps", trace_};
+    for (const std::string& arg : ExtraRouterArgs()) router_args.push_back(arg);
+    ASSERT_TRUE(serving_.StartRouter(router_args).ok());
     // Both workers described: each engine's KV capacity is published.
     for (int i = 0; i < 600; ++i) {
-      const std::string m = Metrics(serving_.router_metrics_address());
-      if (Value(m, "tessera_kv_blocks_capacity{worker=\"0\"}") > 0 &&
-          Value(m, "tessera_kv_blocks_capacity{worker=\"1\"}") > 0) {
+      const std::string m = ScrapeMetrics(serving_.router_metrics_address());
+      if (SeriesValue(m, "tessera_kv_blocks_capacity{worker=\"0\"}") > 0 &&
+          SeriesValue(m, "tessera_kv_blocks_capacity{worker=\"1\"}") > 0) {
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     FAIL() << "the router did not connect both workers";
   }
+  virtual std::vector<std::string> ExtraRouterArgs() const { return {}; }
+  void TearDown() override {
+    for (const char* worker : {".worker-0", ".worker-1"}) std::filesystem::remove(trace_ + worker);
+  }
+  // --trace-steps: each worker's steps in trace_ + ".worker-I".
+  const std::string trace_ = testing_util::UniqueTempPath("data_parallel_trace.jsonl");
   ServingProcesses serving_;
 };
+
+// The JSON lines of a step trace file, each parsed (an unparsable line fails the test).
+std::vector<nlohmann::json> TraceLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(nlohmann::json::parse(line, nullptr, false));
+    EXPECT_TRUE(lines.back().is_object()) << path << ": " << line;
+  }
+  return lines;
+}
 
 TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
   std::vector<v1::GenerateRequest> requests(8, Counting(12));
   const std::vector<StreamResult> results = RunConcurrently(serving_, requests);
   for (const StreamResult& r : results) EXPECT_EQ(r.token_ids.size(), 12u);
   std::string m;
-  for (int i = 0; i < 500 && Finished(m, "0") + Finished(m, "1") < 8; ++i) {
-    m = Metrics(serving_.router_metrics_address());
+  for (int i = 0; i < 500 && FinishedOn(m, 0) + FinishedOn(m, 1) < 8; ++i) {
+    m = ScrapeMetrics(serving_.router_metrics_address());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const double first = Finished(m, "0"), second = Finished(m, "1");
+  const double first = FinishedOn(m, 0), second = FinishedOn(m, 1);
   EXPECT_EQ(first + second, 8) << m;
   EXPECT_GE(first, 2) << "the least-load rule left worker 0 nearly idle";
   EXPECT_GE(second, 2) << "the least-load rule left worker 1 nearly idle";
   ExpectEverythingReleased(serving_);
+  // Each engine traced its own steps: 12 tokens per request, so steps on both workers.
+  EXPECT_FALSE(std::filesystem::exists(trace_)) << "one file per worker, none shared";
+  for (const std::string worker : {"0", "1"}) {
+    const std::vector<nlohmann::json> steps = TraceLines(trace_ + ".worker-" + worker);
+    EXPECT_GE(steps.size(), 12u) << "worker " << worker;
+  }
+}
+
+// ServerStats keeps the sums and lists each worker; ModelInfo lists the workers' addresses and
+// devices.
+TEST_F(DataParallelTest, ServerStatsAndModelInfoListTheWorkers) {
+  for (const StreamResult& r : RunConcurrently(serving_, {Counting(40), Counting(40)})) {
+    EXPECT_EQ(r.token_ids.size(), 40u);
+  }
+  AwaitSeries(serving_.router_metrics_address(),
+              "tessera_requests_total{status=\"length\",worker=\"1\"}", 1);
+  const v1::ServerStatsResponse stats = serving_.Stats();
+  ASSERT_EQ(stats.workers_size(), 2);
+  EXPECT_EQ(stats.workers(0).address(), "127.0.0.1:" + std::to_string(serving_.worker_port()));
+  EXPECT_NE(stats.workers(1).address(), stats.workers(0).address());
+  uint64_t steps = 0;
+  int64_t kv_total = 0, kv_cached = 0;
+  for (int i = 0; i < 2; ++i) {
+    const v1::WorkerStats& w = stats.workers(i);
+    EXPECT_EQ(w.index(), i);
+    EXPECT_TRUE(w.connected() && w.serving()) << "worker " << i;
+    EXPECT_GT(w.steps(), 0u) << "worker " << i << " ran no step";
+    EXPECT_GT(w.kv_blocks_total(), 0) << "worker " << i;
+    steps += w.steps();
+    kv_total += w.kv_blocks_total();
+    kv_cached += w.kv_blocks_cached();
+  }
+  EXPECT_EQ(stats.steps(), steps);
+  EXPECT_EQ(stats.kv_blocks_total(), kv_total);
+  EXPECT_EQ(stats.kv_blocks_cached(), kv_cached);
+  EXPECT_GT(kv_cached, 0) << "each finished prompt leaves its full blocks cached";
+
+  grpc::ClientContext context;
+  v1::ModelInfoResponse info;
+  ASSERT_TRUE(serving_.NewStub()->ModelInfo(&context, v1::ModelInfoRequest(), &info).ok());
+  ASSERT_EQ(info.workers_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(info.workers(i).address(), stats.workers(i).address());
+    EXPECT_TRUE(info.workers(i).connected());
+    EXPECT_EQ(info.workers(i).backend(), "cpu");
+    EXPECT_EQ(info.workers(i).num_kv_blocks(), info.num_kv_blocks());
+  }
 }
 
 TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
@@ -122,8 +158,8 @@ TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
   const std::string m =
       AwaitSeries(serving_.router_metrics_address(),
                   "tessera_requests_total{status=\"cancelled\",worker=\"1\"}", 1);
-  EXPECT_EQ(Value(m, "tessera_requests_total{status=\"cancelled\",worker=\"1\"}"), 1) << m;
-  EXPECT_EQ(Value(m, "tessera_requests_total{status=\"cancelled\",worker=\"0\"}"), 0) << m;
+  EXPECT_EQ(SeriesValue(m, "tessera_requests_total{status=\"cancelled\",worker=\"1\"}"), 1) << m;
+  EXPECT_EQ(SeriesValue(m, "tessera_requests_total{status=\"cancelled\",worker=\"0\"}"), 0) << m;
   ExpectEverythingReleased(serving_);
 }
 
@@ -136,9 +172,9 @@ TEST_F(DataParallelTest, ALostWorkerFailsOnlyItsOwnRequests) {
   }
   // Once every request has produced tokens on both workers, worker 1 goes away.
   for (int i = 0; i < 300; ++i) {
-    const std::string m = Metrics(serving_.router_metrics_address());
-    if (Value(m, "tessera_requests_running{worker=\"0\"}") >= 1 &&
-        Value(m, "tessera_requests_running{worker=\"1\"}") >= 1) {
+    const std::string m = ScrapeMetrics(serving_.router_metrics_address());
+    if (SeriesValue(m, "tessera_requests_running{worker=\"0\"}") >= 1 &&
+        SeriesValue(m, "tessera_requests_running{worker=\"1\"}") >= 1) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -184,7 +220,7 @@ TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
   holder.join();
   std::string m = AwaitSeries(serving_.router_metrics_address(),
                               "tessera_requests_total{status=\"length\",worker=\"0\"}", 1);
-  ASSERT_EQ(Finished(m, "1"), 1) << "the first shared-prefix request should have run on worker 1";
+  ASSERT_EQ(FinishedOn(m, 1), 1) << "the first shared-prefix request should have run on worker 1";
   // Both idle now: the load rule alone would pick worker 0 (the lower index).
   for (int q = 1; q <= 4; ++q) {
     const StreamResult r = RunGenerate(*stub, SharedPrefix(q));
@@ -192,11 +228,32 @@ TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
   }
   m = AwaitSeries(serving_.router_metrics_address(),
                   "tessera_requests_total{status=\"length\",worker=\"1\"}", 5);
-  EXPECT_EQ(Finished(m, "1"), 5) << m;
-  const double hits = Value(m, "tessera_prefix_cache_hits_total{worker=\"1\"}");
-  const double queries = Value(m, "tessera_prefix_cache_queries_total{worker=\"1\"}");
+  EXPECT_EQ(FinishedOn(m, 1), 5) << m;
+  const double hits = SeriesValue(m, "tessera_prefix_cache_hits_total{worker=\"1\"}");
+  const double queries = SeriesValue(m, "tessera_prefix_cache_queries_total{worker=\"1\"}");
   EXPECT_GT(hits, 0.8 * queries * 4 / 5) << "hits " << hits << " of " << queries;
   ExpectEverythingReleased(serving_);
+}
+
+// --routing round-robin (for benchmarks against the rule): the workers in turn, whatever they
+// cache, so the shared-prefix requests alternate.
+class RoundRobinTest : public DataParallelTest {
+ protected:
+  std::vector<std::string> ExtraRouterArgs() const override {
+    return {"--routing", "round-robin"};
+  }
+};
+
+TEST_F(RoundRobinTest, TakesTheWorkersInTurnWhateverTheyCache) {
+  auto stub = serving_.NewStub();
+  for (int q = 0; q < 4; ++q) {
+    const StreamResult r = RunGenerate(*stub, SharedPrefix(q));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  const std::string m = AwaitSeries(serving_.router_metrics_address(),
+                                    "tessera_requests_total{status=\"length\",worker=\"1\"}", 2);
+  EXPECT_EQ(FinishedOn(m, 0), 2) << m;
+  EXPECT_EQ(FinishedOn(m, 1), 2) << m;
 }
 
 }  // namespace

@@ -16,12 +16,15 @@ directory) keep the old model serving and echo none of the file's bytes; other s
 loaded file (`/./`, `//`, `..`, a symlink) start no second worker; a reload and a Free during a
 stream end that stream (CANCELLED) and leave exactly the live worker (children of the backend,
 from /proc); an attached --worker whose Run stream someone else holds does not count as loaded.
+`--workers 2` starts two workers per model (data parallel): concurrent Predicts finish, and with one
+worker killed the model keeps serving on the other; `--workers` with `--worker` is refused.
 Every wait is bounded; everything is on loopback. Exits non-zero with the reason on failure.
 """
 import importlib
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -423,6 +426,55 @@ def check_attach_needs_accepted_stream(grpc, pb2, pb2_grpc, bin_dir, model):
     print("attached worker OK (a stream held by another client is not a loaded model)")
 
 
+def check_two_workers(grpc, pb2, pb2_grpc, bin_dir, model):
+    """--workers 2: two tessera-worker children behind one model; concurrent Predicts finish;
+    with one of them killed the model keeps serving on the other."""
+    bad = subprocess.run([os.path.join(bin_dir, "tessera-localai"), "--addr=127.0.0.1:0",
+                          "--workers", "2", "--worker", "127.0.0.1:1"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "--workers starts workers; --worker attaches to one" in bad.stderr, bad.stderr
+    proc, addr = spawn(bin_dir, extra_args=("--workers", "2"))
+    try:
+        stub = pb2_grpc.BackendStub(grpc.insecure_channel(addr))
+        wait_health(grpc, stub, pb2)
+        result = stub.LoadModel(pb2.ModelOptions(
+            Model=os.path.basename(model), ModelPath=os.path.dirname(model), Threads=1),
+            timeout=300)
+        assert result.success, result.message
+        workers = worker_pids(proc.pid)
+        assert len(workers) == 2, f"expected two tessera-worker children, found {workers}"
+        assert listening_ports(workers[0]) != listening_ports(workers[1])
+        status = stub.Status(pb2.HealthMessage(), timeout=5)
+        assert status.memory.breakdown["tessera-worker"] > resident_bytes(workers[0]), status
+        replies = [None] * 4
+        threads = [threading.Thread(target=lambda i=i: replies.__setitem__(
+            i, stub.Predict(pb2.PredictOptions(Prompt=f"Story {i}:", Tokens=6, Temperature=0,
+                                               IgnoreEOS=True), timeout=120)))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(r is not None and r.tokens == 6 for r in replies), replies
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while True:  # the router sees the lost stream within moments; then the other serves
+            try:
+                predict_works(stub, pb2)
+                break
+            except grpc.RpcError as error:
+                assert time.monotonic() < deadline, f"the other worker did not serve: {error}"
+                time.sleep(0.1)
+        for _ in range(4):
+            predict_works(stub, pb2)
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=60)
+    assert code == 0, f"tessera-localai --workers 2 exited with {code}"
+    print("two workers OK")
+
+
 def check_auth(grpc, pb2, pb2_grpc, bin_dir):
     proc, addr = spawn(bin_dir, token="s3cret")
     try:
@@ -486,6 +538,7 @@ def main():
             proc.terminate()
             code = proc.wait(timeout=60)
         assert code == 0, f"tessera-localai exited with {code}"
+        check_two_workers(grpc, pb2, pb2_grpc, args.bin_dir, os.path.abspath(args.model))
         check_auth(grpc, pb2, pb2_grpc, args.bin_dir)
         check_attach_needs_accepted_stream(grpc, pb2, pb2_grpc, args.bin_dir,
                                            os.path.abspath(args.model))

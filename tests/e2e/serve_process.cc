@@ -37,7 +37,10 @@ absl::Status ServeProcess::Start(const std::vector<std::string>& args, double ti
     const std::string what = match[1].str();
     const std::string address = match[2].str();
     if (what == "router metrics") router_metrics_address_ = address;
-    if (what == "worker metrics") worker_metrics_address_ = address;
+    if (what == "worker metrics") {
+      if (worker_metrics_addresses_.front().empty()) worker_metrics_addresses_.clear();
+      worker_metrics_addresses_.push_back(address);
+    }
     if (what == "http") http_address_ = address;
     if (what == "listening") {
       address_ = address;

@@ -92,6 +92,9 @@ absl::Status ValidateShapeOptions(const ShapeOptions& o) {
   if (o.shared_prefix_tokens < 0) {
     return absl::InvalidArgumentError("shared prefix tokens must be >= 0");
   }
+  if (o.num_shared_prefixes < 1) {
+    return absl::InvalidArgumentError("the number of shared prefixes must be >= 1");
+  }
   if (!o.prompt_text.empty()) {
     if (o.shared_prefix_tokens > 0) {
       return absl::InvalidArgumentError("a shared prefix needs random prompts, not a text");
@@ -116,7 +119,10 @@ ShapeGenerator::ShapeGenerator(ShapeOptions options, uint64_t stream)
   std::mt19937_64 prefix_rng(options_.seed);
   if (options_.prompt_text.empty()) {
     std::uniform_int_distribution<int32_t> id(0, options_.vocab_size - 1);
-    for (int i = 0; i < options_.shared_prefix_tokens; ++i) prefix_.push_back(id(prefix_rng));
+    prefixes_.resize(static_cast<size_t>(options_.num_shared_prefixes));
+    for (std::vector<int32_t>& prefix : prefixes_) {
+      for (int i = 0; i < options_.shared_prefix_tokens; ++i) prefix.push_back(id(prefix_rng));
+    }
   }
   // Distinct streams for distinct (seed, stream) pairs; the prefix has its own.
   std::seed_seq seq{static_cast<uint32_t>(options_.seed), static_cast<uint32_t>(options_.seed >> 32),
@@ -134,7 +140,10 @@ RequestShape ShapeGenerator::Next() {
   }
   const int length = std::uniform_int_distribution<int>(options_.prompt_tokens.min,
                                                         options_.prompt_tokens.max)(rng_);
-  shape.prompt_ids = prefix_;
+  shape.prompt_ids = prefixes_.size() == 1
+                         ? prefixes_.front()
+                         : prefixes_[std::uniform_int_distribution<size_t>(
+                               0, prefixes_.size() - 1)(rng_)];
   std::uniform_int_distribution<int32_t> id(0, options_.vocab_size - 1);
   while (static_cast<int>(shape.prompt_ids.size()) < length) shape.prompt_ids.push_back(id(rng_));
   return shape;

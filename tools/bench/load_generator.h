@@ -35,6 +35,9 @@ struct ShapeOptions {
   TokenRange prompt_tokens{128, 128};
   TokenRange output_tokens{128, 128};
   int shared_prefix_tokens = 0;  // the first N prompt tokens are the same in every request
+  // With a shared prefix: this many different ones (e.g. system prompts), each request drawing
+  // one uniformly.
+  int num_shared_prefixes = 1;
   std::string prompt_text;       // non-empty: every prompt is this text (no random ids)
   int32_t vocab_size = 0;        // random ids are drawn from [0, vocab_size)
   uint64_t seed = 1;
@@ -62,7 +65,7 @@ class ShapeGenerator {
  private:
   ShapeOptions options_;
   std::mt19937_64 rng_;
-  std::vector<int32_t> prefix_;
+  std::vector<std::vector<int32_t>> prefixes_;
 };
 
 struct LevelOptions {

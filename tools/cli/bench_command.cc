@@ -36,6 +36,7 @@ absl::StatusOr<bench::ShapeOptions> ToShapeOptions(const BenchOptions& options) 
   bench::ShapeOptions shape;
   shape.prompt_text = options.prompt_text;
   shape.shared_prefix_tokens = options.shared_prefix_tokens;
+  shape.num_shared_prefixes = options.shared_prefixes;
   shape.seed = options.seed;
   absl::StatusOr<bench::TokenRange> prompt = bench::ParseTokenRange(
       options.prompt_tokens_range.empty() ? absl::StrCat(options.prompt_tokens)
@@ -66,6 +67,7 @@ std::string Header(const BenchOptions& options, const bench::ShapeOptions& shape
                   {"output_tokens_min", shape.output_tokens.min},
                   {"output_tokens_max", shape.output_tokens.max},
                   {"shared_prefix_tokens", shape.shared_prefix_tokens},
+                  {"shared_prefixes", shape.num_shared_prefixes},
                   {"seed", shape.seed},
                   {"temperature", options.temperature},
                   {"num_requests", options.num_requests},

@@ -82,6 +82,7 @@ struct BenchOptions {
   int output_tokens = 128;
   std::string output_tokens_range;        // "MIN:MAX"
   int shared_prefix_tokens = 0;           // a common prefix of every prompt
+  int shared_prefixes = 1;                // that many different prefixes, one drawn per request
   uint64_t seed = 1;
   float temperature = 0.0f;               // greedy by default
   std::string json_schema;                // --json-schema: guided output (grpc api)
@@ -97,6 +98,7 @@ struct ServeOptions {
   std::string model_path = kDefaultModelPath;
   std::string host = "127.0.0.1";
   int port = 8000;                    // 0: any free port (printed when ready)
+  int workers = 1;                    // tessera-worker processes (data parallel; serve_workers.h)
   int threads = 0;                    // worker CPU threads; 0: the worker's default
   int max_num_seqs = 0;               // 0: the component's default (not passed)
   int max_num_batched_tokens = 0;
@@ -134,7 +136,7 @@ struct ServeOptions {
   int preemption_storm_threshold = -1;
   double preemption_storm_window_s = -1;
   std::string log_level;
-  bool no_restart = false;            // exit when the worker dies instead of restarting it
+  bool no_restart = false;            // exit when a worker dies instead of restarting it
   double startup_timeout_s = 120;     // per child, until it prints its listening line
   std::string bin_dir;                // where the two binaries are; "": next to this executable
 };

@@ -120,6 +120,10 @@ CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
   cmd->add_option("--output-tokens-range", bench.output_tokens_range, "MIN:MAX");
   cmd->add_option("--shared-prefix-tokens", bench.shared_prefix_tokens,
                   "a prefix common to every prompt");
+  cmd->add_option("--shared-prefixes", bench.shared_prefixes,
+                  "that many different shared prefixes (e.g. system prompts), one drawn per "
+                  "request")
+      ->capture_default_str();
   cmd->add_option("--seed", bench.seed, "seeds the request shapes")->capture_default_str();
   cmd->add_option("--temperature", bench.temperature, "0 = greedy (the default)");
   cmd->add_option("--json", bench.json_path, "also write all numbers to this file");
@@ -141,7 +145,11 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
       ->capture_default_str();
   cmd->add_option("--host", serve.host)->capture_default_str();
   cmd->add_option("--port", serve.port, "0 = any free port")->capture_default_str();
-  cmd->add_option("--threads", serve.threads, "worker CPU threads (0: its default)");
+  cmd->add_option("--workers", serve.workers,
+                  "tessera-worker processes behind the router (data parallel); on cuda worker i "
+                  "gets CUDA device i")
+      ->capture_default_str();
+  cmd->add_option("--threads", serve.threads, "CPU threads of each worker (0: its default)");
   cmd->add_option("--max-num-seqs", serve.max_num_seqs, "sequences per step (both processes)");
   cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens,
                   "router: token budget per step");
@@ -174,7 +182,8 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--metrics-port", serve.metrics_port,
                   "router Prometheus /metrics, /healthz, /readyz (0 = any free port; printed)");
   cmd->add_option("--worker-metrics-port", serve.worker_metrics_port,
-                  "worker Prometheus /metrics, /healthz, /readyz (0 = any free port; printed)");
+                  "worker Prometheus /metrics, /healthz, /readyz (0 = any free port; printed; "
+                  "worker i of --workers gets P + i)");
   cmd->add_option("--http-port", serve.http_port,
                   "router: OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
                   "...) on --host (0 = off, -1 = any free port; printed)")
@@ -212,8 +221,8 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                   "router: the preemption-storm window in seconds");
   cmd->add_option("--log-level", serve.log_level, "router log level: debug, info, warn, error, off");
   cmd->add_flag("--no-restart", serve.no_restart,
-                "exit when the worker dies (default: restart it on the same port with backoff; "
-                "the router answers UNAVAILABLE meanwhile)");
+                "exit when a worker dies (default: restart it on the same port with backoff; "
+                "the router answers UNAVAILABLE for it meanwhile)");
   cmd->add_option("--startup-timeout-s", serve.startup_timeout_s,
                   "per process, until it is listening")
       ->capture_default_str();
@@ -256,6 +265,10 @@ int main(int argc, char** argv) {
   }
   if (bench_cmd->parsed()) return ReportAndExit(tessera::cli::RunBench(bench));
   if (serve_cmd->parsed()) {
+    if (const char* device = std::getenv(tessera::worker::kDeviceEnvironment);
+        serve_cmd->get_option("--device")->count() == 0 && device != nullptr && *device) {
+      serve.device = device;  // the workers would read it; --workers needs to know it too
+    }
     if (const char* key = std::getenv("TESSERA_API_KEY"); serve.api_key.empty() && key) {
       serve.api_key = key;
     }

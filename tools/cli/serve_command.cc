@@ -1,224 +1,97 @@
-// `tessera serve`: runs tessera-worker and tessera-router (found next to this executable) as one
-// service and supervises them.
+// `tessera serve`: runs tessera-worker(s) and tessera-router (found next to this executable) as
+// one service and supervises them.
 //
-//   1. worker: `--model M --listen 127.0.0.1:0 [--threads N ...]`, until it prints
-//      "tessera-worker listening on HOST:PORT";
-//   2. router: `--model M --worker HOST:PORT --listen HOST:PORT [...]`, until it prints
-//      "tessera-router listening on HOST:PORT";
-//   3. polls the router's grpc.health.v1 Check("") until SERVING (the worker described itself),
-//      then prints "tessera serve: router metrics on HOST:PORT" and "tessera serve: worker
-//      metrics on HOST:PORT" (with --metrics-port / --worker-metrics-port; the children print
-//      "<name> metrics on ..." before their listening line), "tessera serve: http on HOST:PORT"
-//      (the router's OpenAI-compatible API, unless --http-port 0) and "tessera serve: listening
-//      on HOST:PORT" to stdout;
-//   Auth: a fresh random router⇄worker secret per run goes to both children in
+//   1. workers (serve_workers.h; --workers N, default 1): `--model M --listen 127.0.0.1:0
+//      [--threads N ...]`, each until it prints "tessera-worker listening on HOST:PORT";
+//   2. router: `--model M --worker HOST:PORT... --listen HOST:PORT [...]` (one --worker per
+//      worker), until it prints "tessera-router listening on HOST:PORT";
+//   3. polls the router's grpc.health.v1 Check("") until SERVING (a worker described itself),
+//      then prints "tessera serve: router metrics on HOST:PORT" and, per worker, "tessera serve:
+//      worker metrics on HOST:PORT" (with --metrics-port / --worker-metrics-port; the children
+//      print "<name> metrics on ..." before their listening line), "tessera serve: http on
+//      HOST:PORT" (the router's OpenAI-compatible API, unless --http-port 0) and "tessera serve:
+//      listening on HOST:PORT" to stdout;
+//   Auth: a fresh random router⇄worker secret per run goes to every child in
 //      $TESSERA_WORKER_SECRET, and --api-key to the router in $TESSERA_API_KEY (the environment,
 //      not argv, which any local user can read); --tls-cert/--tls-key go to the router, and the
 //      health poll then trusts that certificate.
-//   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the worker gets
-//      SIGTERM; a second signal while draining kills the router at once. Exit 0 when both ended
-//      cleanly. A router that dies on its own stops the worker and fails the command; a worker
+//   4. SIGINT/SIGTERM: forwarded to the router first (it drains and exits), then the workers get
+//      SIGTERM; a second signal while draining kills the router at once. Exit 0 when all ended
+//      cleanly. A router that dies on its own stops the workers and fails the command; a worker
 //      that dies is restarted on its port with backoff (0.5 s doubling to 30 s) while the router
-//      answers UNAVAILABLE and redials it, unless --no-restart (then it fails the command too).
+//      answers UNAVAILABLE for it (the other workers keep serving) and redials it, unless
+//      --no-restart (then it fails the command too).
 // Children's output is echoed to stderr line by line, prefixed with their name.
 //
 // Threading: the main thread only. SIGINT/SIGTERM/SIGCHLD are blocked before any thread starts
 // (so the child pumps and gRPC's threads inherit that) and taken with sigtimedwait here.
 #include <signal.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tools/cli/child_process.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/serve_children.h"
+#include "tools/cli/serve_workers.h"
 #include "tools/cli/worker_secret.h"
 
 namespace tessera::cli {
 namespace {
 
-constexpr char kWorkerBinary[] = "tessera-worker";
-constexpr char kRouterBinary[] = "tessera-router";
-// How long the worker may take to exit after SIGTERM, and the router beyond its drain timeout.
-constexpr absl::Duration kExitGrace = absl::Seconds(10);
 constexpr double kRouterDefaultDrainS = 30;  // tessera-router's --drain-timeout-s default
-
-sigset_t SupervisedSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (int signo : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&signals, signo);
-  return signals;
-}
-
-// A pending SIGINT/SIGTERM within `wait` (0 if none); a SIGCHLD only ends the wait early.
-int TakeStopSignal(absl::Duration wait) {
-  const sigset_t signals = SupervisedSignals();
-  const timespec timeout = absl::ToTimespec(wait);
-  const int signo = sigtimedwait(&signals, nullptr, &timeout);
-  return signo == SIGINT || signo == SIGTERM ? signo : 0;
-}
-
-// The last non-empty line of a child's stderr, for one-line error messages (the whole output
-// was echoed already).
-std::string LastStderrLine(const ChildProcess& child) {
-  std::vector<std::string> lines = absl::StrSplit(child.StderrTail(), '\n', absl::SkipWhitespace());
-  return lines.empty() ? "" : absl::StrCat("; its last stderr line: \"", lines.back(), "\"");
-}
-
-// "tessera-worker exited before listening (exit status 1); its last stderr line: "..."".
-std::string Died(const ChildProcess& child, const ChildExit& exit, std::string_view when) {
-  return absl::StrCat(child.name(), " exited ", std::string(when), " (", exit.ToString(), ")",
-                      LastStderrLine(child));
-}
-
-// What a child printed before its listening line ("" when it did not).
-struct ChildAddresses {
-  std::string metrics;
-  std::string http;
-};
-
-std::vector<std::string> WorkerArgs(const ServeOptions& o);
 
 class Supervisor {
  public:
-  explicit Supervisor(const ServeOptions& options) : options_(options) {}
+  Supervisor(const ServeOptions& options, std::vector<std::vector<int>> cuda_devices)
+      : options_(options),
+        launcher_(options),
+        secret_env_(WorkerSecretEnvEntry(RandomSecret())),
+        workers_(options, launcher_, std::move(cuda_devices), secret_env_) {}
 
   absl::Status Run();
 
  private:
-  absl::StatusOr<std::string> FindBinary(const std::string& name) const;
-  absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& name,
-                                                      std::vector<std::string> args,
-                                                      std::vector<std::string> env);
-  // Reads `child`'s stdout until "<name> listening on HOST:PORT"; returns HOST:PORT. The
-  // "<name> metrics on HOST:PORT" and "<name> http on HOST:PORT" lines before it land in
-  // *addresses.
-  absl::StatusOr<std::string> AwaitListening(ChildProcess& child, ChildAddresses* addresses);
+  // Starts the router on the workers' addresses and waits until it is SERVING; its address.
+  absl::StatusOr<std::string> StartRouter();
   absl::Status AwaitServing(const std::string& router_addr);
-  // Fails when a started child has ended; CANCELLED when a stop signal arrived.
-  absl::Status CheckChildren(absl::Duration wait);
+  // Fails when the router has ended; CANCELLED when a stop signal arrived.
+  absl::Status CheckRouter(absl::Duration wait);
   absl::Status Supervise();
-  // Restarts the dead worker on its port, retrying with exponential backoff (0.5 s doubling to
-  // 30 s); the router redials it by itself. CANCELLED when a stop signal arrives meanwhile.
-  absl::Status RestartWorker();
   absl::Status Shutdown(int signo);
-  // Signals `child`, waits up to `grace` (a further stop signal cuts it short), then SIGKILLs.
-  ChildExit Stop(ChildProcess& child, int signo, absl::Duration grace);
   void StopAll();
+  void PrintAddresses(const std::string& router_addr) const;
 
   const ServeOptions& options_;
-  std::unique_ptr<ChildProcess> worker_;
+  const ChildLauncher launcher_;
+  const std::string secret_env_;  // TESSERA_WORKER_SECRET=..., the same for every worker
+  ServeWorkers workers_;
   std::unique_ptr<ChildProcess> router_;
-  ChildAddresses worker_addresses_;
   ChildAddresses router_addresses_;
   int stop_signal_ = 0;
-  ChildProcess* dead_ = nullptr;  // the child CheckChildren found ended
-  std::string worker_addr_;       // HOST:PORT the router dials; a restarted worker reuses it
-  std::string worker_secret_env_;  // TESSERA_WORKER_SECRET=..., the same for a restarted worker
-  int num_restarts_ = 0;
 };
 
-absl::StatusOr<std::string> Supervisor::FindBinary(const std::string& name) const {
-  std::filesystem::path dir = options_.bin_dir;
-  if (dir.empty()) {
-    std::error_code error;
-    dir = std::filesystem::read_symlink("/proc/self/exe", error).parent_path();
-    if (error) return absl::InternalError("cannot read /proc/self/exe: " + error.message());
-  }
-  const std::filesystem::path path = dir / name;
-  if (access(path.c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(name, " not found at ", path.string(),
-                                            " (build it next to tessera, or pass --bin-dir)"));
-  }
-  return path.string();
-}
-
-absl::StatusOr<std::unique_ptr<ChildProcess>> Supervisor::Start(const std::string& name,
-                                                                std::vector<std::string> args,
-                                                                std::vector<std::string> env) {
-  absl::StatusOr<std::string> path = FindBinary(name);
-  if (!path.ok()) return path.status();
-  ChildOptions child;
-  child.path = *path;
-  child.args = std::move(args);
-  child.name = name;
-  child.echo_stdout_fd = STDERR_FILENO;  // our stdout carries only our own "listening" line
-  child.echo_stderr_fd = STDERR_FILENO;
-  child.env = std::move(env);
-  return ChildProcess::Spawn(std::move(child));
-}
-
-absl::StatusOr<std::string> Supervisor::AwaitListening(ChildProcess& child,
-                                                       ChildAddresses* addresses) {
-  const std::string prefix = absl::StrCat(child.name(), " listening on ");
-  const absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
-  for (;;) {
-    absl::StatusOr<std::string> line = child.ReadStdoutLine(absl::Milliseconds(100));
-    bool announced = false;
-    for (auto [what, address] : {std::pair{" metrics on ", &addresses->metrics},
-                                 std::pair{" http on ", &addresses->http}}) {
-      const std::string announce = absl::StrCat(child.name(), what);
-      if (line.ok() && absl::StartsWith(*line, announce)) {
-        *address = std::string(absl::StripAsciiWhitespace(line->substr(announce.size())));
-        announced = true;
-      }
-    }
-    if (announced) continue;
-    if (line.ok() && absl::StartsWith(*line, prefix)) {
-      const std::string addr(absl::StripAsciiWhitespace(line->substr(prefix.size())));
-      if (addr.find(':') == std::string::npos) {
-        return absl::InternalError(absl::StrCat(child.name(), " printed a bad address: ", *line));
-      }
-      return addr;
-    }
-    if (line.status().code() == absl::StatusCode::kOutOfRange) {
-      const std::optional<ChildExit> exit = child.Wait(kExitGrace);
-      if (!exit.has_value()) {
-        return absl::InternalError(absl::StrCat(child.name(), " closed its stdout unannounced"));
-      }
-      return absl::UnavailableError(Died(child, *exit, "before listening"));
-    }
-    if (int signo = TakeStopSignal(absl::ZeroDuration())) {
-      stop_signal_ = signo;
-      return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
-    }
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(child.name(), " did not report \"", prefix,
-                                                      "...\" within ", options_.startup_timeout_s,
-                                                      " s (--startup-timeout-s)"));
-    }
-  }
-}
-
-absl::Status Supervisor::CheckChildren(absl::Duration wait) {
+absl::Status Supervisor::CheckRouter(absl::Duration wait) {
   if (int signo = TakeStopSignal(wait)) {
     stop_signal_ = signo;
-    return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
+    return Interrupted(signo);
   }
-  for (ChildProcess* child : {worker_.get(), router_.get()}) {
-    if (child == nullptr) continue;
-    if (std::optional<ChildExit> exit = child->Poll()) {
-      dead_ = child;
-      return absl::UnavailableError(Died(*child, *exit, "unexpectedly"));
-    }
+  if (router_ == nullptr) return absl::OkStatus();
+  if (std::optional<ChildExit> exit = router_->Poll()) {
+    return absl::UnavailableError(Died(*router_, *exit, "unexpectedly"));
   }
   return absl::OkStatus();
 }
@@ -246,7 +119,8 @@ absl::Status Supervisor::AwaitServing(const std::string& router_addr) {
     }
     last = status.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
                        : status.error_message();
-    if (absl::Status alive = CheckChildren(absl::Milliseconds(100)); !alive.ok()) return alive;
+    if (absl::Status alive = CheckRouter(absl::Milliseconds(100)); !alive.ok()) return alive;
+    if (absl::Status alive = workers_.Tend(&stop_signal_); !alive.ok()) return alive;
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           kRouterBinary, " at ", router_addr, " was not SERVING within ",
@@ -255,23 +129,9 @@ absl::Status Supervisor::AwaitServing(const std::string& router_addr) {
   }
 }
 
-ChildExit Supervisor::Stop(ChildProcess& child, int signo, absl::Duration grace) {
-  (void)child.Signal(signo);
-  const absl::Time deadline = absl::Now() + grace;
-  while (absl::Now() < deadline) {
-    if (std::optional<ChildExit> exit = child.Poll()) return *exit;
-    if (TakeStopSignal(absl::Milliseconds(50)) != 0) {
-      std::fprintf(stderr, "tessera serve: second signal; killing %s\n", child.name().c_str());
-      break;
-    }
-  }
-  (void)child.Signal(SIGKILL);
-  return child.Wait(kExitGrace).value_or(ChildExit{});
-}
-
 void Supervisor::StopAll() {
-  if (router_ != nullptr && !router_->Poll()) Stop(*router_, SIGTERM, kExitGrace);
-  if (worker_ != nullptr && !worker_->Poll()) Stop(*worker_, SIGTERM, kExitGrace);
+  if (router_ != nullptr && !router_->Poll()) StopChild(*router_, SIGTERM, kExitGrace);
+  (void)workers_.StopAll();
 }
 
 absl::Status Supervisor::Shutdown(int signo) {
@@ -279,112 +139,35 @@ absl::Status Supervisor::Shutdown(int signo) {
       options_.drain_timeout_s >= 0 ? options_.drain_timeout_s : kRouterDefaultDrainS;
   std::fprintf(stderr, "tessera serve: %s; draining %s (up to %.0f s)\n", strsignal(signo),
                kRouterBinary, drain_s);
-  const ChildExit router_exit = Stop(*router_, signo, absl::Seconds(drain_s) + kExitGrace);
-  const ChildExit worker_exit = Stop(*worker_, SIGTERM, kExitGrace);
+  const ChildExit router_exit = StopChild(*router_, signo, absl::Seconds(drain_s) + kExitGrace);
+  const absl::Status workers_exit = workers_.StopAll();
   if (!router_exit.success()) {
     return absl::InternalError(Died(*router_, router_exit, "badly while draining"));
   }
-  // A worker without a SIGTERM handler ends by the signal: that is a clean stop too.
-  if (!worker_exit.success() && worker_exit.signal != SIGTERM) {
-    return absl::InternalError(Died(*worker_, worker_exit, "badly while stopping"));
-  }
+  if (!workers_exit.ok()) return workers_exit;
   std::fprintf(stderr, "tessera serve: stopped\n");
   return absl::OkStatus();
 }
 
 absl::Status Supervisor::Supervise() {
   for (;;) {
-    absl::Status alive = CheckChildren(absl::Milliseconds(200));
+    absl::Status alive = CheckRouter(absl::Milliseconds(200));
+    if (alive.ok()) alive = workers_.Tend(&stop_signal_);
     if (alive.ok()) continue;
     if (stop_signal_ != 0) return Shutdown(stop_signal_);
-    if (dead_ == worker_.get() && !options_.no_restart) {
-      std::fprintf(stderr, "tessera serve: %s; restarting it\n", std::string(alive.message()).c_str());
-      alive = RestartWorker();
-      if (alive.ok()) continue;
-      if (stop_signal_ != 0) return Shutdown(stop_signal_);
-    }
     StopAll();
-    return absl::Status(alive.code(), absl::StrCat(alive.message(), "; stopped the other"));
+    return absl::Status(alive.code(), absl::StrCat(alive.message(), "; stopped the others"));
   }
 }
 
-absl::Status Supervisor::RestartWorker() {
-  absl::Duration backoff = absl::Milliseconds(500);
-  const std::string port = worker_addr_.substr(worker_addr_.rfind(':') + 1);
-  for (;;) {
-    if (int signo = TakeStopSignal(backoff)) {
-      stop_signal_ = signo;
-      return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
-    }
-    std::vector<std::string> args = WorkerArgs(options_);
-    // The same port, so the router's redial finds it (WorkerArgs asks for any free port).
-    auto listen = std::find(args.begin(), args.end(), "--listen");
-    *(listen + 1) = absl::StrCat("127.0.0.1:", port);
-    absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
-        Start(kWorkerBinary, std::move(args), {worker_secret_env_});
-    absl::Status status = worker.status();
-    if (worker.ok()) {
-      worker_ = *std::move(worker);
-      status = AwaitListening(*worker_, &worker_addresses_).status();
-    }
-    if (status.ok()) {
-      ++num_restarts_;
-      std::fprintf(stderr, "tessera serve: restarted %s on %s (restart %d)\n", kWorkerBinary,
-                   worker_addr_.c_str(), num_restarts_);
-      dead_ = nullptr;
-      return absl::OkStatus();
-    }
-    if (stop_signal_ != 0) return status;
-    backoff = std::min(backoff * 2, absl::Seconds(30));
-    std::fprintf(stderr, "tessera serve: restarting %s failed (%s); next try in %s\n",
-                 kWorkerBinary, std::string(status.message()).c_str(),
-                 absl::FormatDuration(backoff).c_str());
-  }
-}
-
-// Appends `flag value` when `value` is set (`value > unset`).
-template <typename T>
-void AddIfSet(std::vector<std::string>& args, const char* flag, T value, T unset) {
-  if (value > unset) args.insert(args.end(), {flag, absl::StrCat(value)});
-}
-
-void AddIfSet(std::vector<std::string>& args, const char* flag, const std::string& value) {
-  if (!value.empty()) args.insert(args.end(), {flag, value});
-}
-
-std::vector<std::string> WorkerArgs(const ServeOptions& o) {
-  std::vector<std::string> args = {"--model", o.model_path, "--listen", "127.0.0.1:0"};
-  AddIfSet(args, "--threads", o.threads, 0);
-  AddIfSet(args, "--max-num-seqs", o.max_num_seqs, 0);
-  AddIfSet(args, "--kv-cache-mb", o.kv_cache_mb, 0);
-  AddIfSet(args, "--state-snapshot-mb", o.state_snapshot_mb, int64_t{-1});
-  AddIfSet(args, "--num-kv-blocks", o.num_kv_blocks, int64_t{0});
-  AddIfSet(args, "--block-size", o.block_size, 0);
-  AddIfSet(args, "--activations", o.activations);
-  AddIfSet(args, "--kv-cache-dtype", o.kv_cache_dtype);
-  AddIfSet(args, "--device", o.device);
-  AddIfSet(args, "--dtype", o.dtype);
-  AddIfSet(args, "--gpu-memory-utilization", o.gpu_memory_utilization, 0.0);
-  AddIfSet(args, "--cuda-graphs", o.cuda_graphs);
-  // The worker sizes its step buffers from it (cuda); the router plans within what it reports.
-  AddIfSet(args, "--max-num-batched-tokens", o.max_num_batched_tokens, 0);
-  if (o.batch_invariant) args.push_back("--batch-invariant");
-  if (o.dequantize_weights) args.push_back("--dequantize-weights");
-  if (o.mmap_weights) args.push_back("--mmap-weights");
-  if (o.worker_metrics_port >= 0) {
-    args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",
-                             absl::StrCat(o.worker_metrics_port)});
-  }
-  args.insert(args.end(), o.worker_args.begin(), o.worker_args.end());
-  return args;
-}
-
-std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& worker_addr) {
+std::vector<std::string> RouterArgs(const ServeOptions& o,
+                                    const std::vector<std::string>& worker_addrs) {
   // An IPv6 literal needs brackets before the port.
   const bool bracket = o.host.find(':') != std::string::npos && o.host.front() != '[';
   const std::string host = bracket ? absl::StrCat("[", o.host, "]") : o.host;
-  std::vector<std::string> args = {"--model", o.model_path, "--worker", worker_addr, "--listen",
-                                   absl::StrCat(host, ":", o.port)};
+  std::vector<std::string> args = {"--model", o.model_path};
+  for (const std::string& addr : worker_addrs) args.insert(args.end(), {"--worker", addr});
+  args.insert(args.end(), {"--listen", absl::StrCat(host, ":", o.port)});
   AddIfSet(args, "--max-num-seqs", o.max_num_seqs, 0);
   AddIfSet(args, "--max-num-batched-tokens", o.max_num_batched_tokens, 0);
   AddIfSet(args, "--max-waiting", o.max_waiting, 0);
@@ -411,43 +194,44 @@ std::vector<std::string> RouterArgs(const ServeOptions& o, const std::string& wo
   return args;
 }
 
+absl::StatusOr<std::string> Supervisor::StartRouter() {
+  std::vector<std::string> env = {secret_env_};
+  if (!options_.api_key.empty()) env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
+  absl::StatusOr<std::unique_ptr<ChildProcess>> router = launcher_.Start(
+      kRouterBinary, kRouterBinary, RouterArgs(options_, workers_.addresses()), std::move(env));
+  if (!router.ok()) return router.status();
+  router_ = *std::move(router);
+  absl::StatusOr<std::string> router_addr =
+      launcher_.AwaitListening(*router_, kRouterBinary, &router_addresses_, &stop_signal_);
+  if (!router_addr.ok()) return router_addr.status();
+  if (absl::Status serving = AwaitServing(*router_addr); !serving.ok()) return serving;
+  return router_addr;
+}
+
+void Supervisor::PrintAddresses(const std::string& router_addr) const {
+  if (!router_addresses_.metrics.empty()) {
+    std::printf("tessera serve: router metrics on %s\n", router_addresses_.metrics.c_str());
+  }
+  for (const std::string& metrics : workers_.metrics_addresses()) {
+    std::printf("tessera serve: worker metrics on %s\n", metrics.c_str());
+  }
+  if (!router_addresses_.http.empty()) {
+    std::printf("tessera serve: http on %s\n", router_addresses_.http.c_str());
+  }
+  std::printf("tessera serve: listening on %s\n", router_addr.c_str());
+  std::fflush(stdout);
+}
+
 absl::Status Supervisor::Run() {
-  worker_secret_env_ = WorkerSecretEnvEntry(RandomSecret());
-  const std::string& secret = worker_secret_env_;
-  std::vector<std::string> router_env = {secret};
-  if (!options_.api_key.empty()) {
-    router_env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
-  }
-  absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
-      Start(kWorkerBinary, WorkerArgs(options_), {secret});
-  if (!worker.ok()) return worker.status();
-  worker_ = *std::move(worker);
-  absl::StatusOr<std::string> worker_addr = AwaitListening(*worker_, &worker_addresses_);
+  absl::Status ready = workers_.StartAll(&stop_signal_);
   absl::StatusOr<std::string> router_addr;
-  absl::Status ready = worker_addr.status();
-  if (ready.ok()) worker_addr_ = *worker_addr;
-  if (ready.ok()) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> router =
-        Start(kRouterBinary, RouterArgs(options_, *worker_addr), router_env);
-    ready = router.status();
-    if (router.ok()) router_ = *std::move(router);
-  }
-  if (ready.ok()) {
-    router_addr = AwaitListening(*router_, &router_addresses_);
-    ready = router_addr.status();
-  }
-  if (ready.ok()) ready = AwaitServing(*router_addr);
+  if (ready.ok()) router_addr = StartRouter();
+  if (ready.ok()) ready = router_addr.status();
   if (!ready.ok()) {
     StopAll();
     return ready;
   }
-  for (auto [what, address] : {std::pair{"router metrics", &router_addresses_.metrics},
-                               std::pair{"worker metrics", &worker_addresses_.metrics},
-                               std::pair{"http", &router_addresses_.http}}) {
-    if (!address->empty()) std::printf("tessera serve: %s on %s\n", what, address->c_str());
-  }
-  std::printf("tessera serve: listening on %s\n", router_addr->c_str());
-  std::fflush(stdout);
+  PrintAddresses(*router_addr);
   return Supervise();
 }
 
@@ -465,10 +249,21 @@ absl::Status RunServe(const ServeOptions& options) {
       return absl::InvalidArgumentError(absl::StrCat(flag, " ", port, " is not in [0, 65535]"));
     }
   }
-  // Before any thread starts: every thread inherits the mask, so only sigtimedwait sees these.
+  if (options.workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--workers ", options.workers, " is not >= 1"));
+  }
+  if (options.worker_metrics_port > 0 && options.worker_metrics_port + options.workers > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-metrics-port ", options.worker_metrics_port, " + --workers ", options.workers,
+        " passes port 65535 (worker i listens on P + i)"));
+  }
+  // Before any thread starts (the CUDA device query may start some): every thread inherits the
+  // mask, so only sigtimedwait sees these.
   const sigset_t signals = SupervisedSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  Supervisor supervisor(options);
+  absl::StatusOr<std::vector<std::vector<int>>> cuda_devices = WorkerCudaDevices(options);
+  if (!cuda_devices.ok()) return cuda_devices.status();
+  Supervisor supervisor(options, *std::move(cuda_devices));
   return supervisor.Run();
 }
 

@@ -167,6 +167,21 @@ TEST(ShapeGeneratorTest, StreamsDifferButShareThePrefix) {
   EXPECT_NE(ShapeGenerator(other_seed, 1).Next().prompt_ids, x.prompt_ids);
 }
 
+// Several shared prefixes: every prompt starts with one of them, and every one is drawn.
+TEST(ShapeGeneratorTest, SeveralSharedPrefixesAreEachDrawn) {
+  ShapeOptions o = RandomShapes();
+  o.num_shared_prefixes = 8;
+  ShapeGenerator shapes(o, 1);
+  std::set<std::vector<int32_t>> heads;
+  for (int i = 0; i < 200; ++i) {
+    const RequestShape x = shapes.Next();
+    heads.emplace(x.prompt_ids.begin(), x.prompt_ids.begin() + 16);
+  }
+  EXPECT_EQ(heads.size(), 8u);
+  o.num_shared_prefixes = 0;
+  EXPECT_THAT(ValidateShapeOptions(o).message(), HasSubstr("number of shared prefixes"));
+}
+
 TEST(ShapeGeneratorTest, FixedTextPrompt) {
   ShapeOptions o;
   o.prompt_text = "Tell me a story.";

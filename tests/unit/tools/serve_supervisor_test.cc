@@ -115,6 +115,28 @@ TEST_F(ServeSupervisorTest, RouterThatExitsEarlyStopsTheWorker) {
   EXPECT_LT(r.seconds, 30);  // the sleeping worker was stopped, not waited for
 }
 
+// --workers 2: two workers (named by index, worker i's metrics on P + i), both addresses to the
+// router in index order; a cpu worker gets no --cuda-device.
+TEST_F(ServeSupervisorTest, EveryWorkerGoesToTheRouter) {
+  WriteScript("tessera-worker",
+              "echo \"args: $*\" >&2; case \"$*\" in *'--metrics-port 7001'*) p=5556;; "
+              "*) p=5555;; esac; echo \"tessera-worker listening on 127.0.0.1:$p\"; "
+              "exec sleep 60");
+  WriteScript("tessera-router", "echo \"args: $*\" >&2; exit 2");
+  const Result r = Serve("--workers 2 --device cpu --worker-metrics-port 7000");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("[tessera-worker 0] args: --model models/SmolLM2-135M-Instruct."
+                               "Q4_1.gguf --listen 127.0.0.1:0 --device cpu --metrics-host "
+                               "127.0.0.1 --metrics-port 7000\n"));
+  EXPECT_THAT(r.err, HasSubstr("[tessera-worker 1] args: --model models/SmolLM2-135M-Instruct."
+                               "Q4_1.gguf --listen 127.0.0.1:0 --device cpu --metrics-host "
+                               "127.0.0.1 --metrics-port 7001\n"));
+  EXPECT_THAT(r.err, HasSubstr("[tessera-router] args: --model models/SmolLM2-135M-Instruct."
+                               "Q4_1.gguf --worker 127.0.0.1:5555 --worker 127.0.0.1:5556 "
+                               "--listen 127.0.0.1:0"));
+  EXPECT_LT(r.seconds, 30);  // both sleeping workers were stopped, not waited for
+}
+
 TEST_F(ServeSupervisorTest, ChildThatNeverListensTimesOut) {
   WriteScript("tessera-worker", "echo 'still loading'; exec sleep 60");
   WriteScript("tessera-router", "exit 0");
