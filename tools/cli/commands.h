@@ -99,6 +99,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                    // 0: any free port (printed when ready)
   int workers = 1;                    // tessera-worker processes (data parallel; serve_workers.h)
+  int tensor_parallel = 1;            // devices per worker (cuda/emulated; worker/parallel/)
   int threads = 0;                    // worker CPU threads; 0: the worker's default
   int max_num_seqs = 0;               // 0: the component's default (not passed)
   int max_num_batched_tokens = 0;

@@ -147,8 +147,13 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--port", serve.port, "0 = any free port")->capture_default_str();
   cmd->add_option("--workers", serve.workers,
                   "tessera-worker processes behind the router (data parallel); on cuda worker i "
-                  "gets CUDA device i")
+                  "gets CUDA devices i*T..i*T+T-1 (T = --tensor-parallel)")
       ->capture_default_str();
+  cmd->add_option("--tensor-parallel", serve.tensor_parallel,
+                  "devices each worker shards the model over (--device cuda or emulated; "
+                  "docs/design/tensor-parallel.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--threads", serve.threads, "CPU threads of each worker (0: its default)");
   cmd->add_option("--max-num-seqs", serve.max_num_seqs, "sequences per step (both processes)");
   cmd->add_option("--max-num-batched-tokens", serve.max_num_batched_tokens,

@@ -29,9 +29,6 @@ namespace {
 
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(500);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
-// CUDA devices per worker; --tensor-parallel T will set it to T.
-constexpr int kDevicesPerWorker = 1;
-
 // Worker `index`'s arguments, listening on any free loopback port.
 std::vector<std::string> WorkerArgs(const ServeOptions& o, int index,
                                     const std::vector<int>& cuda_devices) {
@@ -45,8 +42,11 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o, int index,
   AddIfSet(args, "--activations", o.activations);
   AddIfSet(args, "--kv-cache-dtype", o.kv_cache_dtype);
   AddIfSet(args, "--device", o.device);
-  // One device per worker for now; --tensor-parallel will pass the worker's whole list.
-  if (!cuda_devices.empty()) args.insert(args.end(), {"--cuda-device", absl::StrCat(cuda_devices[0])});
+  // The worker's first device; a tensor-parallel worker takes the next ones after it.
+  if (!cuda_devices.empty()) {
+    args.insert(args.end(), {"--cuda-device", absl::StrCat(cuda_devices[0])});
+  }
+  AddIfSet(args, "--tensor-parallel", o.tensor_parallel, 1);
   AddIfSet(args, "--dtype", o.dtype);
   AddIfSet(args, "--gpu-memory-utilization", o.gpu_memory_utilization, 0.0);
   AddIfSet(args, "--cuda-graphs", o.cuda_graphs);
@@ -70,23 +70,29 @@ absl::StatusOr<std::vector<std::vector<int>>> WorkerCudaDevices(const ServeOptio
   std::vector<std::vector<int>> devices(static_cast<size_t>(o.workers));
   const bool cuda = o.device == "cuda";
   const bool automatic = o.device.empty() || o.device == "auto";
-  if (o.workers * kDevicesPerWorker == 1 || !(cuda || automatic)) return devices;
+  const int per_worker = o.tensor_parallel;
+  if (per_worker > 1 && !cuda && o.device != "emulated") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tensor-parallel ", per_worker, " needs --device cuda or emulated (the cpu backend "
+        "runs on one device)"));
+  }
+  if (o.workers * per_worker == 1 || !(cuda || automatic)) return devices;
   absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> visible = cuda::QueryCudaDevices();
   if (!visible.ok() && automatic) return devices;  // cpu workers
   if (!visible.ok()) {
     return absl::Status(visible.status().code(),
                         absl::StrCat("--device cuda: ", visible.status().message()));
   }
-  const int needed = o.workers * kDevicesPerWorker;
+  const int needed = o.workers * per_worker;
   if (needed > static_cast<int>(visible->size())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--workers ", o.workers, " needs ", needed, " CUDA devices (", kDevicesPerWorker,
+        "--workers ", o.workers, " needs ", needed, " CUDA devices (", per_worker,
         " per worker); ", visible->size(), " visible",
         automatic ? " (--device cpu runs cpu workers)" : ""));
   }
   for (int i = 0; i < o.workers; ++i) {
-    for (int d = 0; d < kDevicesPerWorker; ++d) {
-      devices[static_cast<size_t>(i)].push_back(i * kDevicesPerWorker + d);
+    for (int d = 0; d < per_worker; ++d) {
+      devices[static_cast<size_t>(i)].push_back(i * per_worker + d);
     }
   }
   return devices;
