@@ -232,6 +232,9 @@ void DeviceModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
                             shared ? moe_.shared_out : nullptr,
                             shared_gate ? moe_.shared_logit : nullptr, Buffer(out), n, k,
                             config_.hidden_size));
+  // Tensor parallel: each rank combined its share of every expert's (and the shared expert's)
+  // columns; one sum over the ranks completes the layer.
+  if (weights_[w.down_exps].partial_sum && status_.ok()) SumOverRanks(out);
 }
 
 namespace {

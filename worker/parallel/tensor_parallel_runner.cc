@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/check.h"
+#include "common/model/hybrid_tensors.h"
 #include "common/util/status_macros.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/device/emulated_device_runtime.h"
@@ -166,8 +167,12 @@ absl::Status OnRankThreads(int size, const std::vector<std::unique_ptr<Communica
 absl::StatusOr<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::Create(
     const TensorParallelOptions& options, const LoadedModel& model) {
   TESSERA_ASSIGN_OR_RETURN(const model::ModelConfig shard_config,
-                           ShardModelConfig(model.config, model.plan, options.size));
-  TESSERA_ASSIGN_OR_RETURN(const ModelPlan shard_plan, PlanModel(shard_config));
+                           ShardModelConfig(model.config, options.size));
+  model::HybridTensorForms forms;
+  if (model.config.hybrid.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(forms, model::CheckHybridTensors(*model.file, model.config));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const ModelPlan shard_plan, PlanModel(shard_config, forms));
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<device::DeviceRuntime>> runtimes,
                            OpenRankDevices(options));
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Communicator>> communicators,
@@ -223,6 +228,14 @@ void TensorParallelRunner::BeginSequence(int slot, const SamplingParams& params,
 
 void TensorParallelRunner::EndSequence(int slot) {
   for (const auto& rank : ranks_) rank->EndSequence(slot);
+}
+
+void TensorParallelRunner::SaveStateSnapshot(int slot, int snapshot) {
+  for (const auto& rank : ranks_) rank->SaveStateSnapshot(slot, snapshot);
+}
+
+void TensorParallelRunner::RestoreStateSnapshot(int snapshot, int slot) {
+  for (const auto& rank : ranks_) rank->RestoreStateSnapshot(snapshot, slot);
 }
 
 void TensorParallelRunner::AbortCollectives() {

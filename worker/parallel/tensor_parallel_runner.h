@@ -54,6 +54,11 @@ class TensorParallelRunner final : public ModelRunner {
   void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
                      std::span<const int32_t> generated) override;
   void EndSequence(int slot) override;
+  // Hybrids: every rank holds the whole recurrent state (the mixers are replicated), so every
+  // rank saves and restores its own copy.
+  int state_snapshot_slots() const override { return ranks_[0]->state_snapshot_slots(); }
+  void SaveStateSnapshot(int slot, int snapshot) override;
+  void RestoreStateSnapshot(int snapshot, int slot) override;
   absl::Status Step(std::span<const SequenceWork> batch, StepSamples* samples,
                     const FillPendingMasks& fill_pending_masks = {}) override;
   absl::Status Forward(std::span<const SequenceWork> batch, StepLogits* logits) override;

@@ -1,6 +1,7 @@
 #include "worker/parallel/weight_sharding.h"
 
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -56,6 +57,65 @@ absl::StatusOr<cpu::WeightView> ColumnSlice(const cpu::WeightView& full, int64_t
   return cpu::WeightView{cpu::WeightFormat::kF32, data, full.rows, cols};
 }
 
+// Rows [first, first + count) of each expert's matrix in `full`, copied in its format.
+cpu::ExpertWeightsView ExpertRows(const cpu::ExpertWeightsView& full, int64_t first,
+                                  int64_t count, CpuModelWeights* out) {
+  const size_t row_bytes = cpu::RowBytes(full.format, full.cols);
+  auto* data = static_cast<uint8_t*>(OwnedBytes(out, row_bytes * count * full.num_experts));
+  const auto* source = static_cast<const uint8_t*>(full.data);
+  for (int64_t e = 0; e < full.num_experts; ++e) {
+    std::memcpy(data + e * count * row_bytes, source + (e * full.rows + first) * row_bytes,
+                row_bytes * count);
+  }
+  cpu::ExpertWeightsView view = full;
+  view.data = data;
+  view.rows = count;
+  return view;
+}
+
+// An expert stack of rank `rank`: rows shrank (gate, up; the fused [gate | up] form shards each
+// half) or columns shrank (down: a partial sum, completed after the MoE layer's combine).
+absl::StatusOr<CpuWeight> ShardExperts(const WeightSpec& full_spec, const CpuWeight& full,
+                                       const WeightSpec& spec, int rank, int tp,
+                                       CpuModelWeights* out) {
+  CpuWeight weight = full;
+  const cpu::ExpertWeightsView& stack = full.experts;
+  if (spec.cols() == full_spec.cols() && spec.rows() * tp == full_spec.rows()) {
+    if (spec.name.find("gate_up_exps") == std::string::npos) {
+      weight.experts = ExpertRows(stack, rank * spec.rows(), spec.rows(), out);
+      return weight;
+    }
+    // Each expert's gate rows then its up rows: the rank's share of each half, in that order.
+    const int64_t half = full_spec.rows() / 2, share = spec.rows() / 2;
+    const cpu::ExpertWeightsView gate = ExpertRows(stack, rank * share, share, out);
+    const cpu::ExpertWeightsView up = ExpertRows(stack, half + rank * share, share, out);
+    const size_t row_bytes = cpu::RowBytes(stack.format, stack.cols);
+    auto* data = static_cast<uint8_t*>(OwnedBytes(out, row_bytes * spec.rows() * stack.num_experts));
+    for (int64_t e = 0; e < stack.num_experts; ++e) {
+      uint8_t* to = data + e * spec.rows() * row_bytes;
+      std::memcpy(to, static_cast<const uint8_t*>(gate.data) + e * share * row_bytes,
+                  share * row_bytes);
+      std::memcpy(to + share * row_bytes,
+                  static_cast<const uint8_t*>(up.data) + e * share * row_bytes, share * row_bytes);
+    }
+    weight.experts.data = data;
+    weight.experts.rows = spec.rows();
+    return weight;
+  }
+  if (spec.rows() == full_spec.rows() && spec.cols() * tp == full_spec.cols()) {
+    const cpu::WeightView all{stack.format, stack.data, stack.num_experts * stack.rows, stack.cols};
+    TESSERA_ASSIGN_OR_RETURN(const cpu::WeightView cut, ColumnSlice(all, rank * spec.cols(),
+                                                                    spec.cols(), spec.name, out));
+    weight.experts.format = cut.format;
+    weight.experts.data = cut.data;
+    weight.experts.cols = spec.cols();
+    weight.partial_sum = true;
+    return weight;
+  }
+  return absl::UnimplementedError(absl::StrCat("tensor parallel: no rule shards the expert stack '",
+                                               spec.name, "' into ", tp, " ranks"));
+}
+
 // One declared tensor of rank `rank`: see the header for the rule.
 absl::StatusOr<CpuWeight> ShardOne(const WeightSpec& full_spec, const CpuWeight& full,
                                    const WeightSpec& spec, int rank, int tp,
@@ -80,27 +140,40 @@ absl::StatusOr<CpuWeight> ShardOne(const WeightSpec& full_spec, const CpuWeight&
     weight.partial_sum = true;
     return weight;
   }
+  if (spec.role == WeightRole::kExperts) return ShardExperts(full_spec, full, spec, rank, tp, out);
   return absl::UnimplementedError(absl::StrCat("tensor parallel: no rule shards '", spec.name,
                                                "' into ", tp, " ranks"));
 }
 
 }  // namespace
 
-absl::StatusOr<model::ModelConfig> ShardModelConfig(const model::ModelConfig& config,
-                                                    const ModelPlan& plan, int tp) {
+absl::StatusOr<model::ModelConfig> ShardModelConfig(const model::ModelConfig& config, int tp) {
   if (tp < 1) return absl::InvalidArgumentError("--tensor-parallel must be at least 1");
-  if (plan.num_linear_layers > 0 || config.hybrid.has_value()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--tensor-parallel ", tp, ": ", config.architecture,
-        " has Gated DeltaNet / MoE layers; tensor parallelism covers the llama family for now"));
-  }
-  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.num_heads, "attention heads"));
-  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.num_kv_heads, "KV heads"));
-  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.ffn_size, "FFN columns"));
   model::ModelConfig shard = config;
-  shard.num_heads /= tp;
-  shard.num_kv_heads /= tp;
-  shard.ffn_size /= tp;
+  if (!config.hybrid.has_value()) {
+    TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.num_heads, "attention heads"));
+    TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.num_kv_heads, "KV heads"));
+    TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.ffn_size, "FFN columns"));
+    shard.num_heads /= tp;
+    shard.num_kv_heads /= tp;
+    shard.ffn_size /= tp;
+    return shard;
+  }
+  // Hybrids: the FFN (dense, or every expert's and the shared expert's columns) is sharded; the
+  // Gated DeltaNet and gated-attention mixers are replicated for now.
+  std::optional<model::MoeDims>& moe = shard.hybrid->moe;
+  if (!moe.has_value()) {
+    TESSERA_RETURN_IF_ERROR(CheckDivides(tp, config.ffn_size, "FFN columns"));
+    shard.ffn_size /= tp;
+    return shard;
+  }
+  TESSERA_RETURN_IF_ERROR(CheckDivides(tp, moe->expert_ffn_size, "expert FFN columns"));
+  moe->expert_ffn_size /= tp;
+  if (moe->shared_expert_ffn_size > 0) {
+    TESSERA_RETURN_IF_ERROR(
+        CheckDivides(tp, moe->shared_expert_ffn_size, "shared-expert FFN columns"));
+    moe->shared_expert_ffn_size /= tp;
+  }
   return shard;
 }
 

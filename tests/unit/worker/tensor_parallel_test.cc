@@ -2,8 +2,8 @@
 // fixed order and abort, the shard rules and their one-line refusals, and TP = 2 and 4 against
 // TP = 1 — logits at every position of a prompt (f32 within the f32 tolerance, bf16 within the
 // bf16 one) and greedy tokens of 4 concurrent sequences, equal — on a llama model whose FFN cut
-// at TP = 4 splits Q4_1 blocks (so the dequantized fallback runs) and a Qwen2 one (sliced
-// biases).
+// at TP = 4 splits Q4_1 blocks (so the dequantized fallback runs), a Qwen2 one (sliced biases)
+// and the hybrids (FFN and experts sharded, mixers replicated).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +13,7 @@
 
 #include "common/util/half.h"
 #include "kernels/device/emulated_device_runtime.h"
+#include "tests/testing/fused_experts_gguf.h"
 #include "tests/testing/greedy_comparison.h"
 #include "tests/unit/worker/position_logits.h"
 #include "tests/unit/worker/tiny_model_fixture.h"
@@ -110,10 +111,18 @@ std::vector<int32_t> Prompt(const LoadedModel& model, int length, int seed) {
   return ids;
 }
 
-// TP = tp against TP = 1 in both dtypes: logits over a prompt's positions, and greedy tokens.
-void CheckMatchesOneDevice(const LoadedModel& model, int tp) {
+// The hybrids' bf16 bound (cuda_hybrid_runner_test's): their recurrent state carries each step's
+// rounding forward, so two bf16 runs drift further apart than a dense model's.
+constexpr GreedyTolerance kHybridBf16Tolerance{.logprob = 0.1f, .margin = 0.2f};
+
+// TP = tp against TP = 1: logits over a prompt's positions in each dtype of `dtypes` (within
+// `bf16` for bf16), and greedy tokens in f32.
+void CheckMatchesOneDevice(const LoadedModel& model, int tp,
+                           std::initializer_list<DataType> dtypes = {DataType::kF32,
+                                                                     DataType::kBf16},
+                           const GreedyTolerance& bf16 = kCudaBf16Tolerance) {
   const std::vector<int32_t> prompt = Prompt(model, 14, 1);
-  for (const DataType dtype : {DataType::kF32, DataType::kBf16}) {
+  for (const DataType dtype : dtypes) {
     SCOPED_TRACE(absl::StrCat("TP ", tp, ", ", device::DataTypeName(dtype)));
     auto one = MakeRunner(model, dtype, 1);
     auto many = MakeRunner(model, dtype, tp);
@@ -121,8 +130,7 @@ void CheckMatchesOneDevice(const LoadedModel& model, int tp) {
     ASSERT_NE(many, nullptr);
     const auto reference = PositionLogits(*one, prompt, kBlocks);
     const LogitDiffs diffs = MaxDiffs(reference, PositionLogits(*many, prompt, kBlocks));
-    const GreedyTolerance& tolerance =
-        dtype == DataType::kF32 ? kCudaF32Tolerance : kCudaBf16Tolerance;
+    const GreedyTolerance& tolerance = dtype == DataType::kF32 ? kCudaF32Tolerance : bf16;
     EXPECT_LE(diffs.logprob, tolerance.logprob);
     std::printf("TP %d vs 1, %s: max |logit diff| %.3g, max |logprob diff| %.3g\n", tp,
                 device::DataTypeName(dtype), diffs.logit, diffs.logprob);
@@ -147,6 +155,29 @@ TEST(TensorParallelTest, Qwen2BiasesAreSlicedWithTheirHeads) {
   const auto model = TinyModel(TinyDenseArch::kQwen2, 256, "tp_qwen2.gguf");
   ASSERT_NE(model, nullptr);
   CheckMatchesOneDevice(*model, 2);
+}
+
+// The hybrids (tests/data/hybrid): the dense FFN's columns (qwen35), or every expert's and the
+// shared expert's (qwen35moe, qwen3next; and llama.cpp's fused [gate | up] expert stack) split
+// over 2 ranks, the Gated DeltaNet and gated-attention mixers replicated.
+TEST(TensorParallelTest, HybridsShardTheirFfnAndExperts) {
+  const std::string fused = ::testing::TempDir() + "/tp-fused-tiny-qwen35moe.gguf";
+  ASSERT_TRUE(
+      testing_util::WriteFusedGateUpCopy("tests/data/hybrid/tiny-qwen35moe.gguf", fused).ok());
+  for (const std::string& path :
+       {std::string("tests/data/hybrid/tiny-qwen35.gguf"),
+        std::string("tests/data/hybrid/tiny-qwen35moe.gguf"),
+        std::string("tests/data/hybrid/tiny-qwen3next.gguf"), fused}) {
+    SCOPED_TRACE(path);
+    auto model = LoadModel(path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    // bf16 once (the MoE model): the emulated device is slow, and f32 is the strict check.
+    const bool bf16 = path == "tests/data/hybrid/tiny-qwen35moe.gguf";
+    CheckMatchesOneDevice(**model, 2,
+                          bf16 ? std::initializer_list<DataType>{DataType::kF32, DataType::kBf16}
+                               : std::initializer_list<DataType>{DataType::kF32},
+                          kHybridBf16Tolerance);
+  }
 }
 
 TEST(TensorParallelTest, EachRankHoldsItsShareOfTheKvPoolAndWeights) {
@@ -174,21 +205,25 @@ TEST(TensorParallelTest, EachRankHoldsItsShareOfTheKvPoolAndWeights) {
 TEST(TensorParallelTest, ModelsThatDoNotShardAreOneLineErrors) {
   const auto model = TinyModel(TinyDenseArch::kLlama, 256, "tp_refuse.gguf");
   ASSERT_NE(model, nullptr);
-  const auto three = ShardModelConfig(model->config, model->plan, 3);
+  const auto three = ShardModelConfig(model->config, 3);
   ASSERT_FALSE(three.ok());
   EXPECT_EQ(three.status().message(),
             "--tensor-parallel 3: the model's 4 attention heads do not divide into 3 equal shares");
   model::ModelConfig gqa = model->config;
   gqa.num_kv_heads = 2;
-  const auto four = ShardModelConfig(gqa, model->plan, 4);
+  const auto four = ShardModelConfig(gqa, 4);
   ASSERT_FALSE(four.ok());
   EXPECT_EQ(four.status().message(),
             "--tensor-parallel 4: the model's 2 KV heads do not divide into 4 equal shares");
-  ModelPlan hybrid;
-  hybrid.num_linear_layers = 3;
-  const auto linear = ShardModelConfig(model->config, hybrid, 2);
-  ASSERT_FALSE(linear.ok());
-  EXPECT_NE(linear.status().message().find("covers the llama family"), std::string::npos);
+  model::ModelConfig moe = model->config;
+  moe.hybrid.emplace();
+  moe.hybrid->moe = model::MoeDims{.num_experts = 8, .num_experts_used = 2,
+                                   .expert_ffn_size = 24, .shared_expert_ffn_size = 64};
+  const auto experts = ShardModelConfig(moe, 16);
+  ASSERT_FALSE(experts.ok());
+  EXPECT_EQ(experts.status().message(),
+            "--tensor-parallel 16: the model's 24 expert FFN columns do not divide into 16 equal "
+            "shares");
 }
 
 // Sums of 3 ranks' bf16 buffers: every rank ends with the same bits, the f32 chain
