@@ -3,6 +3,8 @@ check_inference_pool.py, check_multi_worker.py)."""
 import helm_python as helm
 import yaml
 
+import k8s_checks as k
+
 
 def render(chart, values):
     """Every manifest the chart renders with `values`, parsed, in file order."""
@@ -27,3 +29,18 @@ def count_unrefused(chart, bad_values):
             failures += 0 if ok else 1
             print(f"{'PASS' if ok else 'FAIL'} {values} refused: {str(e).splitlines()[0][:160]}")
     return failures
+
+
+class CheckRun:
+    """Runs named checks, printing PASS/FAIL for each; `failures` counts the failed ones."""
+
+    def __init__(self):
+        self.failures = 0
+
+    def __call__(self, label, check):
+        try:
+            check()
+            print(f"PASS {label}")
+        except k.CheckFailed as e:
+            self.failures += 1
+            print(f"FAIL {label}: {e}")

@@ -26,7 +26,7 @@ import yaml
 
 import gateway_checks as g
 import k8s_checks as k
-from chart_render import count_unrefused, render
+from chart_render import CheckRun, count_unrefused, render
 from k8s_checks import expect
 
 CHART = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "helm" / "tessera"
@@ -108,15 +108,7 @@ BAD_VALUES = [
 
 
 def main():
-    failures = 0
-    def run(label, check):
-        nonlocal failures
-        try:
-            check()
-            print(f"PASS {label}")
-        except k.CheckFailed as e:
-            failures += 1
-            print(f"FAIL {label}: {e}")
+    run = CheckRun()
 
     with helm.Chart.load(CHART) as chart:
         pool_docs = render(chart, POOL)
@@ -129,13 +121,13 @@ def main():
         for label, broken in breaks(pool_docs):
             try:
                 check_case(broken, True)
-                failures += 1
+                run.failures += 1
                 print(f"FAIL break '{label}' passed the checks")
             except k.CheckFailed as e:
                 print(f"PASS break '{label}' refused: {e}")
-        failures += count_unrefused(chart, BAD_VALUES)
-    print(f"{failures} failed")
-    return 1 if failures else 0
+        run.failures += count_unrefused(chart, BAD_VALUES)
+    print(f"{run.failures} failed")
+    return 1 if run.failures else 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import helm_python as helm
 import yaml
 
 import k8s_checks as k
-from chart_render import count_unrefused, render
+from chart_render import CheckRun, count_unrefused, render
 from k8s_checks import expect
 
 DEPLOY = pathlib.Path(__file__).resolve().parents[2] / "deploy"
@@ -174,15 +174,7 @@ def check_one_worker(docs):
 
 
 def main():
-    failures = 0
-    def run(label, check):
-        nonlocal failures
-        try:
-            check()
-            print(f"PASS {label}")
-        except k.CheckFailed as e:
-            failures += 1
-            print(f"FAIL {label}: {e}")
+    run = CheckRun()
 
     with helm.Chart.load(CHART) as chart:
         report = helm.lint(CHART, VALUES, strict=True)
@@ -201,9 +193,9 @@ def main():
             k.validate_all(d := render(chart, {"parallelism": {"workers": 8},
                                                "serviceMonitor": {"enabled": True}})),
             k.check_pod_wiring(d), check_scraped(d, 8)))
-        failures += count_unrefused(chart, BAD_VALUES)
-    print(f"{failures} failed")
-    return 1 if failures else 0
+        run.failures += count_unrefused(chart, BAD_VALUES)
+    print(f"{run.failures} failed")
+    return 1 if run.failures else 0
 
 
 if __name__ == "__main__":

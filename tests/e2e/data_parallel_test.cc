@@ -29,15 +29,6 @@ namespace {
 
 namespace v1 = ::tessera::v1;
 
-v1::GenerateRequest Counting(int max_tokens) {
-  v1::GenerateRequest request;
-  request.set_text("Count from one to one thousand:");
-  request.mutable_sampling()->set_temperature(0.0f);
-  request.set_max_tokens(max_tokens);
-  request.set_ignore_eos(true);
-  return request;
-}
-
 class DataParallelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,7 +69,7 @@ std::vector<nlohmann::json> TraceLines(const std::string& path) {
 }
 
 TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
-  std::vector<v1::GenerateRequest> requests(8, Counting(12));
+  std::vector<v1::GenerateRequest> requests(8, CountingRequest(12));
   const std::vector<StreamResult> results = RunConcurrently(serving_, requests);
   for (const StreamResult& r : results) EXPECT_EQ(r.token_ids.size(), 12u);
   std::string m;
@@ -102,7 +93,7 @@ TEST_F(DataParallelTest, ConcurrentRequestsSpreadOverBothWorkers) {
 // ServerStats keeps the sums and lists each worker; ModelInfo lists the workers' addresses and
 // devices.
 TEST_F(DataParallelTest, ServerStatsAndModelInfoListTheWorkers) {
-  for (const StreamResult& r : RunConcurrently(serving_, {Counting(40), Counting(40)})) {
+  for (const StreamResult& r : RunConcurrently(serving_, {CountingRequest(40), CountingRequest(40)})) {
     EXPECT_EQ(r.token_ids.size(), 40u);
   }
   AwaitSeries(serving_.router_metrics_address(),
@@ -144,10 +135,10 @@ TEST_F(DataParallelTest, CancelReachesTheSecondWorker) {
   // The first request holds worker 0 (the lower index wins the tie), so the second one runs on
   // worker 1; cancelling it must reach that engine.
   auto stub = serving_.NewStub();
-  std::thread holder([&] { RunGenerate(*stub, Counting(60)); });
+  std::thread holder([&] { RunGenerate(*stub, CountingRequest(60)); });
   AwaitSeries(serving_.router_metrics_address(), "tessera_requests_running{worker=\"0\"}", 1);
   StreamResult cancelled = RunGenerate(
-      *stub, Counting(400), [](const v1::GenerateResponse&, grpc::ClientContext& context) {
+      *stub, CountingRequest(400), [](const v1::GenerateResponse&, grpc::ClientContext& context) {
         static int seen = 0;
         if (++seen == 3) context.TryCancel();
       });
@@ -168,7 +159,7 @@ TEST_F(DataParallelTest, ALostWorkerFailsOnlyItsOwnRequests) {
   std::vector<StreamResult> results(6);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < results.size(); ++i) {
-    clients.emplace_back([&, i] { results[i] = RunGenerate(*stub, Counting(150)); });
+    clients.emplace_back([&, i] { results[i] = RunGenerate(*stub, CountingRequest(150)); });
   }
   // Once every request has produced tokens on both workers, worker 1 goes away.
   for (int i = 0; i < 300; ++i) {
@@ -193,7 +184,7 @@ TEST_F(DataParallelTest, ALostWorkerFailsOnlyItsOwnRequests) {
   EXPECT_GE(finished, 1) << "worker 0's requests must finish";
   EXPECT_GE(failed, 1) << "worker 1's requests were running when it was killed";
   // New requests go to the worker left.
-  const StreamResult after = RunGenerate(*stub, Counting(5));
+  const StreamResult after = RunGenerate(*stub, CountingRequest(5));
   EXPECT_TRUE(after.status.ok()) << after.status.error_message();
   EXPECT_EQ(after.token_ids.size(), 5u);
 }
@@ -213,7 +204,7 @@ v1::GenerateRequest SharedPrefix(int question) {
 TEST_F(DataParallelTest, ASharedPrefixGoesToTheWorkerThatCachesIt) {
   auto stub = serving_.NewStub();
   // Worker 0 is busy, so the first shared-prefix request runs on worker 1 and caches the prefix.
-  std::thread holder([&] { RunGenerate(*stub, Counting(120)); });
+  std::thread holder([&] { RunGenerate(*stub, CountingRequest(120)); });
   AwaitSeries(serving_.router_metrics_address(), "tessera_requests_running{worker=\"0\"}", 1);
   const StreamResult first = RunGenerate(*stub, SharedPrefix(0));
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();

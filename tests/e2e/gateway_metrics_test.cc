@@ -17,30 +17,13 @@
 #include <vector>
 
 #include <httplib.h>
+#include "tests/e2e/metrics_scrape.h"
 #include "tests/e2e/serving_harness.h"
 
 namespace tessera::e2e {
 namespace {
 
 namespace v1 = ::tessera::v1;
-
-v1::GenerateRequest Counting(int max_tokens) {
-  v1::GenerateRequest request;
-  request.set_text("Count from one to one thousand:");
-  request.mutable_sampling()->set_temperature(0.0f);
-  request.set_max_tokens(max_tokens);
-  request.set_ignore_eos(true);
-  return request;
-}
-
-std::string Scrape(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  httplib::Client client(host_port.substr(0, colon), std::stoi(host_port.substr(colon + 1)));
-  client.set_connection_timeout(5);
-  client.set_read_timeout(10);
-  httplib::Result result = client.Get("/metrics");
-  return result && result->status == 200 ? result->body : "";
-}
 
 // The values of every line of `metrics` whose series (name and labels) is exactly `series`.
 std::vector<double> Values(const std::string& metrics, const std::string& series) {
@@ -105,7 +88,7 @@ class GatewayMetricsTest : public ::testing::Test {
             .ok());
     ASSERT_FALSE(serving_.router_http_address().empty()) << "no 'tessera-router http on' line";
     for (int i = 0; i < 600; ++i) {  // both workers described: both capacities published
-      const std::string m = Scrape(serving_.router_metrics_address());
+      const std::string m = ScrapeMetrics(serving_.router_metrics_address());
       if (PerWorker(m, "tessera_kv_blocks_capacity", "0") > 0 &&
           PerWorker(m, "tessera_kv_blocks_capacity", "1") > 0) {
         return;
@@ -120,7 +103,7 @@ class GatewayMetricsTest : public ::testing::Test {
 TEST_F(GatewayMetricsTest, ProtocolGaugesAreUnlabelledOnBothPortsAndZeroWhenIdle) {
   for (const std::string& address :
        {serving_.router_metrics_address(), serving_.router_http_address()}) {
-    const std::string m = Scrape(address);
+    const std::string m = ScrapeMetrics(address);
     ASSERT_FALSE(m.empty()) << "no /metrics on " << address;
     for (const char* name : {"tessera_num_requests_waiting", "tessera_num_requests_running",
                              "tessera_kv_cache_usage_perc"}) {
@@ -134,13 +117,13 @@ TEST_F(GatewayMetricsTest, ProtocolGaugesAreUnlabelledOnBothPortsAndZeroWhenIdle
 }
 
 TEST_F(GatewayMetricsTest, GaugesFollowTheLoadOfBothWorkers) {
-  std::vector<v1::GenerateRequest> requests(6, Counting(120));
+  std::vector<v1::GenerateRequest> requests(6, CountingRequest(120));
   std::vector<StreamResult> results;
   std::thread load([&] { results = RunConcurrently(serving_, requests); });
   PodGauges busy;
   std::string m;
   for (int i = 0; i < 1000; ++i) {  // the HTTP port: what the endpoint picker scrapes
-    m = Scrape(serving_.router_http_address());
+    m = ScrapeMetrics(serving_.router_http_address());
     busy = Read(m);
     if (Consistent(busy) && busy.running == 2 && busy.waiting > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -156,7 +139,7 @@ TEST_F(GatewayMetricsTest, GaugesFollowTheLoadOfBothWorkers) {
   for (const StreamResult& r : results) EXPECT_EQ(r.token_ids.size(), 120u);
   PodGauges idle;
   for (int i = 0; i < 500; ++i) {
-    idle = Read(Scrape(serving_.router_metrics_address()));
+    idle = Read(ScrapeMetrics(serving_.router_metrics_address()));
     if (idle.running == 0 && idle.waiting == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

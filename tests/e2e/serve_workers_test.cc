@@ -27,21 +27,12 @@ namespace {
 namespace v1 = ::tessera::v1;
 using ::testing::HasSubstr;
 
-v1::GenerateRequest Counting(int max_tokens) {
-  v1::GenerateRequest request;
-  request.set_text("Count from one to one thousand:");
-  request.mutable_sampling()->set_temperature(0.0f);
-  request.set_max_tokens(max_tokens);
-  request.set_ignore_eos(true);
-  return request;
-}
-
 // Runs `n` requests of `max_tokens` at once; the results in order.
 std::vector<StreamResult> RunAtOnce(v1::Tessera::Stub& stub, int n, int max_tokens) {
   std::vector<StreamResult> results(static_cast<size_t>(n));
   std::vector<std::thread> clients;
   for (size_t i = 0; i < results.size(); ++i) {
-    clients.emplace_back([&, i] { results[i] = RunGenerate(stub, Counting(max_tokens)); });
+    clients.emplace_back([&, i] { results[i] = RunGenerate(stub, CountingRequest(max_tokens)); });
   }
   for (std::thread& t : clients) t.join();
   return results;
@@ -86,7 +77,7 @@ TEST_F(ServeWorkersTest, BothWorkersServeAndAKilledOneIsRestartedAlone) {
   std::vector<StreamResult> streams(2);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < streams.size(); ++i) {
-    clients.emplace_back([&, i] { streams[i] = RunGenerate(*stub_, Counting(150)); });
+    clients.emplace_back([&, i] { streams[i] = RunGenerate(*stub_, CountingRequest(150)); });
   }
   AwaitSeries(serve_.router_metrics_address(), "tessera_requests_running{worker=\"1\"}", 1);
   const int victim = cli::LiveChildPid(serve_.pid(), "tessera-worker");

@@ -231,4 +231,13 @@ std::vector<StreamResult> RunConcurrently(const ServingProcesses& serving,
   return results;
 }
 
+::tessera::v1::GenerateRequest CountingRequest(int max_tokens) {
+  ::tessera::v1::GenerateRequest request;
+  request.set_text("Count from one to one thousand:");
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.set_max_tokens(max_tokens);
+  request.set_ignore_eos(true);
+  return request;
+}
+
 }  // namespace tessera::e2e

@@ -95,6 +95,10 @@ struct StreamResult {
 
 // Runs `request` to the end of its stream. `on_response` (optional) sees every response with the
 // call's context (e.g. to cancel).
+// A greedy request that counts up for `max_tokens` tokens whatever the model would stop at
+// (ignore_eos): a long, predictable stream for load, cancellation and loss tests.
+::tessera::v1::GenerateRequest CountingRequest(int max_tokens);
+
 StreamResult RunGenerate(
     ::tessera::v1::Tessera::Stub& stub, const ::tessera::v1::GenerateRequest& request,
     const std::function<void(const ::tessera::v1::GenerateResponse&, grpc::ClientContext&)>&
