@@ -1,6 +1,6 @@
 // `tessera serve --device emulated --tensor-parallel T` (worker/parallel/, DESIGN.md §12): one
-// worker spanning T emulated devices serves 4 concurrent greedy prompts with the same tokens as
-// T = 1 (f32: the sharded sums differ from one device's only by rounding, far below any top-2
+// worker spanning T = 2 or 4 emulated devices serves 4 concurrent greedy prompts with the same
+// tokens as T = 1 (f32: the sharded sums differ from one device's only by rounding, far below any top-2
 // margin of these prompts), ModelInfo describes the ranks, and combinations that cannot shard are
 // one-line errors.
 #include <string>
@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/device_query.h"
 #include "tests/e2e/serve_process.h"
 #include "tests/e2e/serving_harness.h"
 #include "tests/e2e/tessera_cli_process.h"
@@ -79,24 +80,31 @@ Served ServeFourPrompts(int tp) {
   return out;
 }
 
-TEST(ServeTensorParallelTest, TwoRanksServeTheTokensOfOneDevice) {
+TEST(ServeTensorParallelTest, TwoAndFourRanksServeTheTokensOfOneDevice) {
   const Served one = ServeFourPrompts(1);
-  const Served two = ServeFourPrompts(2);
   ASSERT_EQ(one.tokens.size(), 4u);
   for (const auto& tokens : one.tokens) EXPECT_EQ(tokens.size(), 6u);
-  EXPECT_EQ(two.tokens, one.tokens);
-  EXPECT_THAT(two.device, HasSubstr("tensor parallel, 2 ranks (in-process, fixed order)"));
   EXPECT_THAT(one.device, ::testing::Not(HasSubstr("tensor parallel")));
+  for (const int tp : {2, 4}) {
+    const Served many = ServeFourPrompts(tp);
+    EXPECT_EQ(many.tokens, one.tokens) << "--tensor-parallel " << tp;
+    EXPECT_THAT(many.device, HasSubstr("tensor parallel, " + std::to_string(tp) +
+                                       " ranks (in-process, fixed order)"));
+  }
 }
 
-// Heads that do not divide, and the cpu backend, are one-line errors.
+// Heads that do not divide, the cpu backend, and more ranks than GPUs are one-line errors.
 TEST(ServeTensorParallelTest, CombinationsThatCannotShardAreOneLineErrors) {
+  absl::StatusOr<std::vector<cuda::CudaDeviceInfo>> gpus = cuda::QueryCudaDevices();
+  const std::string too_few = !gpus.ok() ? "--device cuda: " : "needs 64 CUDA devices";
   for (const auto& [args, error] :
        {std::pair{std::vector<std::string>{"--device", "emulated", "--tensor-parallel", "3"},
                   std::string("--tensor-parallel 3: the model's 4 attention heads do not divide "
                               "into 3 equal shares")},
         std::pair{std::vector<std::string>{"--device", "cpu", "--tensor-parallel", "2"},
-                  std::string("--tensor-parallel 2 needs --device cuda or emulated")}}) {
+                  std::string("--tensor-parallel 2 needs --device cuda or emulated")},
+        std::pair{std::vector<std::string>{"--device", "cuda", "--tensor-parallel", "64"},
+                  too_few}}) {
     std::vector<std::string> argv = {"serve", "--port", "0", "--http-port", "0", "--model",
                                      TinyShardableModel()};
     argv.insert(argv.end(), args.begin(), args.end());
