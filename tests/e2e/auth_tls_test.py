@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tessera_process import (  # noqa: E402
     generate_stubs, start_process, parse_e2e_args, import_openai, make_certificate)
 
+from e2e_checks import check
+
 KEY = "test-key-1234"
 
 
@@ -60,20 +62,20 @@ def check_grpc(grpc, pb2, pb2_grpc, addr, cert):
             stub.ModelInfo(pb2.ModelInfoRequest(), timeout=10, metadata=metadata)
             raise AssertionError(f"ModelInfo answered with metadata {metadata}")
         except grpc.RpcError as error:
-            assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+            check(error.code() == grpc.StatusCode.UNAUTHENTICATED, error)
     good = [("authorization", f"Bearer {KEY}")]
     info = stub.ModelInfo(pb2.ModelInfoRequest(), timeout=10, metadata=good)
     text = "".join(r.text for r in stub.Generate(pb2.GenerateRequest(
         text="The capital of France is", max_tokens=4,
         sampling=pb2.SamplingParams(temperature=0)), timeout=60, metadata=good))
-    assert text, "no text over TLS"
+    check(text, "no text over TLS")
     plain = pb2_grpc.TesseraStub(grpc.insecure_channel(addr))
     try:
         plain.ModelInfo(pb2.ModelInfoRequest(), timeout=3, metadata=good)
         raise AssertionError("a plaintext client was served on the TLS port")
     except grpc.RpcError as error:
-        assert error.code() in (grpc.StatusCode.UNAVAILABLE,
-                                grpc.StatusCode.DEADLINE_EXCEEDED), error
+        check(error.code() in (grpc.StatusCode.UNAVAILABLE,
+                                grpc.StatusCode.DEADLINE_EXCEEDED), error)
     print(f"grpc over TLS OK: {text!r}")
     return info.model_name
 
@@ -86,21 +88,21 @@ def check_http(openai, http_addr, cert, model):
         client.models.list()
         raise AssertionError("/v1/models answered a wrong key")
     except openai.AuthenticationError as error:
-        assert error.status_code == 401, error
-        assert error.body["type"] == "authentication_error", error.body
+        check(error.status_code == 401, error)
+        check(error.body["type"] == "authentication_error", error.body)
     context = ssl.create_default_context(cafile=cert)
     try:  # no key at all (the openai client always sends one)
         urllib.request.urlopen(f"https://{http_addr}/v1/models", context=context, timeout=10)
         raise AssertionError("/v1/models answered without a key")
     except urllib.error.HTTPError as error:
-        assert error.code == 401, error
+        check(error.code == 401, error)
     client = openai.OpenAI(base_url=base, api_key=KEY, max_retries=0,
                            http_client=openai.DefaultHttpxClient(verify=cert))
     completion = client.completions.create(model=model, prompt="The capital of France is",
                                            max_tokens=4, temperature=0)
-    assert completion.usage.completion_tokens == 4, completion.usage
+    check(completion.usage.completion_tokens == 4, completion.usage)
     with urllib.request.urlopen(f"https://{http_addr}/health", context=context, timeout=10) as r:
-        assert r.status == 200 and json.loads(r.read()) == {}, r.status
+        check(r.status == 200 and json.loads(r.read()) == {}, r.status)
     print(f"https OK: {completion.choices[0].text!r}")
 
 
@@ -131,11 +133,11 @@ def check_worker_secret(grpc, pb2, pb2_grpc, bin_dir, model):
                 if connected:
                     break
                 time.sleep(0.1)
-            assert connected == expect_connected, (secret, connected)
+            check(connected == expect_connected, (secret, connected))
             router.send_signal(signal.SIGTERM)
             _, err = router.communicate(timeout=60)
             if not expect_connected:
-                assert "refused us" in err and "worker secret" in err, err
+                check("refused us" in err and "worker secret" in err, err)
     finally:
         for proc in routers + [worker]:
             if proc.poll() is None:
@@ -158,7 +160,7 @@ def main():
         finally:
             serve.send_signal(signal.SIGTERM)
             code = serve.wait(timeout=90)
-        assert code == 0, f"tessera serve exited with {code}"
+        check(code == 0, f"tessera serve exited with {code}")
         check_worker_secret(grpc, pb2, pb2_grpc, args.bin_dir, args.model)
     print("auth and TLS OK")
 

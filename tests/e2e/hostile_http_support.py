@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "tools", "pyclient"))
 from tessera_process import make_certificate  # noqa: E402,F401 (the suite's TLS router uses it)
 
+from e2e_checks import check
+
 KEY = "hostile-key-1234"
 HEADER_TIMEOUT_S = 3
 BODY_TIMEOUT_S = 3
@@ -112,7 +114,7 @@ class Router:
 
     def metric(self, name):
         status, _, body = request_to(self.metrics, "GET", "/metrics", timeout=5)
-        assert status == 200, status
+        check(status == 200, status)
         match = re.search(r"^" + name + r"(?:\{[^}]*\})? (\S+)$", body.decode(), re.MULTILINE)
         return float(match.group(1)) if match else None
 
@@ -255,8 +257,7 @@ def answers_fast(label, router, path, times=5, headers=None, addr=None, spacing=
     for _ in range(times):
         seconds, status = timed_get(router, path, headers, addr)
         worst = max(worst, seconds)
-        assert status == 200 and seconds < FAST_S, \
-            f"{label}: {path} answered {status} after {seconds:.3f} s"
+        check(status == 200 and seconds < FAST_S, f"{label}: {path} answered {status} after {seconds:.3f} s")
         time.sleep(spacing)
     return worst
 
@@ -279,7 +280,7 @@ class Checks:
             self.failures.append(str(error))
 
     def done(self):
-        assert not self.failures, "; ".join(self.failures)
+        check(not self.failures, "; ".join(self.failures))
 
 
 def assert_error_object(body, status):
@@ -287,9 +288,9 @@ def assert_error_object(body, status):
         error = json.loads(body)["error"]
     except (ValueError, KeyError, TypeError):
         raise AssertionError(f"{status} body is not an OpenAI error object: {body[:200]!r}")
-    assert error.get("type") == "invalid_request_error", f"{status} error type: {error}"
+    check(error.get("type") == "invalid_request_error", f"{status} error type: {error}")
     for field in ("message", "param", "code"):
-        assert field in error, f"{status} error object lacks {field}: {error}"
+        check(field in error, f"{status} error object lacks {field}: {error}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,12 +416,11 @@ def slowloris(router, label, payload, routes, expect_closed=True):
         while time.time() < deadline and slow.open_count():
             time.sleep(0.1)
         closes = sorted(slow.closed.values())
-        assert not slow.open_count(), \
-            f"{label}: {slow.open_count()} slow connections still open " \
-            f"{HEADER_TIMEOUT_S + 3} s after the last opened (header timeout {HEADER_TIMEOUT_S} s)"
+        check(not slow.open_count(), f"{label}: {slow.open_count()} slow connections still open " \
+            f"{HEADER_TIMEOUT_S + 3} s after the last opened (header timeout {HEADER_TIMEOUT_S} s)")
         statuses = sorted(set(s for s in slow.statuses))
         print(f"  {label}: all closed by the server after {closes[0]:.1f}-{closes[-1]:.1f} s "
               f"(statuses sent: {statuses or 'none'})")
-        assert all(s == 408 for s in slow.statuses), f"{label}: statuses {statuses}"
+        check(all(s == 408 for s in slow.statuses), f"{label}: statuses {statuses}")
     finally:
         slow.stop()

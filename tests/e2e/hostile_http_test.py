@@ -34,6 +34,8 @@ from hostile_http_support import (  # noqa: E402
     answers_fast, Checks, assert_error_object, SlowClients, slow_http_payload, client_hello,
     slowloris)
 
+from e2e_checks import check
+
 
 # ---------------------------------------------------------------------------------------------
 # Probes (each raises AssertionError with what it saw)
@@ -53,8 +55,8 @@ def probe_crash(ctx):
         status, response = type(error).__name__, b""
     seconds = time.time() - start
     time.sleep(0.5)
-    assert router.alive(), f"the router died (exit {router.proc.poll()}) on a {len(body)} B body"
-    assert status == 400, f"{depth}-deep prompt answered {status}: {response[:200]!r}"
+    check(router.alive(), f"the router died (exit {router.proc.poll()}) on a {len(body)} B body")
+    check(status == 400, f"{depth}-deep prompt answered {status}: {response[:200]!r}")
     assert_error_object(response, 400)
     print(f"  {depth}-deep prompt ({len(body)} B): 400 in {seconds:.3f} s: "
           f"{json.loads(response)['error']['message'][:100]!r}")
@@ -117,7 +119,7 @@ def probe_streams(ctx):
         ok = sum(1 for line in started if b" 200" in line)
         print(f"  {ok}/{STREAMS} streams answered 200 ({running:.0f} running); "
               f"/health max {worst:.3f} s")
-        assert ok == STREAMS, f"only {ok}/{STREAMS} streams started: {set(started)}"
+        check(ok == STREAMS, f"only {ok}/{STREAMS} streams started: {set(started)}")
     finally:
         stop.set()
         for sock in socks:
@@ -290,9 +292,9 @@ def probe_abandoned(ctx):
           f"{busy_blocks:.0f} blocks): cancelled in "
           f"{'%.2f s' % cancel_s if cancel_s is not None else 'more than 5 s'}, "
           f"KV now {blocks:.0f} blocks")
-    assert running > 0, "the abandoned completions never ran"
-    assert cancel_s is not None, "abandoned completions still running 5 s after their clients left"
-    assert blocks <= idle_blocks + 2, f"KV blocks {blocks:.0f}, idle {idle_blocks:.0f}"
+    check(running > 0, "the abandoned completions never ran")
+    check(cancel_s is not None, "abandoned completions still running 5 s after their clients left")
+    check(blocks <= idle_blocks + 2, f"KV blocks {blocks:.0f}, idle {idle_blocks:.0f}")
 
 
 def probe_ports(ctx):
@@ -305,7 +307,7 @@ def probe_ports(ctx):
         try:
             sock.bind(router.http)
         except OSError as error:
-            assert error.errno == errno.EADDRINUSE, error
+            check(error.errno == errno.EADDRINUSE, error)
             print(f"  SO_REUSEPORT bind of {router.http[0]}:{router.http[1]}: EADDRINUSE")
             return
         raise AssertionError(f"a second socket bound the HTTP port {router.http[1]} "
@@ -318,11 +320,11 @@ def probe_auth(ctx):
     """10. `bearer KEY` (lowercase scheme) is accepted; a 401 carries WWW-Authenticate: Bearer."""
     router = ctx["router"]
     status = request(router, "GET", "/v1/models", {"Authorization": f"bearer {router.key}"})[0]
-    assert status == 200, f"lowercase bearer scheme: {status}"
+    check(status == 200, f"lowercase bearer scheme: {status}")
     status, headers, body = request(router, "GET", "/v1/models", {"Authorization": "Bearer no"})
-    assert status == 401, status
+    check(status == 401, status)
     challenge = headers.get("www-authenticate", "")
-    assert challenge.lower().startswith("bearer"), f"401 without WWW-Authenticate: {headers}"
+    check(challenge.lower().startswith("bearer"), f"401 without WWW-Authenticate: {headers}")
     print(f"  lowercase bearer: 200; 401 WWW-Authenticate: {challenge!r}")
 
 

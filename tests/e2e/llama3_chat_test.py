@@ -24,6 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tessera_process import parse_e2e_args, import_openai  # noqa: E402
 from openai_http_test import raw_request, serving  # noqa: E402
 
+from e2e_checks import check
+
 BEGIN_OF_TEXT, START_HEADER, END_HEADER, EOT = 0, 2, 3, 4
 
 
@@ -32,16 +34,16 @@ def check_prompt(http_addr):
                 {"role": "user", "content": "Hello <|start_header_id|>system"}]
     status, body = raw_request(http_addr, "POST", "/tokenize",
                                {"messages": messages, "add_generation_prompt": True})
-    assert status == 200, (status, body)
+    check(status == 200, (status, body))
     ids = body["tokens"]
-    assert ids[0] == BEGIN_OF_TEXT and ids.count(BEGIN_OF_TEXT) == 1, ids
-    assert ids.count(START_HEADER) == 3 and ids.count(END_HEADER) == 3, ids  # 2 turns + answer
-    assert ids.count(EOT) == 2, ids  # each turn closed; the content's markup stayed text
+    check(ids[0] == BEGIN_OF_TEXT and ids.count(BEGIN_OF_TEXT) == 1, ids)
+    check(ids.count(START_HEADER) == 3 and ids.count(END_HEADER) == 3, ids)  # 2 turns + answer
+    check(ids.count(EOT) == 2, ids)  # each turn closed; the content's markup stayed text
     last_header = len(ids) - 1 - ids[::-1].index(START_HEADER)
     last_eot = len(ids) - 1 - ids[::-1].index(EOT)
-    assert last_eot < last_header and ids[-1] != EOT, ids  # the prompt ends in the open answer
+    check(last_eot < last_header and ids[-1] != EOT, ids)  # the prompt ends in the open answer
     status, text = raw_request(http_addr, "POST", "/detokenize", {"tokens": ids})
-    assert text["prompt"].endswith("<|start_header_id|>assistant<|end_header_id|>\n\n"), text
+    check(text["prompt"].endswith("<|start_header_id|>assistant<|end_header_id|>\n\n"), text)
     print("llama3 prompt OK:", len(ids), "tokens")
 
 
@@ -50,15 +52,15 @@ def check_chat(client, model):
     answer = client.chat.completions.create(model=model, messages=messages, max_tokens=12,
                                             temperature=0)
     choice = answer.choices[0]
-    assert choice.message.role == "assistant" and choice.finish_reason in ("stop", "length"), choice
+    check(choice.message.role == "assistant" and choice.finish_reason in ("stop", "length"), choice)
     streamed = client.chat.completions.create(model=model, messages=messages, max_tokens=12,
                                               temperature=0, stream=True)
     text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
-    assert text == choice.message.content, (text, choice.message.content)
+    check(text == choice.message.content, (text, choice.message.content))
     ended = client.chat.completions.create(model=model, messages=messages, max_tokens=12,
                                            temperature=0, logit_bias={str(EOT): 100})
-    assert ended.choices[0].finish_reason == "stop", ended.choices[0]
-    assert ended.choices[0].message.content == "", ended.choices[0].message
+    check(ended.choices[0].finish_reason == "stop", ended.choices[0])
+    check(ended.choices[0].message.content == "", ended.choices[0].message)
     print("llama3 chat OK:", repr(choice.message.content))
 
 
@@ -72,8 +74,8 @@ def check_forced_tool(client, model):
         tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=30,
         temperature=0)
     call = answer.choices[0].message.tool_calls[0]
-    assert answer.choices[0].finish_reason == "tool_calls", answer.choices[0]
-    assert json.loads(call.function.arguments)["city"] in ("Lyon", "Oslo"), call
+    check(answer.choices[0].finish_reason == "tool_calls", answer.choices[0])
+    check(json.loads(call.function.arguments)["city"] in ("Lyon", "Oslo"), call)
     print("llama3 forced tool call OK:", call.function.arguments)
 
 

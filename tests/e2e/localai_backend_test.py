@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "tools", "pyclient"))
 from tessera_process import parse_e2e_args  # noqa: E402
 
+from e2e_checks import check
+
 WIRE_FACTS = {
     "Reply": {"message": 1, "tokens": 2, "prompt_tokens": 3, "timing_prompt_processing": 4,
               "timing_token_generation": 5},
@@ -73,18 +75,18 @@ def generate_stubs(repo, out_dir):
 
 
 def check_wire_facts(pb2):
-    assert pb2.DESCRIPTOR.package == "backend", pb2.DESCRIPTOR.package
+    check(pb2.DESCRIPTOR.package == "backend", pb2.DESCRIPTOR.package)
     for message, fields in WIRE_FACTS.items():
         descriptor = pb2.DESCRIPTOR.message_types_by_name[message]
         for name, number in fields.items():
-            assert descriptor.fields_by_name[name].number == number, (message, name)
+            check(descriptor.fields_by_name[name].number == number, (message, name))
     state = pb2.StatusResponse.DESCRIPTOR.enum_types_by_name["State"]
-    assert {v.name: v.number for v in state.values} == STATES, state.values
+    check({v.name: v.number for v in state.values} == STATES, state.values)
     service = pb2.DESCRIPTOR.services_by_name["Backend"]
-    assert service.full_name == "backend.Backend"
+    check(service.full_name == "backend.Backend")
     for rpc, (request, response) in RPCS.items():
         method = service.methods_by_name[rpc]
-        assert (method.input_type.name, method.output_type.name) == (request, response), rpc
+        check((method.input_type.name, method.output_type.name) == (request, response), rpc)
     print("wire facts OK")
 
 
@@ -132,7 +134,7 @@ def worker_pids(parent):
 
 def the_worker(parent):
     pids = worker_pids(parent)
-    assert len(pids) == 1, f"expected one tessera-worker child, found {pids}"
+    check(len(pids) == 1, f"expected one tessera-worker child, found {pids}")
     return pids[0]
 
 
@@ -164,7 +166,7 @@ def listening_ports(pid):
 def predict_works(stub, pb2, tokens=2):
     reply = stub.Predict(pb2.PredictOptions(Prompt="Hello", Tokens=tokens, Temperature=0,
                                             IgnoreEOS=True), timeout=60)
-    assert reply.tokens == tokens, reply
+    check(reply.tokens == tokens, reply)
 
 
 class BackgroundStream:
@@ -177,7 +179,7 @@ class BackgroundStream:
         options = pb2.PredictOptions(Prompt="Once upon a time", Tokens=1900, Temperature=0,
                                      IgnoreEOS=True)
         threading.Thread(target=self._run, args=(stub, options), daemon=True).start()
-        assert self.first.wait(60), "the stream produced no token within 60 s"
+        check(self.first.wait(60), "the stream produced no token within 60 s")
 
     def _run(self, stub, options):
         try:
@@ -192,9 +194,9 @@ class BackgroundStream:
             self.done.set()
 
     def assert_cancelled(self, grpc, why, within_s):
-        assert self.done.wait(within_s), f"the stream still runs {within_s} s after {why}"
-        assert self.code == grpc.StatusCode.CANCELLED, (self.code, self.details)
-        assert why in self.details, self.details
+        check(self.done.wait(within_s), f"the stream still runs {within_s} s after {why}")
+        check(self.code == grpc.StatusCode.CANCELLED, (self.code, self.details))
+        check(why in self.details, self.details)
 
 
 def wait_health(grpc, stub, pb2, metadata=None):
@@ -202,7 +204,7 @@ def wait_health(grpc, stub, pb2, metadata=None):
     for _ in range(300):
         try:
             reply = stub.Health(pb2.HealthMessage(), timeout=2, metadata=metadata)
-            assert reply.message == b"OK", reply
+            check(reply.message == b"OK", reply)
             return
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNAVAILABLE:
@@ -221,25 +223,25 @@ def check_predict(stub, pb2):
     fields = dict(Prompt=prompt, Tokens=8, Temperature=0, IgnoreEOS=True, Seed=1)
     text, replies = stream(stub, pb2, **fields)
     whole = stub.Predict(pb2.PredictOptions(**fields), timeout=120)
-    assert whole.message.decode() == text, (whole.message, text)
-    assert whole.tokens == replies[-1].tokens == 8, (whole.tokens, replies[-1].tokens)
+    check(whole.message.decode() == text, (whole.message, text))
+    check(whole.tokens == replies[-1].tokens == 8, (whole.tokens, replies[-1].tokens))
     counts = [r.tokens for r in replies]
-    assert counts == sorted(counts), counts
+    check(counts == sorted(counts), counts)
     prompt_ids = stub.TokenizeString(pb2.PredictOptions(Prompt=prompt), timeout=30)
-    assert prompt_ids.length == len(prompt_ids.tokens) > 0, prompt_ids
-    assert all(r.prompt_tokens == prompt_ids.length for r in replies), replies[0]
-    assert replies[-1].timing_prompt_processing > 0 and replies[-1].timing_token_generation > 0
+    check(prompt_ids.length == len(prompt_ids.tokens) > 0, prompt_ids)
+    check(all(r.prompt_tokens == prompt_ids.length for r in replies), replies[0])
+    check(replies[-1].timing_prompt_processing > 0 and replies[-1].timing_token_generation > 0)
     chat, _ = stream(stub, pb2, UseTokenizerTemplate=True, Tokens=24, Temperature=0,
                      Messages=[pb2.Message(role="user", content="What is the capital of France?")])
-    assert "Paris" in chat, chat
+    check("Paris" in chat, chat)
     stopped, _ = stream(stub, pb2, Prompt=prompt, Tokens=32, Temperature=0, IgnoreEOS=True,
                         StopPrompts=[text[3:6]])
-    assert stopped == text[:text.find(text[3:6])], (stopped, text)
+    check(stopped == text[:text.find(text[3:6])], (stopped, text))
     # LocalAI's Grammar (GBNF): the output is a sentence of it.
     grammar = 'root ::= "The answer is " ("yes" | "no") "."'
     guided = stub.Predict(pb2.PredictOptions(Prompt="Is water wet?", Tokens=24, Temperature=1.0,
                                              Seed=3, Grammar=grammar), timeout=120)
-    assert guided.message.decode() in ("The answer is yes.", "The answer is no."), guided.message
+    check(guided.message.decode() in ("The answer is yes.", "The answer is no."), guided.message)
     print(f"predict OK: {text!r}; chat {chat!r}; grammar {guided.message.decode()!r}")
 
 
@@ -270,9 +272,9 @@ def check_concurrent(stub, pb2):
         time.sleep(0.02)
     for t in threads:
         t.join()
-    assert not errors, errors
-    assert busy, "Status never said BUSY during four streams"
-    assert max(s[0] for s in spans) < min(s[1] for s in spans), f"serialized: {spans}"
+    check(not errors, errors)
+    check(busy, "Status never said BUSY during four streams")
+    check(max(s[0] for s in spans) < min(s[1] for s in spans), f"serialized: {spans}")
     print("concurrent OK (streams overlapped)")
 
 
@@ -280,7 +282,7 @@ def check_worker_secret(grpc, backend_pid):
     """The started worker answers only its backend: no secret or a guessed one is refused."""
     worker = the_worker(backend_pid)
     ports = listening_ports(worker)
-    assert ports, f"tessera-worker {worker} listens on no TCP port"
+    check(ports, f"tessera-worker {worker} listens on no TCP port")
     identity = dict(request_serializer=lambda b: b, response_deserializer=lambda b: b)
     for port in ports:
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -291,12 +293,12 @@ def check_worker_secret(grpc, backend_pid):
                 describe(b"", timeout=5, metadata=metadata)
                 raise AssertionError(f"the worker's Describe answered with metadata {metadata}")
             except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+                check(error.code() == grpc.StatusCode.UNAUTHENTICATED, error)
             try:
                 list(run(iter(()), timeout=5, metadata=metadata))
                 raise AssertionError(f"the worker's Run answered with metadata {metadata}")
             except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+                check(error.code() == grpc.StatusCode.UNAUTHENTICATED, error)
         channel.close()
     print(f"worker secret OK (port {ports} refuses callers without it)")
 
@@ -311,12 +313,12 @@ def check_failed_loads_keep_model(stub, pb2, backend_pid, tmp):
              pb2.ModelOptions(ModelFile=tmp), pb2.ModelOptions(Model=".", ModelPath=tmp)]
     for options in cases:
         result = stub.LoadModel(options, timeout=60)
-        assert not result.success, (options, result)
-        assert result.message, options
-        assert "root" not in result.message and "TOPSECRET" not in result.message, result.message
+        check(not result.success, (options, result))
+        check(result.message, options)
+        check("root" not in result.message and "TOPSECRET" not in result.message, result.message)
         if options.ModelFile in ("/etc/passwd", junk):
-            assert "not a GGUF" in result.message, result.message
-        assert worker_pids(backend_pid) == [worker], (options, worker_pids(backend_pid))
+            check("not a GGUF" in result.message, result.message)
+        check(worker_pids(backend_pid) == [worker], (options, worker_pids(backend_pid)))
         predict_works(stub, pb2)
     print("failed LoadModel calls OK (the old model kept serving)")
 
@@ -333,8 +335,8 @@ def check_respelled_paths(stub, pb2, backend_pid, model, tmp):
                  pb2.ModelOptions(Model="./" + base, ModelPath=directory + "//")]
     for options in spellings:
         result = stub.LoadModel(options, timeout=60)
-        assert result.success and "already loaded" in result.message, (options, result)
-        assert worker_pids(backend_pid) == [worker], (options, worker_pids(backend_pid))
+        check(result.success and "already loaded" in result.message, (options, result))
+        check(worker_pids(backend_pid) == [worker], (options, worker_pids(backend_pid)))
     predict_works(stub, pb2)
     print("respelled paths OK (no second worker)")
 
@@ -344,13 +346,13 @@ def check_reload_during_stream(grpc, stub, pb2, backend_pid, other_model):
     stream = BackgroundStream(grpc, stub, pb2)
     result = stub.LoadModel(pb2.ModelOptions(ModelFile=other_model, ContextSize=2048, Threads=2),
                             timeout=300)
-    assert result.success, result.message
+    check(result.success, result.message)
     stream.assert_cancelled(grpc, "replaced", within_s=15)
     new = the_worker(backend_pid)
-    assert new != old and proc_stat(old) is None, f"old worker {old} is still there: {new}"
+    check(new != old and proc_stat(old) is None, f"old worker {old} is still there: {new}")
     status = stub.Status(pb2.HealthMessage(), timeout=5)
     reported, live = status.memory.breakdown["tessera-worker"], resident_bytes(new)
-    assert abs(reported - live) <= 0.25 * live, (reported, live)
+    check(abs(reported - live) <= 0.25 * live, (reported, live))
     predict_works(stub, pb2)
     print("reload during a stream OK (stream cancelled, one worker left)")
 
@@ -359,9 +361,9 @@ def check_free_during_stream(grpc, stub, pb2, backend_pid):
     worker = the_worker(backend_pid)
     stream = BackgroundStream(grpc, stub, pb2)
     result = stub.Free(pb2.HealthMessage(), timeout=60)
-    assert result.success, result.message
+    check(result.success, result.message)
     stream.assert_cancelled(grpc, "Free", within_s=15)
-    assert worker_pids(backend_pid) == [] and proc_stat(worker) is None, worker_pids(backend_pid)
+    check(worker_pids(backend_pid) == [] and proc_stat(worker) is None, worker_pids(backend_pid))
     print("Free during a stream OK (stream cancelled, worker reaped)")
 
 
@@ -407,14 +409,14 @@ def check_attach_needs_accepted_stream(grpc, pb2, pb2_grpc, bin_dir, model):
         stub = pb2_grpc.BackendStub(grpc.insecure_channel(addr))
         wait_health(grpc, stub, pb2)
         result = stub.LoadModel(pb2.ModelOptions(ModelFile=model), timeout=60)
-        assert not result.success, f"LoadModel claimed a worker serving another client: {result}"
+        check(not result.success, f"LoadModel claimed a worker serving another client: {result}")
         release.set()
         try:
             list(hijack)
         except grpc.RpcError:
             pass
         result = stub.LoadModel(pb2.ModelOptions(ModelFile=model), timeout=60)
-        assert result.success, result.message
+        check(result.success, result.message)
         predict_works(stub, pb2)
     finally:
         release.set()
@@ -432,8 +434,8 @@ def check_two_workers(grpc, pb2, pb2_grpc, bin_dir, model):
     bad = subprocess.run([os.path.join(bin_dir, "tessera-localai"), "--addr=127.0.0.1:0",
                           "--workers", "2", "--worker", "127.0.0.1:1"],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and bad.stderr.count("\n") == 1, bad.stderr
-    assert "--workers starts workers; --worker attaches to one" in bad.stderr, bad.stderr
+    check(bad.returncode != 0 and bad.stderr.count("\n") == 1, bad.stderr)
+    check("--workers starts workers; --worker attaches to one" in bad.stderr, bad.stderr)
     proc, addr = spawn(bin_dir, extra_args=("--workers", "2"))
     try:
         stub = pb2_grpc.BackendStub(grpc.insecure_channel(addr))
@@ -441,12 +443,12 @@ def check_two_workers(grpc, pb2, pb2_grpc, bin_dir, model):
         result = stub.LoadModel(pb2.ModelOptions(
             Model=os.path.basename(model), ModelPath=os.path.dirname(model), Threads=1),
             timeout=300)
-        assert result.success, result.message
+        check(result.success, result.message)
         workers = worker_pids(proc.pid)
-        assert len(workers) == 2, f"expected two tessera-worker children, found {workers}"
-        assert listening_ports(workers[0]) != listening_ports(workers[1])
+        check(len(workers) == 2, f"expected two tessera-worker children, found {workers}")
+        check(listening_ports(workers[0]) != listening_ports(workers[1]))
         status = stub.Status(pb2.HealthMessage(), timeout=5)
-        assert status.memory.breakdown["tessera-worker"] > resident_bytes(workers[0]), status
+        check(status.memory.breakdown["tessera-worker"] > resident_bytes(workers[0]), status)
         replies = [None] * 4
         threads = [threading.Thread(target=lambda i=i: replies.__setitem__(
             i, stub.Predict(pb2.PredictOptions(Prompt=f"Story {i}:", Tokens=6, Temperature=0,
@@ -456,7 +458,7 @@ def check_two_workers(grpc, pb2, pb2_grpc, bin_dir, model):
             t.start()
         for t in threads:
             t.join()
-        assert all(r is not None and r.tokens == 6 for r in replies), replies
+        check(all(r is not None and r.tokens == 6 for r in replies), replies)
         os.kill(workers[0], signal.SIGKILL)
         deadline = time.monotonic() + 10
         while True:  # the router sees the lost stream within moments; then the other serves
@@ -464,14 +466,14 @@ def check_two_workers(grpc, pb2, pb2_grpc, bin_dir, model):
                 predict_works(stub, pb2)
                 break
             except grpc.RpcError as error:
-                assert time.monotonic() < deadline, f"the other worker did not serve: {error}"
+                check(time.monotonic() < deadline, f"the other worker did not serve: {error}")
                 time.sleep(0.1)
         for _ in range(4):
             predict_works(stub, pb2)
     finally:
         proc.terminate()
         code = proc.wait(timeout=60)
-    assert code == 0, f"tessera-localai --workers 2 exited with {code}"
+    check(code == 0, f"tessera-localai --workers 2 exited with {code}")
     print("two workers OK")
 
 
@@ -485,15 +487,15 @@ def check_auth(grpc, pb2, pb2_grpc, bin_dir):
                 stub.Health(pb2.HealthMessage(), timeout=5, metadata=metadata)
                 raise AssertionError(f"Health answered with metadata {metadata}")
             except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+                check(error.code() == grpc.StatusCode.UNAUTHENTICATED, error)
         try:
             stub.LoadModel(pb2.ModelOptions(Model="x"), timeout=5)
             raise AssertionError("LoadModel answered without a token")
         except grpc.RpcError as error:
-            assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+            check(error.code() == grpc.StatusCode.UNAUTHENTICATED, error)
     finally:
         proc.terminate()
-        assert proc.wait(timeout=30) == 0
+        check(proc.wait(timeout=30) == 0)
     print("auth OK")
 
 
@@ -509,22 +511,22 @@ def main():
             stub = pb2_grpc.BackendStub(grpc.insecure_channel(addr))
             wait_health(grpc, stub, pb2)
             status = stub.Status(pb2.HealthMessage(), timeout=5)
-            assert status.state == pb2.StatusResponse.UNINITIALIZED, status
+            check(status.state == pb2.StatusResponse.UNINITIALIZED, status)
             model = os.path.abspath(args.model)
             result = stub.LoadModel(pb2.ModelOptions(
                 Model=os.path.basename(model), ModelPath=os.path.dirname(model),
                 ContextSize=2048, Threads=2), timeout=300)
-            assert result.success, result.message
+            check(result.success, result.message)
             status = stub.Status(pb2.HealthMessage(), timeout=5)
-            assert status.state == pb2.StatusResponse.READY, status
-            assert status.memory.total > 0 and "tessera-worker" in status.memory.breakdown, status
+            check(status.state == pb2.StatusResponse.READY, status)
+            check(status.memory.total > 0 and "tessera-worker" in status.memory.breakdown, status)
             check_predict(stub, pb2)
             check_concurrent(stub, pb2)
             try:
                 stub.Embedding(pb2.PredictOptions(Prompt="x"), timeout=5)
                 raise AssertionError("Embedding answered")
             except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.UNIMPLEMENTED, error
+                check(error.code() == grpc.StatusCode.UNIMPLEMENTED, error)
             check_worker_secret(grpc, proc.pid)
             check_failed_loads_keep_model(stub, pb2, proc.pid, stubs_dir)
             check_respelled_paths(stub, pb2, proc.pid, model, stubs_dir)
@@ -533,11 +535,11 @@ def main():
             check_reload_during_stream(grpc, stub, pb2, proc.pid, other_model)
             check_free_during_stream(grpc, stub, pb2, proc.pid)
             status = stub.Status(pb2.HealthMessage(), timeout=5)
-            assert status.state == pb2.StatusResponse.UNINITIALIZED, status
+            check(status.state == pb2.StatusResponse.UNINITIALIZED, status)
         finally:
             proc.terminate()
             code = proc.wait(timeout=60)
-        assert code == 0, f"tessera-localai exited with {code}"
+        check(code == 0, f"tessera-localai exited with {code}")
         check_two_workers(grpc, pb2, pb2_grpc, args.bin_dir, os.path.abspath(args.model))
         check_auth(grpc, pb2, pb2_grpc, args.bin_dir)
         check_attach_needs_accepted_stream(grpc, pb2, pb2_grpc, args.bin_dir,

@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "tools", "pyclient"))
 from tessera_process import generate_stubs, parse_e2e_args, import_openai  # noqa: E402
 
+from e2e_checks import check
+
 PROMPT = "The capital of France is"
 MAX_WAITING = 2
 QUESTION = "What is the capital of France?"
@@ -75,7 +77,7 @@ def serving(bin_dir, model, openai, max_num_seqs):
     finally:
         serve.send_signal(signal.SIGTERM)
         code = serve.wait(timeout=90)
-    assert code == 0, f"tessera serve exited with {code}"
+    check(code == 0, f"tessera serve exited with {code}")
 
 
 def raw_request(http_addr, method, path, body=None):
@@ -106,9 +108,9 @@ def greedy(pb2):
 def check_models_and_health(client, http_addr, info):
     models = client.models.list()
     ids = [m.id for m in models.data]
-    assert ids == [info.model_name], ids
+    check(ids == [info.model_name], ids)
     status, body = raw_request(http_addr, "GET", "/health")
-    assert status == 200, (status, body)
+    check(status == 200, (status, body))
 
 
 def check_completions(client, stub, pb2, model):
@@ -117,30 +119,30 @@ def check_completions(client, stub, pb2, model):
     completion = client.completions.create(model=model, prompt=PROMPT, max_tokens=12,
                                            temperature=0, extra_body={"ignore_eos": True})
     choice = completion.choices[0]
-    assert choice.text == text, (choice.text, text)
-    assert choice.finish_reason == "length", choice.finish_reason
-    assert completion.object == "text_completion", completion.object
-    assert completion.usage.prompt_tokens == last.usage.prompt_tokens, (completion.usage, last.usage)
-    assert completion.usage.completion_tokens == last.usage.completion_tokens == 12
-    assert completion.usage.total_tokens == last.usage.prompt_tokens + 12
+    check(choice.text == text, (choice.text, text))
+    check(choice.finish_reason == "length", choice.finish_reason)
+    check(completion.object == "text_completion", completion.object)
+    check(completion.usage.prompt_tokens == last.usage.prompt_tokens, (completion.usage, last.usage))
+    check(completion.usage.completion_tokens == last.usage.completion_tokens == 12)
+    check(completion.usage.total_tokens == last.usage.prompt_tokens + 12)
     streamed = "".join(c.choices[0].text for c in client.completions.create(
         model=model, prompt=PROMPT, max_tokens=12, temperature=0, stream=True,
         extra_body={"ignore_eos": True}) if c.choices)
-    assert streamed == text, (streamed, text)
+    check(streamed == text, (streamed, text))
     echoed = client.completions.create(model=model, prompt=PROMPT, max_tokens=12, temperature=0,
                                        echo=True, extra_body={"ignore_eos": True})
-    assert echoed.choices[0].text == PROMPT + text, echoed.choices[0].text
+    check(echoed.choices[0].text == PROMPT + text, echoed.choices[0].text)
     streamed = "".join(c.choices[0].text for c in client.completions.create(
         model=model, prompt=PROMPT, max_tokens=12, temperature=0, stream=True, echo=True,
         extra_body={"ignore_eos": True}) if c.choices)
-    assert streamed == PROMPT + text, streamed
+    check(streamed == PROMPT + text, streamed)
     with_logprobs = client.completions.create(model=model, prompt=PROMPT, max_tokens=4,
                                               temperature=0, logprobs=2,
                                               extra_body={"ignore_eos": True})
     lp = with_logprobs.choices[0].logprobs
-    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 4, lp
-    assert all(len(top) >= 1 for top in lp.top_logprobs), lp.top_logprobs
-    assert "".join(lp.tokens) == with_logprobs.choices[0].text, lp.tokens
+    check(len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 4, lp)
+    check(all(len(top) >= 1 for top in lp.top_logprobs), lp.top_logprobs)
+    check("".join(lp.tokens) == with_logprobs.choices[0].text, lp.tokens)
     print(f"completions OK: {text!r}, usage {completion.usage}")
 
 
@@ -151,34 +153,34 @@ def check_chat(client, stub, pb2, model):
     messages = [{"role": "user", "content": QUESTION}]
     answer = client.chat.completions.create(model=model, messages=messages, max_tokens=24,
                                             temperature=0)
-    assert answer.object == "chat.completion", answer.object
-    assert answer.choices[0].message.role == "assistant"
-    assert answer.choices[0].message.content == text, (answer.choices[0].message.content, text)
-    assert "Paris" in text, text
-    assert answer.usage.prompt_tokens == last.usage.prompt_tokens, (answer.usage, last.usage)
-    assert answer.usage.completion_tokens == last.usage.completion_tokens, (answer.usage, last.usage)
+    check(answer.object == "chat.completion", answer.object)
+    check(answer.choices[0].message.role == "assistant")
+    check(answer.choices[0].message.content == text, (answer.choices[0].message.content, text))
+    check("Paris" in text, text)
+    check(answer.usage.prompt_tokens == last.usage.prompt_tokens, (answer.usage, last.usage))
+    check(answer.usage.completion_tokens == last.usage.completion_tokens, (answer.usage, last.usage))
 
     chunks = list(client.chat.completions.create(
         model=model, messages=messages, max_completion_tokens=24, temperature=0, stream=True,
         stream_options={"include_usage": True}))
-    assert chunks[0].choices[0].delta.role == "assistant", chunks[0]
+    check(chunks[0].choices[0].delta.role == "assistant", chunks[0])
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert streamed == text, (streamed, text)
+    check(streamed == text, (streamed, text))
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
-    assert finishes[-1] == answer.choices[0].finish_reason and finishes[:-1] == [None] * (
-        len(finishes) - 1), finishes
+    check(finishes[-1] == answer.choices[0].finish_reason and finishes[:-1] == [None] * (
+        len(finishes) - 1), finishes)
     usage_chunk = chunks[-1]
-    assert usage_chunk.choices == [] and usage_chunk.usage is not None, usage_chunk
-    assert usage_chunk.usage.prompt_tokens == last.usage.prompt_tokens
-    assert usage_chunk.usage.completion_tokens == last.usage.completion_tokens
-    assert all(c.usage is None for c in chunks[:-1]), "usage only on the last chunk"
+    check(usage_chunk.choices == [] and usage_chunk.usage is not None, usage_chunk)
+    check(usage_chunk.usage.prompt_tokens == last.usage.prompt_tokens)
+    check(usage_chunk.usage.completion_tokens == last.usage.completion_tokens)
+    check(all(c.usage is None for c in chunks[:-1]), "usage only on the last chunk")
 
     two = client.chat.completions.create(model=model, messages=messages, max_tokens=8, n=2,
                                          temperature=0.9, seed=7, logprobs=True, top_logprobs=2)
-    assert sorted(c.index for c in two.choices) == [0, 1], two.choices
-    assert two.usage.completion_tokens == sum(
-        len(c.logprobs.content) for c in two.choices), two.usage
-    assert all(len(t.top_logprobs) == 2 for c in two.choices for t in c.logprobs.content)
+    check(sorted(c.index for c in two.choices) == [0, 1], two.choices)
+    check(two.usage.completion_tokens == sum(
+        len(c.logprobs.content) for c in two.choices), two.usage)
+    check(all(len(t.top_logprobs) == 2 for c in two.choices for t in c.logprobs.content))
     print(f"chat OK: {text!r}, usage {answer.usage}")
 
 
@@ -201,39 +203,39 @@ def check_tool_round_trip_shapes(client, openai, http_addr, model):
     ]
     answer = client.chat.completions.create(model=model, messages=messages, tools=tools,
                                             max_tokens=8, temperature=0)
-    assert answer.choices[0].message.role == "assistant", answer
-    assert answer.choices[0].finish_reason in ("stop", "length"), answer.choices[0]
+    check(answer.choices[0].message.role == "assistant", answer)
+    check(answer.choices[0].finish_reason in ("stop", "length"), answer.choices[0])
     streamed = list(client.chat.completions.create(model=model, messages=messages, tools=tools,
                                                    max_tokens=8, temperature=0, stream=True))
     text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
-    assert text == answer.choices[0].message.content, (text, answer.choices[0].message.content)
+    check(text == answer.choices[0].message.content, (text, answer.choices[0].message.content))
     status, body = raw_request(http_addr, "POST", "/tokenize",
                                {"messages": messages, "add_generation_prompt": True})
-    assert status == 200, (status, body)
+    check(status == 200, (status, body))
     forced = client.chat.completions.create(
         model=model, tools=tools, tool_choice="required", max_tokens=60, temperature=0,
         messages=[{"role": "user", "content": "Is it raining in Lyon?"}])
-    assert forced.choices[0].finish_reason == "tool_calls", forced.choices[0]
+    check(forced.choices[0].finish_reason == "tool_calls", forced.choices[0])
     call = forced.choices[0].message.tool_calls[0]
-    assert call.function.name == "get_weather", call
-    assert isinstance(json.loads(call.function.arguments)["city"], str), call
+    check(call.function.name == "get_weather", call)
+    check(isinstance(json.loads(call.function.arguments)["city"], str), call)
     try:
         client.chat.completions.create(model=model, messages=messages, tools=tools,
                                        tool_choice={"type": "function",
                                                     "function": {"name": "nope"}}, max_tokens=4)
         raise AssertionError("a tool_choice naming an unknown function was accepted")
     except openai.BadRequestError as e:
-        assert e.body["param"] == "tool_choice", e.body
+        check(e.body["param"] == "tool_choice", e.body)
     print("tool-call conversation shapes OK; forced call:", call.function.arguments)
 
 
 def check_tokenize(http_addr, stub, pb2):
     status, body = raw_request(http_addr, "POST", "/tokenize", {"prompt": PROMPT})
-    assert status == 200, (status, body)
+    check(status == 200, (status, body))
     ids = list(stub.Tokenize(pb2.TokenizeRequest(text=PROMPT, add_special_tokens=True)).token_ids)
-    assert body["tokens"] == ids and body["count"] == len(ids), (body, ids)
+    check(body["tokens"] == ids and body["count"] == len(ids), (body, ids))
     status, body = raw_request(http_addr, "POST", "/detokenize", {"tokens": ids})
-    assert status == 200 and body["prompt"].endswith(PROMPT), (status, body)
+    check(status == 200 and body["prompt"].endswith(PROMPT), (status, body))
 
 
 def check_errors(client, openai, http_addr, model):
@@ -241,9 +243,9 @@ def check_errors(client, openai, http_addr, model):
         try:
             client.completions.create(model=kwargs.pop("model", model), **kwargs)
         except error_type as error:
-            assert error.status_code == status, (error.status_code, error)
-            assert error.body["param"] == param, error.body
-            assert error.body["message"], error.body
+            check(error.status_code == status, (error.status_code, error))
+            check(error.body["param"] == param, error.body)
+            check(error.body["message"], error.body)
             return
         raise AssertionError(f"no {error_type.__name__} for {kwargs}")
 
@@ -255,14 +257,14 @@ def check_errors(client, openai, http_addr, model):
     expect(openai.BadRequestError, 400, "max_tokens", prompt=PROMPT, max_tokens=0)
     expect(openai.NotFoundError, 404, "model", prompt=PROMPT, model="no-such-model")
     status, body = raw_request(http_addr, "POST", "/v1/completions", "{not json")
-    assert status == 400 and body["error"]["type"] == "invalid_request_error", (status, body)
+    check(status == 400 and body["error"]["type"] == "invalid_request_error", (status, body))
     status, body = raw_request(http_addr, "GET", "/v1/nothing-here")
-    assert status == 404 and "error" in body, (status, body)
+    check(status == 404 and "error" in body, (status, body))
     try:
         client.chat.completions.create(model=model, messages=[])
         raise AssertionError("empty messages accepted")
     except openai.BadRequestError as error:
-        assert error.body["param"] == "messages", error.body
+        check(error.body["param"] == "messages", error.body)
     print("errors OK")
 
 
@@ -274,10 +276,10 @@ def open_stream(http_addr, model, max_tokens):
         {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0,
          "ignore_eos": True, "stream": True}), headers={"Content-Type": "application/json"})
     response = conn.getresponse()
-    assert response.status == 200, response.status
-    assert response.getheader("Content-Type").startswith("text/event-stream")
+    check(response.status == 200, response.status)
+    check(response.getheader("Content-Type").startswith("text/event-stream"))
     first = response.readline()
-    assert first.startswith(b"data: {"), first
+    check(first.startswith(b"data: {"), first)
     return conn, response
 
 
@@ -314,13 +316,13 @@ def check_queue_full_and_disconnect(openai, client, http_addr, stub, pb2, model)
         client.completions.create(model=model, prompt=PROMPT, max_tokens=2)
         raise AssertionError("a full queue accepted a request")
     except openai.RateLimitError as error:
-        assert error.status_code == 429, error
-        assert "queue is full" in error.body["message"], error.body
+        check(error.status_code == 429, error)
+        check("queue is full" in error.body["message"], error.body)
     # Every client goes away mid-generation: 4000 tokens each would take minutes; the KV must
     # be free within seconds.
     stats = stub.ServerStats(pb2.ServerStatsRequest(), timeout=5)
-    assert stats.kv_blocks_used > 0 and stats.requests_running == 1, stats
-    assert stats.requests_waiting == MAX_WAITING, stats
+    check(stats.kv_blocks_used > 0 and stats.requests_running == 1, stats)
+    check(stats.requests_waiting == MAX_WAITING, stats)
     for conn in waiting + [running]:
         conn.sock.shutdown(socket.SHUT_RDWR)
         conn.close()
@@ -337,8 +339,8 @@ def check_bench(bin_dir, grpc_addr, http_addr):
                         "--num-requests", "2", "--prompt-tokens", "8", "--output-tokens", "4",
                         "--json", report.name], check=True, stdout=subprocess.DEVNULL)
         level = json.load(open(report.name))["levels"][0]
-    assert level["errors"] == 0 and level["output_tokens"] == 8, level
-    assert level["itl_s"]["count"] == 6, level["itl_s"]
+    check(level["errors"] == 0 and level["output_tokens"] == 8, level)
+    check(level["itl_s"]["count"] == 6, level["itl_s"])
     print("bench --api openai OK")
 
 
@@ -368,7 +370,7 @@ def main():
         finally:
             serve.send_signal(signal.SIGTERM)
             code = serve.wait(timeout=90)
-        assert code == 0, f"tessera serve exited with {code}"
+        check(code == 0, f"tessera serve exited with {code}")
     print("openai http OK")
 
 

@@ -14,6 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "tools", "pyclient"))
 from tessera_process import generate_stubs, start_process, wait_ready, parse_e2e_args  # noqa: E402
 
+from e2e_checks import check
+
 
 def main():
     args = parse_e2e_args()
@@ -41,19 +43,19 @@ def main():
                 sampling=pb2.SamplingParams(temperature=0.0), max_tokens=24, logprobs=True)
             text, token_ids, last = "", [], None
             for response in stub.Generate(request, timeout=120):
-                assert response.request_id == "py-1", response.request_id
+                check(response.request_id == "py-1", response.request_id)
                 text += response.text
                 token_ids += list(response.token_ids)
-                assert len(response.logprobs) == len(response.token_ids)
+                check(len(response.logprobs) == len(response.token_ids))
                 last = response
-            assert last is not None and last.finish_reason in (
-                pb2.FINISH_REASON_EOS, pb2.FINISH_REASON_LENGTH), last
-            assert last.usage.completion_tokens == len(token_ids), (last.usage, len(token_ids))
-            assert last.usage.prompt_tokens > 0
-            assert "Paris" in text, f"unexpected answer: {text!r}"
+            check(last is not None and last.finish_reason in (
+                pb2.FINISH_REASON_EOS, pb2.FINISH_REASON_LENGTH), last)
+            check(last.usage.completion_tokens == len(token_ids), (last.usage, len(token_ids)))
+            check(last.usage.prompt_tokens > 0)
+            check("Paris" in text, f"unexpected answer: {text!r}")
             detok = stub.Detokenize(pb2.DetokenizeRequest(token_ids=token_ids,
                                                           skip_special_tokens=True))
-            assert detok.text.startswith(text), (detok.text, text)
+            check(detok.text.startswith(text), (detok.text, text))
             print(f"python client OK: {info.model_name}: {text!r} "
                   f"({len(token_ids)} tokens, finish {pb2.FinishReason.Name(last.finish_reason)})")
         finally:

@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tessera_process import parse_e2e_args, import_openai  # noqa: E402
 from openai_http_test import serving  # noqa: E402
 
+from e2e_checks import check
+
 
 def check_parse(client, model):
     from pydantic import BaseModel, Field
@@ -46,12 +48,12 @@ def check_parse(client, model):
                                                    response_format=Verdict, max_tokens=120,
                                                    temperature=1.0, seed=seed)
         choice = completion.choices[0]
-        assert choice.finish_reason == "stop", choice
-        assert isinstance(choice.message.parsed, Verdict), choice.message
+        check(choice.finish_reason == "stop", choice)
+        check(isinstance(choice.message.parsed, Verdict), choice.message)
     with client.chat.completions.stream(model=model, messages=messages, response_format=Verdict,
                                         max_tokens=120, temperature=1.0, seed=9) as stream:
         final = stream.get_final_completion()
-    assert isinstance(final.choices[0].message.parsed, Verdict), final.choices[0].message
+    check(isinstance(final.choices[0].message.parsed, Verdict), final.choices[0].message)
     print("parse() with a Pydantic model OK:", final.choices[0].message.parsed)
 
 
@@ -61,22 +63,22 @@ def check_regex_choice_grammar(client, model):
         text = client.completions.create(model=model, prompt="code:", max_tokens=20, seed=seed,
                                          temperature=1.0,
                                          extra_body={"guided_regex": pattern}).choices[0].text
-        assert re.fullmatch(pattern, text), text
+        check(re.fullmatch(pattern, text), text)
     text = client.completions.create(  # vLLM's current field for the same
         model=model, prompt="code:", max_tokens=20, seed=9, temperature=1.0,
         extra_body={"structured_outputs": {"regex": pattern}}).choices[0].text
-    assert re.fullmatch(pattern, text), text
+    check(re.fullmatch(pattern, text), text)
     choices = ["red", "green", "dark blue"]
     streamed = client.completions.create(model=model, prompt="colour:", max_tokens=10,
                                          temperature=1.0, seed=5, stream=True,
                                          extra_body={"guided_choice": choices})
     text = "".join(c.choices[0].text for c in streamed if c.choices)
-    assert text in choices, text
+    check(text in choices, text)
     grammar = 'root ::= "(" num ("+" num)* ")"\nnum ::= [1-9] [0-9]?'
     text = client.completions.create(model=model, prompt="sum:", max_tokens=30, seed=3,
                                      temperature=1.0,
                                      extra_body={"guided_grammar": grammar}).choices[0].text
-    assert re.fullmatch(r"\([1-9][0-9]?(\+[1-9][0-9]?)*\)", text), text
+    check(re.fullmatch(r"\([1-9][0-9]?(\+[1-9][0-9]?)*\)", text), text)
     print("guided regex / choice / grammar OK")
 
 
@@ -117,21 +119,21 @@ def check_forced_tool_round_trip(client, model):
                                             tool_choice=named, max_tokens=60, temperature=1.0,
                                             seed=2)
     choice = answer.choices[0]
-    assert choice.finish_reason == "tool_calls", choice
+    check(choice.finish_reason == "tool_calls", choice)
     call = choice.message.tool_calls[0]
     arguments = json.loads(call.function.arguments)
-    assert call.function.name == "get_weather" and arguments["city"] in ("Lyon", "Paris"), call
+    check(call.function.name == "get_weather" and arguments["city"] in ("Lyon", "Paris"), call)
     streamed, finish = streamed_tool_calls(client.chat.completions.create(
         model=model, messages=messages, tools=TOOLS, tool_choice=named, max_tokens=60,
         temperature=1.0, seed=2, stream=True))
-    assert finish == "tool_calls", finish
-    assert streamed == [{"name": "get_weather", "arguments": call.function.arguments}], streamed
+    check(finish == "tool_calls", finish)
+    check(streamed == [{"name": "get_weather", "arguments": call.function.arguments}], streamed)
     required = client.chat.completions.create(model=model, messages=messages, tools=TOOLS,
                                               tool_choice="required", parallel_tool_calls=False,
                                               max_tokens=60, temperature=1.0, seed=5)
     calls = required.choices[0].message.tool_calls
-    assert required.choices[0].finish_reason == "tool_calls", required.choices[0]
-    assert len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time"), calls
+    check(required.choices[0].finish_reason == "tool_calls", required.choices[0])
+    check(len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time"), calls)
     json.loads(calls[0].function.arguments)
     follow_up = messages + [
         {"role": "assistant", "content": None, "tool_calls": [
@@ -144,10 +146,10 @@ def check_forced_tool_round_trip(client, model):
                                                stream=stream)
         if stream:
             final = list(final)
-            assert final[-1].choices[0].finish_reason in ("stop", "length"), final[-1]
+            check(final[-1].choices[0].finish_reason in ("stop", "length"), final[-1])
         else:
-            assert final.choices[0].finish_reason in ("stop", "length"), final.choices[0]
-            assert final.choices[0].message.tool_calls is None, final.choices[0]
+            check(final.choices[0].finish_reason in ("stop", "length"), final.choices[0])
+            check(final.choices[0].message.tool_calls is None, final.choices[0])
     print("forced tool-call round trip OK:", call.function.arguments)
 
 
@@ -156,10 +158,10 @@ def check_logit_bias(client, model):
     answer = client.completions.create(model=model, prompt="go", max_tokens=5, temperature=1.0,
                                        seed=1, logprobs=0, logit_bias={"100": 100})
     tokens = answer.choices[0].logprobs.tokens
-    assert len(tokens) == 5 and len(set(tokens)) == 1, tokens
+    check(len(tokens) == 5 and len(set(tokens)) == 1, tokens)
     free = client.completions.create(model=model, prompt="go", max_tokens=5, temperature=1.0,
                                      seed=1, logprobs=0)
-    assert free.choices[0].logprobs.tokens != tokens, free.choices[0].logprobs.tokens
+    check(free.choices[0].logprobs.tokens != tokens, free.choices[0].logprobs.tokens)
     print("logit_bias OK:", tokens)
 
 
@@ -168,14 +170,14 @@ def check_errors(client, openai, model):
         try:
             client.completions.create(model=model, prompt="x", max_tokens=4, **kwargs)
         except openai.BadRequestError as error:
-            assert error.body["param"] == param, error.body
+            check(error.body["param"] == param, error.body)
             return error.body["message"]
         raise AssertionError(f"accepted: {kwargs}")
 
     message = expect_400("response_format", extra_body={
         "response_format": {"type": "json_schema",
                             "json_schema": {"name": "x", "schema": {"type": 12}}}})
-    assert "invalid" in message, message
+    check("invalid" in message, message)
     expect_400("guided_regex", extra_body={"guided_regex": "a(b"})
     expect_400("guided_grammar", extra_body={"guided_grammar": "root ::= missing_rule"})
     expect_400("guided_choice", extra_body={"guided_choice": []})
@@ -197,8 +199,8 @@ def check_mixed_batch(client, model):
         t.start()
     for t in threads:
         t.join(timeout=120)
-    assert re.fullmatch("[0-9]{6}", results["guided"].choices[0].text), results["guided"]
-    assert results["free"].usage.completion_tokens >= 1, results["free"]
+    check(re.fullmatch("[0-9]{6}", results["guided"].choices[0].text), results["guided"])
+    check(results["free"].usage.completion_tokens >= 1, results["free"])
     print("guided next to unguided OK")
 
 
@@ -207,8 +209,8 @@ def check_json_object(client, model):
         model=model, messages=[{"role": "user", "content": "Describe Paris as JSON."}],
         response_format={"type": "json_object"}, max_tokens=200, temperature=0)
     content = answer.choices[0].message.content
-    assert answer.choices[0].finish_reason == "stop", answer.choices[0]
-    assert isinstance(json.loads(content), dict), content
+    check(answer.choices[0].finish_reason == "stop", answer.choices[0])
+    check(isinstance(json.loads(content), dict), content)
     print("json_object on the default model OK:", content)
 
 
