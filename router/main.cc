@@ -55,6 +55,7 @@ using tessera::router::EngineConfig;
 struct RouterFlags {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string chat_template_path;  // --chat-template: replaces the model's own
+  std::vector<std::string> served_model_names;  // --served-model-name (repeatable)
   std::string listen = "127.0.0.1:8000";
   double drain_timeout_s = 30;
   double stream_stall_timeout_s = 60;
@@ -290,6 +291,10 @@ int main(int argc, char** argv) {
   app.add_option("--model", flags.model_path,
                  "GGUF model or HF safetensors directory (tokenizer and chat template)")
       ->capture_default_str();
+  app.add_option("--served-model-name", flags.served_model_names,
+                 "the model's name in the API (repeatable: the first is reported, every one is "
+                 "accepted); default: the model file's name without .gguf, and general.name is "
+                 "accepted too");
   app.add_option("--chat-template", flags.chat_template_path,
                  "a Jinja chat template file to use instead of the model's own")
       ->check(CLI::ExistingFile);
@@ -405,7 +410,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
 
   absl::StatusOr<std::unique_ptr<tessera::router::ModelFrontend>> model =
-      tessera::router::LoadModelFrontend(flags.model_path, flags.chat_template_path);
+      tessera::router::LoadModelFrontend(flags.model_path, flags.chat_template_path,
+                                         flags.served_model_names);
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
   absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>> traces =

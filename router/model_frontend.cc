@@ -26,10 +26,22 @@ absl::StatusOr<chat::ChatTemplate> TemplateFromFile(const std::string& path,
   return parsed;
 }
 
+// "models/SmolLM2-135M-Instruct.Q4_1.gguf" -> "SmolLM2-135M-Instruct.Q4_1"; a safetensors
+// directory "models/Qwen2.5-7B/" -> "Qwen2.5-7B" (its dots are part of the name).
+std::string FileStem(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();  // a trailing slash
+  std::string name = p.filename().string();
+  constexpr std::string_view kGguf = ".gguf";
+  if (name.size() > kGguf.size() && name.ends_with(kGguf)) name.resize(name.size() - kGguf.size());
+  return name;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(
-    const std::string& path, const std::string& chat_template_path) {
+    const std::string& path, const std::string& chat_template_path,
+    const std::vector<std::string>& served_names) {
   auto frontend = std::make_unique<ModelFrontend>();
   absl::StatusOr<std::unique_ptr<gguf::GgufFile>> file = safetensors::OpenModelFile(
       path, util::FileLoad::kMap, safetensors::ModelContents::kMetadataOnly);
@@ -55,9 +67,14 @@ absl::StatusOr<std::unique_ptr<ModelFrontend>> LoadModelFrontend(
   } else {
     frontend->chat_template_error = std::string(chat_template.status().message());
   }
+  if (!served_names.empty()) {
+    frontend->model_name = served_names.front();
+    frontend->model_aliases.assign(served_names.begin() + 1, served_names.end());
+    return frontend;
+  }
+  frontend->model_name = FileStem(path);
   absl::StatusOr<std::string> name = frontend->file->GetString("general.name");
-  frontend->model_name =
-      name.ok() ? *name : std::filesystem::path(path).filename().string();
+  if (name.ok() && *name != frontend->model_name) frontend->model_aliases.push_back(*name);
   return frontend;
 }
 

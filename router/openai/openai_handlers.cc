@@ -118,7 +118,7 @@ std::string OpenAiHandlers::NextId(Endpoint endpoint) {
 // One validated engine request per choice; choice i of a seeded request uses seed + i.
 absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAiRequest& request,
                                                                     const std::string& id) {
-  if (!request.model.empty() && request.model != model_->model_name) {
+  if (!model_->Serves(request.model)) {
     return absl::NotFoundError(absl::StrCat("model '", request.model,
                                             "' does not exist; this "
                                             "server serves '",

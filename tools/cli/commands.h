@@ -127,6 +127,7 @@ struct ServeOptions {
   std::string tls_cert;               // router: PEM certificate and key = TLS on gRPC and HTTP
   std::string tls_key;
   std::string chat_template;  // router: a Jinja file replacing the model's template
+  std::vector<std::string> served_model_names;  // router: --served-model-name, repeatable
   std::vector<std::string> worker_args;  // passed verbatim to tessera-worker (--worker-arg)
   std::vector<std::string> router_args;  // passed verbatim to tessera-router (--router-arg)
   double drain_timeout_s = -1;        // < 0: the router's default

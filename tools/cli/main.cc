@@ -200,6 +200,9 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--tls-key", serve.tls_key, "PEM private key of --tls-cert")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--served-model-name", serve.served_model_names,
+                  "router: the model's name in the API (repeatable; default: the file's name "
+                  "without .gguf, general.name accepted too)");
   cmd->add_option("--chat-template", serve.chat_template,
                   "router: a Jinja chat template file to use instead of the model's own")
       ->check(CLI::ExistingFile);

@@ -190,6 +190,9 @@ std::vector<std::string> RouterArgs(const ServeOptions& o,
   AddIfSet(args, "--tls-cert", o.tls_cert);
   AddIfSet(args, "--tls-key", o.tls_key);
   AddIfSet(args, "--chat-template", o.chat_template);
+  for (const std::string& name : o.served_model_names) {
+    args.insert(args.end(), {"--served-model-name", name});
+  }
   args.insert(args.end(), o.router_args.begin(), o.router_args.end());
   return args;
 }
