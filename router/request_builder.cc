@@ -126,10 +126,10 @@ absl::Status CheckStops(const v1::GenerateRequest& request, const ModelLimits& l
                        "stop_token_ids", limits.vocab_size);
 }
 
-// `requested` is the client's max_tokens, unset for the documented default (kDefaultMaxTokens,
-// shrunk to what the context leaves, as vLLM does). Messages quote only what the client sent.
+// `requested` is the client's max_tokens; unset: `unset` says (the documented default
+// kDefaultMaxTokens shrunk to what the context leaves, or all the context leaves). Messages quote only what the client sent.
 absl::StatusOr<int> ResolveMaxTokens(size_t prompt_tokens, std::optional<uint32_t> requested,
-                                     const ModelLimits& limits) {
+                                     const ModelLimits& limits, MaxTokensDefault unset) {
   const size_t context = static_cast<size_t>(limits.max_context);
   if (prompt_tokens >= context) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -137,7 +137,10 @@ absl::StatusOr<int> ResolveMaxTokens(size_t prompt_tokens, std::optional<uint32_
         limits.max_context, " tokens; shorten the prompt"));
   }
   if (!requested.has_value()) {
-    return static_cast<int>(std::min<size_t>(kDefaultMaxTokens, context - prompt_tokens));
+    const size_t left = context - prompt_tokens;
+    return static_cast<int>(unset == MaxTokensDefault::kRestOfContext
+                                ? left
+                                : std::min<size_t>(kDefaultMaxTokens, left));
   }
   if (*requested < 1) return absl::InvalidArgumentError("max_tokens must be >= 1, got 0");
   const uint64_t total = uint64_t{prompt_tokens} + *requested;
@@ -295,7 +298,8 @@ absl::StatusOr<wv1::Grammar> ResolveGrammar(const v1::GenerateRequest& request,
 
 absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request,
                                               const ModelFrontend& model,
-                                              const ModelLimits& limits, uint64_t random_seed) {
+                                              const ModelLimits& limits, uint64_t random_seed,
+                                              MaxTokensDefault max_tokens_default) {
   ValidatedRequest out;
   if (absl::Status status = CheckSizes(request); !status.ok()) return status;
   out.request_id = request.request_id();
@@ -305,7 +309,7 @@ absl::StatusOr<ValidatedRequest> BuildRequest(const v1::GenerateRequest& request
   absl::StatusOr<int> max_tokens = ResolveMaxTokens(
       out.prompt_tokens.size(),
       request.has_max_tokens() ? std::optional<uint32_t>(request.max_tokens()) : std::nullopt,
-      limits);
+      limits, max_tokens_default);
   if (!max_tokens.ok()) return max_tokens.status();
   out.max_tokens = *max_tokens;
   absl::Status status;

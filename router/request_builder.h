@@ -57,9 +57,14 @@ struct ValidatedRequest {
 };
 
 // `random_seed` is used when the request gives no seed.
-absl::StatusOr<ValidatedRequest> BuildRequest(const ::tessera::v1::GenerateRequest& request,
-                                              const ModelFrontend& model,
-                                              const ModelLimits& limits, uint64_t random_seed);
+// What an unset max_tokens means: the gRPC API's documented default (kDefaultMaxTokens, shrunk
+// to what the context leaves), or all the context leaves (OpenAI chat, as vLLM does).
+enum class MaxTokensDefault { kCapped, kRestOfContext };
+
+absl::StatusOr<ValidatedRequest> BuildRequest(
+    const ::tessera::v1::GenerateRequest& request, const ModelFrontend& model,
+    const ModelLimits& limits, uint64_t random_seed,
+    MaxTokensDefault max_tokens_default = MaxTokensDefault::kCapped);
 
 // The prompt of a Tokenize request or a Generate request, as token ids (INVALID_ARGUMENT for an
 // empty prompt, ids outside the vocabulary, a chat without a usable template). Plain text parses

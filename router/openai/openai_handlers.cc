@@ -133,7 +133,13 @@ absl::StatusOr<std::vector<ValidatedRequest>> OpenAiHandlers::Admit(const OpenAi
     if (choice.sampling().has_seed()) {
       choice.mutable_sampling()->set_seed(choice.sampling().seed() + i);
     }
-    absl::StatusOr<ValidatedRequest> admitted = BuildRequest(choice, *model_, *limits, NextSeed());
+    // Chat without max_tokens may use the rest of the context, as vLLM does (completions
+    // default to 16 in openai_request.cc, as OpenAI's API does).
+    absl::StatusOr<ValidatedRequest> admitted =
+        BuildRequest(choice, *model_, *limits, NextSeed(),
+                     request.endpoint == Endpoint::kChatCompletions
+                         ? MaxTokensDefault::kRestOfContext
+                         : MaxTokensDefault::kCapped);
     if (!admitted.ok()) {
       return NamingTheStructuredField(admitted.status(), request.structured_field);
     }

@@ -213,6 +213,14 @@ TEST_F(RequestBuilderTest, MaxTokensRulesQuoteTheClient) {
   built = BuildRequest(full, *model_, limits_, 1);
   ASSERT_TRUE(built.ok()) << built.status();
   EXPECT_EQ(built->max_tokens, 192) << "the default shrinks to what the context leaves";
+
+  // OpenAI chat (as vLLM): unset means everything the context leaves.
+  built = BuildRequest(full, *model_, limits_, 1, MaxTokensDefault::kRestOfContext);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->max_tokens, 192);
+  built = BuildRequest(TextRequest("Hello"), *model_, limits_, 1, MaxTokensDefault::kRestOfContext);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->max_tokens, 8192 - static_cast<int>(built->prompt_tokens.size()));
 }
 
 // Issue 15 item 7: top_logprobs without logprobs was silently ignored.
