@@ -106,6 +106,44 @@ def check_http(openai, http_addr, cert, model):
     print(f"https OK: {completion.choices[0].text!r}")
 
 
+def run_cli(bin_dir, args, env_key=None):
+    env = dict(os.environ)
+    env.pop("TESSERA_API_KEY", None)
+    if env_key is not None:
+        env["TESSERA_API_KEY"] = env_key
+    return subprocess.run([os.path.join(bin_dir, "tessera")] + args, capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def check_clients(bin_dir, addr, http_addr, cert):
+    """`tessera generate --addr` and `tessera bench` reach the keyed TLS router with --api-key
+    (or $TESSERA_API_KEY) and --tls-ca; without the key they fail with the server's reason, and
+    bench over HTTP shows the server's error body."""
+    ask = ["generate", "--addr", addr, "--prompt", "The capital of France is", "--max-tokens", "4",
+           "--tls-ca", cert]
+    done = run_cli(bin_dir, ask + ["--api-key", KEY])
+    check(done.returncode == 0 and done.stdout.strip(), (done.returncode, done.stdout, done.stderr))
+    done = run_cli(bin_dir, ask, env_key=KEY)
+    check(done.returncode == 0, ("TESSERA_API_KEY", done.returncode, done.stderr))
+    refused = run_cli(bin_dir, ask)
+    check(refused.returncode == 1 and ("UNAUTHENTICATED" in refused.stderr.upper()
+                                       or "api key" in refused.stderr.lower()),
+          (refused.returncode, refused.stderr))
+    bench = ["bench", "--addr", addr, "--api", "openai", "--http-addr", http_addr,
+             "--concurrency", "1", "--num-requests", "1", "--prompt-tokens", "8",
+             "--output-tokens", "4", "--tls-ca", cert]
+    done = run_cli(bin_dir, bench + ["--api-key", KEY])
+    check(done.returncode == 0, ("bench", done.returncode, done.stdout[-400:], done.stderr[-400:]))
+    # A request the server refuses (a prompt past the context): bench shows the server's reason.
+    too_long = bench[:bench.index("--prompt-tokens")] + ["--prompt-tokens", "9000",
+                                                       "--output-tokens", "4", "--tls-ca", cert]
+    done = run_cli(bin_dir, too_long + ["--api-key", KEY])
+    output = done.stdout + done.stderr
+    check(done.returncode != 0 and ("HTTP 400" in output and "leaves no room" in output),
+          ("bench error body", done.returncode, done.stdout[-600:], done.stderr[-600:]))
+    print(f"tessera generate/bench with --api-key and --tls-ca OK: {done.stderr.strip()[-120:]!r}")
+
+
 def check_worker_secret(grpc, pb2, pb2_grpc, bin_dir, model):
     env = dict(os.environ, TESSERA_WORKER_SECRET="worker-s3cret")
     worker = subprocess.Popen([os.path.join(bin_dir, "tessera-worker"), "--model", model,
@@ -157,6 +195,7 @@ def main():
         try:
             model = check_grpc(grpc, pb2, pb2_grpc, addr, cert)
             check_http(openai, http_addr, cert, model)
+            check_clients(args.bin_dir, addr, http_addr, cert)
         finally:
             serve.send_signal(signal.SIGTERM)
             code = serve.wait(timeout=90)

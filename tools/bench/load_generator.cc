@@ -149,9 +149,14 @@ RequestShape ShapeGenerator::Next() {
   return shape;
 }
 
-absl::StatusOr<std::unique_ptr<LoadGenerator>> LoadGenerator::Connect(const std::string& addr) {
-  auto stub = v1::Tessera::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+absl::StatusOr<std::unique_ptr<LoadGenerator>> LoadGenerator::Connect(const std::string& addr,
+                                                                      const ClientAuth& auth) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(auth);
+  if (!credentials.ok()) return credentials.status();
+  auto stub = v1::Tessera::NewStub(grpc::CreateChannel(addr, *credentials));
   grpc::ClientContext context;
+  Authorize(context, auth);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   context.set_wait_for_ready(true);  // ride out a server that is still starting
   v1::ModelInfoResponse info;
@@ -159,15 +164,16 @@ absl::StatusOr<std::unique_ptr<LoadGenerator>> LoadGenerator::Connect(const std:
   if (!status.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot reach ", addr, ": ", GrpcError(status)));
   }
-  return std::unique_ptr<LoadGenerator>(new LoadGenerator(std::move(stub), std::move(info)));
+  return std::unique_ptr<LoadGenerator>(new LoadGenerator(std::move(stub), std::move(info), auth));
 }
 
 RequestRecord LoadGenerator::RunRequest(const RequestShape& shape, const LevelOptions& options) {
   if (!http_addr_.empty()) {
-    return RunOpenAiRequest(http_addr_, model_info_.model_name(), shape, options);
+    return RunOpenAiRequest(http_addr_, model_info_.model_name(), shape, options, auth_);
   }
   const v1::GenerateRequest request = ToRequest(shape, options);
   grpc::ClientContext context;
+  Authorize(context, auth_);
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
                            std::chrono::duration<double>(options.request_timeout_s)));

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tessera/v1/tessera.grpc.pb.h"
+#include "tools/bench/client_auth.h"
 #include "tools/bench/load_generator_report.h"
 
 namespace tessera::bench {
@@ -80,7 +81,9 @@ struct LevelOptions {
 class LoadGenerator {
  public:
   // Connects and reads ModelInfo; UNAVAILABLE ("cannot reach ADDR: ...") when nobody answers.
-  static absl::StatusOr<std::unique_ptr<LoadGenerator>> Connect(const std::string& addr);
+  // `auth`: the router's API key and TLS CA (client_auth.h), used by every call.
+  static absl::StatusOr<std::unique_ptr<LoadGenerator>> Connect(const std::string& addr,
+                                                                const ClientAuth& auth = {});
 
   const v1::ModelInfoResponse& model_info() const { return model_info_; }
 
@@ -95,12 +98,14 @@ class LoadGenerator {
   RequestRecord RunRequest(const RequestShape& shape, const LevelOptions& options);
 
  private:
-  LoadGenerator(std::unique_ptr<v1::Tessera::Stub> stub, v1::ModelInfoResponse info)
-      : stub_(std::move(stub)), model_info_(std::move(info)) {}
+  LoadGenerator(std::unique_ptr<v1::Tessera::Stub> stub, v1::ModelInfoResponse info,
+                ClientAuth auth)
+      : stub_(std::move(stub)), model_info_(std::move(info)), auth_(std::move(auth)) {}
 
   std::unique_ptr<v1::Tessera::Stub> stub_;  // thread-safe; one channel for every stream
   v1::ModelInfoResponse model_info_;
   std::string http_addr_;  // "" = gRPC Generate
+  ClientAuth auth_;
 };
 
 }  // namespace tessera::bench

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -50,10 +52,11 @@ class SseParser {
 }  // namespace
 
 RequestRecord RunOpenAiRequest(const std::string& http_addr, const std::string& model,
-                               const RequestShape& shape, const LevelOptions& options) {
+                               const RequestShape& shape, const LevelOptions& options,
+                               const ClientAuth& auth) {
   RequestRecord record;
-  const size_t colon = http_addr.rfind(':');
-  httplib::Client client(http_addr.substr(0, colon), std::stoi(http_addr.substr(colon + 1)));
+  httplib::Client client((auth.tls_ca.empty() ? "http://" : "https://") + http_addr);
+  if (!auth.tls_ca.empty()) client.set_ca_cert_path(auth.tls_ca.c_str());
   client.set_read_timeout(static_cast<time_t>(options.request_timeout_s));
   const std::string body = ToBody(model, shape, options).dump();
   const Clock::time_point start = Clock::now();
@@ -65,7 +68,10 @@ RequestRecord RunOpenAiRequest(const std::string& http_addr, const std::string& 
   request.path = "/v1/completions";
   request.body = body;
   request.set_header("Content-Type", "application/json");
+  if (!auth.api_key.empty()) request.set_header("Authorization", "Bearer " + auth.api_key);
+  std::string error_body;  // an error answer is JSON, not SSE: kept (its first 4 KiB) to show
   request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (error_body.size() < 4096) error_body.append(data, std::min<size_t>(size, 4096));
     parser.Feed(data, size, [&](const std::string& payload) {
       if (payload == "[DONE]") return;
       const Json chunk = Json::parse(payload, nullptr, false);
@@ -93,7 +99,7 @@ RequestRecord RunOpenAiRequest(const std::string& http_addr, const std::string& 
   if (!result) {
     record.error = absl::StrCat("HTTP: ", httplib::to_string(result.error()));
   } else if (result->status != 200) {
-    record.error = absl::StrCat("HTTP ", result->status, ": ", result->body);
+    record.error = absl::StrCat("HTTP ", result->status, ": ", error_body);
   }
   record.ok = record.error.empty();
   if (record.output_tokens >= 2 && previous > first) {

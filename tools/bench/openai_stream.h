@@ -10,12 +10,15 @@
 
 #include <string>
 
+#include "tools/bench/client_auth.h"
 #include "tools/bench/load_generator.h"
 
 namespace tessera::bench {
 
-// `http_addr` is HOST:PORT of the router's HTTP API; `model` is sent as the request's model.
+// `http_addr` is HOST:PORT of the router's HTTP API; `model` is sent as the request's model;
+// `auth`: the API key and the CA of an https API. A refused request's error is the server's body.
 RequestRecord RunOpenAiRequest(const std::string& http_addr, const std::string& model,
-                               const RequestShape& shape, const LevelOptions& options);
+                               const RequestShape& shape, const LevelOptions& options,
+                               const ClientAuth& auth);
 
 }  // namespace tessera::bench

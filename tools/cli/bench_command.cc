@@ -117,7 +117,7 @@ absl::Status RunBench(const BenchOptions& options) {
   absl::StatusOr<bench::ShapeOptions> shape = ToShapeOptions(options);
   if (!shape.ok()) return shape.status();
   absl::StatusOr<std::unique_ptr<bench::LoadGenerator>> generator =
-      bench::LoadGenerator::Connect(options.addr);
+      bench::LoadGenerator::Connect(options.addr, options.auth);
   if (!generator.ok()) return generator.status();
   if (options.api == "openai") {
     if (options.http_addr.empty()) {

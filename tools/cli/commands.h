@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tools/bench/client_auth.h"
 #include "worker/sampler/sampling_params.h"
 
 namespace tessera::cli {
@@ -60,6 +61,7 @@ struct GenerateOptions {
   // Client mode: with `addr` set, stream from a running tessera-router instead of running
   // offline. The fields below need it.
   std::string addr;                  // HOST:PORT
+  bench::ClientAuth auth;            // --api-key (or $TESSERA_API_KEY), --tls-ca
   std::vector<std::string> stop;     // stop strings
   int logprobs = -1;                 // >= 0: each token's logprob and the top-N alternatives
   std::string request_id;
@@ -89,6 +91,7 @@ struct BenchOptions {
   std::string json_path;                  // write every number here too
   std::string api = "grpc";               // grpc (Generate) or openai (HTTP /v1/completions)
   std::string http_addr;                  // with --api openai: the router's HTTP HOST:PORT
+  bench::ClientAuth auth;                 // --api-key (or $TESSERA_API_KEY), --tls-ca
 };
 absl::Status RunBench(const BenchOptions& options);
 

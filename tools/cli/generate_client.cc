@@ -177,10 +177,14 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(std::string_view text) {
 absl::Status RunGenerateClient(const GenerateOptions& options) {
   absl::StatusOr<v1::GenerateRequest> request = BuildRequest(options);
   if (!request.ok()) return request.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      bench::ChannelCredentialsFor(options.auth);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<v1::Tessera::Stub> stub =
-      v1::Tessera::NewStub(grpc::CreateChannel(options.addr, grpc::InsecureChannelCredentials()));
+      v1::Tessera::NewStub(grpc::CreateChannel(options.addr, *credentials));
 
   grpc::ClientContext context;
+  bench::Authorize(context, options.auth);
   StreamStats stats;
   stats.start = absl::Now();
   stats.first_token = stats.last_token = stats.start;

@@ -34,6 +34,17 @@ constexpr char kDeviceHelp[] =
     "backend on the CPU through the SIMT emulator; slow, for tests)";
 constexpr char kDtypeHelp[] = "cuda compute type: bf16 (default), f16 or f32";
 
+// --api-key and --tls-ca of the client commands (the key also from $TESSERA_API_KEY).
+void AddClientAuthOptions(CLI::App* cmd, tessera::bench::ClientAuth* auth) {
+  cmd->add_option("--api-key", auth->api_key,
+                  "the router's API key, sent as 'authorization: Bearer KEY' (default: "
+                  "$TESSERA_API_KEY)");
+  cmd->add_option("--tls-ca", auth->tls_ca,
+                  "PEM CA certificate to trust: talk TLS to a router started with --tls-cert")
+      ->check(CLI::ExistingFile);
+}
+
+
 CLI::App* AddQuantize(CLI::App& app, QuantizeCommandOptions& q) {
   CLI::App* cmd = app.add_subcommand(
       "quantize", "convert a model's linear layers to NVFP4 or Q8_0 (embeddings, output head "
@@ -73,6 +84,7 @@ CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** se
   CLI::App* cmd = app.add_subcommand(
       "generate", "generate text: offline on the CPU, or from a server with --addr");
   cmd->add_option("--addr", generate.addr, "HOST:PORT of a tessera server (client mode)");
+  AddClientAuthOptions(cmd, &generate.auth);
   cmd->add_option("--model", generate.model_path,
                   "GGUF model file or HF safetensors directory (offline)")
       ->capture_default_str();
@@ -106,6 +118,7 @@ CLI::App* AddGenerate(CLI::App& app, GenerateOptions& generate, CLI::Option** se
 CLI::App* AddBench(CLI::App& app, BenchOptions& bench) {
   CLI::App* cmd = app.add_subcommand("bench", "load-test a tessera server (concurrency sweep)");
   cmd->add_option("--addr", bench.addr, "HOST:PORT of a tessera server")->required();
+  AddClientAuthOptions(cmd, &bench.auth);
   cmd->add_option("--concurrency", bench.concurrency, "levels, comma-separated")
       ->capture_default_str();
   cmd->add_option("--num-requests", bench.num_requests,
@@ -269,9 +282,13 @@ int main(int argc, char** argv) {
         generate_cmd->get_option("--device")->count() == 0 && device != nullptr && *device) {
       generate.device = device;
     }
+    generate.auth.api_key = tessera::bench::ApiKeyFromFlagOrEnvironment(generate.auth.api_key);
     return ReportAndExit(tessera::cli::RunGenerate(generate));
   }
-  if (bench_cmd->parsed()) return ReportAndExit(tessera::cli::RunBench(bench));
+  if (bench_cmd->parsed()) {
+    bench.auth.api_key = tessera::bench::ApiKeyFromFlagOrEnvironment(bench.auth.api_key);
+    return ReportAndExit(tessera::cli::RunBench(bench));
+  }
   if (serve_cmd->parsed()) {
     if (const char* device = std::getenv(tessera::worker::kDeviceEnvironment);
         serve_cmd->get_option("--device")->count() == 0 && device != nullptr && *device) {
