@@ -66,6 +66,18 @@ void RequireDefaultModel() {
       << kDefaultModel << " is missing: run scripts/fetch_model.sh";
 }
 
+// Without a GPU `tessera devices` says so and exits 0; with one it lists it.
+TEST(TesseraDevices, ListsTheGpusOrSaysThereIsNone) {
+  const CommandResult r = RunBinary("tessera", "devices");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto gpus = tessera::cuda::QueryCudaDevices();
+  if (gpus.ok() && !gpus->empty()) {
+    EXPECT_THAT(r.out, HasSubstr("[0] "));
+  } else {
+    EXPECT_THAT(r.out, HasSubstr("no CUDA GPU: "));
+  }
+}
+
 TEST(TesseraInspect, ShowsTheDefaultModelsRealHyperParameters) {
   RequireDefaultModel();
   CommandResult r = RunBinary("tessera", absl::StrCat("inspect ", kDefaultModel));
