@@ -2,6 +2,7 @@
 // processes (the supervisor starts tessera-worker and tessera-router itself), the default model.
 // Also: serve's pass-through flags reach the children, and a flag a child rejects fails the start.
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -47,6 +48,23 @@ TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {
       RunToEnd({"generate", "--addr", address, "--chat", "What is the capital of France?"});
   EXPECT_EQ(generate_exit, 0);
   EXPECT_THAT(answer, HasSubstr("Paris"));
+
+  // The answer ends its line, and logprobs show each token's text beside its id.
+  const std::string out_path = testing_util::UniqueTempPath("generate_out.txt");
+  const std::string err_path = testing_util::UniqueTempPath("generate_err.txt");
+  ASSERT_EQ(std::system(absl::StrCat(testing_util::TesseraBinDir(), "/tessera generate --addr ",
+                                     address, " --prompt 'The capital of France is' ",
+                                     "--max-tokens 3 --logprobs 2 >", out_path, " 2>", err_path)
+                            .c_str()),
+            0);
+  std::stringstream out, err;
+  out << std::ifstream(out_path).rdbuf();
+  err << std::ifstream(err_path).rdbuf();
+  ASSERT_FALSE(out.str().empty());
+  EXPECT_EQ(out.str().back(), '\n') << out.str();
+  EXPECT_THAT(err.str(), ::testing::ContainsRegex(
+                             "logprob 0: token [0-9]+ '[^']*' -?[0-9.]+  top: [0-9]+ '[^']*' "))
+      << err.str();
 
   const std::string json_path =
       testing_util::UniqueTempPath("serve_cli_bench.json");

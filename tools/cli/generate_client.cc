@@ -4,12 +4,14 @@
 //
 // Sampling flags mean what they mean offline, so the same command line asks the same thing of
 // both paths (greedy unless --temperature); the seed is sent only when --seed is given.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -113,7 +115,7 @@ void PrintSummary(const StreamStats& stats) {
   const double ttft = absl::ToDoubleSeconds(stats.first_token - stats.start);
   const double decode_s = absl::ToDoubleSeconds(stats.last_token - stats.first_token);
   std::string line = absl::StrFormat(
-      "\nfinish: %s; prompt %d tokens (%d cached), completion %d tokens", FinishDetail(last),
+      "finish: %s; prompt %d tokens (%d cached), completion %d tokens", FinishDetail(last),
       last.usage().prompt_tokens(), last.usage().cached_tokens(),
       last.usage().completion_tokens());
   if (stats.num_tokens > 0) {
@@ -128,13 +130,42 @@ void PrintSummary(const StreamStats& stats) {
   std::fputs(line.c_str(), stderr);
 }
 
-void PrintLogprobs(const std::vector<v1::TokenLogprob>& logprobs) {
+// Each id's text as the router detokenizes it alone (special tokens spelled out), quoted; the
+// id when the router cannot say.
+class TokenTexts {
+ public:
+  TokenTexts(v1::Tessera::Stub& stub, const bench::ClientAuth& auth) : stub_(stub), auth_(auth) {}
+
+  std::string operator()(int32_t id) {
+    auto [at, inserted] = cache_.try_emplace(id);
+    if (!inserted) return at->second;
+    v1::DetokenizeRequest request;
+    request.add_token_ids(id);
+    request.set_skip_special_tokens(false);
+    v1::DetokenizeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    bench::Authorize(context, auth_);
+    at->second = stub_.Detokenize(&context, request, &response).ok()
+                     ? absl::StrCat("'", absl::CEscape(response.text()), "'")
+                     : absl::StrCat("#", id);
+    return at->second;
+  }
+
+ private:
+  v1::Tessera::Stub& stub_;
+  const bench::ClientAuth& auth_;
+  absl::flat_hash_map<int32_t, std::string> cache_;
+};
+
+void PrintLogprobs(const std::vector<v1::TokenLogprob>& logprobs, TokenTexts& text) {
   for (size_t i = 0; i < logprobs.size(); ++i) {
-    std::string line = absl::StrFormat("logprob %d: token %d %.4f", i, logprobs[i].token_id(),
-                                       logprobs[i].logprob());
+    std::string line = absl::StrFormat("logprob %d: token %d %s %.4f", i, logprobs[i].token_id(),
+                                       text(logprobs[i].token_id()), logprobs[i].logprob());
     if (logprobs[i].top_logprobs_size() > 0) line += "  top:";
     for (const v1::TopLogprob& top : logprobs[i].top_logprobs()) {
-      absl::StrAppendFormat(&line, " %d %.4f,", top.token_id(), top.logprob());
+      absl::StrAppendFormat(&line, " %d %s %.4f,", top.token_id(), text(top.token_id()),
+                            top.logprob());
     }
     if (line.back() == ',') line.pop_back();
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -198,8 +229,11 @@ absl::Status RunGenerateClient(const GenerateOptions& options) {
     std::fflush(stdout);
     return FromGrpcStatus(status);
   }
+  if (stats.wrote_text) std::fputs("\n", stdout);  // the answer ends its line
+  std::fflush(stdout);
   PrintSummary(stats);
-  PrintLogprobs(stats.logprobs);
+  TokenTexts texts(*stub, options.auth);
+  PrintLogprobs(stats.logprobs, texts);
   return absl::OkStatus();
 }
 
