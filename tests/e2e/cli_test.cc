@@ -117,6 +117,8 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   CommandResult made = RunBinary("tessera-make-tiny-model",
                            absl::StrCat("--out ", tiny.string(), " --layers 3 --seed 7"));
   ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_THAT(made.out, ContainsRegex("tessera-make-tiny-model: wrote .*cli_tiny.gguf \\(llama "
+                                      "gguf, [0-9]+ bytes\\)\n"));
   CommandResult r = RunBinary("tessera", absl::StrCat("inspect --tensors ", tiny.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("layers: +3\n"));

@@ -10,6 +10,7 @@
 //   tessera-make-tiny-model --arch qwen3 --format safetensors --shards 2 --out /tmp/tiny-qwen3
 // Sizes left out take the chosen architecture's defaults. A flag the architecture does not use
 // (--experts for llama or qwen35, --ffn for qwen35moe, ...) is an error naming it.
+#include <filesystem>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -229,5 +230,12 @@ int main(int argc, char** argv) {
                  std::string(status.message()).c_str());
     return 1;
   }
+  std::error_code ignored;
+  const bool directory = std::filesystem::is_directory(out.path, ignored);
+  std::printf("tessera-make-tiny-model: wrote %s (%s %s, %s)\n", out.path.c_str(),
+              arch.c_str(), directory ? out.format.c_str() : "gguf",
+              directory ? "a Hugging Face directory"
+                        : absl::StrCat(std::filesystem::file_size(out.path, ignored), " bytes")
+                              .c_str());
   return 0;
 }
