@@ -66,6 +66,15 @@ void RequireDefaultModel() {
       << kDefaultModel << " is missing: run scripts/fetch_model.sh";
 }
 
+// Without --model the default model is found relative to the install (the checkout above
+// build/bin), from any directory.
+TEST(TesseraInspect, TheDefaultModelIsFoundFromAnyDirectory) {
+  RequireDefaultModel();
+  const CommandResult r = RunBinary("tessera", "inspect", "cd / &&");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("model: +/.*models/SmolLM2-135M-Instruct.Q4_1.gguf\n"));
+}
+
 // Without a GPU `tessera devices` says so and exits 0; with one it lists it.
 TEST(TesseraDevices, ListsTheGpusOrSaysThereIsNone) {
   const CommandResult r = RunBinary("tessera", "devices");

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/default_model.h"
 #include "worker/runner_factory.h"
 
 namespace {
@@ -263,6 +264,10 @@ int main(int argc, char** argv) {
   GenerateOptions generate;
   BenchOptions bench;
   ServeOptions serve;
+  // The default --model, found relative to the install when not in the current directory.
+  const std::string default_model = tessera::cli::FindDefaultModel();
+  inspect.model_path = tokenize.model_path = generate.model_path = serve.model_path =
+      default_model;
   CLI::Option* seed = nullptr;
   CLI::App* inspect_cmd = AddInspect(app, inspect);
   CLI::App* tokenize_cmd = AddTokenize(app, tokenize);
