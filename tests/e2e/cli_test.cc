@@ -101,6 +101,8 @@ TEST(TesseraInspect, ShowsTheDefaultModelsRealHyperParameters) {
   EXPECT_THAT(r.out, ContainsRegex("tokenizer: +gpt2 \\(pre-tokenizer smollm\\), 49152 tokens, "
                                    "48900 merges"));
   EXPECT_THAT(r.out, ContainsRegex("chat template: +jinja \\(chatml"));
+  EXPECT_THAT(r.out, ContainsRegex("can serve: +yes \\(cpu and cuda backends; completions and "
+                                   "chat\\)\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("unsupported")));
 }
 

@@ -248,6 +248,30 @@ void PrintChatTemplate(const gguf::GgufFile& file) {
   PrintField("chat template", description + ")");
 }
 
+// The verdict a person wants first: can `tessera serve` run this file, and if not, why.
+void PrintServable(const gguf::GgufFile& file, const model::ModelConfig& config,
+                   const model::HybridTensorForms& forms) {
+  const absl::StatusOr<worker::ModelPlan> plan = worker::PlanModel(config, forms);
+  if (!plan.ok()) {
+    PrintField("can serve", absl::StrCat("no: ", plan.status().message()));
+    return;
+  }
+  auto tok = tokenizer::Tokenizer::FromGguf(file);
+  if (!tok.ok()) {
+    PrintField("can serve", absl::StrCat("no: the tokenizer is unsupported (",
+                                         tok.status().message(), ")"));
+    return;
+  }
+  auto chat_template = chat::ChatTemplate::FromGguf(file);
+  PrintField("can serve",
+             chat_template.ok()
+                 ? "yes (cpu and cuda backends; completions and chat)"
+                 : absl::StrCat("yes, completions only: chat requests are refused because the "
+                                "chat template is unusable (",
+                                chat_template.status().message(),
+                                "; --chat-template FILE supplies one)"));
+}
+
 }  // namespace
 
 absl::Status RunInspect(const InspectOptions& options) {
@@ -276,6 +300,7 @@ absl::Status RunInspect(const InspectOptions& options) {
   if (options.list_tensors) PrintTensorList(**file);
   PrintTokenizer(**file);
   PrintChatTemplate(**file);
+  PrintServable(**file, *config, forms);
   return absl::OkStatus();
 }
 
