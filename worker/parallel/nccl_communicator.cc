@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -37,15 +36,15 @@ bool Resolve(void* handle, const char* name, Function* out) {
   return *out != nullptr;
 }
 
+// The loader's search (LD_LIBRARY_PATH, the system's paths) finds libnccl.so.2.
 absl::StatusOr<std::shared_ptr<NcclLibrary>> OpenNccl() {
-  const char* configured = std::getenv("TESSERA_NCCL_LIBRARY");
-  const std::string path = configured != nullptr ? configured : "libnccl.so.2";
+  const std::string path = "libnccl.so.2";
   auto library = std::make_shared<NcclLibrary>();
   library->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library->handle == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "tensor parallelism on cuda needs NCCL: cannot open ", path, " (", dlerror(),
-        "); install libnccl2 or set TESSERA_NCCL_LIBRARY"));
+        "); install libnccl2 or put its directory on LD_LIBRARY_PATH"));
   }
   void* h = library->handle;
   if (!Resolve(h, "ncclGetVersion", &library->get_version) ||

@@ -1,7 +1,7 @@
 // The communicator on real GPUs (communicator.h): ncclAllReduce (sum, in place) on each rank's
 // CudaDeviceRuntime stream, so it is ordered with the rank's kernels and captured into its CUDA
-// graphs (NCCL supports stream capture). NCCL is opened at run time (dlopen of libnccl.so.2, or
-// $TESSERA_NCCL_LIBRARY), not linked: a single-GPU worker, the GPU bundle and machines without
+// graphs (NCCL supports stream capture). NCCL is opened at run time (dlopen of libnccl.so.2, found
+// by the loader's search: LD_LIBRARY_PATH, the system's paths), not linked: a single-GPU worker, the GPU bundle and machines without
 // NCCL never need it; --tensor-parallel > 1 on `cuda` without it is a one-line error.
 //
 // NCCL's ring all-reduce leaves the same bits on every rank (each chunk is reduced on one rank
