@@ -22,7 +22,7 @@ absl::Status CheckDivides(int tp, int value, const char* what) {
                                                  " equal shares"));
 }
 
-// Copies `count` floats' worth of storage into `weights`' own memory; returns it.
+// `bytes` of new storage owned by `weights` (counted with its load-time copies); returns it.
 void* OwnedBytes(CpuModelWeights* weights, size_t bytes) {
   cpu::AlignedVector<float>& copy = weights->owned.emplace_back((bytes + 3) / 4);
   weights->num_dequantized_bytes += static_cast<int64_t>(bytes);
