@@ -179,6 +179,7 @@ void OpenAiHandlers::Generate(Endpoint endpoint, const http::Request& request,
     tool_calls.format = model_->chat_template->tool_call_format();
     tool_calls.tools_json = parsed->generate.chat().tools_json();
   }
+  if (!parsed->parallel_tool_calls) tool_calls.max_calls = 1;
   auto encoder = std::make_unique<ResponseEncoder>(endpoint, id, model_->model_name, UnixSeconds(),
                                                    model_->tokenizer.get(), parsed->logprobs,
                                                    parsed->include_usage, reasoning, tool_calls);

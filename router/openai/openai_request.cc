@@ -8,6 +8,7 @@
 #include "router/openai/openai_chat_request.h"
 #include "router/openai/forced_tool_choice.h"
 #include "router/openai/openai_structured_request.h"
+#include "router/openai/request_fields.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "router/openai/openai_json.h"
@@ -204,17 +205,6 @@ absl::Status SetStreaming(const Json& body, OpenAiRequest& out) {
   return absl::OkStatus();
 }
 
-// Fields we cannot honour are refused rather than ignored.
-absl::Status RejectUnsupported(const Json& body) {
-  if (const Json* best_of = Field(body, "best_of"); best_of != nullptr && *best_of != 1) {
-    return Invalid("best_of", "is not supported by this server (use n)");
-  }
-  if (const Json* suffix = Field(body, "suffix"); suffix != nullptr) {
-    return Invalid("suffix", "is not supported by this server");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status SetPromptOrMessages(const Json& body, Endpoint endpoint, v1::GenerateRequest& out) {
   if (endpoint == Endpoint::kCompletions) {
     const Json* prompt = Field(body, "prompt");
@@ -260,7 +250,7 @@ absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::str
     out.n = static_cast<int>(*v);
   }
   for (absl::Status status :
-       {RejectUnsupported(*json), SetPromptOrMessages(*json, endpoint, out.generate),
+       {RefuseFieldsNotHonoured(*json, endpoint), SetPromptOrMessages(*json, endpoint, out.generate),
         SetSampling(*json, *out.generate.mutable_sampling()),
         SetMaxTokens(*json, endpoint, out.generate), SetLogprobs(*json, endpoint, out),
         SetLogitBias(*json, out.generate),
@@ -270,6 +260,11 @@ absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::str
   }
   if (endpoint == Endpoint::kChatCompletions) {
     if (absl::Status s = SetForcedToolChoice(*json, out); !s.ok()) return s;
+    if (const Json* parallel = Field(*json, "parallel_tool_calls")) {
+      absl::StatusOr<bool> on = Bool(*parallel, "parallel_tool_calls");
+      if (!on.ok()) return on.status();
+      out.parallel_tool_calls = *on;
+    }
   }
   if (const Json* stop = Field(*json, "stop")) {
     if (absl::Status s = SetStop(*stop, out.generate); !s.ok()) return s;

@@ -3,8 +3,8 @@
 // the router's own admission checks (request_builder.h) run on them exactly as on gRPC.
 //
 // A field of the wrong type, a value out of range or an unsupported option is INVALID_ARGUMENT
-// whose message starts with the field's name (the error object's `param`). Unknown fields are
-// ignored, as OpenAI-compatible servers do. A body nesting deeper than util::kMaxClientJsonDepth
+// whose message starts with the field's name (the error object's `param`). A field the server
+// does not honour is refused the same way, never ignored (request_fields.h). A body nesting deeper than util::kMaxClientJsonDepth
 // (64) levels, in any field, is INVALID_ARGUMENT "<field> nests deeper than 64 levels"
 // (common/util/client_json.h).
 //
@@ -48,6 +48,7 @@ struct OpenAiRequest {
   std::string structured_field;
   // tool_choice "required" or a named function (chat): the output is constrained to a call.
   std::optional<ForcedToolChoice> forced_tool;
+  bool parallel_tool_calls = true;  // chat: false keeps only the first tool call
 };
 
 absl::StatusOr<OpenAiRequest> ParseGenerationRequest(Endpoint endpoint, std::string_view body);

@@ -1,5 +1,6 @@
 #include "router/openai/openai_response.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -28,9 +29,10 @@ std::string ParamOf(absl::string_view message) {
   if (param.find('_') == std::string::npos && param.find('.') == std::string::npos &&
       param.find('[') == std::string::npos) {
     // One plain word: a field only if it is one we know takes that form.
-    static const char* const kPlain[] = {"prompt",      "messages", "model",  "stop",   "n",
-                                         "temperature", "seed",     "tokens", "stream", "echo",
-                                         "suffix",      "text",     "chat"};
+    static const char* const kPlain[] = {
+        "prompt", "messages", "model",  "stop",  "n",         "temperature", "seed",
+        "tokens", "stream",   "echo",   "suffix", "text",     "chat",        "tools",
+        "user",   "store",    "metadata", "functions", "modalities", "audio"};
     bool known = false;
     for (const char* name : kPlain) known |= param == name;
     if (!known) return "";
@@ -232,6 +234,12 @@ Json ResponseEncoder::ToolCallsJson(int choice, const std::vector<ParsedToolCall
   return list;
 }
 
+void ResponseEncoder::KeepAllowedCalls(int emitted, std::vector<ParsedToolCall>* calls) const {
+  if (tool_calls_.max_calls <= 0) return;
+  const size_t allowed = static_cast<size_t>(std::max(0, tool_calls_.max_calls - emitted));
+  if (calls->size() > allowed) calls->resize(allowed);
+}
+
 Json ResponseEncoder::ChatDelta(int choice, const std::string& text, bool finished,
                                 bool* had_calls) {
   while (splitters_.size() <= static_cast<size_t>(choice)) {
@@ -251,6 +259,7 @@ Json ResponseEncoder::ChatDelta(int choice, const std::string& text, bool finish
     tools.content += rest.content;
     tools.calls.insert(tools.calls.end(), rest.calls.begin(), rest.calls.end());
   }
+  KeepAllowedCalls(calls_emitted_[choice], &tools.calls);
   Json message = Json::object();
   const bool anything = !parts.reasoning.empty() || !tools.calls.empty();
   if (!tools.content.empty() || !anything) message["content"] = tools.content;
@@ -296,7 +305,8 @@ Json ResponseEncoder::Complete(const std::vector<ChoiceResult>& choices) const {
                   {"finish_reason", FinishReason(choices[i].finish_reason)}};
     if (endpoint_ == Endpoint::kChatCompletions) {
       const ReasoningSplitter::Parts parts = ReasoningSplitter::Split(reasoning_, choices[i].text);
-      const ToolCallParser::Output tools = ToolCallParser::ParseAll(tool_calls_, parts.content);
+      ToolCallParser::Output tools = ToolCallParser::ParseAll(tool_calls_, parts.content);
+      KeepAllowedCalls(0, &tools.calls);
       Json message = {{"role", "assistant"}, {"content", tools.content}};
       if (!parts.reasoning.empty()) message["reasoning_content"] = parts.reasoning;
       if (!tools.calls.empty()) {

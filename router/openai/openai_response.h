@@ -95,6 +95,8 @@ class ResponseEncoder {
   // The chat delta of one chunk: content, reasoning_content, tool_calls; sets *had_calls.
   nlohmann::json ChatDelta(int choice, const std::string& text, bool finished, bool* had_calls);
   nlohmann::json ToolCallsJson(int choice, const std::vector<ParsedToolCall>& calls, int first);
+  // Drops the calls past ToolCallMode::max_calls, `emitted` having been sent already.
+  void KeepAllowedCalls(int emitted, std::vector<ParsedToolCall>* calls) const;
 };
 
 }  // namespace tessera::router::openai

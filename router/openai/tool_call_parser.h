@@ -36,6 +36,8 @@ struct ToolCallMode {
   bool forced = false;          // tool_choice forced a call: the output is the grammar's JSON
   std::string forced_function = {};  // named: the function; "" for "required"
   std::string tools_json = {};  // the request's `tools` (kQwenXml types its values by them)
+  // parallel_tool_calls false: 1 (later calls the model writes are dropped); 0: no limit.
+  int max_calls = 0;
   bool active() const { return forced || format != chat::ToolCallFormat::kNone; }
 };
 

@@ -256,6 +256,15 @@ def check_errors(client, openai, http_addr, model):
     expect(openai.BadRequestError, 400, "logit_bias", prompt=PROMPT, logit_bias={"99999999": 1})
     expect(openai.BadRequestError, 400, "max_tokens", prompt=PROMPT, max_tokens=0)
     expect(openai.NotFoundError, 404, "model", prompt=PROMPT, model="no-such-model")
+    # Fields the server cannot honour are refused naming them, not ignored.
+    expect(openai.BadRequestError, 400, "min_tokens", prompt=PROMPT, extra_body={"min_tokens": 2})
+    expect(openai.BadRequestError, 400, "suffix", prompt=PROMPT, suffix="!")
+    try:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}],
+                                       functions=[{"name": "f", "parameters": {}}])
+        raise AssertionError("legacy functions accepted")
+    except openai.BadRequestError as error:
+        check(error.body["param"] == "functions", error.body)
     status, body = raw_request(http_addr, "POST", "/v1/completions", "{not json")
     check(status == 400 and body["error"]["type"] == "invalid_request_error", (status, body))
     status, body = raw_request(http_addr, "GET", "/v1/nothing-here")

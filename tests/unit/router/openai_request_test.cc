@@ -170,6 +170,49 @@ TEST(OpenAiRequestTest, BadInputNamesTheField) {
       StartsWith("top_logprobs "));
 }
 
+// A field the server cannot honour is refused naming it, never ignored; null counts as absent.
+TEST(OpenAiRequestTest, FieldsNotHonouredAreRefusedNamingThem) {
+  const std::pair<const char*, const char*> completions[] = {
+      {R"({"prompt": "x", "min_tokens": 3})", "min_tokens is not supported"},
+      {R"({"prompt": "x", "suffix": "y"})", "suffix is not supported"},
+      {R"({"prompt": "x", "best_of": 2})", "best_of is not supported by this server (use n)"},
+      {R"({"prompt": "x", "top_logprobs": 2})", "top_logprobs is not supported"},
+      {R"({"prompt": "x", "messages": []})", "messages is not supported"},
+      {R"({"prompt": "x", "store": true})", "store is not supported"},
+      {R"({"prompt": "x", "a": 1, "b": 2})", "a is not supported by this server; nor are b."},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": true}})",
+       "stream_options.continuous_usage_stats is not supported"},
+  };
+  for (const auto& [body, prefix] : completions) {
+    const absl::Status status = Completions(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(Message(status), StartsWith(prefix)) << body;
+  }
+  const std::pair<const char*, const char*> chats[] = {
+      {R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})",
+       "functions is not supported by this server (use tools and tool_choice)"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt is not"},
+      {R"({"messages": [{"role": "user", "content": "x", "audio": {"id": "a"}}]})",
+       "messages[0].audio is not supported"},
+  };
+  for (const auto& [body, prefix] : chats) {
+    const absl::Status status = Chat(body).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << body;
+    EXPECT_THAT(Message(status), StartsWith(prefix)) << body;
+  }
+  EXPECT_EQ(ErrorBody(Completions(R"({"prompt": "x", "min_tokens": 3})").status())["error"]["param"],
+            "min_tokens");
+  // Accepted: nulls, best_of 1, store false, user, and output-only keys echoed in messages.
+  EXPECT_TRUE(Completions(R"({"prompt": "x", "min_tokens": null, "best_of": 1, "store": false,
+                              "user": "u"})").ok());
+  const absl::StatusOr<OpenAiRequest> echoed = Chat(R"({"messages": [
+      {"role": "user", "content": "x"},
+      {"role": "assistant", "content": "y", "refusal": null, "annotations": [], "audio": null},
+      {"role": "user", "content": "z"}], "parallel_tool_calls": false})");
+  ASSERT_TRUE(echoed.ok()) << echoed.status();
+  EXPECT_FALSE(echoed->parallel_tool_calls);
+}
+
 // response_format and vLLM's guided_* fields become the request's one structured constraint
 // (parsed later, in BuildRequest); the field that set it is remembered for the 400.
 TEST(OpenAiRequestTest, StructuredOutputFields) {
@@ -341,7 +384,7 @@ TEST(OpenAiRequestTest, DeepValueInAnyFieldIsRefusedNamingTheField) {
   const std::pair<std::string, const char*> completions[] = {
       {R"({"prompt": "x", "logit_bias": )" + deep_object + "}", "logit_bias "},
       {R"({"prompt": "x", "stop": )" + deep_array + "}", "stop "},
-      {R"({"prompt": "x", "user": )" + deep_object + "}", "user "},  // ignored fields too
+      {R"({"prompt": "x", "user": )" + deep_object + "}", "user "},  // informational too
   };
   for (const auto& [body, field] : completions) {
     const absl::Status status = Completions(body).status();

@@ -193,5 +193,31 @@ TEST(ToolCallParserTest, ChatResponsesCarryToolCalls) {
   EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
 }
 
+// parallel_tool_calls false: only the first call is returned, streamed or whole.
+TEST(ToolCallParserTest, OneCallWhenParallelCallsAreOff) {
+  ResponseEncoder encoder(Endpoint::kChatCompletions, "req", "m", 0, nullptr, false, false,
+                          chat::ReasoningFormat::kNone,
+                          ToolCallMode{.format = ToolCallFormat::kHermes, .max_calls = 1});
+  const std::string two_calls =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"
+      "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>";
+  v1::GenerateResponse delta;
+  delta.set_text(two_calls.substr(0, 50));
+  nlohmann::json first = encoder.Chunk(0, delta, true);
+  delta.set_text(two_calls.substr(50));
+  delta.set_finish_reason(v1::FINISH_REASON_EOS);
+  nlohmann::json second = encoder.Chunk(0, delta, false);
+  size_t streamed = 0;
+  for (const nlohmann::json* chunk : {&first, &second}) {
+    const nlohmann::json& d = (*chunk)["choices"][0]["delta"];
+    if (d.contains("tool_calls")) streamed += d["tool_calls"].size();
+  }
+  EXPECT_EQ(streamed, 1u);
+  const nlohmann::json body = encoder.Complete(
+      {ChoiceResult{.text = two_calls, .finish_reason = v1::FINISH_REASON_EOS}});
+  ASSERT_EQ(body["choices"][0]["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(body["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "f");
+}
+
 }  // namespace
 }  // namespace tessera::router::openai
