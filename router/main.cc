@@ -7,7 +7,9 @@
 //
 // With --metrics-port it also serves Prometheus /metrics, /healthz and /readyz (ready = a worker
 // is connected and the router is not draining, the same condition as the gRPC health status) and
-// prints "tessera-router metrics on HOST:PORT" before the listening line.
+// prints "tessera-router metrics on HOST:PORT" before the listening line. With --worker-metrics
+// (one per --worker; `tessera serve` passes them) both /metrics also carry the workers' series,
+// labelled worker="I" (router/worker_metrics_federation.h).
 //
 // With --http-port (default 8080; 0 = off) it serves the OpenAI-compatible HTTP API
 // (router/openai/) on the --listen host and prints "tessera-router http on HOST:PORT" before the
@@ -35,6 +37,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics/collectable_union.h"
 #include "common/metrics/metrics_server.h"
 #include "router/engine.h"
 #include "router/engine_group.h"
@@ -45,6 +48,7 @@
 #include "router/gateway_metrics.h"
 #include "router/router_metrics.h"
 #include "router/tessera_service.h"
+#include "router/worker_metrics_federation.h"
 
 namespace {
 
@@ -80,6 +84,7 @@ struct RouterFlags {
   std::string tls_cert;          // PEM paths; both set = TLS on gRPC and HTTP
   std::string tls_key;
   std::vector<std::string> workers;  // --worker, repeated: one engine each (data parallel)
+  std::vector<std::string> worker_metrics;  // --worker-metrics: worker I's /metrics at index I
   std::string routing = "prefix";    // --routing: prefix (the rule) or round-robin (comparisons)
   EngineConfig engine;               // every engine's settings but its worker address
 };
@@ -115,7 +120,7 @@ absl::Status Readiness(const RequestEngine& engine) {
 // With --metrics-port: serves /metrics, /healthz and /readyz and prints "tessera-router metrics
 // on HOST:PORT" (before the listening line, so a supervisor reading up to that line sees both).
 absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> StartMetricsServer(
-    const RouterFlags& flags, std::shared_ptr<prometheus::Registry> registry,
+    const RouterFlags& flags, std::shared_ptr<prometheus::Collectable> registry,
     const RequestEngine& engine) {
   if (flags.metrics_port < 0) return nullptr;
   absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> server =
@@ -195,7 +200,7 @@ void AddHttpLimitOptions(CLI::App& app, RouterFlags& flags) {
 // port an inference gateway's endpoint picker scrapes); prints "tessera-router http on HOST:PORT".
 absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
     const RouterFlags& flags, RequestEngine* engine, const tessera::router::ModelFrontend* model,
-    std::shared_ptr<prometheus::Registry> registry) {
+    std::shared_ptr<prometheus::Collectable> registry) {
   if (flags.http_port == 0) return nullptr;
   std::string host = flags.http_host;
   if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
@@ -270,6 +275,17 @@ std::unique_ptr<RequestEngine> MakeEngines(
                               : tessera::router::EngineGroup::Routing::kPrefixAndLoad);
 }
 
+// What /metrics serves: the router's registry, and with --worker-metrics the workers' series
+// too, labelled worker="I" (one scrape target for `tessera serve`).
+std::shared_ptr<prometheus::Collectable> ServedMetrics(
+    const RouterFlags& flags, std::shared_ptr<prometheus::Registry> registry) {
+  if (flags.worker_metrics.empty()) return registry;
+  return std::make_shared<tessera::metrics::CollectableUnion>(
+      std::vector<std::shared_ptr<prometheus::Collectable>>{
+          std::move(registry), tessera::router::WorkerMetricsFederation::Start(
+                                   {.addresses = flags.worker_metrics})});
+}
+
 void Drain(grpc::Server& server, RequestEngine& engine,
            const std::unique_ptr<tessera::router::openai::OpenAiServer>& http, double timeout_s) {
   server.GetHealthCheckService()->SetServingStatus(false);
@@ -303,6 +319,10 @@ int main(int argc, char** argv) {
                  "each request goes to the worker caching most of its prompt, unless it is "
                  "loaded well beyond the others, else to the least loaded)")
       ->required();
+  app.add_option("--worker-metrics", flags.worker_metrics,
+                 "worker I's metrics HOST:PORT, once per --worker in the same order: its series "
+                 "are served on this router's /metrics labelled worker=\"I\" (tessera serve "
+                 "passes these)");
   // Hidden: for benchmarks comparing the routing rule with round robin (docs/perf/scale-out.md).
   app.add_option("--routing", flags.routing,
                  "with several --worker: prefix (the rule above) or round-robin (comparisons)")
@@ -392,6 +412,9 @@ int main(int argc, char** argv) {
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return Fail("--tls-cert and --tls-key go together");
   }
+  if (!flags.worker_metrics.empty() && flags.worker_metrics.size() != flags.workers.size()) {
+    return Fail("give one --worker-metrics per --worker, in the same order");
+  }
   absl::StatusOr<spdlog::level::level_enum> log_level =
       tessera::router::ParseLogLevel(flags.log_level);
   if (!log_level.ok()) return Fail(std::string(log_level.status().message()));
@@ -441,11 +464,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) return Fail("cannot listen on " + flags.listen);
   // Declared after the engine: stopped (by its destructor) before the engine it asks goes away.
+  const std::shared_ptr<prometheus::Collectable> served_metrics = ServedMetrics(flags, registry);
   absl::StatusOr<std::unique_ptr<tessera::metrics::MetricsServer>> metrics_server =
-      StartMetricsServer(flags, registry, engine);
+      StartMetricsServer(flags, served_metrics, engine);
   if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
   absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> http_server =
-      StartHttpServer(flags, &engine, model->get(), registry);
+      StartHttpServer(flags, &engine, model->get(), served_metrics);
   if (!http_server.ok()) return Fail(std::string(http_server.status().message()));
   engine.Start();
 

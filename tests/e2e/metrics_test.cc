@@ -2,9 +2,9 @@
 // a few Generate requests, then the real Prometheus server (Debian `prometheus`) scraping both
 // every second; PromQL over its HTTP API must agree with what the clients saw. `promtool check
 // metrics` must accept both expositions without a single lint problem. /healthz and /readyz are
-// checked on both processes, and the router's readiness follows its worker. The same checks run
-// against `tessera serve --metrics-port 0 --worker-metrics-port 0` (the supervisor passes the
-// ports on and prints both addresses).
+// checked on both processes, and the router's readiness follows its worker. `tessera serve
+// --workers 2 --metrics-port 0` is one scrape target: the router's /metrics carries both
+// workers' series, labelled worker="I", and the same PromQL agrees over it alone.
 //
 // Prometheus and promtool come from scripts/install_deps.sh; a missing binary FAILS the test
 // (never a silent skip), with a message saying so.
@@ -130,7 +130,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// The real Prometheus server scraping the router and the worker every second.
+// The real Prometheus server scraping the router and the worker (when given) every second.
 class PrometheusServer {
  public:
   absl::Status Start(const std::string& binary, const std::filesystem::path& dir,
@@ -139,9 +139,11 @@ class PrometheusServer {
     std::ofstream(config) << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                           << "scrape_configs:\n"
                           << "  - job_name: tessera-router\n    static_configs:\n"
-                          << "      - targets: ['" << router_target << "']\n"
-                          << "  - job_name: tessera-worker\n    static_configs:\n"
-                          << "      - targets: ['" << worker_target << "']\n";
+                          << "      - targets: ['" << router_target << "']\n";
+    if (!worker_target.empty()) {  // "": the router's /metrics carries the workers' series
+      std::ofstream(config, std::ios::app) << "  - job_name: tessera-worker\n    static_configs:\n"
+                                           << "      - targets: ['" << worker_target << "']\n";
+    }
     address_ = {"127.0.0.1", FreePort()};
     absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
         {.path = binary,
@@ -287,14 +289,14 @@ void ExpectPromQlAgrees(const PrometheusServer& server, const Sent& sent) {
             static_cast<double>(sent.completion_tokens) - n);
   EXPECT_GE(server.Scalar("sum(tessera_prefix_cache_queries_total)").value_or(-1),
             static_cast<double>(sent.prompt_tokens));
-  EXPECT_EQ(server.Scalar("tessera_prefix_cache_enabled"), 1.0) << "a llama worker shares";
-  EXPECT_EQ(server.Scalar("tessera_requests_running"), 0.0);
-  EXPECT_EQ(server.Scalar("tessera_kv_blocks_used"), 0.0);
-  EXPECT_GT(server.Scalar("tessera_kv_blocks_capacity").value_or(0), 0);
+  EXPECT_EQ(server.Scalar("min(tessera_prefix_cache_enabled)"), 1.0) << "a llama worker shares";
+  EXPECT_EQ(server.Scalar("sum(tessera_requests_running)"), 0.0);
+  EXPECT_EQ(server.Scalar("sum(tessera_kv_blocks_used)"), 0.0);
+  EXPECT_GT(server.Scalar("min(tessera_kv_blocks_capacity)").value_or(0), 0);
   EXPECT_GT(server.Scalar("sum(tessera_step_tokens_count)").value_or(0), 0);
-  EXPECT_GT(server.Scalar("tessera_batch_size_count{job=\"tessera-worker\"}").value_or(0), 0);
+  EXPECT_GT(server.Scalar("sum(tessera_batch_size_count)").value_or(0), 0);
   EXPECT_GT(server.Scalar("sum(tessera_step_seconds_count)").value_or(0), 0);
-  EXPECT_GT(server.Scalar("tessera_kv_pool_bytes").value_or(0), 0);
+  EXPECT_GT(server.Scalar("min(tessera_kv_pool_bytes)").value_or(0), 0);
   // cpu: no graphs; cuda (lazy capture): decode steps replay or capture, never miss.
   EXPECT_EQ(server.Scalar("sum(tessera_graph_misses_total)"), 0.0);
   std::printf("prefix cache hits: %.0f tokens\n",
@@ -367,19 +369,34 @@ TEST(MetricsTest, PrometheusScrapesAnEmulatedCudaWorker) {
   EXPECT_TRUE(server.Scalar("tessera_gpu_busy_ratio").has_value());
 }
 
-// The same through the supervisor a person runs: `tessera serve` passes both ports on and prints
-// both addresses before its listening line.
-TEST(MetricsTest, PrometheusScrapesTesseraServe) {
+// The same through the supervisor a person runs, as one scrape target: `tessera serve
+// --workers 2 --metrics-port 0` and Prometheus scraping only the router, whose /metrics carries
+// both workers' series labelled worker="0"/"1" (promtool-clean), and the same PromQL agreeing.
+TEST(MetricsTest, TesseraServeIsOneScrapeTarget) {
+  const std::optional<std::string> prometheus = FindInPath("prometheus");
+  ASSERT_TRUE(prometheus.has_value()) << "prometheus" << kInstallHint;
+  const std::optional<std::string> promtool = FindInPath("promtool");
+  ASSERT_TRUE(promtool.has_value()) << "promtool (package prometheus)" << kInstallHint;
   ServeProcess serve;
-  const absl::Status started =
-      serve.Start({"--threads", "2", "--kv-cache-mb", "256", "--metrics-port", "0",
-                   "--worker-metrics-port", "0"});
+  const absl::Status started = serve.Start(
+      {"--workers", "2", "--threads", "1", "--kv-cache-mb", "128", "--metrics-port", "0"});
   ASSERT_TRUE(started.ok()) << started;
   ASSERT_FALSE(serve.router_metrics_address().empty()) << "no 'router metrics on' line";
-  ASSERT_FALSE(serve.worker_metrics_address().empty()) << "no 'worker metrics on' line";
+  EXPECT_TRUE(serve.worker_metrics_address().empty()) << "worker ports printed unasked";
   auto stub = v1::Tessera::NewStub(
       grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials()));
-  ExpectPrometheusAgrees(*stub, serve.router_metrics_address(), serve.worker_metrics_address());
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  ExpectHealthy(serve.router_metrics_address());
+  const Sent sent = SendRequests(*stub);
+  PrometheusServer server;
+  ASSERT_TRUE(server.Start(*prometheus, dir.path(), serve.router_metrics_address(), "").ok());
+  ASSERT_TRUE(WaitForScrapes(server, 2)) << "Prometheus did not scrape the router twice";
+  ExpectPromQlAgrees(server, sent);
+  EXPECT_EQ(server.Scalar("count(count by (worker) (tessera_step_seconds_count))"), 2.0);
+  EXPECT_EQ(server.Scalar("sum(tessera_worker_metrics_up)"), 2.0);
+  EXPECT_EQ(server.Scalar("count(tessera_kv_pool_bytes{worker=~\"0|1\"})"), 2.0);
+  ExpectPromtoolAccepts(*promtool, serve.router_metrics_address(), dir.path(), "router");
   EXPECT_EQ(serve.Stop(), 0);
 }
 

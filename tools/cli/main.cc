@@ -199,10 +199,13 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
   cmd->add_option("--trace-steps", serve.trace_steps_path,
                   "router: write one JSON line per step to this file");
   cmd->add_option("--metrics-port", serve.metrics_port,
-                  "router Prometheus /metrics, /healthz, /readyz (0 = any free port; printed)");
+                  "router Prometheus /metrics, /healthz, /readyz (0 = any free port; printed); "
+                  "its /metrics, like the HTTP port's, carries the workers' series too, labelled "
+                  "worker=\"i\": one scrape target");
   cmd->add_option("--worker-metrics-port", serve.worker_metrics_port,
-                  "worker Prometheus /metrics, /healthz, /readyz (0 = any free port; printed; "
-                  "worker i of --workers gets P + i)");
+                  "also serve each worker's own /metrics, /healthz, /readyz (0 = any free port; "
+                  "printed; worker i of --workers gets P + i); not needed for its series, which "
+                  "the router's /metrics carries");
   cmd->add_option("--http-port", serve.http_port,
                   "router: OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, "
                   "...) on --host (0 = off, -1 = any free port; printed)")

@@ -4,7 +4,9 @@
 //   1. workers (serve_workers.h; --workers N, default 1): `--model M --listen 127.0.0.1:0
 //      [--threads N ...]`, each until it prints "tessera-worker listening on HOST:PORT";
 //   2. router: `--model M --worker HOST:PORT... --listen HOST:PORT [...]` (one --worker per
-//      worker), until it prints "tessera-router listening on HOST:PORT";
+//      worker, and one --worker-metrics per worker whenever the router serves /metrics: the
+//      workers then serve theirs on loopback and the router re-serves them labelled worker="i"),
+//      until it prints "tessera-router listening on HOST:PORT";
 //   3. polls the router's grpc.health.v1 Check("") until SERVING (a worker described itself),
 //      then prints "tessera serve: router metrics on HOST:PORT" and, per worker, "tessera serve:
 //      worker metrics on HOST:PORT" (with --metrics-port / --worker-metrics-port; the children
@@ -161,12 +163,18 @@ absl::Status Supervisor::Supervise() {
 }
 
 std::vector<std::string> RouterArgs(const ServeOptions& o,
-                                    const std::vector<std::string>& worker_addrs) {
+                                    const std::vector<std::string>& worker_addrs,
+                                    const std::vector<std::string>& worker_metrics) {
   // An IPv6 literal needs brackets before the port.
   const bool bracket = o.host.find(':') != std::string::npos && o.host.front() != '[';
   const std::string host = bracket ? absl::StrCat("[", o.host, "]") : o.host;
   std::vector<std::string> args = {"--model", o.model_path};
   for (const std::string& addr : worker_addrs) args.insert(args.end(), {"--worker", addr});
+  if (worker_metrics.size() == worker_addrs.size()) {  // the router re-serves their series
+    for (const std::string& addr : worker_metrics) {
+      args.insert(args.end(), {"--worker-metrics", addr});
+    }
+  }
   args.insert(args.end(), {"--listen", absl::StrCat(host, ":", o.port)});
   AddIfSet(args, "--max-num-seqs", o.max_num_seqs, 0);
   AddIfSet(args, "--max-num-batched-tokens", o.max_num_batched_tokens, 0);
@@ -201,7 +209,8 @@ absl::StatusOr<std::string> Supervisor::StartRouter() {
   std::vector<std::string> env = {secret_env_};
   if (!options_.api_key.empty()) env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
   absl::StatusOr<std::unique_ptr<ChildProcess>> router = launcher_.Start(
-      kRouterBinary, kRouterBinary, RouterArgs(options_, workers_.addresses()), std::move(env));
+      kRouterBinary, kRouterBinary, RouterArgs(options_, workers_.addresses(), workers_.metrics_addresses()),
+      std::move(env));
   if (!router.ok()) return router.status();
   router_ = *std::move(router);
   absl::StatusOr<std::string> router_addr =
@@ -215,8 +224,10 @@ void Supervisor::PrintAddresses(const std::string& router_addr) const {
   if (!router_addresses_.metrics.empty()) {
     std::printf("tessera serve: router metrics on %s\n", router_addresses_.metrics.c_str());
   }
-  for (const std::string& metrics : workers_.metrics_addresses()) {
-    std::printf("tessera serve: worker metrics on %s\n", metrics.c_str());
+  if (options_.worker_metrics_port >= 0) {
+    for (const std::string& metrics : workers_.metrics_addresses()) {
+      std::printf("tessera serve: worker metrics on %s\n", metrics.c_str());
+    }
   }
   if (!router_addresses_.http.empty()) {
     std::printf("tessera serve: http on %s\n", router_addresses_.http.c_str());

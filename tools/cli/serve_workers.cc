@@ -29,7 +29,8 @@ namespace {
 
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(500);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(30);
-// Worker `index`'s arguments, listening on any free loopback port.
+// Worker `index`'s arguments, listening on any free loopback port (and serving its metrics on
+// one too when the router's /metrics is to carry them).
 std::vector<std::string> WorkerArgs(const ServeOptions& o, int index,
                                     const std::vector<int>& cuda_devices) {
   std::vector<std::string> args = {"--model", o.model_path, "--listen", "127.0.0.1:0"};
@@ -59,12 +60,16 @@ std::vector<std::string> WorkerArgs(const ServeOptions& o, int index,
     const int port = o.worker_metrics_port == 0 ? 0 : o.worker_metrics_port + index;
     args.insert(args.end(), {"--metrics-host", o.metrics_host, "--metrics-port",
                              absl::StrCat(port)});
+  } else if (RouterServesMetrics(o)) {  // on loopback, for the router's /metrics only
+    args.insert(args.end(), {"--metrics-host", "127.0.0.1", "--metrics-port", "0"});
   }
   args.insert(args.end(), o.worker_args.begin(), o.worker_args.end());
   return args;
 }
 
 }  // namespace
+
+bool RouterServesMetrics(const ServeOptions& o) { return o.metrics_port >= 0 || o.http_port != 0; }
 
 absl::StatusOr<std::vector<std::vector<int>>> WorkerCudaDevices(const ServeOptions& o) {
   std::vector<std::vector<int>> devices(static_cast<size_t>(o.workers));
@@ -124,9 +129,13 @@ absl::Status ServeWorkers::AwaitListening(Worker& worker, int* stop_signal) {
       launcher_.AwaitListening(*worker.process, kWorkerBinary, &worker.announced, stop_signal);
   if (!address.ok()) return address.status();
   worker.address = *address;
-  // A restart listens on the same port, so the router's redial finds it.
+  // A restart listens on the same ports, so the router's redial and metrics reads find it.
   auto listen = std::find(worker.args.begin(), worker.args.end(), "--listen");
   *(listen + 1) = absl::StrCat("127.0.0.1:", address->substr(address->rfind(':') + 1));
+  auto metrics = std::find(worker.args.begin(), worker.args.end(), "--metrics-port");
+  if (metrics != worker.args.end() && !worker.announced.metrics.empty()) {
+    *(metrics + 1) = worker.announced.metrics.substr(worker.announced.metrics.rfind(':') + 1);
+  }
   return absl::OkStatus();
 }
 

@@ -7,6 +7,9 @@
 // worker i gets --cuda-device i; more workers than devices is a one-line error. On cpu each
 // worker is a cpu worker (--threads is per worker); on emulated each has its own emulated device.
 // Metrics: --worker-metrics-port 0 gives every worker a free port; P > 0 gives worker i P + i.
+// Without it, whenever the router serves /metrics (RouterServesMetrics), each worker serves its
+// metrics on a free loopback port, which the router reads and re-serves labelled worker="i"
+// (one scrape target). A restarted worker reuses its metrics port as it reuses its listen port.
 //
 // Threading: the supervisor's main thread only.
 #pragma once
@@ -30,6 +33,9 @@ namespace tessera::cli {
 // worker picks its own device). One-line errors: no CUDA device on --device cuda, or fewer
 // devices than the workers need.
 absl::StatusOr<std::vector<std::vector<int>>> WorkerCudaDevices(const ServeOptions& options);
+
+// Whether the router serves /metrics (on --metrics-port, or on the HTTP API's port).
+bool RouterServesMetrics(const ServeOptions& options);
 
 class ServeWorkers {
  public:
