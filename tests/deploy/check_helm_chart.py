@@ -8,8 +8,8 @@ deploy/helm/ci/ (GPU + KEDA + ServiceMonitor; HPA + PVC subPath):
   * every rendered manifest validates against the Kubernetes 1.37 schemas (strict), the custom
     resources structurally (k8s_checks.py), and the pod's wiring holds (loopback router -> worker,
     probes on /healthz and /readyz, ports, drain within the grace period, read-only model ...);
-  * per-case expectations (the GPU reaches the worker only, the init container fetches the model,
-    ...);
+  * per-case expectations (the GPU reaches the worker only, the GPU values pass --device=cuda
+    and the default no --device, the init container fetches the model, ...);
 and bad values are refused with a message that names the problem. An API key / worker secret
 named by a Secret reach the containers as env (secretKeyRef), never as args.
 """
@@ -57,6 +57,8 @@ def check_default(docs):
     expect(service["http"]["port"] == 8080 and service["http"]["targetPort"] == "http",
            f"Service port http {service.get('http')}")
     expect(all("env" not in c for c in by_name.values()), "env set although no Secret is named")
+    expect(all(k.flag(c, "device") is None for c in by_name.values()),
+           "--device passed by default (the worker's own default, auto, should apply)")
 
 
 def check_gpu(docs):
@@ -74,6 +76,9 @@ def check_gpu(docs):
     expect(by_name["worker"]["image"] == "tessera:cuda", "worker image")
     expect(by_name["router"]["image"] == "tessera:cpu", "router image")
     expect("--kv-cache-mb=16384" in by_name["worker"]["args"], "worker extra args")
+    expect(k.flags(by_name["worker"], "device") == ["cuda"],
+           f"worker --device {k.flags(by_name['worker'], 'device')}, want exactly cuda")
+    expect(k.flag(by_name["router"], "device") is None, "router given --device")
     init = spec["initContainers"]
     expect([c["name"] for c in init] == ["fetch-model"], "init container")
     env = {e["name"]: e["value"] for e in init[0]["env"]}
@@ -143,6 +148,9 @@ BAD_VALUES = [
     ({"model": {"source": "download"}}, "model.download.url"),
     ({"worker": {"metricsPort": 8001}}, "must differ"),
     ({"router": {"httpPort": 8002}}, "must differ"),
+    ({"worker": {"device": "gpu"}}, "/worker/device"),
+    ({"parallelism": {"tensorParallel": 2}, "worker": {"device": "auto"}}, "needs worker.device cuda"),
+    ({"parallelism": {"gpu": True}, "worker": {"device": "cpu"}}, "worker.device=cpu"),
 ]
 
 

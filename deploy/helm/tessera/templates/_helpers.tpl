@@ -91,8 +91,25 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if ne (len (uniq $ports)) (len $ports) -}}
 {{- fail (printf "router.grpcPort, router.httpPort (unless 0), router.metricsPort, worker.grpcPort .. worker.grpcPort + workers - 1 and worker.metricsPort .. worker.metricsPort + workers - 1 must differ (one pod network namespace; worker i uses base + i), got %v" $ports) -}}
 {{- end -}}
+{{- $device := include "tessera.workerDevice" . -}}
+{{- if and (gt (int .Values.parallelism.tensorParallel) 1) (ne $device "cuda") -}}
+{{- fail (printf "parallelism.tensorParallel=%d needs worker.device cuda (or \"\", which then means cuda): tessera-worker accepts --tensor-parallel only with --device cuda; got worker.device=%q" (int .Values.parallelism.tensorParallel) .Values.worker.device) -}}
+{{- end -}}
+{{- if and .Values.parallelism.gpu (eq $device "cpu") -}}
+{{- fail "parallelism.gpu requests GPUs for the workers, but worker.device=cpu would leave them unused" -}}
+{{- end -}}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) -}}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The workers' --device value, "" for no flag (the worker's default, auto): worker.device, or
+cuda when parallelism.gpu is true or parallelism.tensorParallel > 1. */}}
+{{- define "tessera.workerDevice" -}}
+{{- if .Values.worker.device -}}
+{{- .Values.worker.device -}}
+{{- else if or .Values.parallelism.gpu (gt (int .Values.parallelism.tensorParallel) 1) -}}
+cuda
 {{- end -}}
 {{- end -}}
 
