@@ -109,8 +109,8 @@ def check_datasource(dashboard):
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     variable = variables.get("DS_PROMETHEUS", {})
     expect(variable.get("type") == "datasource", f"DS_PROMETHEUS variable {variable}")
-    expect(source["type"] == variable["query"],
-           f"datasource type {source['type']}, the dashboard's variable selects {variable['query']}")
+    expect(source["type"] == variable["query"], f"datasource type {source['type']}, the "
+           f"dashboard's variable selects {variable['query']}")
     expect(source.get("isDefault") is True, "not the default datasource: the variable has no "
            "saved value, so Grafana picks the default")
     prometheus = command_with("--config.file=deploy/local-monitoring/prometheus.yml")
