@@ -8,8 +8,8 @@ workers: 3, tensorParallel: 2, gpu: true and the ServiceMonitor on, and:
   * the pod has worker-0, worker-1, worker-2 after the router, each listening on its own loopback
     gRPC port and serving /metrics on its own named port (all distinct);
   * the router has exactly 3 --worker flags, in order the workers' --listen addresses;
-  * each worker passes --tensor-parallel=2 and requests and limits 2 nvidia.com/gpu (6 a pod),
-    the router none;
+  * each worker passes --tensor-parallel=2 and --device=cuda (worker.device "" picks cuda for
+    GPU workers) and requests and limits 2 nvidia.com/gpu (6 a pod), the router none;
   * every worker's metrics port is scraped: a Service port, a ServiceMonitor endpoint as job
     tessera-worker with worker="i", and kept by deploy/prometheus/prometheus.yml's relabelling
     (applied here to the Service's port names) as job tessera-worker with a distinct worker="i".
@@ -90,6 +90,8 @@ def check_gpus(docs):
     for w in k.workers_of(spec):
         expect(k.flags(w, "tensor-parallel") == [str(TP)],
                f"{w['name']} --tensor-parallel {k.flags(w, 'tensor-parallel')}")
+        # tessera-worker refuses --tensor-parallel > 1 without --device cuda (or emulated).
+        expect(k.flags(w, "device") == ["cuda"], f"{w['name']} --device {k.flags(w, 'device')}")
         for kind in ("requests", "limits"):
             got = w["resources"].get(kind, {}).get("nvidia.com/gpu")
             expect(got == TP, f"{w['name']} {kind} nvidia.com/gpu {got}, want {TP}")
@@ -185,7 +187,7 @@ def main():
         run(f"{WORKERS} worker containers, distinct ports", lambda: check_containers(docs))
         run(f"router: {WORKERS} --worker flags = the workers' ports",
             lambda: check_router_flags(docs))
-        run(f"each worker: --tensor-parallel={TP}, {TP} GPUs", lambda: check_gpus(docs))
+        run(f"each worker: --tensor-parallel={TP}, --device=cuda, {TP} GPUs", lambda: check_gpus(docs))
         run("every worker metrics port scraped", lambda: check_scraped(docs, WORKERS))
         run("workers: 1 keeps worker / worker-metrics",
             lambda: check_one_worker(render(chart, {"serviceMonitor": {"enabled": True}})))

@@ -91,8 +91,38 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if ne (len (uniq $ports)) (len $ports) -}}
 {{- fail (printf "router.grpcPort, router.httpPort (unless 0), router.metricsPort, worker.grpcPort .. worker.grpcPort + workers - 1 and worker.metricsPort .. worker.metricsPort + workers - 1 must differ (one pod network namespace; worker i uses base + i), got %v" $ports) -}}
 {{- end -}}
+{{- if .Values.tls.existingSecret -}}
+{{- if not .Values.podSecurityContext.fsGroup -}}
+{{- fail "tls.existingSecret needs podSecurityContext.fsGroup: the certificate and key files are mode 0440, readable by the router only through the group fsGroup gives them" -}}
+{{- end -}}
+{{- if .Values.inferencePool.enabled -}}
+{{- fail "tls.existingSecret cannot be combined with inferencePool.enabled: the endpoint picker scrapes /metrics on router.httpPort over plain HTTP and the gateway sends plain HTTP to it; terminate TLS at the gateway instead" -}}
+{{- end -}}
+{{- end -}}
+{{- $device := include "tessera.workerDevice" . -}}
+{{- if and (gt (int .Values.parallelism.tensorParallel) 1) (ne $device "cuda") -}}
+{{- fail (printf "parallelism.tensorParallel=%d needs worker.device cuda (or \"\", which then means cuda): tessera-worker accepts --tensor-parallel only with --device cuda; got worker.device=%q" (int .Values.parallelism.tensorParallel) .Values.worker.device) -}}
+{{- end -}}
+{{- if and .Values.parallelism.gpu (eq $device "cpu") -}}
+{{- fail "parallelism.gpu requests GPUs for the workers, but worker.device=cpu would leave them unused" -}}
+{{- end -}}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) -}}
 {{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the router container mounts tls.existingSecret. */}}
+{{- define "tessera.tlsDir" -}}
+/etc/tessera/tls
+{{- end -}}
+
+{{/* The workers' --device value, "" for no flag (the worker's default, auto): worker.device, or
+cuda when parallelism.gpu is true or parallelism.tensorParallel > 1. */}}
+{{- define "tessera.workerDevice" -}}
+{{- if .Values.worker.device -}}
+{{- .Values.worker.device -}}
+{{- else if or .Values.parallelism.gpu (gt (int .Values.parallelism.tensorParallel) 1) -}}
+cuda
 {{- end -}}
 {{- end -}}
 
