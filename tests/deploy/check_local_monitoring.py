@@ -3,9 +3,10 @@
 
 Runs in .venv-deploy, offline:
   * prometheus.yml passes `promtool check config` (which also checks the alert rules it loads);
-    its jobs are the ones deploy/prometheus/alerts.yml names, every target carries the same
-    `instance` and a `model` label, and the targets' ports are the router's and the worker's
-    metrics ports that the recipe's `tessera serve` command passes (README.md);
+    its one job is the router's (which deploy/prometheus/alerts.yml names, watching the workers
+    behind it through tessera_worker_metrics_up), the target carries an `instance` and a `model`
+    label, and its port is the router's metrics port that the recipe's `tessera serve` command
+    passes (README.md), which opens no worker port (scraping both would count twice);
   * the Grafana datasource file parses and holds one datasource: the default, of the type the
     dashboard's DS_PROMETHEUS variable selects, at the address the recipe's Prometheus command
     listens on, with timeInterval equal to the scrape interval; every datasource reference in
@@ -80,26 +81,27 @@ def check_promtool():
 def check_scrape_targets():
     config = yaml.safe_load(PROMETHEUS.read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    alert_jobs = set(re.findall(r'job="([^"]+)"', ALERTS.read_text()))
-    expect(set(jobs) == alert_jobs == {"tessera-router", "tessera-worker"},
+    alerts = ALERTS.read_text()
+    alert_jobs = set(re.findall(r'job="([^"]+)"', alerts))
+    # One target: the router's /metrics carries the workers' series (tessera serve).
+    expect(set(jobs) == {"tessera-router"} and "tessera-router" in alert_jobs,
            f"jobs {sorted(jobs)}, the alert rules name {sorted(alert_jobs)}")
-    ports, instances = {}, set()
-    for name, job in jobs.items():
-        (static,) = job["static_configs"]
-        (target,) = static["targets"]
-        labels = static.get("labels", {})
-        expect(labels.get("model"), f"{name}: no model label (the dashboard filters on it)")
-        instances.add(labels.get("instance"))
-        host, port = target.rsplit(":", 1)
-        expect(host == "127.0.0.1", f"{name} scrapes {host}; tessera serve's metrics host is "
-               "127.0.0.1 by default")
-        ports[name] = port
-    expect(len(instances) == 1 and None not in instances,
-           f"instance labels {instances}: a router and its worker must share one")
+    expect("tessera_worker_metrics_up == 0" in alerts,
+           "the alert rules do not watch the workers behind the router (tessera_worker_metrics_up)")
+    (static,) = jobs["tessera-router"]["static_configs"]
+    (target,) = static["targets"]
+    labels = static.get("labels", {})
+    expect(labels.get("model"), "no model label (the dashboard filters on it)")
+    expect(labels.get("instance"), "no instance label (the alert summaries name it)")
+    host, port = target.rsplit(":", 1)
+    expect(host == "127.0.0.1", f"scrapes {host}; tessera serve's metrics host is 127.0.0.1 by "
+           "default")
     serve = command_with("serve")
-    want = {"tessera-router": option(serve, "--metrics-port"),
-            "tessera-worker": option(serve, "--worker-metrics-port")}
-    expect(ports == want, f"prometheus.yml scrapes {ports}, README's tessera serve serves {want}")
+    expect(port == option(serve, "--metrics-port"),
+           f"prometheus.yml scrapes port {port}, README's tessera serve serves "
+           f"{option(serve, '--metrics-port')}")
+    expect(not any(w.startswith("--worker-metrics-port") for w in serve),
+           "README's tessera serve opens worker ports: scraping them would count twice")
 
 
 def check_datasource(dashboard):
