@@ -137,6 +137,39 @@ TEST(TesseraInspect, ReadsTheTinyGeneratedModel) {
   EXPECT_THAT(r.out, ContainsRegex("chat template: +jinja \\(chatml"));
 }
 
+// What `tessera serve` cannot run is said plainly, with why: an architecture no model definition
+// serves (the tiny model relabelled "bloom"; exit 0, the file itself was read), and a chat
+// template that is not valid Jinja (completions only). Both are byte patches of the same length.
+TEST(TesseraInspect, SaysPlainlyWhenAFileCannotBeServed) {
+  const std::filesystem::path tiny = tessera::testing_util::UniqueTempPath("cli_unserved.gguf");
+  CommandResult made = RunBinary("tessera-make-tiny-model",
+                                 absl::StrCat("--out ", tiny.string(), " --layers 1"));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::ifstream in(tiny, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto patched = [&](const std::string& after, const std::string& from,
+                           const std::string& to) {
+    std::string out = bytes;
+    const size_t at = out.find(from, out.find(after));
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) out.replace(at, from.size(), to);
+    const std::filesystem::path path = tessera::testing_util::UniqueTempPath("cli_patched.gguf");
+    std::ofstream(path, std::ios::binary) << out;
+    return path.string();
+  };
+  CommandResult r = RunBinary(
+      "tessera", "inspect " + patched("general.architecture", "llama", "bloom"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("architecture: +bloom\n"));
+  EXPECT_THAT(r.out, HasSubstr("can serve:      no: architecture 'bloom' is not supported "
+                               "(supported: llama, qwen2, qwen3, qwen3next, qwen35, qwen35moe)\n"));
+  r = RunBinary("tessera", "inspect " + patched("tokenizer.chat_template", "%}", "%%"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("can serve:      yes, completions only: chat requests are "
+                               "refused because the chat template is unusable (chat template is "
+                               "not valid Jinja"));
+}
+
 // A Hugging Face safetensors directory (the tiny qwen3's twin, in two shards): the source format
 // with its shards and dtypes, the hyper-parameters, and `tessera tokenize` ids equal to the GGUF's.
 TEST(TesseraInspect, ReadsASafetensorsDirectoryLikeItsGgufTwin) {

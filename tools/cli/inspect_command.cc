@@ -274,9 +274,29 @@ void PrintServable(const gguf::GgufFile& file, const model::ModelConfig& config,
 
 }  // namespace
 
+// A file no model definition serves: what it is, and a plain "no" saying why (exit 0: the file
+// was read; it is the model that is unsupported).
+void PrintUnservedArchitecture(const std::string& path, const gguf::GgufFile& file,
+                               const std::string& architecture) {
+  PrintFileFacts(path, file);
+  PrintField("architecture", architecture);
+  PrintField("name", file.GetString("general.name").value_or(""));
+  PrintTensorSummary(file);
+  PrintTokenizer(file);
+  PrintChatTemplate(file);
+  PrintField("can serve", absl::StrCat("no: architecture '", architecture,
+                                       "' is not supported (supported: ",
+                                       worker::kServedArchitectures, ")"));
+}
+
 absl::Status RunInspect(const InspectOptions& options) {
   auto file = safetensors::OpenModelFile(options.model_path);
   if (!file.ok()) return file.status();
+  const absl::StatusOr<std::string> architecture = (*file)->GetString("general.architecture");
+  if (architecture.ok() && !worker::IsServedArchitecture(*architecture)) {
+    PrintUnservedArchitecture(options.model_path, **file, *architecture);
+    return absl::OkStatus();
+  }
   auto config = model::ReadModelConfig(**file);
   if (!config.ok()) {
     return absl::InvalidArgumentError(

@@ -2,11 +2,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/model/hybrid_config.h"
 
 namespace tessera::worker {
 
 bool IsLlamaFamily(const std::string& architecture) {
   return architecture == "llama" || architecture == "qwen2" || architecture == "qwen3";
+}
+
+bool IsServedArchitecture(const std::string& architecture) {
+  return IsLlamaFamily(architecture) || model::IsHybridArchitecture(architecture);
 }
 
 absl::StatusOr<ModelPlan> PlanModel(const model::ModelConfig& config,
@@ -29,9 +34,9 @@ absl::StatusOr<ModelPlan> PlanModel(const model::ModelConfig& config,
     plan.body = std::move(hybrid);
     return plan;
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "architecture '", config.architecture,
-      "' is not supported (supported: llama, qwen2, qwen3, qwen3next, qwen35, qwen35moe)"));
+  return absl::UnimplementedError(absl::StrCat("architecture '", config.architecture,
+                                                "' is not supported (supported: ",
+                                                kServedArchitectures, ")"));
 }
 
 }  // namespace tessera::worker

@@ -31,6 +31,12 @@ struct ModelPlan {
 // True for architectures DeclareLlama serves ("llama", "qwen2", "qwen3").
 bool IsLlamaFamily(const std::string& architecture);
 
+// The GGUF `general.architecture` values some model definition serves, comma-separated.
+inline constexpr char kServedArchitectures[] =
+    "llama, qwen2, qwen3, qwen3next, qwen35, qwen35moe";
+// True when `architecture` is one of kServedArchitectures.
+bool IsServedArchitecture(const std::string& architecture);
+
 // UNIMPLEMENTED naming the architecture when no model definition serves it (or a storage form the
 // definition does not run yet). `forms` matters for hybrids only (CheckHybridTensors' result).
 absl::StatusOr<ModelPlan> PlanModel(const model::ModelConfig& config,
