@@ -308,6 +308,25 @@ TEST(TesseraTokenize, MatchesTheOracleOnTheWholeCorpus) {
   EXPECT_GE(num_checked, 40);
 }
 
+// The model is taken as inspect takes it: positional, --model, or the default model; given twice
+// it is a one-line error.
+TEST(TesseraTokenize, TakesTheModelLikeInspect) {
+  RequireDefaultModel();
+  const std::string text = ShellQuote("Hello world");
+  CommandResult positional = RunBinary("tessera", absl::StrCat("tokenize ", kDefaultModel, " ", text));
+  ASSERT_EQ(positional.exit_code, 0) << positional.err;
+  for (const std::string& args : {absl::StrCat("tokenize ", text),
+                                  absl::StrCat("tokenize --model ", kDefaultModel, " ", text)}) {
+    CommandResult r = RunBinary("tessera", args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_EQ(r.out, positional.out) << args;
+  }
+  CommandResult twice = RunBinary(
+      "tessera", absl::StrCat("tokenize --model ", kDefaultModel, " ", kDefaultModel, " ", text));
+  EXPECT_NE(twice.exit_code, 0);
+  EXPECT_THAT(twice.err, HasSubstr("give the model once"));
+}
+
 TEST(TesseraTokenize, BadModelPathIsOneLineError) {
   CommandResult r = RunBinary("tessera", "tokenize /nonexistent.gguf hi");
   EXPECT_NE(r.exit_code, 0);

@@ -63,17 +63,24 @@ CLI::App* AddQuantize(CLI::App& app, QuantizeCommandOptions& q) {
 CLI::App* AddInspect(CLI::App& app, InspectOptions& inspect) {
   CLI::App* cmd = app.add_subcommand("inspect", "print a model's architecture, "
                                      "hyper-parameters, tensors and tokenizer facts");
-  cmd->add_option("model", inspect.model_path, "GGUF model file or HF safetensors directory")
+  cmd->add_option("model,--model", inspect.model_path,
+                  "GGUF model file or HF safetensors directory")
       ->capture_default_str();
   cmd->add_flag("--tensors", inspect.list_tensors, "list every tensor");
   return cmd;
 }
 
-CLI::App* AddTokenize(CLI::App& app, TokenizeOptions& tokenize) {
+// `tessera tokenize [MODEL] TEXT`: the model as inspect takes it (positional or --model,
+// defaulting to the default model), then the text.
+CLI::App* AddTokenize(CLI::App& app, TokenizeOptions& tokenize,
+                      std::vector<std::string>* positionals) {
   CLI::App* cmd = app.add_subcommand("tokenize", "print the token ids of a text");
-  cmd->add_option("model", tokenize.model_path, "GGUF model file or HF safetensors directory")
-      ->required();
-  cmd->add_option("text", tokenize.text, "text to tokenize")->required();
+  cmd->add_option("[model] text", *positionals,
+                  "the text to tokenize, after an optional GGUF model file or HF safetensors "
+                  "directory (default: --model's)")
+      ->required()->expected(1, 2);
+  cmd->add_option("--model", tokenize.model_path, "GGUF model file or HF safetensors directory")
+      ->capture_default_str();
   cmd->add_flag("--add-special", tokenize.add_special, "add BOS/EOS as the model's tokenizer asks");
   cmd->add_flag("!--no-parse-special", tokenize.parse_special,
                 "treat special-token text like <|im_start|> as plain text");
@@ -273,7 +280,8 @@ int main(int argc, char** argv) {
       default_model;
   CLI::Option* seed = nullptr;
   CLI::App* inspect_cmd = AddInspect(app, inspect);
-  CLI::App* tokenize_cmd = AddTokenize(app, tokenize);
+  std::vector<std::string> tokenize_positionals;
+  CLI::App* tokenize_cmd = AddTokenize(app, tokenize, &tokenize_positionals);
   CLI::App* generate_cmd = AddGenerate(app, generate, &seed);
   CLI::App* bench_cmd = AddBench(app, bench);
   CLI::App* serve_cmd = AddServe(app, serve);
@@ -283,7 +291,17 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (inspect_cmd->parsed()) return ReportAndExit(tessera::cli::RunInspect(inspect));
-  if (tokenize_cmd->parsed()) return ReportAndExit(tessera::cli::RunTokenize(tokenize));
+  if (tokenize_cmd->parsed()) {
+    if (tokenize_positionals.size() == 2) {
+      if (tokenize_cmd->get_option("--model")->count() > 0) {
+        return ReportAndExit(absl::InvalidArgumentError(
+            "tokenize: give the model once (positional or --model), then the text"));
+      }
+      tokenize.model_path = tokenize_positionals.front();
+    }
+    tokenize.text = tokenize_positionals.back();
+    return ReportAndExit(tessera::cli::RunTokenize(tokenize));
+  }
   if (generate_cmd->parsed()) {
     generate.seed_given = seed->count() > 0;
     if (const char* device = std::getenv(tessera::worker::kDeviceEnvironment);
