@@ -5,7 +5,9 @@
 // baseline; the measured requests at the given concurrency with the behaviour mix (gRPC clients,
 // and hostile HTTP clients: http_door.h), while a killer thread kill -9s the worker at evenly
 // spaced points (after k*N/(kills+1) requests ended); then wait for the worker to be back and the
-// server idle, read the end state and RSS, print the report, stop `tessera serve`.
+// server idle, read the end state and RSS, print the report, stop `tessera serve`. RSS is read
+// from live processes only: the router over the whole run, and each worker life from its
+// baseline (after its warm-up) to just before its kill or the end (rss_window.h).
 //
 // A client that gets UNAVAILABLE (the worker is gone) waits until ServerStats says a worker is
 // connected again before its next request, as a client with retry backoff would; otherwise a
@@ -22,6 +24,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "tools/soak/http_door.h"
 #include "tools/soak/serve_target.h"
 #include "tools/soak/soak_options.h"
@@ -46,11 +49,12 @@ void RunPhase(const ServeTarget& target, const SoakOptions& options, int count, 
       grpc::GenericStub generic(channel);
       for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
         const SoakRequest plan = PlanSoakRequest(options, i, warmup);
+        const Clock::time_point started = Clock::now();
         const SoakOutcome outcome =
             IsHttpBehaviour(plan.behaviour)
                 ? RunHttpDoorRequest(plan, options, target.http_address())
                 : RunSoakRequest(plan, options, *stub, generic);
-        if (report != nullptr) report->Record(plan, outcome);
+        if (report != nullptr) report->Record(plan, outcome, started, Clock::now());
         if (outcome.code == grpc::StatusCode::UNAVAILABLE) target.WaitConnected(120);
       }
     });
@@ -71,31 +75,67 @@ void WaitIdle(const ServeTarget& target, double timeout_s) {
   }
 }
 
-// Kills the worker options.kills times, evenly spread over the measured requests.
+// One life of the worker (from its start to its kill, or to the end): its RSS baseline, taken
+// once it has served its warm-up, and the requests recorded by then.
+struct WorkerLife {
+  int number = 0;
+  pid_t pid = -1;
+  double start_mib = -1;
+  int start_recorded = 0;
+};
+
+// The life's window, read now from the same live process (before any kill of it).
+void CloseLife(const ServeTarget& target, const WorkerLife& life, SoakReport& report) {
+  const pid_t now = target.WorkerPid();
+  report.AddRssWindow({.who = absl::StrCat("worker life ", life.number),
+                       .pid = life.pid,
+                       .start_mib = life.start_mib,
+                       .end_mib = now == life.pid ? RssMiB(now) : -1,
+                       .requests = report.num_recorded() - life.start_recorded});
+}
+
+// Waits for `count` recorded requests (false when the run ended first).
+bool AwaitRecorded(const SoakReport& report, int count, const std::atomic<bool>& done) {
+  while (!done && report.num_recorded() < count) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return !done;
+}
+
+// A restarted worker's life: its baseline once it has served the warm-up's worth of requests
+// (until then its pools are still growing to their working size); at the run's end without one,
+// the baseline is the end and the window shows 0 requests (too short to tell: a failure).
+WorkerLife BeginLife(const ServeTarget& target, const SoakOptions& options,
+                     const SoakReport& report, const std::atomic<bool>& done, int number) {
+  AwaitRecorded(report, report.num_recorded() + options.warmup_requests, done);
+  const pid_t pid = target.WorkerPid();
+  return {.number = number, .pid = pid, .start_mib = RssMiB(pid),
+          .start_recorded = report.num_recorded()};
+}
+
+// Kills the worker options.kills times, evenly spread over the measured requests, closing each
+// life's RSS window from the live worker just before its kill. `life`: the current life (the
+// first on entry; the last on return, still open).
 void Killer(const ServeTarget& target, const SoakOptions& options, SoakReport& report,
-            const std::atomic<bool>& done) {
+            const std::atomic<bool>& done, WorkerLife* life) {
   for (int k = 1; k <= options.kills; ++k) {
     const int at = static_cast<int>(int64_t{k} * options.num_requests / (options.kills + 1));
-    while (!done && report.num_recorded() < at) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (done) return;
+    if (!AwaitRecorded(report, at, done)) return;
+    CloseLife(target, *life, report);
+    report.BeginKill(target.WorkerPid());
     absl::StatusOr<pid_t> pid = target.KillWorker();
     if (!pid.ok()) {
       std::fprintf(stderr, "tessera-soak: kill %d: %s\n", k, pid.status().ToString().c_str());
       continue;
     }
-    report.AddKill(*pid);
     std::fprintf(stderr, "tessera-soak: kill -9 of tessera-worker %d after %d requests\n", *pid,
                  report.num_recorded());
     // Let the router notice before the next kill can be due.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     target.WaitConnected(120);
+    report.EndKill();
+    *life = BeginLife(target, options, report, done, k);
   }
-}
-
-RssSample SampleRss(const ServeTarget& target) {
-  return RssSample{RssMiB(target.RouterPid()), RssMiB(target.WorkerPid())};
 }
 
 EndState ReadEndState(ServeTarget& target) {
@@ -122,20 +162,26 @@ int Run(const SoakOptions& options) {
                target.address().c_str(), target.RouterPid(), target.WorkerPid());
   RunPhase(target, options, options.warmup_requests, /*warmup=*/true, nullptr);
   WaitIdle(target, 60);
-  const RssSample before = SampleRss(target);
+  const pid_t router = target.RouterPid();
+  const double router_start_mib = RssMiB(router);
+  WorkerLife life{.pid = target.WorkerPid(), .start_mib = RssMiB(target.WorkerPid())};
 
   SoakReport report(options);
   std::atomic<bool> done{false};
   const Clock::time_point start = Clock::now();
-  std::thread killer([&] { Killer(target, options, report, done); });
+  std::thread killer([&] { Killer(target, options, report, done, &life); });
   RunPhase(target, options, options.num_requests, /*warmup=*/false, &report);
   done = true;
   killer.join();
   report.set_duration_s(std::chrono::duration<double>(Clock::now() - start).count());
 
   target.WaitConnected(120);
+  report.EndKill();  // a kill whose restore the killer did not wait out
   WaitIdle(target, 60);
-  report.set_rss(before, SampleRss(target));
+  if (life.pid < 0 || life.start_mib < 0) life = BeginLife(target, options, report, done, life.number);
+  CloseLife(target, life, report);
+  report.AddRssWindow({.who = "router", .pid = router, .start_mib = router_start_mib,
+                       .end_mib = RssMiB(router), .requests = report.num_recorded()});
   report.set_end_state(ReadEndState(target));
   report.Print(stdout);
   std::fflush(stdout);

@@ -56,8 +56,9 @@ void AddOptions(CLI::App& app, SoakOptions& o) {
   app.add_option("--seed", o.seed)->capture_default_str();
   app.add_option("--request-timeout", o.request_timeout_s, "client deadline per request (s)")
       ->capture_default_str();
-  app.add_option("--rss-tolerance-mib", o.rss_tolerance_mib)->capture_default_str();
-  app.add_option("--rss-tolerance-pct", o.rss_tolerance_pct)->capture_default_str();
+  app.add_option("--rss-tolerance-mib", o.rss_tolerance_mib,
+                 "the most a process's RSS may grow over its window (each must also be long "
+                 "enough to see a 100 KiB/request leak)")->capture_default_str();
   app.add_option("--tessera", o.tessera_path, "the tessera binary (default: next to this one)");
   app.add_option("serve_args", o.serve_args, "arguments of `tessera serve` (after --)");
 }

@@ -160,20 +160,20 @@ SoakOutcome RunSoakRequest(const SoakRequest& plan, const SoakOptions& options,
   return outcome;
 }
 
-bool ExpectedEnd(const SoakRequest& plan, grpc::StatusCode code) {
+bool ExpectedEnd(const SoakRequest& plan, grpc::StatusCode code, bool during_kill) {
   using grpc::StatusCode;
+  if (code == StatusCode::UNAVAILABLE) return during_kill && plan.behaviour != Behaviour::kMalformed;
   switch (plan.behaviour) {
     case Behaviour::kMalformed:
       return code == (plan.raw_bytes ? StatusCode::UNIMPLEMENTED : StatusCode::INVALID_ARGUMENT);
     case Behaviour::kCancel:
     case Behaviour::kHttpSlowReader:
     case Behaviour::kHttpDisconnect:
-      return code == StatusCode::CANCELLED || code == StatusCode::OK ||
-             code == StatusCode::UNAVAILABLE;
+      return code == StatusCode::CANCELLED || code == StatusCode::OK;
     case Behaviour::kPlain:
     case Behaviour::kSlow:
     case Behaviour::kHttpSlowSender:  // a stalled one: OK = the door cut it off
-      return code == StatusCode::OK || code == StatusCode::UNAVAILABLE;
+      return code == StatusCode::OK;
   }
   return false;
 }

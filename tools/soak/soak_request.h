@@ -65,10 +65,11 @@ struct SoakOutcome {
 SoakOutcome RunSoakRequest(const SoakRequest& plan, const SoakOptions& options,
                            ::tessera::v1::Tessera::Stub& stub, grpc::GenericStub& generic);
 
-// Whether `code` is a legitimate end for a request with this behaviour: OK / CANCELLED /
-// UNAVAILABLE (the worker was killed under it) for streams, the documented refusals
-// (UNIMPLEMENTED for unparseable bytes, INVALID_ARGUMENT over a limit) for malformed ones.
-// Anything else (a deadline = a hang, INTERNAL, UNKNOWN) is a failed check.
-bool ExpectedEnd(const SoakRequest& plan, grpc::StatusCode code);
+// Whether `code` is a legitimate end for a request with this behaviour: OK / CANCELLED for
+// streams, the documented refusals (UNIMPLEMENTED for unparseable bytes, INVALID_ARGUMENT over a
+// limit) for malformed ones, and UNAVAILABLE only when `during_kill` (the request was in flight
+// while the worker was dead: soak_report.h). Anything else (a deadline = a hang, INTERNAL,
+// UNKNOWN, UNAVAILABLE with the worker up) is a failed check.
+bool ExpectedEnd(const SoakRequest& plan, grpc::StatusCode code, bool during_kill);
 
 }  // namespace tessera::soak
