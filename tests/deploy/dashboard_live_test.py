@@ -13,7 +13,9 @@ tessera, through the shipped scrape config.
   4. The dashboard's variable queries must list the pod's model and instance; each dashboard
      query, with the variables set to them, must return at least one finite sample. On the CPU
      backend the step-level row is known exactly: graph reuse ratio 0 (no graphs), GPU busy 0,
-     host processing per step > 0; those values are asserted too. Every alert rule must
+     host processing per step > 0; those values are asserted too. The panels that follow the
+     load (throughput, running requests, finished requests, KV blocks used, host time per step)
+     must not be flat over the bench: at least two different values. Every alert rule must
      evaluate without error on the live series, and none may fire on this healthy pod.
 
 Missing binaries (tessera, prometheus) FAIL the test with the reason; nothing is skipped.
@@ -247,6 +249,33 @@ def check_queries(prom, dashboard, rate_interval):
     return passed, failures
 
 
+# Panels whose series must move with the load: over the bench (and a little idle time before
+# it), each must hold at least two different finite values, so a panel stuck at one value (a
+# gauge never updated, a counter never incremented) fails even though it "returns data".
+LOAD_FOLLOWING = [("Tokens per second", "A"), ("Tokens per second", "B"),
+                  ("Requests running and waiting", "A"), ("Finished requests per second", "A"),
+                  ("KV blocks used / capacity", "A"), ("Host processing per step", "A")]
+
+
+def check_non_flat(prom, dashboard, start, end):
+    """Each LOAD_FOLLOWING query over [start, end] at 1 s steps; returns (passed, failures)."""
+    failures, passed = [], 0
+    for title, ref in LOAD_FOLLOWING:
+        promql = dq.resolve(expr_by_title(dashboard, title, ref),
+                            model=dq.grafana_escape(MODEL_LABEL), instance=POD, rate_interval="5s")
+        series = prom.api("query_range", query=promql, start=f"{start:.3f}", end=f"{end:.3f}",
+                          step="1")["result"]
+        values = [float(v) for s in series for _, v in s["values"] if math.isfinite(float(v))]
+        if len(set(values)) >= 2:
+            passed += 1
+            print(f"PASS {title}/{ref} follows the load: {min(values):.4g} .. {max(values):.4g} "
+                  f"over {len(values)} samples")
+        else:
+            failures.append(f"{title}/{ref} is flat under load: {sorted(set(values))}")
+            print(f"FAIL {failures[-1]}")
+    return passed, failures
+
+
 def check_alert_rules(prom):
     """Every alert rule evaluated without error on the live series; none fires."""
     deadline = time.time() + 20
@@ -286,6 +315,7 @@ def main():
             prom = Prometheus(procs, prometheus, tmp,
                               prometheus_config(router_metrics, worker_metrics, decoy))
             check_targets(prom)
+            time.sleep(2)  # idle samples before the load, for the non-flat check
             started = time.time()
             run_bench(args.bin_dir, router_addr, tmp)
             bench_s = time.time() - started
@@ -296,6 +326,9 @@ def main():
             print(f"bench: {bench_s:.1f} s; queries use [{rate_interval}] windows")
             check_variables(prom, dashboard)
             passed, failures = check_queries(prom, dashboard, rate_interval)
+            moving, flat = check_non_flat(prom, dashboard, started - 2, time.time())
+            passed += moving
+            failures += flat
             check_alert_rules(prom)
             passed += 3  # targets, variables, alert rules
         except (AssertionError, RuntimeError, OSError, subprocess.SubprocessError) as e:

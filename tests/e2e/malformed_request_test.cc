@@ -16,6 +16,7 @@ namespace tessera::e2e {
 namespace {
 
 namespace v1 = ::tessera::v1;
+using ::testing::ContainsRegex;
 
 // Sends raw bytes as the single request of /tessera.v1.Tessera/Generate; returns the status.
 grpc::Status SendRaw(grpc::GenericStub& stub, const std::string& bytes) {
@@ -62,9 +63,14 @@ TEST(MalformedRequestTest, RefusedWithoutALogFlood) {
   good.set_max_tokens(2);
   StreamResult result = RunGenerate(*stub, good);
   EXPECT_TRUE(result.status.ok()) << result.status.error_message();
-  // 20 UTF-8 errors within a second: one line printed, the rest dropped.
-  EXPECT_LE(CountOccurrences(serving.RouterStderrTail(), "invalid UTF-8"), 1)
-      << serving.RouterStderrTail();
+  // 20 UTF-8 errors within a second: exactly one line printed, libprotobuf's naming the field,
+  // the rest dropped.
+  const std::string log = serving.RouterStderrTail();
+  EXPECT_EQ(CountOccurrences(log, "invalid UTF-8"), 1) << log;
+  EXPECT_THAT(log, ContainsRegex("\\[libprotobuf ERROR [^]]*\\] String field "
+                                 "'tessera\\.v1\\.GenerateRequest\\.request_id' contains "
+                                 "invalid UTF-8 data"))
+      << log;
 }
 
 }  // namespace

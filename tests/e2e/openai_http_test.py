@@ -141,7 +141,7 @@ def check_completions(client, stub, pb2, model):
                                               extra_body={"ignore_eos": True})
     lp = with_logprobs.choices[0].logprobs
     check(len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 4, lp)
-    check(all(len(top) >= 1 for top in lp.top_logprobs), lp.top_logprobs)
+    check(all(len(top) == 2 for top in lp.top_logprobs), lp.top_logprobs)  # logprobs=2 asked
     check("".join(lp.tokens) == with_logprobs.choices[0].text, lp.tokens)
     print(f"completions OK: {text!r}, usage {completion.usage}")
 
