@@ -53,6 +53,16 @@ inline double MeanKl(const std::vector<std::vector<float>>& p_logits,
   return total / static_cast<double>(p_logits.size());
 }
 
+// Every logit multiplied by `factor`: what scaling the final hidden state by it (a corruption of
+// that size) does to the logits, since the head is linear.
+inline std::vector<std::vector<float>> ScaledLogits(std::vector<std::vector<float>> logits,
+                                                    float factor) {
+  for (std::vector<float>& row : logits) {
+    for (float& v : row) v *= factor;
+  }
+  return logits;
+}
+
 // The largest |logit| and |logprob| differences over every position and vocabulary entry, and
 // the reference's smallest top-2 margin: what the margin rule's bounds are set from.
 struct LogitDiffs {
