@@ -1,0 +1,111 @@
+"""localai_backend_test.py's checks of Predict's logprobs, GetMetrics and ModelMetadata
+(router/localai/reply_builder.h, backend_reports.h), driven as LocalAI drives them."""
+import json
+
+from e2e_checks import check
+
+PROMPT = "The capital of France is"
+
+
+def check_before_load(grpc, stub, pb2):
+    """GetMetrics and ModelMetadata describe the loaded model: none yet."""
+    for call, request in ((stub.GetMetrics, pb2.MetricsRequest()),
+                          (stub.ModelMetadata, pb2.ModelOptions())):
+        try:
+            call(request, timeout=5)
+            raise AssertionError("answered before LoadModel")
+        except grpc.RpcError as error:
+            check(error.code() == grpc.StatusCode.FAILED_PRECONDITION, error)
+    print("before LoadModel OK (GetMetrics, ModelMetadata: FAILED_PRECONDITION)")
+
+
+def check_model_metadata(stub, pb2):
+    """SmolLM2's ChatML template has no thinking switch and writes no <think>."""
+    metadata = stub.ModelMetadata(pb2.ModelOptions(), timeout=10)
+    check(not metadata.supports_thinking, metadata)
+    rendered = metadata.rendered_template
+    check("<|im_start|>user\ntest<|im_end|>" in rendered, rendered)
+    check(rendered.endswith("<|im_start|>assistant\n"), rendered)
+    print("ModelMetadata OK")
+
+
+def entries(reply):
+    return json.loads(reply.logprobs)["content"]
+
+
+def check_entry(entry, alternatives):
+    """One token's logprobs: its bytes are its text, `alternatives` likelier-first
+    alternatives, the chosen (greedy) token first among them, every logprob <= 0."""
+    check(bytes(entry["bytes"]) == entry["token"].encode(), entry)
+    check(entry["logprob"] <= 0, entry)
+    top = entry["top_logprobs"]
+    check(len(top) == alternatives, f"{len(top)} alternatives, asked for {alternatives}: {entry}")
+    values = [alternative["logprob"] for alternative in top]
+    check(all(v <= 0 for v in values) and values == sorted(values, reverse=True), values)
+    check(top[0]["id"] == entry["id"] and abs(top[0]["logprob"] - entry["logprob"]) < 1e-4, entry)
+
+
+def check_logprobs(grpc, stub, pb2):
+    fields = dict(Prompt=PROMPT, Tokens=8, Temperature=0, IgnoreEOS=True, Seed=1)
+    plain = stub.Predict(pb2.PredictOptions(**fields), timeout=120)
+    check(plain.logprobs == b"", f"logprobs nobody asked for: {plain.logprobs[:80]}")
+    # TopLogprobs differs from Logprobs here: TopLogprobs is the count of alternatives.
+    whole = stub.Predict(pb2.PredictOptions(**fields, Logprobs=1, TopLogprobs=3), timeout=120)
+    check(whole.message == plain.message, (whole.message, plain.message))
+    content = entries(whole)
+    check(len(content) == whole.tokens == 8, (len(content), whole.tokens))
+    check("".join(e["token"] for e in content) == whole.message.decode(), content)
+    for entry in content:
+        check_entry(entry, 3)
+    # A stream: each Reply its own tokens' logprobs, then one Reply (no text) with all of them.
+    replies = list(stub.PredictStream(pb2.PredictOptions(**fields, Logprobs=2), timeout=120))
+    *token_replies, last = replies
+    check(last.message == b"" and last.tokens == 8, last)
+    streamed = []
+    for reply in token_replies:
+        own = entries(reply) if reply.logprobs else []
+        check("".join(e["token"] for e in own) == reply.message.decode(), (reply, own))
+        streamed += own
+    check(b"".join(r.message for r in token_replies) == whole.message)
+    check(entries(last) == streamed, "the last Reply is not the stream's logprobs")
+    check([e["id"] for e in streamed] == [e["id"] for e in content], (streamed, content))
+    for entry in streamed:
+        check_entry(entry, 2)
+    check_bad_logprobs(grpc, stub, pb2)
+    print(f"logprobs OK ({len(content)} tokens, 3 and 2 alternatives each)")
+
+
+def check_bad_logprobs(grpc, stub, pb2):
+    for bad in (dict(Logprobs=-1), dict(TopLogprobs=-5), dict(Logprobs=1, TopLogprobs=1000),
+                dict(Logprobs=2**31 - 1)):
+        try:
+            stub.Predict(pb2.PredictOptions(Prompt="x", Tokens=1, **bad), timeout=30)
+            raise AssertionError(f"{bad} answered")
+        except grpc.RpcError as error:
+            check(error.code() == grpc.StatusCode.INVALID_ARGUMENT, (bad, error))
+            check("ogprobs" in error.details(), (bad, error.details()))
+    reply = stub.Predict(pb2.PredictOptions(Prompt="x", Tokens=1, Logprobs=1), timeout=30)
+    check(len(entries(reply)) == 1, reply)
+
+
+def check_metrics(stub, pb2):
+    """Counted from LoadModel: zero, then exactly one Predict's prompt and tokens."""
+    before = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
+    check((before.tokens_generated, before.prompt_tokens_processed) == (0, 0), before)
+    check(before.tokens_per_second == 0 and before.slot_id == 0, before)
+    prompt = stub.TokenizeString(pb2.PredictOptions(Prompt=PROMPT), timeout=30).length
+    reply = stub.Predict(pb2.PredictOptions(Prompt=PROMPT, Tokens=6, Temperature=0,
+                                            IgnoreEOS=True), timeout=120)
+    check(reply.tokens == 6, reply)
+    after = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
+    check(after.tokens_generated == 6, after)
+    check(after.prompt_tokens_processed == prompt, (after, prompt))
+    check(0 < after.tokens_per_second < 1e6, after)
+    # Generation speed of one sequence: within 10x of what this Reply's timing says (5 gaps).
+    from_timing = 5 / (reply.timing_token_generation / 1000)
+    check(from_timing / 10 < after.tokens_per_second < from_timing * 10, (after, from_timing))
+    stub.Predict(pb2.PredictOptions(Prompt=PROMPT, Tokens=3, Temperature=0, IgnoreEOS=True),
+                 timeout=120)
+    again = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
+    check(again.tokens_generated == 9 and again.prompt_tokens_processed == 2 * prompt, again)
+    print(f"GetMetrics OK ({after.tokens_per_second:.1f} tokens/s)")
