@@ -30,7 +30,11 @@ def check_model_metadata(stub, pb2):
 
 
 def entries(reply):
-    return json.loads(reply.logprobs)["content"]
+    """The token entries of a Reply's logprobs JSON (LocalAI's schema.Logprobs)."""
+    check(reply.logprobs, f"no logprobs in the Reply: {reply}")
+    content = json.loads(reply.logprobs)["content"]
+    check(isinstance(content, list), reply.logprobs)
+    return content
 
 
 def check_entry(entry, alternatives):
