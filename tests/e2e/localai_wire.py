@@ -82,7 +82,9 @@ def check_wire_facts(pb2):
     for message, fields in WIRE_FACTS.items():
         descriptor = pb2.DESCRIPTOR.message_types_by_name[message]
         ours = {f.name: (f.number, field_type(f)) for f in descriptor.fields}
-        check(ours == fields, f"{message}: ours {ours}, LocalAI's {fields}")
+        differ = {name: {"ours": ours.get(name), "LocalAI's": fields.get(name)}
+                  for name in ours.keys() | fields.keys() if ours.get(name) != fields.get(name)}
+        check(not differ, f"{message}: {differ}")
     state = pb2.StatusResponse.DESCRIPTOR.enum_types_by_name["State"]
     check({v.name: v.number for v in state.values} == STATES, state.values)
     service = pb2.DESCRIPTOR.services_by_name["Backend"]
