@@ -75,10 +75,14 @@ def field_type(field):
     return f"repeated {name}" if field.label == field.LABEL_REPEATED else name
 
 
+def check_same_names(what, declared, listed):
+    check(declared == listed, f"{what} declared but not in the table: {declared - listed or '-'}; "
+                              f"in the table but not declared: {listed - declared or '-'}")
+
+
 def check_wire_facts(pb2):
     check(pb2.DESCRIPTOR.package == "backend", pb2.DESCRIPTOR.package)
-    declared = set(pb2.DESCRIPTOR.message_types_by_name)
-    check(declared == set(WIRE_FACTS), f"messages not checked: {declared ^ set(WIRE_FACTS)}")
+    check_same_names("messages", set(pb2.DESCRIPTOR.message_types_by_name), set(WIRE_FACTS))
     for message, fields in WIRE_FACTS.items():
         descriptor = pb2.DESCRIPTOR.message_types_by_name[message]
         ours = {f.name: (f.number, field_type(f)) for f in descriptor.fields}
@@ -89,8 +93,7 @@ def check_wire_facts(pb2):
     check({v.name: v.number for v in state.values} == STATES, state.values)
     service = pb2.DESCRIPTOR.services_by_name["Backend"]
     check(service.full_name == "backend.Backend")
-    check(set(service.methods_by_name) == set(RPCS),
-          f"RPCs not checked: {set(service.methods_by_name) ^ set(RPCS)}")
+    check_same_names("RPCs", set(service.methods_by_name), set(RPCS))
     for rpc, (request, response) in RPCS.items():
         method = service.methods_by_name[rpc]
         check((method.input_type.name, method.output_type.name) == (request, response), rpc)
