@@ -57,7 +57,8 @@ def check_logprobs(grpc, stub, pb2):
     whole = stub.Predict(pb2.PredictOptions(**fields, Logprobs=1, TopLogprobs=3), timeout=120)
     check(whole.message == plain.message, (whole.message, plain.message))
     content = entries(whole)
-    check(len(content) == whole.tokens == 8, (len(content), whole.tokens))
+    check(len(content) == whole.tokens == 8,
+          f"{len(content)} logprob entries for {whole.tokens} tokens (8 asked for)")
     check("".join(e["token"] for e in content) == whole.message.decode(), content)
     for entry in content:
         check_entry(entry, 3)
