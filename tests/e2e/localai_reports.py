@@ -65,7 +65,9 @@ def check_logprobs(grpc, stub, pb2):
     # A stream: each Reply its own tokens' logprobs, then one Reply (no text) with all of them.
     replies = list(stub.PredictStream(pb2.PredictOptions(**fields, Logprobs=2), timeout=120))
     *token_replies, last = replies
-    check(last.message == b"" and last.tokens == 8, last)
+    check(last.message == b"" and last.tokens == 8,
+          f"the stream's last Reply is no whole-answer Reply (text {last.message!r}, "
+          f"{last.tokens} tokens)")
     streamed = []
     for reply in token_replies:
         own = entries(reply) if reply.logprobs else []
