@@ -83,14 +83,16 @@ def check_logprobs(grpc, stub, pb2):
 
 
 def check_bad_logprobs(grpc, stub, pb2):
-    for bad in (dict(Logprobs=-1), dict(TopLogprobs=-5), dict(Logprobs=1, TopLogprobs=1000),
-                dict(Logprobs=2**31 - 1)):
+    for bad, why in ((dict(Logprobs=-1), "Logprobs must be >= 0"),
+                     (dict(TopLogprobs=-5), "TopLogprobs must be >= 0"),
+                     (dict(Logprobs=1, TopLogprobs=1000), "top_logprobs must be in [0, 20]"),
+                     (dict(Logprobs=2**31 - 1), "top_logprobs must be in [0, 20]")):
         try:
             stub.Predict(pb2.PredictOptions(Prompt="x", Tokens=1, **bad), timeout=30)
             raise AssertionError(f"{bad} answered")
         except grpc.RpcError as error:
             check(error.code() == grpc.StatusCode.INVALID_ARGUMENT, (bad, error))
-            check("ogprobs" in error.details(), (bad, error.details()))
+            check(why in error.details(), f"{bad}: {error.details()!r} does not say {why!r}")
     reply = stub.Predict(pb2.PredictOptions(Prompt="x", Tokens=1, Logprobs=1), timeout=30)
     check(len(entries(reply)) == 1, reply)
 
@@ -98,21 +100,25 @@ def check_bad_logprobs(grpc, stub, pb2):
 def check_metrics(stub, pb2):
     """Counted from LoadModel: zero, then exactly one Predict's prompt and tokens."""
     before = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
-    check((before.tokens_generated, before.prompt_tokens_processed) == (0, 0), before)
-    check(before.tokens_per_second == 0 and before.slot_id == 0, before)
+    check((before.tokens_generated, before.prompt_tokens_processed) == (0, 0),
+          f"counts before any Predict: {before}")
+    check(before.tokens_per_second == 0 and before.slot_id == 0, f"before any Predict: {before}")
     prompt = stub.TokenizeString(pb2.PredictOptions(Prompt=PROMPT), timeout=30).length
     reply = stub.Predict(pb2.PredictOptions(Prompt=PROMPT, Tokens=6, Temperature=0,
                                             IgnoreEOS=True), timeout=120)
     check(reply.tokens == 6, reply)
     after = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
-    check(after.tokens_generated == 6, after)
-    check(after.prompt_tokens_processed == prompt, (after, prompt))
-    check(0 < after.tokens_per_second < 1e6, after)
+    check(after.tokens_generated == 6,
+          f"tokens_generated {after.tokens_generated} after one Predict of 6 tokens")
+    check(after.prompt_tokens_processed == prompt,
+          f"prompt_tokens_processed {after.prompt_tokens_processed} after one {prompt}-token prompt")
     # Generation speed of one sequence: within 10x of what this Reply's timing says (5 gaps).
     from_timing = 5 / (reply.timing_token_generation / 1000)
-    check(from_timing / 10 < after.tokens_per_second < from_timing * 10, (after, from_timing))
+    check(from_timing / 10 < after.tokens_per_second < from_timing * 10,
+          f"tokens_per_second {after.tokens_per_second}, the Reply's timing says {from_timing}")
     stub.Predict(pb2.PredictOptions(Prompt=PROMPT, Tokens=3, Temperature=0, IgnoreEOS=True),
                  timeout=120)
     again = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
-    check(again.tokens_generated == 9 and again.prompt_tokens_processed == 2 * prompt, again)
+    check(again.tokens_generated == 9 and again.prompt_tokens_processed == 2 * prompt,
+          f"after 6 + 3 tokens and two {prompt}-token prompts: {again}")
     print(f"GetMetrics OK ({after.tokens_per_second:.1f} tokens/s)")
