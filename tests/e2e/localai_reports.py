@@ -111,7 +111,7 @@ def check_metrics(stub, pb2):
     check(after.tokens_generated == 6,
           f"tokens_generated {after.tokens_generated} after one Predict of 6 tokens")
     check(after.prompt_tokens_processed == prompt,
-          f"prompt_tokens_processed {after.prompt_tokens_processed} after one {prompt}-token prompt")
+          f"prompt_tokens_processed {after.prompt_tokens_processed}, one prompt of {prompt}")
     # Generation speed of one sequence: within 10x of what this Reply's timing says (5 gaps).
     from_timing = 5 / (reply.timing_token_generation / 1000)
     check(from_timing / 10 < after.tokens_per_second < from_timing * 10,
