@@ -22,10 +22,11 @@ def check_before_load(grpc, stub, pb2):
 def check_model_metadata(stub, pb2):
     """SmolLM2's ChatML template has no thinking switch and writes no <think>."""
     metadata = stub.ModelMetadata(pb2.ModelOptions(), timeout=10)
-    check(not metadata.supports_thinking, metadata)
+    check(not metadata.supports_thinking, f"SmolLM2 does not think: {metadata}")
     rendered = metadata.rendered_template
-    check("<|im_start|>user\ntest<|im_end|>" in rendered, rendered)
-    check(rendered.endswith("<|im_start|>assistant\n"), rendered)
+    check("<|im_start|>user\ntest<|im_end|>" in rendered, f"no user turn in {rendered!r}")
+    check(rendered.endswith("<|im_start|>assistant\n"),
+          f"no generation prompt at the end of {rendered!r}")
     print("ModelMetadata OK")
 
 
