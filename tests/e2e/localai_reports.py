@@ -38,6 +38,12 @@ def entries(reply):
     return content
 
 
+def check_spells(content, message):
+    """The chosen tokens' texts, joined, are the Reply's text."""
+    spelled = "".join(entry["token"] for entry in content)
+    check(spelled == message.decode(), f"the tokens spell {spelled!r}, the text is {message!r}")
+
+
 def check_entry(entry, alternatives):
     """One token's logprobs: its bytes are its text, `alternatives` likelier-first
     alternatives, the chosen (greedy) token first among them, every logprob <= 0."""
@@ -60,7 +66,7 @@ def check_logprobs(grpc, stub, pb2):
     content = entries(whole)
     check(len(content) == whole.tokens == 8,
           f"{len(content)} logprob entries for {whole.tokens} tokens (8 asked for)")
-    check("".join(e["token"] for e in content) == whole.message.decode(), content)
+    check_spells(content, whole.message)
     for entry in content:
         check_entry(entry, 3)
     # A stream: each Reply its own tokens' logprobs, then one Reply (no text) with all of them.
@@ -72,7 +78,7 @@ def check_logprobs(grpc, stub, pb2):
     streamed = []
     for reply in token_replies:
         own = entries(reply) if reply.logprobs else []
-        check("".join(e["token"] for e in own) == reply.message.decode(), (reply, own))
+        check_spells(own, reply.message)
         streamed += own
     check(b"".join(r.message for r in token_replies) == whole.message)
     check(entries(last) == streamed, "the last Reply is not the stream's logprobs")
