@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 #include <regex>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -16,7 +17,9 @@
 #include "common/util/grpc_status.h"
 #include "router/completion_job.h"
 #include "router/engine_group.h"
+#include "router/localai/backend_reports.h"
 #include "router/localai/predict_request.h"
+#include "router/localai/reply_builder.h"
 #include "router/request_builder.h"
 #include "tools/cli/worker_secret.h"
 
@@ -25,10 +28,6 @@ namespace {
 
 namespace v1 = ::tessera::v1;
 using Clock = std::chrono::steady_clock;
-
-double MillisSince(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration<double, std::milli>(end - start).count();
-}
 
 // Resident memory of `pid` ("self" for this process) in bytes; 0 when unreadable.
 uint64_t ResidentBytes(const std::string& pid) {
@@ -47,6 +46,10 @@ struct BackendService::Loaded {
   std::string model_file;  // canonical (std::filesystem::canonical)
   int context_size = 0;    // 0 = the model's
   std::unique_ptr<ModelFrontend> frontend;
+  // The engines' router metrics (one per worker, labelled worker="i" with several), read by
+  // GetMetrics; declared before `engine`, which uses them until it is destroyed.
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::vector<std::unique_ptr<RouterMetrics>> metrics;
   std::unique_ptr<RequestEngine> engine;
   std::vector<std::unique_ptr<cli::ChildProcess>> workers;  // owner thread only; none attached
   std::atomic<bool> workers_live{false};  // Status may read worker_pids; false once retired
@@ -190,11 +193,17 @@ absl::Status BackendService::Start(const ::backend::ModelOptions& request, Loade
     }
   }
   std::vector<std::unique_ptr<Engine>> engines;
-  for (const std::string& address : addresses) {
-    EngineConfig config{.worker_address = address, .worker_secret = secret};
+  const bool several = addresses.size() > 1;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    EngineConfig config{.worker_address = addresses[i], .worker_secret = secret};
     if (options_.max_num_seqs > 0) config.max_num_seqs = options_.max_num_seqs;
-    config.publish_prefixes = addresses.size() > 1;  // read by the group's routing only
-    engines.push_back(std::make_unique<Engine>(config, loaded->frontend.get()));
+    config.publish_prefixes = several;  // read by the group's routing only
+    loaded->metrics.push_back(std::make_unique<RouterMetrics>(
+        loaded->registry,
+        RouterMetricsOptions{.max_num_batched_tokens = config.max_num_batched_tokens,
+                             .worker = several ? absl::StrCat(i) : ""}));
+    engines.push_back(
+        std::make_unique<Engine>(config, loaded->frontend.get(), loaded->metrics.back().get()));
   }
   if (engines.size() == 1) {
     loaded->engine = std::move(engines.front());
@@ -278,6 +287,24 @@ grpc::Status BackendService::LoadModel(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::StatusOr<ValidatedRequest> BackendService::Admit(const ::backend::PredictOptions& request,
+                                                       const Loaded& loaded) {
+  absl::StatusOr<v1::GenerateRequest> generate = ToGenerateRequest(request);
+  if (!generate.ok()) return generate.status();
+  std::optional<wv1::DescribeResponse> worker = loaded.engine->worker();
+  if (!worker.has_value()) return absl::UnavailableError("the worker is not connected");
+  ModelLimits limits = LimitsOfWorker(*worker);
+  if (loaded.context_size > 0) {
+    limits.max_context = std::min(limits.max_context, loaded.context_size);
+  }
+  uint64_t seed = 0;
+  {
+    std::lock_guard<std::mutex> lock(seed_mutex_);
+    seed = seed_source_();
+  }
+  return BuildRequest(*generate, *loaded.frontend, limits, seed);
+}
+
 grpc::Status BackendService::Run(grpc::ServerContext* context,
                                  const ::backend::PredictOptions& request,
                                  const std::function<bool(const ::backend::Reply&)>& on_reply,
@@ -287,41 +314,28 @@ grpc::Status BackendService::Run(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "no model is loaded: LoadModel first");
   }
-  absl::StatusOr<v1::GenerateRequest> generate = ToGenerateRequest(request);
-  if (!generate.ok()) return util::ToGrpcStatus(generate.status());
-  std::optional<wv1::DescribeResponse> worker = loaded->engine->worker();
-  if (!worker.has_value()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is not connected");
-  }
-  ModelLimits limits = LimitsOfWorker(*worker);
-  if (loaded->context_size > 0)
-    limits.max_context = std::min(limits.max_context, loaded->context_size);
-  uint64_t seed = 0;
-  {
-    std::lock_guard<std::mutex> lock(seed_mutex_);
-    seed = seed_source_();
-  }
-  absl::StatusOr<ValidatedRequest> admitted =
-      BuildRequest(*generate, *loaded->frontend, limits, seed);
+  absl::StatusOr<ValidatedRequest> admitted = Admit(request, *loaded);
   if (!admitted.ok()) return util::ToGrpcStatus(admitted.status());
-  const int prompt_tokens = static_cast<int>(admitted->prompt_tokens.size());
-  const Clock::time_point start = Clock::now();
-  std::optional<Clock::time_point> first_token;
+  const tokenizer::Tokenizer& tokenizer = *loaded->frontend->tokenizer;
+  ReplyBuilder replies(static_cast<int>(admitted->prompt_tokens.size()),
+                       admitted->sampling.logprobs(), [&tokenizer](int32_t id) {
+                         absl::StatusOr<std::string> text =
+                             tokenizer.Decode(std::span<const int32_t>(&id, 1), {});
+                         return text.ok() ? *text : std::string();
+                       });
   std::vector<ValidatedRequest> requests;
   requests.push_back(*std::move(admitted));
   std::shared_ptr<CompletionJob> job =
       CompletionJob::Submit(loaded->engine.get(), std::move(requests));
-  int tokens = 0;
-  std::string text;
+  const auto cancelled = [&](const std::string& why) {
+    job->Cancel();
+    return grpc::Status(grpc::StatusCode::CANCELLED, why);
+  };
   while (!job->Finished()) {
     if (std::optional<std::string> why = loaded->retired(); why.has_value()) {
-      job->Cancel();
-      return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("cancelled: ", *why));
+      return cancelled(absl::StrCat("cancelled: ", *why));
     }
-    if (context->IsCancelled()) {
-      job->Cancel();
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
-    }
+    if (context->IsCancelled()) return cancelled("the client went away");
     std::optional<JobEvent> event = job->Next(absl::Milliseconds(100));
     if (!event.has_value()) continue;
     if (event->closed && !event->status.ok()) {
@@ -330,26 +344,11 @@ grpc::Status BackendService::Run(grpc::ServerContext* context,
       }
       return util::ToGrpcStatus(event->status);
     }
-    tokens += event->response.token_ids_size();
-    if (event->closed && event->response.has_usage()) {
-      tokens = static_cast<int>(event->response.usage().completion_tokens());
-    }
-    const Clock::time_point now = Clock::now();
-    if (!first_token.has_value() && tokens > 0) first_token = now;
-    ::backend::Reply reply;
-    reply.set_message(event->response.text());
-    reply.set_tokens(tokens);
-    reply.set_prompt_tokens(prompt_tokens);
-    reply.set_timing_prompt_processing(MillisSince(start, first_token.value_or(now)));
-    reply.set_timing_token_generation(first_token.has_value() ? MillisSince(*first_token, now) : 0);
-    text += event->response.text();
-    *total = reply;
-    if (!on_reply(reply)) {
-      job->Cancel();
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    if (!on_reply(replies.Next(event->response, event->closed))) {
+      return cancelled("the client went away");
     }
   }
-  total->set_message(text);
+  *total = replies.Whole();
   return grpc::Status::OK;
 }
 
@@ -366,9 +365,17 @@ grpc::Status BackendService::PredictStream(grpc::ServerContext* context,
                                            grpc::ServerWriter<::backend::Reply>* writer) {
   if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
   ::backend::Reply total;
-  return Run(
+  grpc::Status status = Run(
       context, *request, [writer](const ::backend::Reply& reply) { return writer->Write(reply); },
       &total);
+  if (!status.ok() || total.logprobs().empty()) return status;
+  // LocalAI keeps the last Reply's logprobs as the answer's (as its llama.cpp backend's last
+  // streamed result carries every token's): one more Reply, no new text, the whole answer's.
+  total.clear_message();
+  if (!writer->Write(total)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status BackendService::TokenizeString(grpc::ServerContext* context,
@@ -425,6 +432,32 @@ grpc::Status BackendService::Free(grpc::ServerContext* context, const ::backend:
   Replace(nullptr, "Free unloaded the model");  // ends its streams and reaps its worker
   result->set_success(true);
   result->set_message(had_model ? "unloaded" : "no model was loaded");
+  return grpc::Status::OK;
+}
+
+grpc::Status BackendService::GetMetrics(grpc::ServerContext* context,
+                                        const ::backend::MetricsRequest*,
+                                        ::backend::MetricsResponse* response) {
+  if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
+  std::shared_ptr<Loaded> loaded = this->loaded();
+  if (loaded == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no model is loaded: LoadModel first");
+  }
+  *response = MetricsOf(*loaded->registry);
+  return grpc::Status::OK;
+}
+
+grpc::Status BackendService::ModelMetadata(grpc::ServerContext* context,
+                                           const ::backend::ModelOptions*,
+                                           ::backend::ModelMetadataResponse* response) {
+  if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
+  std::shared_ptr<Loaded> loaded = this->loaded();
+  if (loaded == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no model is loaded: LoadModel first");
+  }
+  *response = ModelMetadataOf(*loaded->frontend);
   return grpc::Status::OK;
 }
 

@@ -18,14 +18,23 @@
 //                   tokens; Threads goes to the worker; NGPULayers > 0 asks for a GPU, which this
 //                   build's worker (CPU) does not have: it is reported in the Result message and
 //                   the CPU is used.
-//   Predict         one completion (Reply: whole text, token counts, timings in ms).
+//   Predict         one completion (Reply: whole text, token counts, timings in ms; with
+//                   Logprobs, every token's logprob and alternatives as JSON, reply_logprobs.h).
 //   PredictStream   one Reply per engine response: new text in `message`, cumulative `tokens`,
-//                   `prompt_tokens` and both timings on every Reply (LocalAI keeps the last).
+//                   `prompt_tokens` and both timings on every Reply (LocalAI keeps the last);
+//                   with Logprobs, each Reply has its own tokens' logprobs, and one last Reply
+//                   (no new text) has the whole answer's, which is what LocalAI keeps.
 //   TokenizeString  the Prompt's token ids (BOS added as the model asks).
 //   Status          READY or BUSY (requests in flight) with memory (process RSS, the live
 //                   workers' RSS together under "tessera-worker").
 //   Free            retires the model as a reload does (its streams end with CANCELLED, its
 //                   worker is reaped before Free answers); a new LoadModel may follow.
+//   GetMetrics      the loaded model's token counters and generation speed, from its router
+//                   metrics (backend_reports.h); counted from LoadModel.
+//   ModelMetadata   whether the loaded model's chat template thinks, and its rendering of a
+//                   one-message chat with enable_thinking (backend_reports.h); the request's
+//                   ModelOptions are not read (the loaded model is described).
+//   (GetMetrics, ModelMetadata, Predict*, TokenizeString: FAILED_PRECONDITION before LoadModel.)
 //   anything else   UNIMPLEMENTED (the generated base class).
 //
 // Requests are admitted by the router's own BuildRequest and submitted to the engine like gRPC
@@ -86,6 +95,10 @@ class BackendService final : public ::backend::Backend::Service {
                       ::backend::StatusResponse* response) override;
   grpc::Status Free(grpc::ServerContext* context, const ::backend::HealthMessage* request,
                     ::backend::Result* result) override;
+  grpc::Status GetMetrics(grpc::ServerContext* context, const ::backend::MetricsRequest* request,
+                          ::backend::MetricsResponse* response) override;
+  grpc::Status ModelMetadata(grpc::ServerContext* context, const ::backend::ModelOptions* request,
+                             ::backend::ModelMetadataResponse* response) override;
 
   // Retires the model: stops the engine and the worker (also done by the destructor).
   void Unload();
@@ -107,7 +120,11 @@ class BackendService final : public ::backend::Backend::Service {
   // Spawns one more tessera-worker on the owner thread; its address once it listens.
   absl::StatusOr<std::string> SpawnWorker(const ::backend::ModelOptions& request,
                                           const std::string& secret, Loaded* loaded);
-  // Admits `request` and streams its events to `on_reply` (false = the client is gone).
+  // `request` admitted against `loaded`'s model and worker, as gRPC Generate admits one.
+  absl::StatusOr<ValidatedRequest> Admit(const ::backend::PredictOptions& request,
+                                         const Loaded& loaded);
+  // Admits `request` and streams its Replies to `on_reply` (false = the client is gone); *total
+  // is the whole answer as one Reply.
   grpc::Status Run(grpc::ServerContext* context, const ::backend::PredictOptions& request,
                    const std::function<bool(const ::backend::Reply&)>& on_reply,
                    ::backend::Reply* total);

@@ -47,6 +47,25 @@ absl::Status SetLogitBias(const std::string& text, v1::GenerateRequest& request)
   return SetLogitBiasFromJson(*json, "LogitBias", &request);
 }
 
+// Logprobs / TopLogprobs (proto/localai/backend.proto fields 50, 51): either > 0 turns logprobs
+// on; TopLogprobs alternatives per token, Logprobs when TopLogprobs is 0 (LocalAI sends both
+// equal). The upper bound is the worker's, checked when the request is built.
+absl::Status SetLogprobs(const ::backend::PredictOptions& options, v1::GenerateRequest& request) {
+  if (options.logprobs() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Logprobs must be >= 0 (0 = none), got ", options.logprobs()));
+  }
+  if (options.toplogprobs() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TopLogprobs must be >= 0 (0 = none), got ", options.toplogprobs()));
+  }
+  if (options.logprobs() == 0 && options.toplogprobs() == 0) return absl::OkStatus();
+  request.set_logprobs(true);
+  request.set_top_logprobs(static_cast<uint32_t>(
+      options.toplogprobs() > 0 ? options.toplogprobs() : options.logprobs()));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::GenerateRequest> ToGenerateRequest(const ::backend::PredictOptions& options) {
@@ -78,6 +97,7 @@ absl::StatusOr<v1::GenerateRequest> ToGenerateRequest(const ::backend::PredictOp
   if (!options.logitbias().empty()) {
     if (absl::Status s = SetLogitBias(options.logitbias(), request); !s.ok()) return s;
   }
+  if (absl::Status s = SetLogprobs(options, request); !s.ok()) return s;
   return request;
 }
 

@@ -18,12 +18,13 @@ namespace tessera::router::localai {
 
 // Prompt (raw text), or with UseTokenizerTemplate the Messages (with their name, tool_call_id,
 // reasoning_content and tool_calls) rendered by the model's chat template with Tools (unless
-// ToolChoice is "none"); sampling, Tokens as max_tokens, StopPrompts, IgnoreEOS, Grammar (the
-// structured-output constraint), LogitBias. A forced ToolChoice ("required", a named function)
-// offers the tools like "auto": LocalAI forces the call itself by sending the Grammar it builds
-// from the functions, and parses the tool calls out of the reply text, so replies carry the
-// model's text. INVALID_ARGUMENT naming the LocalAI field when there is no prompt or a field is
-// malformed.
+// ToolChoice is "none"); sampling (MinP included), Tokens as max_tokens, StopPrompts, IgnoreEOS,
+// Grammar (the structured-output constraint), LogitBias, Logprobs/TopLogprobs (either > 0: each
+// token's logprob, with TopLogprobs alternatives, or Logprobs of them when TopLogprobs is 0). A
+// forced ToolChoice ("required", a named function) offers the tools like "auto": LocalAI forces
+// the call itself by sending the Grammar it builds from the functions, and parses the tool calls
+// out of the reply text, so replies carry the model's text. INVALID_ARGUMENT naming the LocalAI
+// field when there is no prompt or a field is malformed (a negative Logprobs, say).
 absl::StatusOr<::tessera::v1::GenerateRequest> ToGenerateRequest(
     const ::backend::PredictOptions& options);
 

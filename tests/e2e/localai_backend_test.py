@@ -3,12 +3,15 @@
 
 Stubs come from proto/localai/backend.proto (system protoc + grpc_python_plugin, Debian's
 python3-grpcio). The test first asserts that our proto's package, service, RPC names and field
-numbers are LocalAI's wire facts, then: spawns `tessera-localai --addr=127.0.0.1:PORT`, polls
-Health until "OK" (before any model), LoadModel (ModelPath + Model, ContextSize, Threads),
-Predict and PredictStream (raw prompt and UseTokenizerTemplate + Messages), TokenizeString,
-Status, concurrent PredictStream calls (their token streams must overlap in time: batched, not
-serialized), Free, an UNIMPLEMENTED RPC, and a second backend with LOCALAI_GRPC_AUTH_TOKEN set
-(no / wrong / right `authorization: Bearer` metadata).
+numbers and types are LocalAI's wire facts (localai_wire.py), then: spawns
+`tessera-localai --addr=127.0.0.1:PORT`, polls Health until "OK" (before any model; GetMetrics and
+ModelMetadata answer FAILED_PRECONDITION then), LoadModel (ModelPath + Model, ContextSize,
+Threads), GetMetrics (zero, then exactly one Predict's counts), ModelMetadata, Predict and
+PredictStream with Logprobs/TopLogprobs (localai_reports.py), Predict and PredictStream (raw prompt
+and UseTokenizerTemplate + Messages), TokenizeString, Status, concurrent PredictStream calls (their
+token streams must overlap in time: batched, not serialized), Free, UNIMPLEMENTED RPCs (ours and
+LocalAI's others), and a second backend with LOCALAI_GRPC_AUTH_TOKEN set (no / wrong / right
+`authorization: Bearer` metadata).
 
 Hostile-client checks (issue 23): the worker the backend starts refuses Describe and Run without
 its secret; failed LoadModel calls (nothing named, a missing file, /etc/passwd, a non-GGUF file, a
@@ -37,30 +40,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tessera_process import parse_e2e_args  # noqa: E402
 
 from e2e_checks import check
-
-WIRE_FACTS = {
-    "Reply": {"message": 1, "tokens": 2, "prompt_tokens": 3, "timing_prompt_processing": 4,
-              "timing_token_generation": 5},
-    "PredictOptions": {"Prompt": 1, "Seed": 2, "Threads": 3, "Tokens": 4, "TopK": 5, "Repeat": 6,
-                       "Batch": 7, "NKeep": 8, "Temperature": 9, "Penalty": 10,
-                       "StopPrompts": 13, "IgnoreEOS": 14, "FrequencyPenalty": 17,
-                       "PresencePenalty": 18, "TopP": 32, "UseTokenizerTemplate": 43,
-                       "Messages": 44, "MinP": 53, "Grammar": 29,
-                       "LogitBias": 23},
-    "ModelOptions": {"Model": 1, "ContextSize": 2, "Seed": 3, "NBatch": 4, "NGPULayers": 12,
-                     "Threads": 15, "ModelFile": 21, "ModelPath": 59},
-    "Message": {"role": 1, "content": 2},
-    "Result": {"message": 1, "success": 2},
-    "TokenizationResponse": {"length": 1, "tokens": 2},
-    "StatusResponse": {"state": 1, "memory": 2},
-    "HealthMessage": {},
-}
-STATES = {"UNINITIALIZED": 0, "BUSY": 1, "READY": 2, "ERROR": -1}
-RPCS = {"Health": ("HealthMessage", "Reply"), "Predict": ("PredictOptions", "Reply"),
-        "LoadModel": ("ModelOptions", "Result"), "PredictStream": ("PredictOptions", "Reply"),
-        "TokenizeString": ("PredictOptions", "TokenizationResponse"),
-        "Status": ("HealthMessage", "StatusResponse")}
-
+from localai_reports import (check_before_load, check_logprobs, check_metrics,
+                             check_model_metadata)
+from localai_wire import check_undeclared_rpcs, check_wire_facts
 
 def generate_stubs(repo, out_dir):
     proto_root = os.path.join(repo, "proto")
@@ -72,22 +54,6 @@ def generate_stubs(repo, out_dir):
     sys.path.insert(0, out_dir)
     return (importlib.import_module("localai.backend_pb2"),
             importlib.import_module("localai.backend_pb2_grpc"))
-
-
-def check_wire_facts(pb2):
-    check(pb2.DESCRIPTOR.package == "backend", pb2.DESCRIPTOR.package)
-    for message, fields in WIRE_FACTS.items():
-        descriptor = pb2.DESCRIPTOR.message_types_by_name[message]
-        for name, number in fields.items():
-            check(descriptor.fields_by_name[name].number == number, (message, name))
-    state = pb2.StatusResponse.DESCRIPTOR.enum_types_by_name["State"]
-    check({v.name: v.number for v in state.values} == STATES, state.values)
-    service = pb2.DESCRIPTOR.services_by_name["Backend"]
-    check(service.full_name == "backend.Backend")
-    for rpc, (request, response) in RPCS.items():
-        method = service.methods_by_name[rpc]
-        check((method.input_type.name, method.output_type.name) == (request, response), rpc)
-    print("wire facts OK")
 
 
 def free_port():
@@ -512,6 +478,7 @@ def main():
             wait_health(grpc, stub, pb2)
             status = stub.Status(pb2.HealthMessage(), timeout=5)
             check(status.state == pb2.StatusResponse.UNINITIALIZED, status)
+            check_before_load(grpc, stub, pb2)
             model = os.path.abspath(args.model)
             result = stub.LoadModel(pb2.ModelOptions(
                 Model=os.path.basename(model), ModelPath=os.path.dirname(model),
@@ -520,6 +487,9 @@ def main():
             status = stub.Status(pb2.HealthMessage(), timeout=5)
             check(status.state == pb2.StatusResponse.READY, status)
             check(status.memory.total > 0 and "tessera-worker" in status.memory.breakdown, status)
+            check_metrics(stub, pb2)  # first: it counts from LoadModel
+            check_model_metadata(stub, pb2)
+            check_logprobs(grpc, stub, pb2)
             check_predict(stub, pb2)
             check_concurrent(stub, pb2)
             try:
@@ -527,6 +497,8 @@ def main():
                 raise AssertionError("Embedding answered")
             except grpc.RpcError as error:
                 check(error.code() == grpc.StatusCode.UNIMPLEMENTED, error)
+            check_undeclared_rpcs(grpc, grpc.insecure_channel(addr))
+            predict_works(stub, pb2)
             check_worker_secret(grpc, proc.pid)
             check_failed_loads_keep_model(stub, pb2, proc.pid, stubs_dir)
             check_respelled_paths(stub, pb2, proc.pid, model, stubs_dir)

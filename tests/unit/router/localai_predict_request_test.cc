@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -134,6 +135,33 @@ TEST(LocalAiPredictRequestTest, ZerosMeanDefaults) {
   EXPECT_FALSE(r->sampling().has_repetition_penalty());
   EXPECT_FALSE(r->sampling().has_seed()) << "negative = random";
   EXPECT_EQ(r->sampling().temperature(), 0.0f) << "0 is greedy, as LocalAI means it";
+  EXPECT_FALSE(r->logprobs()) << "Logprobs 0: none";
+  EXPECT_EQ(r->top_logprobs(), 0u);
+}
+
+// Logprobs / TopLogprobs (fields 50, 51): LocalAI sends both equal to OpenAI's top_logprobs (1
+// for a bare `logprobs: true`); TopLogprobs wins when both are set, either alone turns them on.
+TEST(LocalAiPredictRequestTest, LogprobsAndTopLogprobs) {
+  const auto convert = [](int32_t logprobs, int32_t top) {
+    ::backend::PredictOptions options;
+    options.set_prompt("x");
+    options.set_logprobs(logprobs);
+    options.set_toplogprobs(top);
+    return ToGenerateRequest(options);
+  };
+  for (const auto& [logprobs, top, want_top] :
+       {std::tuple{1, 1, 1u}, {3, 3, 3u}, {5, 0, 5u}, {0, 4, 4u}, {2, 7, 7u}}) {
+    absl::StatusOr<::tessera::v1::GenerateRequest> r = convert(logprobs, top);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->logprobs()) << logprobs << " " << top;
+    EXPECT_EQ(r->top_logprobs(), want_top) << logprobs << " " << top;
+  }
+  absl::StatusOr<::tessera::v1::GenerateRequest> negative = convert(-1, 0);
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.status().message(), HasSubstr("Logprobs"));
+  negative = convert(1, -2);
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.status().message(), HasSubstr("TopLogprobs"));
 }
 
 TEST(LocalAiPredictRequestTest, MessagesNeedTheTokenizerTemplate) {
