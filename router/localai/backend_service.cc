@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/process/worker_secret.h"
 #include "common/util/bearer_token.h"
 #include "common/util/grpc_status.h"
 #include "router/completion_job.h"
@@ -21,7 +22,6 @@
 #include "router/localai/predict_request.h"
 #include "router/localai/reply_builder.h"
 #include "router/request_builder.h"
-#include "tools/cli/worker_secret.h"
 
 namespace tessera::router::localai {
 namespace {
@@ -51,7 +51,7 @@ struct BackendService::Loaded {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::vector<std::unique_ptr<RouterMetrics>> metrics;
   std::unique_ptr<RequestEngine> engine;
-  std::vector<std::unique_ptr<cli::ChildProcess>> workers;  // owner thread only; none attached
+  std::vector<std::unique_ptr<process::ChildProcess>> workers;  // owner thread only; none attached
   std::atomic<bool> workers_live{false};  // Status may read worker_pids; false once retired
   std::vector<pid_t> worker_pids;         // set before the model is published, then constant
 
@@ -151,14 +151,14 @@ absl::StatusOr<std::string> BackendService::SpawnWorker(const ::backend::ModelOp
   }
   absl::StatusOr<std::string> address = absl::UnavailableError("the worker was not started");
   owner_->Run([&] {
-    absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
+    absl::StatusOr<std::unique_ptr<process::ChildProcess>> child = process::ChildProcess::Spawn(
         {.path = options_.worker_binary, .args = args, .echo_stderr_fd = STDERR_FILENO,
-         .env = {cli::WorkerSecretEnvEntry(secret)}});
+         .env = {process::WorkerSecretEnvEntry(secret)}});
     if (!child.ok()) {
       address = child.status();
       return;
     }
-    cli::ChildProcess& worker = *loaded->workers.emplace_back(*std::move(child));
+    process::ChildProcess& worker = *loaded->workers.emplace_back(*std::move(child));
     loaded->worker_pids.push_back(worker.pid());
     const std::regex listening("tessera-worker listening on (\\S+)");
     for (;;) {
@@ -185,7 +185,8 @@ absl::Status BackendService::Start(const ::backend::ModelOptions& request, Loade
   std::string secret = options_.worker_secret;
   if (options_.worker_address.empty()) {
     addresses.clear();
-    secret = cli::RandomSecret();  // fresh per model, one for all its workers, as `tessera serve`
+    // Fresh per model, one for all its workers, as `tessera serve`.
+    secret = process::RandomSecret();
     for (int i = 0; i < options_.workers; ++i) {
       absl::StatusOr<std::string> address = SpawnWorker(request, secret, loaded);
       if (!address.ok()) return address.status();
@@ -234,7 +235,7 @@ absl::Status BackendService::AwaitServing(Loaded* loaded, const std::string& wor
       absl::Status alive;
       owner_->Run([&] {
         for (const auto& worker : loaded->workers) {
-          if (std::optional<cli::ChildExit> exit = worker->Poll(); exit.has_value()) {
+          if (std::optional<process::ChildExit> exit = worker->Poll(); exit.has_value()) {
             alive = absl::UnavailableError(absl::StrCat(
                 "tessera-worker ended (", exit->ToString(), "): ", worker->StderrTail()));
           }

@@ -53,12 +53,12 @@
 #include <random>
 #include <string>
 
+#include "common/process/child_process.h"
 #include "localai/backend.grpc.pb.h"
 #include "router/engine.h"
 #include "router/request_engine.h"
 #include "router/localai/owner_thread.h"
 #include "router/model_frontend.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::router::localai {
 

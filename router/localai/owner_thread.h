@@ -1,7 +1,8 @@
 // Runs tasks on one long-lived thread (tessera-localai's main thread) for handler threads that
 // must not do them themselves: a child process is spawned, polled and reaped by one owner thread,
-// and Linux ties its PR_SET_PDEATHSIG to the thread that forked it (tools/cli/child_process.h),
-// so a worker started from a short-lived gRPC thread could be killed when that thread ends.
+// and Linux ties its PR_SET_PDEATHSIG to the thread that forked it
+// (common/process/child_process.h), so a worker started from a short-lived gRPC thread could be
+// killed when that thread ends.
 //
 // Threading: constructed on the owner thread; Run from any thread (blocks until the task ran; on
 // the owner thread itself it runs the task at once); RunPending on the owner thread only.

@@ -145,7 +145,7 @@ class PrometheusServer {
                                            << "      - targets: ['" << worker_target << "']\n";
     }
     address_ = {"127.0.0.1", FreePort()};
-    absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
+    absl::StatusOr<std::unique_ptr<process::ChildProcess>> child = process::ChildProcess::Spawn(
         {.path = binary,
          .args = {absl::StrCat("--config.file=", config.string()),
                   absl::StrCat("--storage.tsdb.path=", (dir / "data").string()),
@@ -188,7 +188,7 @@ class PrometheusServer {
     for (int i = 0; i < 300; ++i) {
       httplib::Result ready = HttpGet(address_, "/-/ready");
       if (ready && ready->status == 200) return absl::OkStatus();
-      if (std::optional<cli::ChildExit> exit = child_->Poll(); exit.has_value()) {
+      if (std::optional<process::ChildExit> exit = child_->Poll(); exit.has_value()) {
         return absl::InternalError(absl::StrCat("prometheus exited (", exit->ToString(),
                                                 "): ", child_->StderrTail()));
       }
@@ -198,7 +198,7 @@ class PrometheusServer {
   }
 
   Address address_;
-  std::unique_ptr<cli::ChildProcess> child_;  // SIGKILLed by its destructor
+  std::unique_ptr<process::ChildProcess> child_;  // SIGKILLed by its destructor
 };
 
 v1::GenerateRequest Greedy(const std::string& text, int max_tokens) {

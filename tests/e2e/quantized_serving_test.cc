@@ -12,10 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/process/child_process.h"
 #include "tests/testing/bin_dir.h"
 #include "tests/unique_temp_path.h"
 #include "tests/e2e/tessera_cli_process.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
 namespace {
@@ -44,7 +44,7 @@ class QuantizedServingTest : public ::testing::Test {
     std::vector<std::string> args = {"serve", "--model", path_, "--port", "0", "--http-port", "0",
                                      "--kv-cache-mb", "64", "--max-num-seqs", "4"};
     args.insert(args.end(), device_flags.begin(), device_flags.end());
-    std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(args);
+    std::unique_ptr<process::ChildProcess> serve = SpawnTessera(args);
     if (serve == nullptr) return "";
     std::string address;
     const std::regex ready("tessera serve: listening on (\\S+)");

@@ -15,11 +15,11 @@
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/process/child_process.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/bin_dir.h"
 #include "tests/unique_temp_path.h"
 #include "tests/e2e/tessera_cli_process.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
 namespace {
@@ -31,7 +31,7 @@ std::pair<std::string, int> RunToEnd(std::vector<std::string> args) {
 }
 
 TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {
-  std::unique_ptr<cli::ChildProcess> serve =
+  std::unique_ptr<process::ChildProcess> serve =
       SpawnTessera({"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "256",
                     "--threads", "2"});
   ASSERT_NE(serve, nullptr);
@@ -78,7 +78,7 @@ TEST(ServeCliTest, ServeGenerateBenchAndGracefulStop) {
   EXPECT_NE(report.dump().find("\"concurrency\""), std::string::npos) << report.dump();
 
   ASSERT_TRUE(serve->Signal(SIGTERM).ok());
-  std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(60));
+  std::optional<process::ChildExit> exit = serve->Wait(absl::Seconds(60));
   ASSERT_TRUE(exit.has_value()) << "tessera serve did not stop after SIGTERM";
   EXPECT_EQ(exit->exit_code, 0) << exit->ToString();
 }
@@ -88,7 +88,7 @@ struct ServeAddresses {
   std::string grpc;
   std::string router_metrics;
 };
-ServeAddresses AwaitServe(cli::ChildProcess& serve) {
+ServeAddresses AwaitServe(process::ChildProcess& serve) {
   ServeAddresses addresses;
   const std::regex line_format("tessera serve: (router metrics|listening) on (\\S+)");
   while (addresses.grpc.empty()) {
@@ -106,7 +106,7 @@ ServeAddresses AwaitServe(cli::ChildProcess& serve) {
 
 TEST(ServeCliTest, PassesRouterAndWorkerFlagsOn) {
   const std::string trace_path = testing_util::UniqueTempPath("serve_cli_trace.jsonl");
-  std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(
+  std::unique_ptr<process::ChildProcess> serve = SpawnTessera(
       {"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "64", "--threads", "1",
        "--block-size", "32", "--max-waiting", "8", "--no-prefix-cache", "--trace-steps",
        trace_path, "--metrics-port", "0", "--router-arg=--drain-timeout-s", "--router-arg=5",
@@ -131,7 +131,7 @@ TEST(ServeCliTest, PassesRouterAndWorkerFlagsOn) {
   EXPECT_THAT(metrics->body, HasSubstr("tessera_prefix_cache_enabled 0")) << "--no-prefix-cache";
 
   ASSERT_TRUE(serve->Signal(SIGTERM).ok());
-  std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(60));
+  std::optional<process::ChildExit> exit = serve->Wait(absl::Seconds(60));
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code, 0) << exit->ToString();
   std::ifstream trace(trace_path);
@@ -144,11 +144,11 @@ TEST(ServeCliTest, PassesRouterAndWorkerFlagsOn) {
 // child and its complaint; so does a bad port of serve's own.
 TEST(ServeCliTest, AFlagAChildRejectsFailsTheStart) {
   for (const std::string child : {"worker", "router"}) {
-    std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(
+    std::unique_ptr<process::ChildProcess> serve = SpawnTessera(
         {"serve", "--port", "0", "--http-port", "0", "--kv-cache-mb", "64", "--threads", "1",
          absl::StrCat("--", child, "-arg=--no-such-flag")});
     ASSERT_NE(serve, nullptr);
-    std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(120));
+    std::optional<process::ChildExit> exit = serve->Wait(absl::Seconds(120));
     ASSERT_TRUE(exit.has_value()) << child << ": serve kept running";
     EXPECT_EQ(exit->exit_code, 1) << exit->ToString();
     EXPECT_THAT(serve->StderrTail(), HasSubstr(absl::StrCat("tessera: error: tessera-", child,

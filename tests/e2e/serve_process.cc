@@ -17,7 +17,7 @@ absl::Status ServeProcess::Start(const std::vector<std::string>& args, double ti
   // No HTTP API unless asked (--http-port -1 in `args`): tests run in parallel, 8080 is shared.
   std::vector<std::string> argv = {"serve", "--port", "0", "--http-port", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> spawned = process::ChildProcess::Spawn(
       {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"), .args = argv,
        .echo_stderr_fd = 2});
   if (!spawned.ok()) return spawned.status();
@@ -52,7 +52,7 @@ absl::Status ServeProcess::Start(const std::vector<std::string>& args, double ti
 int ServeProcess::Stop(double timeout_s) {
   if (child_ == nullptr) return -1;
   (void)child_->Signal(SIGTERM);
-  std::optional<cli::ChildExit> exit = child_->Wait(absl::Seconds(timeout_s));
+  std::optional<process::ChildExit> exit = child_->Wait(absl::Seconds(timeout_s));
   child_.reset();  // SIGKILLs the group if it is still running
   return exit.has_value() ? exit->exit_code : -1;
 }

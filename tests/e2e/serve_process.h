@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tools/cli/child_process.h"
+#include "common/process/child_process.h"
 
 namespace tessera::e2e {
 
@@ -36,7 +36,7 @@ class ServeProcess {
   int pid() const;
 
  private:
-  std::unique_ptr<cli::ChildProcess> child_;
+  std::unique_ptr<process::ChildProcess> child_;
   std::string address_;
   std::string router_metrics_address_;
   std::vector<std::string> worker_metrics_addresses_ = {""};

@@ -96,7 +96,7 @@ TEST(ServeRestartTest, ADeadWorkerIsRestarted) {
       grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials()));
   ASSERT_TRUE(RunGenerate(*stub, Short()).status.ok());
 
-  const int worker = cli::LiveChildPid(serve.pid(), "tessera-worker");
+  const int worker = process::LiveChildPid(serve.pid(), "tessera-worker");
   ASSERT_GT(worker, 0);
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   // Right after the kill: UNAVAILABLE (not a hang, not a crash).
@@ -112,7 +112,7 @@ TEST(ServeRestartTest, ADeadWorkerIsRestarted) {
   }
   EXPECT_TRUE(after.ok()) << after.error_message() << "\n" << serve.StderrTail();
   EXPECT_THAT(serve.StderrTail(), HasSubstr("tessera serve: restarted tessera-worker"));
-  EXPECT_GT(cli::LiveChildPid(serve.pid(), "tessera-worker"), 0);
+  EXPECT_GT(process::LiveChildPid(serve.pid(), "tessera-worker"), 0);
   // The router counts the restore.
   const std::string& metrics = serve.router_metrics_address();
   httplib::Client client(metrics.substr(0, metrics.rfind(':')),
@@ -131,7 +131,7 @@ TEST(ServeRestartTest, AFailedRestartIsRetriedWithBackoff) {
   ASSERT_TRUE(serve.Start({"--threads", "1", "--kv-cache-mb", "64"}).ok());
   auto stub = v1::Tessera::NewStub(
       grpc::CreateChannel(serve.address(), grpc::InsecureChannelCredentials()));
-  const int worker = cli::LiveChildPid(serve.pid(), "tessera-worker");
+  const int worker = process::LiveChildPid(serve.pid(), "tessera-worker");
   ASSERT_GT(worker, 0);
   const int port = ListeningPort(worker);
   ASSERT_GT(port, 0);
@@ -153,14 +153,14 @@ TEST(ServeRestartTest, AFailedRestartIsRetriedWithBackoff) {
   }
   EXPECT_TRUE(after.ok()) << after.error_message() << "\n" << serve.StderrTail();
   EXPECT_THAT(serve.StderrTail(), HasSubstr("tessera serve: restarted tessera-worker on"));
-  EXPECT_EQ(ListeningPort(cli::LiveChildPid(serve.pid(), "tessera-worker")), port);
+  EXPECT_EQ(ListeningPort(process::LiveChildPid(serve.pid(), "tessera-worker")), port);
   EXPECT_EQ(serve.Stop(), 0);
 }
 
 TEST(ServeRestartTest, NoRestartFailsTheCommand) {
   ServeProcess serve;
   ASSERT_TRUE(serve.Start({"--threads", "1", "--kv-cache-mb", "64", "--no-restart"}).ok());
-  const int worker = cli::LiveChildPid(serve.pid(), "tessera-worker");
+  const int worker = process::LiveChildPid(serve.pid(), "tessera-worker");
   ASSERT_GT(worker, 0);
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   std::this_thread::sleep_for(std::chrono::seconds(2));  // the supervisor polls every 200 ms

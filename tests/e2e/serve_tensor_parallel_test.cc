@@ -108,9 +108,9 @@ TEST(ServeTensorParallelTest, CombinationsThatCannotShardAreOneLineErrors) {
     std::vector<std::string> argv = {"serve", "--port", "0", "--http-port", "0", "--model",
                                      TinyShardableModel()};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(argv);
+    std::unique_ptr<process::ChildProcess> serve = SpawnTessera(argv);
     ASSERT_NE(serve, nullptr);
-    const std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(120));
+    const std::optional<process::ChildExit> exit = serve->Wait(absl::Seconds(120));
     ASSERT_TRUE(exit.has_value()) << "tessera serve kept running with " << args[3];
     EXPECT_EQ(exit->exit_code, 1);
     EXPECT_THAT(serve->StderrTail(), HasSubstr(error));

@@ -14,12 +14,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "common/process/child_process.h"
 #include "tests/e2e/metrics_scrape.h"
 #include "tests/e2e/serve_process.h"
 #include "tests/e2e/serving_harness.h"
 #include "tests/e2e/tessera_cli_process.h"
 #include "kernels/cuda/device_query.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
 namespace {
@@ -80,7 +80,7 @@ TEST_F(ServeWorkersTest, BothWorkersServeAndAKilledOneIsRestartedAlone) {
     clients.emplace_back([&, i] { streams[i] = RunGenerate(*stub_, CountingRequest(150)); });
   }
   AwaitSeries(serve_.router_metrics_address(), "tessera_requests_running{worker=\"1\"}", 1);
-  const int victim = cli::LiveChildPid(serve_.pid(), "tessera-worker");
+  const int victim = process::LiveChildPid(serve_.pid(), "tessera-worker");
   ASSERT_GT(victim, 0);
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   for (std::thread& t : clients) t.join();
@@ -122,9 +122,9 @@ TEST(ServeWorkersFlags, BadCombinationsAreOneLineErrors) {
                   std::string("passes port 65535")}}) {
     std::vector<std::string> argv = {"serve", "--port", "0", "--http-port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::unique_ptr<cli::ChildProcess> serve = SpawnTessera(argv);
+    std::unique_ptr<process::ChildProcess> serve = SpawnTessera(argv);
     ASSERT_NE(serve, nullptr);
-    const std::optional<cli::ChildExit> exit = serve->Wait(absl::Seconds(60));
+    const std::optional<process::ChildExit> exit = serve->Wait(absl::Seconds(60));
     ASSERT_TRUE(exit.has_value()) << "tessera serve kept running with " << args[0];
     const std::string err = serve->StderrTail();
     EXPECT_EQ(exit->exit_code, 1) << err;

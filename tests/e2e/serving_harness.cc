@@ -20,10 +20,10 @@ namespace v1 = ::tessera::v1;
 // a "<binary> http on HOST:PORT" line (the router's --http-port) in *http_address when given.
 absl::StatusOr<std::string> SpawnAndWaitReady(const std::string& binary,
                                               std::vector<std::string> args,
-                                              std::unique_ptr<cli::ChildProcess>* child,
+                                              std::unique_ptr<process::ChildProcess>* child,
                                               std::string* metrics_address,
                                               std::string* http_address = nullptr) {
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> spawned = cli::ChildProcess::Spawn(
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> spawned = process::ChildProcess::Spawn(
       {.path = absl::StrCat(testing_util::TesseraBinDir(), "/", binary),
        .args = std::move(args),
        .echo_stderr_fd = 2});
@@ -70,7 +70,7 @@ absl::Status ServingProcesses::StartExtraWorker(const std::vector<std::string>& 
   std::vector<std::string> args = {"--model", model_, "--listen", "127.0.0.1:0",
                                    "--kv-cache-mb", "256"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  std::unique_ptr<cli::ChildProcess> worker;
+  std::unique_ptr<process::ChildProcess> worker;
   std::string unused_metrics_address;
   absl::StatusOr<std::string> address =
       SpawnAndWaitReady("tessera-worker", args, &worker, &unused_metrics_address);
@@ -135,7 +135,7 @@ void ServingProcesses::KillWorker() {
 int ServingProcesses::StopRouter(double timeout_s) {
   if (router_ == nullptr) return -1;
   (void)router_->Signal(SIGTERM);
-  std::optional<cli::ChildExit> exit = router_->Wait(absl::Seconds(timeout_s));
+  std::optional<process::ChildExit> exit = router_->Wait(absl::Seconds(timeout_s));
   stopped_router_stderr_tail_ = router_->StderrTail();
   router_.reset();
   return exit.has_value() ? exit->exit_code : -1;

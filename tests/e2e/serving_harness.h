@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/status.h"
+#include "common/process/child_process.h"
 #include "tessera/v1/tessera.grpc.pb.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
 
@@ -56,10 +56,10 @@ class ServingProcesses {
 
  private:
   std::string model_ = kDefaultModel;
-  std::unique_ptr<cli::ChildProcess> worker_;
-  std::vector<std::unique_ptr<cli::ChildProcess>> extra_workers_;
+  std::unique_ptr<process::ChildProcess> worker_;
+  std::vector<std::unique_ptr<process::ChildProcess>> extra_workers_;
   std::vector<std::string> extra_worker_addresses_;
-  std::unique_ptr<cli::ChildProcess> router_;
+  std::unique_ptr<process::ChildProcess> router_;
   std::string worker_address_;
   int worker_port_ = 0;
   std::string router_address_;

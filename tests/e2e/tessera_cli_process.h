@@ -11,13 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/process/child_process.h"
 #include "tests/testing/bin_dir.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::e2e {
 
-inline std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> args) {
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
+inline std::unique_ptr<process::ChildProcess> SpawnTessera(std::vector<std::string> args) {
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> child = process::ChildProcess::Spawn(
       {.path = absl::StrCat(testing_util::TesseraBinDir(), "/tessera"),
        .args = std::move(args),
        .name = "",
@@ -33,7 +33,7 @@ inline std::unique_ptr<cli::ChildProcess> SpawnTessera(std::vector<std::string> 
 // exit code (-1 when it could not start or did not exit within 30 s of closing its stdout).
 inline std::pair<std::string, int> RunTesseraToEnd(std::vector<std::string> args,
                                                    absl::Duration line_timeout) {
-  std::unique_ptr<cli::ChildProcess> child = SpawnTessera(std::move(args));
+  std::unique_ptr<process::ChildProcess> child = SpawnTessera(std::move(args));
   if (child == nullptr) return {"", -1};
   std::string out;
   for (;;) {
@@ -41,7 +41,7 @@ inline std::pair<std::string, int> RunTesseraToEnd(std::vector<std::string> args
     if (!line.ok()) break;
     absl::StrAppend(&out, *line, "\n");
   }
-  std::optional<cli::ChildExit> exit = child->Wait(absl::Seconds(30));
+  std::optional<process::ChildExit> exit = child->Wait(absl::Seconds(30));
   return {out, exit.has_value() ? exit->exit_code : -1};
 }
 

@@ -19,7 +19,7 @@ namespace {
 
 // The last non-empty line of a child's stderr, for one-line error messages (the whole output
 // was echoed already).
-std::string LastStderrLine(const ChildProcess& child) {
+std::string LastStderrLine(const process::ChildProcess& child) {
   std::vector<std::string> lines = absl::StrSplit(child.StderrTail(), '\n', absl::SkipWhitespace());
   return lines.empty() ? "" : absl::StrCat("; its last stderr line: \"", lines.back(), "\"");
 }
@@ -58,7 +58,8 @@ absl::Status Interrupted(int signo) {
   return absl::CancelledError(absl::StrCat("interrupted (", strsignal(signo), ")"));
 }
 
-std::string Died(const ChildProcess& child, const ChildExit& exit, std::string_view when) {
+std::string Died(const process::ChildProcess& child, const process::ChildExit& exit,
+                 std::string_view when) {
   return absl::StrCat(child.name(), " exited ", std::string(when), " (", exit.ToString(), ")",
                       LastStderrLine(child));
 }
@@ -78,22 +79,22 @@ absl::StatusOr<std::string> ChildLauncher::FindBinary(const std::string& name) c
   return path.string();
 }
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> ChildLauncher::Start(
+absl::StatusOr<std::unique_ptr<process::ChildProcess>> ChildLauncher::Start(
     const std::string& binary, const std::string& name, std::vector<std::string> args,
     std::vector<std::string> env) const {
   absl::StatusOr<std::string> path = FindBinary(binary);
   if (!path.ok()) return path.status();
-  ChildOptions child;
+  process::ChildOptions child;
   child.path = *path;
   child.args = std::move(args);
   child.name = name;
   child.echo_stdout_fd = STDERR_FILENO;  // our stdout carries only our own "listening" line
   child.echo_stderr_fd = STDERR_FILENO;
   child.env = std::move(env);
-  return ChildProcess::Spawn(std::move(child));
+  return process::ChildProcess::Spawn(std::move(child));
 }
 
-absl::StatusOr<std::string> ChildLauncher::AwaitListening(ChildProcess& child,
+absl::StatusOr<std::string> ChildLauncher::AwaitListening(process::ChildProcess& child,
                                                           const std::string& binary,
                                                           ChildAddresses* addresses,
                                                           int* stop_signal) const {
@@ -110,7 +111,7 @@ absl::StatusOr<std::string> ChildLauncher::AwaitListening(ChildProcess& child,
       return addr;
     }
     if (line.status().code() == absl::StatusCode::kOutOfRange) {
-      const std::optional<ChildExit> exit = child.Wait(kExitGrace);
+      const std::optional<process::ChildExit> exit = child.Wait(kExitGrace);
       if (!exit.has_value()) {
         return absl::InternalError(absl::StrCat(child.name(), " closed its stdout unannounced"));
       }
@@ -128,18 +129,18 @@ absl::StatusOr<std::string> ChildLauncher::AwaitListening(ChildProcess& child,
   }
 }
 
-ChildExit StopChild(ChildProcess& child, int signo, absl::Duration grace) {
+process::ChildExit StopChild(process::ChildProcess& child, int signo, absl::Duration grace) {
   (void)child.Signal(signo);
   const absl::Time deadline = absl::Now() + grace;
   while (absl::Now() < deadline) {
-    if (std::optional<ChildExit> exit = child.Poll()) return *exit;
+    if (std::optional<process::ChildExit> exit = child.Poll()) return *exit;
     if (TakeStopSignal(absl::Milliseconds(50)) != 0) {
       std::fprintf(stderr, "tessera serve: second signal; killing %s\n", child.name().c_str());
       break;
     }
   }
   (void)child.Signal(SIGKILL);
-  return child.Wait(kExitGrace).value_or(ChildExit{});
+  return child.Wait(kExitGrace).value_or(process::ChildExit{});
 }
 
 }  // namespace tessera::cli

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "tools/cli/child_process.h"
+#include "common/process/child_process.h"
 #include "tools/cli/commands.h"
 
 namespace tessera::cli {
@@ -36,7 +36,8 @@ int TakeStopSignal(absl::Duration wait);
 absl::Status Interrupted(int signo);
 
 // "tessera-worker exited before listening (exit status 1); its last stderr line: "..."".
-std::string Died(const ChildProcess& child, const ChildExit& exit, std::string_view when);
+std::string Died(const process::ChildProcess& child, const process::ChildExit& exit,
+                 std::string_view when);
 
 // What a child printed before its listening line ("" when it did not).
 struct ChildAddresses {
@@ -50,14 +51,14 @@ class ChildLauncher {
 
   // Spawns `binary` (kWorkerBinary or kRouterBinary) named `name` in messages and the echo
   // prefix, with `env` ("NAME=value") added to the environment.
-  absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& binary,
-                                                      const std::string& name,
-                                                      std::vector<std::string> args,
-                                                      std::vector<std::string> env) const;
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> Start(
+      const std::string& binary, const std::string& name, std::vector<std::string> args,
+      std::vector<std::string> env) const;
   // Reads `child`'s stdout until "<binary> listening on HOST:PORT"; returns HOST:PORT. The
   // "<binary> metrics on HOST:PORT" and "<binary> http on HOST:PORT" lines before it land in
   // *addresses. A stop signal meanwhile is stored in *stop_signal (CANCELLED).
-  absl::StatusOr<std::string> AwaitListening(ChildProcess& child, const std::string& binary,
+  absl::StatusOr<std::string> AwaitListening(process::ChildProcess& child,
+                                             const std::string& binary,
                                              ChildAddresses* addresses, int* stop_signal) const;
 
  private:
@@ -78,6 +79,6 @@ inline void AddIfSet(std::vector<std::string>& args, const char* flag,
 }
 
 // Signals `child`, waits up to `grace` (a further stop signal cuts it short), then SIGKILLs.
-ChildExit StopChild(ChildProcess& child, int signo, absl::Duration grace);
+process::ChildExit StopChild(process::ChildProcess& child, int signo, absl::Duration grace);
 
 }  // namespace tessera::cli

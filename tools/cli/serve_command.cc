@@ -44,12 +44,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/process/child_process.h"
+#include "common/process/worker_secret.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "tools/cli/child_process.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/serve_children.h"
 #include "tools/cli/serve_workers.h"
-#include "tools/cli/worker_secret.h"
 
 namespace tessera::cli {
 namespace {
@@ -61,7 +61,7 @@ class Supervisor {
   Supervisor(const ServeOptions& options, std::vector<std::vector<int>> cuda_devices)
       : options_(options),
         launcher_(options),
-        secret_env_(WorkerSecretEnvEntry(RandomSecret())),
+        secret_env_(process::WorkerSecretEnvEntry(process::RandomSecret())),
         workers_(options, launcher_, std::move(cuda_devices), secret_env_) {}
 
   absl::Status Run();
@@ -81,7 +81,7 @@ class Supervisor {
   const ChildLauncher launcher_;
   const std::string secret_env_;  // TESSERA_WORKER_SECRET=..., the same for every worker
   ServeWorkers workers_;
-  std::unique_ptr<ChildProcess> router_;
+  std::unique_ptr<process::ChildProcess> router_;
   ChildAddresses router_addresses_;
   int stop_signal_ = 0;
 };
@@ -92,7 +92,7 @@ absl::Status Supervisor::CheckRouter(absl::Duration wait) {
     return Interrupted(signo);
   }
   if (router_ == nullptr) return absl::OkStatus();
-  if (std::optional<ChildExit> exit = router_->Poll()) {
+  if (std::optional<process::ChildExit> exit = router_->Poll()) {
     return absl::UnavailableError(Died(*router_, *exit, "unexpectedly"));
   }
   return absl::OkStatus();
@@ -141,7 +141,8 @@ absl::Status Supervisor::Shutdown(int signo) {
       options_.drain_timeout_s >= 0 ? options_.drain_timeout_s : kRouterDefaultDrainS;
   std::fprintf(stderr, "tessera serve: %s; draining %s (up to %.0f s)\n", strsignal(signo),
                kRouterBinary, drain_s);
-  const ChildExit router_exit = StopChild(*router_, signo, absl::Seconds(drain_s) + kExitGrace);
+  const process::ChildExit router_exit =
+      StopChild(*router_, signo, absl::Seconds(drain_s) + kExitGrace);
   const absl::Status workers_exit = workers_.StopAll();
   if (!router_exit.success()) {
     return absl::InternalError(Died(*router_, router_exit, "badly while draining"));
@@ -208,7 +209,7 @@ std::vector<std::string> RouterArgs(const ServeOptions& o,
 absl::StatusOr<std::string> Supervisor::StartRouter() {
   std::vector<std::string> env = {secret_env_};
   if (!options_.api_key.empty()) env.push_back(absl::StrCat("TESSERA_API_KEY=", options_.api_key));
-  absl::StatusOr<std::unique_ptr<ChildProcess>> router = launcher_.Start(
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> router = launcher_.Start(
       kRouterBinary, kRouterBinary, RouterArgs(options_, workers_.addresses(), workers_.metrics_addresses()),
       std::move(env));
   if (!router.ok()) return router.status();

@@ -16,7 +16,7 @@ namespace tessera::cli {
 struct ServeWorkers::Worker {
   std::string name;               // "tessera-worker" (one worker) or "tessera-worker 1"
   std::vector<std::string> args;  // --listen 127.0.0.1:0 until it first listens, then its port
-  std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<process::ChildProcess> process;
   std::string address;            // HOST:PORT the router dials; a restart reuses it
   ChildAddresses announced;
   bool down = false;              // died; next restart try at restart_at
@@ -117,7 +117,7 @@ ServeWorkers::ServeWorkers(const ServeOptions& options, const ChildLauncher& lau
 ServeWorkers::~ServeWorkers() = default;
 
 absl::Status ServeWorkers::Spawn(Worker& worker) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> process =
       launcher_.Start(kWorkerBinary, worker.name, worker.args, {secret_env_});
   if (!process.ok()) return process.status();
   worker.process = *std::move(process);
@@ -169,7 +169,7 @@ std::vector<std::string> ServeWorkers::metrics_addresses() const {
 absl::Status ServeWorkers::Tend(int* stop_signal) {
   for (auto& worker : workers_) {
     if (!worker->down) {
-      const std::optional<ChildExit> exit = worker->process->Poll();
+      const std::optional<process::ChildExit> exit = worker->process->Poll();
       if (!exit.has_value()) continue;
       const std::string died = Died(*worker->process, *exit, "unexpectedly");
       if (options_.no_restart) return absl::UnavailableError(died);
@@ -207,7 +207,7 @@ absl::Status ServeWorkers::StopAll() {
   absl::Status first;
   for (auto& worker : workers_) {
     if (worker->process == nullptr || worker->process->Poll().has_value()) continue;
-    const ChildExit exit = StopChild(*worker->process, SIGTERM, kExitGrace);
+    const process::ChildExit exit = StopChild(*worker->process, SIGTERM, kExitGrace);
     // A worker without a SIGTERM handler ends by the signal: that is a clean stop too.
     if (!exit.success() && exit.signal != SIGTERM && first.ok()) {
       first = absl::InternalError(Died(*worker->process, exit, "badly while stopping"));

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "tools/cli/child_process.h"
+#include "common/process/child_process.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/serve_children.h"
 

@@ -49,7 +49,7 @@ absl::Status ServeTarget::Start(const std::string& tessera_path,
   std::vector<std::string> args = {"serve", "--port", "0", "--http-port", "-1",
                                    "--metrics-port", "0"};
   args.insert(args.end(), serve_args.begin(), serve_args.end());
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child = cli::ChildProcess::Spawn(
+  absl::StatusOr<std::unique_ptr<process::ChildProcess>> child = process::ChildProcess::Spawn(
       {.path = tessera_path, .args = args, .name = "tessera serve"});
   if (!child.ok()) return child.status();
   serve_ = *std::move(child);
@@ -73,7 +73,7 @@ absl::Status ServeTarget::Start(const std::string& tessera_path,
 std::string ServeTarget::Stop() {
   if (serve_ == nullptr) return "not started";
   (void)serve_->Signal(SIGTERM);
-  std::optional<cli::ChildExit> exit = serve_->Wait(absl::Seconds(60));
+  std::optional<process::ChildExit> exit = serve_->Wait(absl::Seconds(60));
   if (!exit.has_value()) {
     (void)serve_->Signal(SIGKILL);
     exit = serve_->Wait(absl::Seconds(10));
@@ -86,11 +86,11 @@ std::string ServeTarget::Stop() {
 bool ServeTarget::Alive() { return serve_ != nullptr && !serve_->Poll().has_value(); }
 
 pid_t ServeTarget::RouterPid() const {
-  return serve_ == nullptr ? -1 : cli::LiveChildPid(serve_->pid(), "tessera-router");
+  return serve_ == nullptr ? -1 : process::LiveChildPid(serve_->pid(), "tessera-router");
 }
 
 pid_t ServeTarget::WorkerPid() const {
-  return serve_ == nullptr ? -1 : cli::LiveChildPid(serve_->pid(), "tessera-worker");
+  return serve_ == nullptr ? -1 : process::LiveChildPid(serve_->pid(), "tessera-worker");
 }
 
 absl::StatusOr<pid_t> ServeTarget::KillWorker() const {

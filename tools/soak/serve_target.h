@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/process/child_process.h"
 #include "tessera/v1/tessera.grpc.pb.h"
-#include "tools/cli/child_process.h"
 
 namespace tessera::soak {
 
@@ -49,7 +49,7 @@ class ServeTarget {
   bool WaitConnected(double timeout_s) const;
 
  private:
-  std::unique_ptr<cli::ChildProcess> serve_;
+  std::unique_ptr<process::ChildProcess> serve_;
   std::string address_;
   std::string http_address_;
   std::string metrics_address_;

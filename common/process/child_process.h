@@ -1,5 +1,5 @@
-// A child process for `tessera serve`: fork/exec with the child's stdout and stderr on pipes,
-// line reads with a timeout, signals, and exit status.
+// A child process (for `tessera serve`, tessera-localai and the tests that start them): fork/exec
+// with the child's stdout and stderr on pipes, line reads with a timeout, signals, and exit status.
 //
 // Two pump threads per child drain its pipes for its whole life (a child blocked on a full pipe
 // would hang): stdout is split into lines queued for ReadStdoutLine, stderr is kept as a tail for
@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace tessera::cli {
+namespace tessera::process {
 
 struct ChildExit {
   int exit_code = -1;  // the exit status when the child exited; -1 when a signal killed it
@@ -117,4 +117,4 @@ class ChildProcess {
 // /proc; the kernel keeps 15 characters of it), or -1.
 pid_t LiveChildPid(pid_t parent, const std::string& name);
 
-}  // namespace tessera::cli
+}  // namespace tessera::process

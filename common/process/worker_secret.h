@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace tessera::cli {
+namespace tessera::process {
 
 // The environment variable tessera-worker and tessera-router read the secret from.
 inline constexpr char kWorkerSecretEnv[] = "TESSERA_WORKER_SECRET";
@@ -19,4 +19,4 @@ std::string RandomSecret();
 // "TESSERA_WORKER_SECRET=<secret>", an entry for ChildOptions::env.
 std::string WorkerSecretEnvEntry(const std::string& secret);
 
-}  // namespace tessera::cli
+}  // namespace tessera::process

@@ -1,5 +1,5 @@
-// ChildProcess (tools/cli, used by `tessera serve`) driven with small /bin/sh scripts.
-#include "tools/cli/child_process.h"
+// ChildProcess (common/process: `tessera serve`, tessera-localai) driven with small /bin/sh scripts.
+#include "common/process/child_process.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace tessera::cli {
+namespace tessera::process {
 namespace {
 
 using ::testing::HasSubstr;
@@ -153,4 +153,4 @@ TEST(ChildProcessTest, EchoesLinesWithTheNamePrefix) {
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera::process

@@ -1,10 +1,10 @@
-#include "tools/cli/worker_secret.h"
+#include "common/process/worker_secret.h"
 
 #include <random>
 
 #include "absl/strings/str_cat.h"
 
-namespace tessera::cli {
+namespace tessera::process {
 
 std::string RandomSecret() {
   std::random_device random;
@@ -17,4 +17,4 @@ std::string WorkerSecretEnvEntry(const std::string& secret) {
   return absl::StrCat(kWorkerSecretEnv, "=", secret);
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::process

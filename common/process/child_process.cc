@@ -1,4 +1,4 @@
-#include "tools/cli/child_process.h"
+#include "common/process/child_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace tessera::cli {
+namespace tessera::process {
 namespace {
 
 // Pumps wake up this often to notice stop_ (after the child is gone).
@@ -330,4 +330,4 @@ pid_t LiveChildPid(pid_t parent, const std::string& name) {
   return -1;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::process
