@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/sampling/sampling_params.h"
 #include "router/chat_inputs.h"
 #include "router/stop_checker.h"
 #include "common/grammar/grammar_spec.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::router {
 namespace {
@@ -46,7 +46,7 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
                                                     const ModelLimits& limits,
                                                     uint64_t random_seed) {
   const v1::SamplingParams& in = request.sampling();
-  worker::SamplingParams params;
+  sampling::SamplingParams params;
   if (in.has_temperature()) params.temperature = in.temperature();
   if (in.has_top_k()) params.top_k = in.top_k();
   if (in.has_top_p()) params.top_p = in.top_p();
@@ -65,10 +65,10 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
                                                    request.top_logprobs()));
   }
   params.num_logprobs = static_cast<int>(request.top_logprobs());
-  if (request.logit_bias_size() > worker::kMaxLogitBiasTokens) {
+  if (request.logit_bias_size() > sampling::kMaxLogitBiasTokens) {
     return absl::InvalidArgumentError(absl::StrCat("logit_bias has ", request.logit_bias_size(),
                                                    " entries; at most ",
-                                                   worker::kMaxLogitBiasTokens));
+                                                   sampling::kMaxLogitBiasTokens));
   }
   // A proto map has no order: ascending ids, as the worker takes them.
   std::vector<std::pair<int32_t, float>> biases(request.logit_bias().begin(),
@@ -83,7 +83,7 @@ absl::StatusOr<wv1::SamplingParams> ResolveSampling(const v1::GenerateRequest& r
     params.logit_bias_tokens.push_back(token);
     params.logit_bias_values.push_back(bias);
   }
-  absl::Status status = worker::ValidateSamplingParams(params, limits.vocab_size);
+  absl::Status status = sampling::ValidateSamplingParams(params, limits.vocab_size);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.", status.message()));
   }

@@ -30,10 +30,10 @@
 
 #include "absl/status/status.h"
 #include "common/model/model_config.h"
+#include "common/sampling/sampling_params.h"
 #include "common/util/check.h"
 #include "worker/graph_miss_reason.h"
 #include "worker/sampler/sampler.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 
@@ -145,7 +145,7 @@ class ModelRunner {
   // preemption: they count for its penalties and advance its RNG as sampling them did.
   // Preconditions (the step executor validated them): slot in range and not started; params
   // valid for the vocabulary; every token in [0, vocab_size).
-  virtual void BeginSequence(int slot, const SamplingParams& params,
+  virtual void BeginSequence(int slot, const sampling::SamplingParams& params,
                              std::span<const int32_t> prompt,
                              std::span<const int32_t> generated) = 0;
   // Ends `slot`'s sampling state (and clears its recurrent state). Precondition: the slot was

@@ -51,7 +51,7 @@ absl::Status CheckRequest(const ModelRunner& runner, const GenerationRequest& re
                                                    kv.num_blocks - 1, " blocks of ",
                                                    kv.block_size, ")"));
   }
-  return ValidateSamplingParams(request.sampling, vocab_size);
+  return sampling::ValidateSamplingParams(request.sampling, vocab_size);
 }
 
 // Ends the slot's sampling state on every way out of GenerateOffline.

@@ -13,15 +13,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/sampling/sampling_params.h"
 #include "worker/model_runner.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;             // >= 1 token
   int max_tokens = 64;                     // >= 1
-  SamplingParams sampling;                 // temperature 0 = greedy
+  sampling::SamplingParams sampling;                 // temperature 0 = greedy
   std::vector<int32_t> stop_token_ids;     // e.g. EOS; the stop token is returned
   int prefill_chunk = 512;                 // tokens per prefill step, >= 1
   // Fill GenerationResult::first_logits: the final prompt chunk then goes through Forward (for

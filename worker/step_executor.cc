@@ -16,8 +16,8 @@ double Seconds(StepExecutor::Clock::duration d) {
 
 }  // namespace
 
-SamplingParams SamplingParamsFromProto(const v1::SamplingParams& proto) {
-  SamplingParams params{.temperature = proto.temperature(),
+sampling::SamplingParams SamplingParamsFromProto(const v1::SamplingParams& proto) {
+  sampling::SamplingParams params{.temperature = proto.temperature(),
                         .top_k = proto.top_k(),
                         .top_p = proto.top_p(),
                         .min_p = proto.min_p(),
@@ -39,7 +39,7 @@ StepExecutor::StepExecutor(ModelRunner* runner, const StepExecutorOptions& optio
       max_context_(runner->config().context_length),
       block_size_(runner->kv_pool().block_size),
       num_blocks_(runner->kv_pool().num_blocks),
-      max_logprobs_(std::min(kMaxLogprobs, runner->config().vocab_size)),
+      max_logprobs_(std::min(sampling::kMaxLogprobs, runner->config().vocab_size)),
       max_blocks_per_seq_((max_context_ + block_size_ - 1) / block_size_),
       num_snapshots_(runner->state_snapshot_slots()),
       slots_(options.max_num_seqs, num_blocks_, block_size_),

@@ -61,7 +61,7 @@
 namespace tessera::worker {
 
 // The sampler's parameters from the protocol's (top_logprobs -> num_logprobs); unvalidated.
-SamplingParams SamplingParamsFromProto(const tessera::worker::v1::SamplingParams& proto);
+sampling::SamplingParams SamplingParamsFromProto(const tessera::worker::v1::SamplingParams& proto);
 
 // What a step ran, for the worker's metrics (worker_metrics.h).
 enum class StepKind {

@@ -143,7 +143,7 @@ absl::Status StepExecutor::ValidateNewSequence(const v1::NewSequence& seq, int i
                                 max_logprobs_, "]"));
   }
   const absl::Status params =
-      ValidateSamplingParams(SamplingParamsFromProto(seq.sampling()), vocab_size_);
+      sampling::ValidateSamplingParams(SamplingParamsFromProto(seq.sampling()), vocab_size_);
   if (!params.ok()) return Invalid(absl::StrCat(field(), ".sampling.", params.message()));
   if (seq.grammar().kind() != v1::GRAMMAR_KIND_NONE) {
     if (grammars_ == nullptr) {

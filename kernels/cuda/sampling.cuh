@@ -260,7 +260,7 @@ auto AllowSamplingSharedMemory(Launcher& launcher, int vocab) {
 // sampling_types.h; workspace: SamplingWorkspaceBytes(num_rows or more, vocab) bytes of device
 // memory, 256-byte aligned, the same size at every launch of a captured graph's shape.
 // Preconditions: num_rows >= 1; vocab >= 1, and AllowSamplingSharedMemory for it succeeded on
-// this launcher; params validated (worker::ValidateSamplingParams); out.top_ids / top_logprobs
+// this launcher; params validated (sampling::ValidateSamplingParams); out.top_ids / top_logprobs
 // non-null if any row has num_logprobs > 0. Four launches: the split-row passes, then the finish.
 template <class Launcher>
 auto LaunchSampling(Launcher& launcher, const float* logits, int num_rows, int vocab,

@@ -8,12 +8,12 @@
 
 namespace tessera::cuda {
 
-// Rows may ask for up to this many top logprobs (worker::kMaxLogprobs).
+// Rows may ask for up to this many top logprobs (sampling::kMaxLogprobs).
 inline constexpr int kSamplingMaxLogprobs = 20;
-// Temperatures below this sample greedily (worker::kGreedyTemperature).
+// Temperatures below this sample greedily (sampling::kGreedyTemperature).
 inline constexpr float kSamplingGreedyTemperature = 1e-5f;
 
-// One row's request state, validated by the worker (worker::ValidateSamplingParams).
+// One row's request state, validated by the worker (sampling::ValidateSamplingParams).
 struct SamplingRowParams {
   float temperature = 1.0f;         // < kSamplingGreedyTemperature: greedy, no draw
   int32_t top_k = 0;                // <= 0 or >= vocab: off

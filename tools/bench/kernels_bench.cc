@@ -309,7 +309,7 @@ void BM_Sampler(benchmark::State& state) {
   std::vector<float> logits(kVocab);
   for (float& v : logits) v = noise(rng);
   for (int i = 0; i < 20; ++i) logits[(i * 2477) % kVocab] = 12.0f - i * 0.3f;
-  worker::SamplingParams p;
+  sampling::SamplingParams p;
   p.temperature = 0.8f;
   std::vector<int32_t> prompt;
   const char* names[] = {"greedy", "T=0.8", "top_k=40", "top_p=0.9", "k50+p0.95+minp0.05",

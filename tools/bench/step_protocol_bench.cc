@@ -68,8 +68,8 @@ class StubRunner final : public ModelRunner {
   std::string backend_name() const override { return "stub"; }
   int max_num_seqs() const override { return kSlots; }
   worker::ModelLayerInfo layer_info() const override { return {.attention_layers = 1, .linear_layers = 0, .state_bytes_per_sequence = 0}; }
-  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> generated) override {
+  void BeginSequence(int slot, const sampling::SamplingParams& params,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated) override {
     samplers_.Begin(slot, params, prompt, generated);
   }
   void EndSequence(int slot) override { samplers_.End(slot); }

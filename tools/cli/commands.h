@@ -9,8 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/sampling/sampling_params.h"
 #include "tools/bench/client_auth.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::cli {
 
@@ -55,7 +55,7 @@ struct GenerateOptions {
   std::string device = "auto";       // offline backend: auto, cpu, cuda or emulated
   std::string dtype;                 // offline cuda compute type; "": bf16
   bool ignore_eos = false;
-  worker::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise
+  sampling::SamplingParams sampling{.temperature = 0.0f};  // greedy unless asked otherwise
   bool seed_given = false;     // --seed was given (the client sends no seed otherwise)
 
   // Client mode: with `addr` set, stream from a running tessera-router instead of running

@@ -244,7 +244,7 @@ absl::Status CpuModelRunner::Validate(std::span<const SequenceWork> batch) const
       nullptr);
 }
 
-void CpuModelRunner::BeginSequence(int slot, const SamplingParams& params,
+void CpuModelRunner::BeginSequence(int slot, const sampling::SamplingParams& params,
                                    std::span<const int32_t> prompt,
                                    std::span<const int32_t> generated) {
   samplers_.Begin(slot, params, prompt, generated);

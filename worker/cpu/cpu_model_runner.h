@@ -110,8 +110,8 @@ class CpuModelRunner final : public ModelRunner {
   // The cos/sin table every layer's RoPE reads (for tests and diagnostics).
   const kernels::cpu::RopeTable& rope_table() const { return rope_; }
 
-  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> generated) override;
+  void BeginSequence(int slot, const sampling::SamplingParams& params,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated) override;
   void EndSequence(int slot) override;
   // StepRunInfo: launch_seconds = Step entry -> end of the forward pass (the compute is host
   // time), device_seconds = -1, no graphs.

@@ -234,7 +234,7 @@ std::string CudaModelRunner::DeviceDescription() const {
                          CudaGraphModeName(options_.graphs));
 }
 
-void CudaModelRunner::BeginSequence(int slot, const SamplingParams& params,
+void CudaModelRunner::BeginSequence(int slot, const sampling::SamplingParams& params,
                                     std::span<const int32_t> prompt,
                                     std::span<const int32_t> generated) {
   sampling_.Begin(slot, params, prompt, generated);

@@ -116,8 +116,8 @@ class CudaModelRunner final : public ModelRunner {
             .state_bytes_per_sequence =
                 state_floats_per_slot() * static_cast<int64_t>(sizeof(float))};
   }
-  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> generated) override;
+  void BeginSequence(int slot, const sampling::SamplingParams& params,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated) override;
   void EndSequence(int slot) override;
   // Rows with pending masks: the forward pass is enqueued (replaying a forward-only graph for a
   // decode step), then fill_pending_masks runs on the host while the device computes, then the

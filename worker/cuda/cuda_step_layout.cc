@@ -119,7 +119,7 @@ void CudaModelRunner::SetSamplingRow(int row, int slot, int position) {
   } else {
     inputs_->AddPenaltyRow({}, {}, {});
   }
-  const SamplingParams& params = sampling_.params(slot);
+  const sampling::SamplingParams& params = sampling_.params(slot);
   inputs_->AddBiasRow(params.logit_bias_tokens, params.logit_bias_values);
 }
 

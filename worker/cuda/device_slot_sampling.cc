@@ -7,7 +7,7 @@ namespace tessera::worker {
 DeviceSlotSampling::DeviceSlotSampling(int max_num_seqs)
     : slots_(static_cast<size_t>(max_num_seqs)) {}
 
-void DeviceSlotSampling::Begin(int slot, const SamplingParams& params,
+void DeviceSlotSampling::Begin(int slot, const sampling::SamplingParams& params,
                                std::span<const int32_t> prompt,
                                std::span<const int32_t> generated) {
   TESSERA_CHECK(slot >= 0 && slot < max_num_seqs() && !slots_[slot].started,
@@ -30,7 +30,7 @@ void DeviceSlotSampling::End(int slot) {
 }
 
 cuda::SamplingRowParams DeviceSlotSampling::RowParams(int slot, int64_t position) const {
-  const SamplingParams& p = slots_[slot].params;
+  const sampling::SamplingParams& p = slots_[slot].params;
   return {.temperature = p.temperature,
           .top_k = p.top_k,
           .top_p = p.top_p,

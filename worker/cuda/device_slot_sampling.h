@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "common/sampling/sampling_params.h"
 #include "kernels/cuda/sampling_types.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 
@@ -23,13 +23,13 @@ class DeviceSlotSampling {
 
   int max_num_seqs() const { return static_cast<int>(slots_.size()); }
   // Preconditions (TESSERA_CHECK): slot in range; Begin on a free slot, End on a started one.
-  void Begin(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
+  void Begin(int slot, const sampling::SamplingParams& params, std::span<const int32_t> prompt,
              std::span<const int32_t> generated);
   void End(int slot);
   bool started(int slot) const {
     return slot >= 0 && slot < max_num_seqs() && slots_[slot].started;
   }
-  const SamplingParams& params(int slot) const { return slots_[slot].params; }
+  const sampling::SamplingParams& params(int slot) const { return slots_[slot].params; }
 
   // The kernel's row for `slot` sampling the token at `position` (its known token count).
   cuda::SamplingRowParams RowParams(int slot, int64_t position) const;
@@ -48,7 +48,7 @@ class DeviceSlotSampling {
   struct SlotState {
     bool started = false;
     bool penalized = false;
-    SamplingParams params;
+    sampling::SamplingParams params;
     std::map<int32_t, Seen> seen;  // only when penalized
   };
 

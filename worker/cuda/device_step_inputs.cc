@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/sampling/sampling_params.h"
 #include "common/util/check.h"
 #include "common/util/status_macros.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 namespace {
@@ -71,7 +71,7 @@ absl::StatusOr<DeviceStepInputs> DeviceStepInputs::Create(device::DeviceRuntime&
       static_cast<size_t>(capacity.num_rows) * static_cast<size_t>(in.mask_words_) * 4;
   TESSERA_ASSIGN_OR_RETURN(in.token_masks_, device::DeviceMemory::Allocate(runtime, mask_bytes));
   TESSERA_ASSIGN_OR_RETURN(in.host_token_masks_, device::HostMemory::Allocate(runtime, mask_bytes));
-  in.bias_capacity_ = int64_t{capacity.num_rows} * kMaxLogitBiasTokens;
+  in.bias_capacity_ = int64_t{capacity.num_rows} * sampling::kMaxLogitBiasTokens;
   const size_t bias_bytes = static_cast<size_t>(in.bias_capacity_) * 8;
   TESSERA_ASSIGN_OR_RETURN(in.biases_, device::DeviceMemory::Allocate(runtime, bias_bytes));
   TESSERA_ASSIGN_OR_RETURN(in.host_biases_, device::HostMemory::Allocate(runtime, bias_bytes));

@@ -220,7 +220,7 @@ KvPoolInfo TensorParallelRunner::kv_pool() const {
   return pool;
 }
 
-void TensorParallelRunner::BeginSequence(int slot, const SamplingParams& params,
+void TensorParallelRunner::BeginSequence(int slot, const sampling::SamplingParams& params,
                                          std::span<const int32_t> prompt,
                                          std::span<const int32_t> generated) {
   for (const auto& rank : ranks_) rank->BeginSequence(slot, params, prompt, generated);

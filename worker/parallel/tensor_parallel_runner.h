@@ -51,8 +51,8 @@ class TensorParallelRunner final : public ModelRunner {
   std::string backend_name() const override { return "cuda"; }
   int max_num_seqs() const override { return ranks_[0]->max_num_seqs(); }
   ModelLayerInfo layer_info() const override { return ranks_[0]->layer_info(); }
-  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> generated) override;
+  void BeginSequence(int slot, const sampling::SamplingParams& params,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated) override;
   void EndSequence(int slot) override;
   // Hybrids: every rank holds the whole recurrent state (the mixers are replicated), so every
   // rank saves and restores its own copy.

@@ -73,10 +73,10 @@ void TopIds(std::span<const float> values, size_t k, std::vector<int32_t>* out) 
   std::sort_heap(out->begin(), out->end(), worse_on_top);  // best first
 }
 
-Sampler::Sampler(const SamplingParams& params, int vocab_size,
+Sampler::Sampler(const sampling::SamplingParams& params, int vocab_size,
                  std::span<const int32_t> prompt_tokens)
     : params_(params), vocab_size_(vocab_size), rng_(params.seed) {
-  TESSERA_CHECK(ValidateSamplingParams(params, vocab_size).ok(),
+  TESSERA_CHECK(sampling::ValidateSamplingParams(params, vocab_size).ok(),
                 "Sampler: sampling params must be validated first");
   for (int32_t token : prompt_tokens) {
     TESSERA_CHECK(token >= 0 && token < vocab_size, "Sampler: prompt token out of range");
@@ -103,7 +103,7 @@ void Sampler::RecordGenerated(int32_t token) {
 void Sampler::RestoreGenerated(std::span<const int32_t> tokens) {
   for (int32_t token : tokens) RecordGenerated(token);
   // Sample draws exactly once per stochastic token (in Draw) and never when greedy.
-  if (params_.temperature >= kGreedyTemperature) rng_.discard(tokens.size());
+  if (params_.temperature >= sampling::kGreedyTemperature) rng_.discard(tokens.size());
 }
 
 SampleResult Sampler::Sample(std::span<const float> logits) {
@@ -111,7 +111,8 @@ SampleResult Sampler::Sample(std::span<const float> logits) {
                 "Sampler: logits size differs from the vocab size");
   const float* z = ApplyPenalties(logits);
   SampleResult result;
-  result.token = params_.temperature < kGreedyTemperature ? Greedy(z) : SampleStochastic(z);
+  result.token =
+      params_.temperature < sampling::kGreedyTemperature ? Greedy(z) : SampleStochastic(z);
   FillLogprobs(logits, &result);
   RecordGenerated(result.token);
   return result;

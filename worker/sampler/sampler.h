@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "worker/sampler/sampling_params.h"
+#include "common/sampling/sampling_params.h"
 
 namespace tessera::worker {
 
@@ -52,7 +52,8 @@ class Sampler {
  public:
   // Preconditions: ValidateSamplingParams(params, vocab_size) is OK; every prompt token is in
   // [0, vocab_size) (the worker validates requests before creating samplers).
-  Sampler(const SamplingParams& params, int vocab_size, std::span<const int32_t> prompt_tokens);
+  Sampler(const sampling::SamplingParams& params, int vocab_size,
+          std::span<const int32_t> prompt_tokens);
 
   // Samples the next token from logits [vocab_size] and records it as generated (it counts for
   // the penalties of the following calls). Precondition: logits.size() == vocab_size; logits
@@ -71,7 +72,7 @@ class Sampler {
   // produce such rows.) Precondition: every token is in [0, vocab_size).
   void RestoreGenerated(std::span<const int32_t> tokens);
 
-  const SamplingParams& params() const { return params_; }
+  const sampling::SamplingParams& params() const { return params_; }
 
  private:
   bool HasPenalties() const;
@@ -86,7 +87,7 @@ class Sampler {
   int32_t Draw(size_t count, bool all_vocab);
   void FillLogprobs(std::span<const float> logits, SampleResult* result) const;
 
-  SamplingParams params_;
+  sampling::SamplingParams params_;
   int vocab_size_;
   std::mt19937_64 rng_;
   std::vector<int32_t> prompt_tokens_;  // distinct, sorted

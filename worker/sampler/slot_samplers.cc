@@ -18,11 +18,11 @@ bool SlotSamplers::started(int slot) const {
   return slot >= 0 && slot < max_num_seqs() && samplers_[slot].has_value();
 }
 
-void SlotSamplers::Begin(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
-                         std::span<const int32_t> generated) {
+void SlotSamplers::Begin(int slot, const sampling::SamplingParams& params,
+                         std::span<const int32_t> prompt, std::span<const int32_t> generated) {
   TESSERA_CHECK(slot >= 0 && slot < max_num_seqs(), "SlotSamplers::Begin: slot out of range");
   TESSERA_CHECK(!samplers_[slot].has_value(), "SlotSamplers::Begin: slot already started");
-  TESSERA_CHECK(ValidateSamplingParams(params, vocab_size_).ok(),
+  TESSERA_CHECK(sampling::ValidateSamplingParams(params, vocab_size_).ok(),
                 "SlotSamplers::Begin: invalid sampling parameters");
   auto in_vocab = [&](int32_t id) { return id >= 0 && id < vocab_size_; };
   TESSERA_CHECK(std::all_of(prompt.begin(), prompt.end(), in_vocab) &&
@@ -71,7 +71,7 @@ void SlotSamplers::SampleRows(std::span<const SequenceWork> batch, const StepLog
 }
 
 std::span<const float> SlotSamplers::Adjusted(std::span<const float> logits,
-                                              const SamplingParams& params,
+                                              const sampling::SamplingParams& params,
                                               std::span<const uint32_t> allowed) {
   if (params.logit_bias_tokens.empty() && allowed.empty()) return logits;
   adjusted_.assign(logits.begin(), logits.end());

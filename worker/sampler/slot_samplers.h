@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/sampling/sampling_params.h"
 #include "worker/model_runner.h"
 #include "worker/sampler/sampler.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 
@@ -32,7 +32,7 @@ class SlotSamplers {
   // Builds `slot`'s sampler over `prompt`, then replays `generated` (the tokens sampled before a
   // preemption: penalties and RNG continue as if it had never stopped). Preconditions (abort
   // otherwise): slot in range and not started; params valid for the vocabulary; tokens in it.
-  void Begin(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
+  void Begin(int slot, const sampling::SamplingParams& params, std::span<const int32_t> prompt,
              std::span<const int32_t> generated);
   // Precondition (abort otherwise): the slot was started.
   void End(int slot);
@@ -51,7 +51,8 @@ class SlotSamplers {
  private:
   // `logits` after the slot's logit_bias and the row's structured-output mask
   // (kernels/cpu/logit_adjust.h), in adjusted_; `logits` itself when it has neither.
-  std::span<const float> Adjusted(std::span<const float> logits, const SamplingParams& params,
+  std::span<const float> Adjusted(std::span<const float> logits,
+                                  const sampling::SamplingParams& params,
                                   std::span<const uint32_t> allowed);
 
   int vocab_size_;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/sampling/sampling_params.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/sampler/sampling_params.h"
 
 namespace tessera::worker {
 namespace {
@@ -19,8 +19,8 @@ using ::testing::HasSubstr;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-SamplingParams Params(float temperature, uint64_t seed = 1) {
-  SamplingParams p;
+sampling::SamplingParams Params(float temperature, uint64_t seed = 1) {
+  sampling::SamplingParams p;
   p.temperature = temperature;
   p.seed = seed;
   return p;
@@ -40,8 +40,8 @@ std::vector<double> Softmax(const std::vector<float>& logits, double temperature
 
 // Counts of each token over `draws` samples with a fresh sampler (penalties off, so the
 // distribution does not drift).
-std::map<int32_t, int> Histogram(const SamplingParams& params, const std::vector<float>& logits,
-                                 int draws) {
+std::map<int32_t, int> Histogram(const sampling::SamplingParams& params,
+                                 const std::vector<float>& logits, int draws) {
   Sampler sampler(params, static_cast<int>(logits.size()), {});
   std::map<int32_t, int> counts;
   for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits).token];
@@ -61,7 +61,7 @@ TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTiesAndIgnoresSeed) {
 
 TEST(SamplerTest, TopKOnlyReturnsTheKBest) {
   const std::vector<float> logits = {1.0f, 0.2f, 0.9f, 0.1f, 0.95f, 0.0f};
-  SamplingParams p = Params(5.0f);  // hot: without top-k every token would appear
+  sampling::SamplingParams p = Params(5.0f);  // hot: without top-k every token would appear
   p.top_k = 2;
   const auto counts = Histogram(p, logits, 1000);
   EXPECT_EQ(counts.size(), 2u);
@@ -71,7 +71,7 @@ TEST(SamplerTest, TopKOnlyReturnsTheKBest) {
 
 TEST(SamplerTest, TopKTiesBreakTowardLowerIds) {
   const std::vector<float> logits = {0.0f, 1.0f, 1.0f, 1.0f};
-  SamplingParams p = Params(1.0f);
+  sampling::SamplingParams p = Params(1.0f);
   p.top_k = 2;
   const auto counts = Histogram(p, logits, 500);
   EXPECT_EQ(counts.size(), 2u);
@@ -82,7 +82,7 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingTheMass) {
   // Probabilities 0.5, 0.25, 0.125, 0.125 (T = 1).
   const std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.125f),
                                      std::log(0.125f)};
-  SamplingParams p = Params(1.0f);
+  sampling::SamplingParams p = Params(1.0f);
   p.top_p = 0.5f;  // token 0 alone reaches 0.5
   EXPECT_EQ(Histogram(p, logits, 500).size(), 1u);
   p.top_p = 0.6f;  // token 1 crosses the threshold and is kept
@@ -95,7 +95,7 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingTheMass) {
 TEST(SamplerTest, TopPOnLargeVocabSortsOnlyWhatItNeeds) {
   std::vector<float> logits(49152, 0.0f);
   for (int i = 0; i < 300; ++i) logits[(i * 163) % 49152] = 10.0f;  // 300 hot tokens
-  SamplingParams p = Params(1.0f);
+  sampling::SamplingParams p = Params(1.0f);
   p.top_p = 0.9f;
   std::set<int32_t> hot;
   for (int i = 0; i < 300; ++i) hot.insert((i * 163) % 49152);
@@ -105,7 +105,7 @@ TEST(SamplerTest, TopPOnLargeVocabSortsOnlyWhatItNeeds) {
 TEST(SamplerTest, MinPDropsUnlikelyTokens) {
   // Probabilities relative to the best: 1, 0.5, 0.09, 0.05.
   const std::vector<float> logits = {0.0f, std::log(0.5f), std::log(0.09f), std::log(0.05f)};
-  SamplingParams p = Params(1.0f);
+  sampling::SamplingParams p = Params(1.0f);
   p.min_p = 0.1f;
   const auto counts = Histogram(p, logits, 2000);
   EXPECT_EQ(counts.size(), 2u);
@@ -117,7 +117,7 @@ TEST(SamplerTest, FiltersComposeInOrder) {
   // min_p = 0.7 then drops 1 (0.3 / 0.5 = 0.6 < 0.7).
   const std::vector<float> logits = {std::log(0.45f), std::log(0.27f), std::log(0.18f),
                                      std::log(0.1f)};
-  SamplingParams p = Params(1.0f);
+  sampling::SamplingParams p = Params(1.0f);
   p.top_k = 3;
   p.top_p = 0.7f;
   p.min_p = 0.7f;
@@ -166,7 +166,7 @@ TEST(SamplerTest, EmpiricalDistributionMatchesSoftmax) {
 
 TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
   const std::vector<float> logits = {1.0f, 0.5f, 3.0f, -2.0f, 3.0f, 0.0f};
-  SamplingParams p = Params(0.5f);
+  sampling::SamplingParams p = Params(0.5f);
   p.num_logprobs = 3;
   p.repetition_penalty = 1.3f;  // logprobs ignore penalties and temperature
   Sampler sampler(p, 6, std::vector<int32_t>{2});
@@ -185,7 +185,7 @@ TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
 TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   // Token 0 (prompt, 2.0 -> 1.0) and token 1 (prompt, -0.5 -> -1.0) fall below token 2 (1.5).
   const std::vector<float> logits = {2.0f, -0.5f, 1.5f, -0.9f};
-  SamplingParams p = Params(0.0f);
+  sampling::SamplingParams p = Params(0.0f);
   p.repetition_penalty = 2.0f;
   Sampler sampler(p, 4, std::vector<int32_t>{0, 1, 0});
   EXPECT_EQ(sampler.Sample(logits).token, 2);
@@ -195,13 +195,13 @@ TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
 
 TEST(SamplerTest, PresenceAndFrequencyPenaltiesUseGeneratedCounts) {
   const std::vector<float> logits = {1.0f, 0.7f, 0.0f};
-  SamplingParams p = Params(0.0f);
+  sampling::SamplingParams p = Params(0.0f);
   p.frequency_penalty = 0.2f;
   Sampler sampler(p, 3, std::vector<int32_t>{1});  // prompt tokens are not penalized
   EXPECT_EQ(sampler.Sample(logits).token, 0);      // 1.0
   EXPECT_EQ(sampler.Sample(logits).token, 0);      // 0.8 > 0.7
   EXPECT_EQ(sampler.Sample(logits).token, 1);      // 0.6 < 0.7
-  SamplingParams q = Params(0.0f);
+  sampling::SamplingParams q = Params(0.0f);
   q.presence_penalty = 0.5f;  // once per seen token
   Sampler presence(q, 3, {});
   EXPECT_EQ(presence.Sample(logits).token, 0);
@@ -211,7 +211,7 @@ TEST(SamplerTest, PresenceAndFrequencyPenaltiesUseGeneratedCounts) {
 
 TEST(SamplerTest, RecordGeneratedCountsForPenalties) {
   const std::vector<float> logits = {1.0f, 0.9f};
-  SamplingParams p = Params(0.0f);
+  sampling::SamplingParams p = Params(0.0f);
   p.presence_penalty = 0.5f;
   Sampler sampler(p, 2, {});
   sampler.RecordGenerated(0);
@@ -246,13 +246,13 @@ TEST(TopIdsTest, MatchesStableSortWithTies) {
 
 struct InvalidCase {
   std::string name;
-  SamplingParams params;
+  sampling::SamplingParams params;
   std::string message;
 };
 
 TEST(ValidateSamplingParamsTest, AcceptsDefaultsAndEdges) {
-  EXPECT_TRUE(ValidateSamplingParams(SamplingParams{}, 49152).ok());
-  SamplingParams p;
+  EXPECT_TRUE(sampling::ValidateSamplingParams(sampling::SamplingParams{}, 49152).ok());
+  sampling::SamplingParams p;
   p.temperature = 0.0f;
   p.top_k = 100000;  // larger than the vocab: off
   p.top_p = 1.0f;
@@ -261,14 +261,14 @@ TEST(ValidateSamplingParamsTest, AcceptsDefaultsAndEdges) {
   p.presence_penalty = -2.0f;
   p.frequency_penalty = 2.0f;
   p.num_logprobs = 20;
-  EXPECT_TRUE(ValidateSamplingParams(p, 49152).ok());
+  EXPECT_TRUE(sampling::ValidateSamplingParams(p, 49152).ok());
 }
 
 TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<InvalidCase> cases;
   auto add = [&](std::string name, auto mutate, std::string message) {
-    SamplingParams p;
+    sampling::SamplingParams p;
     mutate(p);
     cases.push_back({std::move(name), p, std::move(message)});
   };
@@ -297,22 +297,22 @@ TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
       "num_logprobs must be in [0, 20], got 21");
   add("negative num_logprobs", [](auto& p) { p.num_logprobs = -1; }, "num_logprobs must be");
   for (const InvalidCase& c : cases) {
-    const absl::Status status = ValidateSamplingParams(c.params, 49152);
+    const absl::Status status = sampling::ValidateSamplingParams(c.params, 49152);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_THAT(std::string(status.message()), HasSubstr(c.message)) << c.name;
   }
 }
 
 TEST(ValidateSamplingParamsTest, LogprobsBoundedBySmallVocab) {
-  SamplingParams p;
+  sampling::SamplingParams p;
   p.num_logprobs = 6;
-  EXPECT_THAT(std::string(ValidateSamplingParams(p, 5).message()),
+  EXPECT_THAT(std::string(sampling::ValidateSamplingParams(p, 5).message()),
               HasSubstr("num_logprobs must be in [0, 5], got 6"));
-  EXPECT_FALSE(ValidateSamplingParams(SamplingParams{}, 0).ok());
+  EXPECT_FALSE(sampling::ValidateSamplingParams(sampling::SamplingParams{}, 0).ok());
 }
 
 TEST(SamplerDeathTest, RequiresValidatedParams) {
-  SamplingParams p;
+  sampling::SamplingParams p;
   p.top_p = 2.0f;
   EXPECT_DEATH(Sampler(p, 10, {}), "validated");
 }

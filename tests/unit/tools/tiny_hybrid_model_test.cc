@@ -174,7 +174,7 @@ TEST_P(TinyHybridModelTest, LoadsAndRunsOnTheCpuRunner) {
   std::vector<int32_t> tokens(20);
   for (int i = 0; i < 20; ++i) tokens[i] = 3 + (i * 37) % 200;
   const std::vector<int32_t> table = {1, 2, 3};
-  worker::SamplingParams greedy;
+  sampling::SamplingParams greedy;
   greedy.temperature = 0.0f;
   runner.BeginSequence(0, greedy, tokens, {});
   for (int step = 0; step < 5; ++step) {

@@ -32,11 +32,12 @@ struct Seq {
   int32_t computed = 0;
   std::vector<int32_t> blocks{};
   int slot = -1;
-  SamplingParams params{};
+  sampling::SamplingParams params{};
   std::vector<SampleResult> sampled{};
 };
 
-Seq MakeSeq(std::vector<int32_t> prompt, int index, int slot, const SamplingParams& params) {
+Seq MakeSeq(std::vector<int32_t> prompt, int index, int slot,
+            const sampling::SamplingParams& params) {
   Seq s{.tokens = std::move(prompt), .slot = slot, .params = params};
   s.num_prompt = static_cast<int32_t>(s.tokens.size());
   s.blocks.resize(kBlocksPerSeq);
@@ -127,7 +128,7 @@ class CpuRunnerSamplingTest : public testing::TinyModelTest {
 };
 
 TEST_F(CpuRunnerSamplingTest, StepSamplesWhatSamplerDrawsFromForwardLogits) {
-  const std::vector<SamplingParams> params = {
+  const std::vector<sampling::SamplingParams> params = {
       {.temperature = 0.0f},
       {.temperature = 0.0f, .frequency_penalty = 1.5f, .num_logprobs = 5},
       {.temperature = 0.9f, .seed = 11, .num_logprobs = 3},
@@ -175,9 +176,9 @@ TEST_F(CpuRunnerSamplingTest, StepSamplesWhatSamplerDrawsFromForwardLogits) {
 // ended, the sequence is begun again (in another slot, with its generated tokens) and all its
 // known tokens are recomputed in fresh blocks, as after a preemption.
 TEST_F(CpuRunnerSamplingTest, EndedAndRebegunSequenceContinuesLikeAnUninterruptedOne) {
-  const SamplingParams params{.temperature = 1.1f, .top_k = 50, .repetition_penalty = 1.2f,
-                              .presence_penalty = 0.6f, .frequency_penalty = 0.9f, .seed = 77,
-                              .num_logprobs = 2};
+  const sampling::SamplingParams params{.temperature = 1.1f, .top_k = 50,
+                                        .repetition_penalty = 1.2f, .presence_penalty = 0.6f,
+                                        .frequency_penalty = 0.9f, .seed = 77, .num_logprobs = 2};
   constexpr int kTokens = 20;
   auto uninterrupted_runner = MakeRunner(kBlockSize, kNumBlocks);
   std::vector<Seq> uninterrupted = {MakeSeq(Prompt(9, 3), 0, /*slot=*/1, params)};
@@ -218,7 +219,7 @@ TEST_F(CpuRunnerSamplingTest, EndedAndRebegunSequenceContinuesLikeAnUninterrupte
 }
 
 TEST_F(CpuRunnerSamplingTest, SamplingRowOnAnUnstartedSlotIsRejectedAndNothingHappens) {
-  const SamplingParams params{.temperature = 1.0f, .seed = 5};
+  const sampling::SamplingParams params{.temperature = 1.0f, .seed = 5};
   // `runner` sees the rejected steps, `reference` does not; afterwards both must agree.
   auto runner = MakeRunner(kBlockSize, kNumBlocks);
   auto reference = MakeRunner(kBlockSize, kNumBlocks);

@@ -92,7 +92,7 @@ class Driver {
 
   // Greedy, with the top-2 logprobs the margin rule reads.
   void Begin(int slot, std::span<const int32_t> prompt, std::span<const int32_t> generated = {}) {
-    SamplingParams greedy;
+    sampling::SamplingParams greedy;
     greedy.temperature = 0.0f;
     greedy.num_logprobs = 2;
     runner_->BeginSequence(slot, greedy, prompt, generated);

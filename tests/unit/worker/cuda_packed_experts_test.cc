@@ -96,7 +96,7 @@ class CudaPackedExpertsTest : public ::testing::TestWithParam<Format> {
   static std::vector<float> Logits(ModelRunner& runner, const std::vector<int32_t>& prompt) {
     std::vector<int32_t> table(kPackedBlocks - 1);
     std::iota(table.begin(), table.end(), 1);
-    runner.BeginSequence(0, SamplingParams{}, prompt, {});
+    runner.BeginSequence(0, sampling::SamplingParams{}, prompt, {});
     const SequenceWork work{.tokens = prompt, .start_pos = 0, .block_table = table,
                             .needs_logits = true, .slot = 0};
     StepLogits logits;

@@ -124,7 +124,7 @@ TEST(DummyRunner, TinyHybridShapeRunsWithFiniteLogits) {
   EXPECT_EQ(built.runner->layer_info().linear_layers, 3);
   EXPECT_GT(built.runner->layer_info().state_bytes_per_sequence, 0);
   ModelRunner& runner = *built.runner;
-  SamplingParams greedy;
+  sampling::SamplingParams greedy;
   greedy.temperature = 0.0f;
   std::vector<int32_t> tokens = {1, 17, 300, 5, 511, 42, 9};
   runner.BeginSequence(0, greedy, tokens, {});

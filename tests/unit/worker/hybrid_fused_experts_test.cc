@@ -22,7 +22,7 @@ std::vector<float> PromptLogits(const LoadedModel& model) {
                         CpuRunnerOptions{.block_size = 16, .num_kv_blocks = 8, .max_num_seqs = 1});
   std::vector<int32_t> prompt;
   for (int i = 0; i < 70; ++i) prompt.push_back(3 + (i * 7919) % 250);
-  SamplingParams greedy;
+  sampling::SamplingParams greedy;
   greedy.temperature = 0.0f;
   runner.BeginSequence(0, greedy, prompt, {});
   const std::vector<int32_t> table = {1, 2, 3, 4, 5};

@@ -71,7 +71,7 @@ class Driver {
   }
 
   void Begin(int slot, std::span<const int32_t> prompt, std::span<const int32_t> generated = {}) {
-    SamplingParams greedy;
+    sampling::SamplingParams greedy;
     greedy.temperature = 0.0f;
     runner_->BeginSequence(slot, greedy, prompt, generated);
   }

@@ -36,7 +36,7 @@ std::vector<int32_t> SampleAll(Sampler& sampler, const std::vector<std::vector<f
 TEST(SamplerRestoreTest, RestoredSamplerContinuesLikeAnUninterruptedOne) {
   const std::vector<int32_t> prompt = {37, 74, 5, 900};
   const std::vector<std::vector<float>> rows = RandomLogits(3);
-  std::vector<SamplingParams> variants(4);
+  std::vector<sampling::SamplingParams> variants(4);
   variants[0] = {.temperature = 0.9f, .seed = 1234};
   variants[1] = {.temperature = 1.3f, .top_k = 50, .top_p = 0.9f, .min_p = 0.01f, .seed = 7};
   variants[2] = {.temperature = 0.7f, .repetition_penalty = 1.3f, .presence_penalty = 0.8f,
@@ -58,7 +58,7 @@ TEST(SamplerRestoreTest, RestoredSamplerContinuesLikeAnUninterruptedOne) {
 TEST(SamplerRestoreTest, RecordingWithoutAdvancingTheRngDiverges) {
   // The reason RestoreGenerated exists: RecordGenerated alone replays penalties, not the draws.
   const std::vector<std::vector<float>> rows = RandomLogits(5);
-  const SamplingParams params{.temperature = 1.0f, .seed = 42};
+  const sampling::SamplingParams params{.temperature = 1.0f, .seed = 42};
   Sampler uninterrupted(params, kVocab, {});
   const std::vector<int32_t> expected = SampleAll(uninterrupted, rows, 0);
   Sampler recorded(params, kVocab, {});

@@ -44,8 +44,8 @@ SequenceWork Work(bool needs_logits, int32_t slot) {
 }
 
 TEST(SlotSamplersTest, RowsSampleWithTheirSlotsSampler) {
-  const SamplingParams a{.temperature = 0.9f, .seed = 1, .num_logprobs = 2};
-  const SamplingParams b{.temperature = 0.0f, .frequency_penalty = 1.0f};
+  const sampling::SamplingParams a{.temperature = 0.9f, .seed = 1, .num_logprobs = 2};
+  const sampling::SamplingParams b{.temperature = 0.0f, .frequency_penalty = 1.0f};
   const std::vector<int32_t> prompt = {5, 6, 7};
   SlotSamplers samplers(4, kVocab);
   samplers.Begin(3, a, prompt, {});

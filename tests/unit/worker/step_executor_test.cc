@@ -232,8 +232,8 @@ class DeviceLikeRunner final : public ModelRunner {
   std::string backend_name() const override { return "device-like"; }
   int max_num_seqs() const override { return inner_->max_num_seqs(); }
   ModelLayerInfo layer_info() const override { return inner_->layer_info(); }
-  void BeginSequence(int slot, const SamplingParams& params, std::span<const int32_t> prompt,
-                     std::span<const int32_t> generated) override {
+  void BeginSequence(int slot, const sampling::SamplingParams& params,
+                     std::span<const int32_t> prompt, std::span<const int32_t> generated) override {
     inner_->BeginSequence(slot, params, prompt, generated);
   }
   void EndSequence(int slot) override { inner_->EndSequence(slot); }

@@ -245,7 +245,7 @@ struct TwoRowRun {
 TwoRowRun RunTwoRows(ModelRunner& runner, bool guided, int vocab,
                      const std::vector<int32_t>& prompt_a, const std::vector<int32_t>& prompt_b) {
   auto allowed = [vocab](int step) { return (step * 37 + 11) % vocab; };
-  SamplingParams greedy;
+  sampling::SamplingParams greedy;
   greedy.temperature = 0.0f;
   runner.BeginSequence(0, greedy, prompt_a, {});
   runner.BeginSequence(1, greedy, prompt_b, {});

@@ -1,11 +1,11 @@
-#include "worker/sampler/sampling_params.h"
+#include "common/sampling/sampling_params.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace tessera::worker {
+namespace tessera::sampling {
 namespace {
 
 absl::Status Invalid(const char* field, const char* range, double value) {
@@ -62,4 +62,4 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int vocab_size) {
   return absl::OkStatus();
 }
 
-}  // namespace tessera::worker
+}  // namespace tessera::sampling

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 
-namespace tessera::worker {
+namespace tessera::sampling {
 
 inline constexpr int kMaxLogprobs = 20;
 // Temperatures below this are treated as greedy (as vLLM does): dividing logits by a tiny
@@ -38,4 +38,4 @@ struct SamplingParams {
 // e.g. "top_p must be in (0, 1], got 1.5". NaN and infinities are rejected everywhere.
 absl::Status ValidateSamplingParams(const SamplingParams& params, int vocab_size);
 
-}  // namespace tessera::worker
+}  // namespace tessera::sampling
