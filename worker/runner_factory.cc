@@ -128,8 +128,7 @@ absl::StatusOr<BuiltRunner> BuildTensorParallelRunner(
                                       .cuda_device_index = flags.cuda_device,
                                       .cuda_sync_each_launch = flags.cuda_sync_each_launch,
                                       .emulated_memory_bytes =
-                                          static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB,
-                                      .emulated_schedule = {}},
+                                          static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB},
                            .runner = options};
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
                            TensorParallelRunner::Create(tp, model));
@@ -214,8 +213,7 @@ absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerF
                                 .cuda_device_index = flags.cuda_device,
                                 .cuda_sync_each_launch = flags.cuda_sync_each_launch,
                                 .emulated_memory_bytes =
-                                    static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB,
-                                .emulated_schedule = {}};
+                                    static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB};
   return device::OpenDevice(options);
 #else
   (void)flags;

@@ -25,7 +25,7 @@ const char* DataTypeName(DataType type) {
 absl::StatusOr<std::unique_ptr<DeviceRuntime>> OpenDevice(const DeviceOptions& options) {
   if (options.kind == DeviceKind::kEmulated) {
     return std::make_unique<EmulatedDeviceRuntime>(options.emulated_memory_bytes,
-                                                   options.emulated_schedule);
+                                                   simt::Schedule::InOrder());
   }
 #if TESSERA_WITH_CUDA
   absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> runtime =

@@ -19,7 +19,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/simt/schedule.h"
 
 namespace tessera::device {
 
@@ -108,9 +107,10 @@ struct DeviceOptions {
   // Bring-up: wait after every kernel launch and cuBLAS call outside graph capture, so a fault
   // is reported by the launch that caused it, naming the kernel (slow; off in production).
   bool cuda_sync_each_launch = false;
-  // The emulated device's memory size and thread schedule.
+  // The emulated device's memory size. OpenDevice's emulated device runs a block's threads in
+  // order; a caller that picks the emulator's schedule constructs EmulatedDeviceRuntime
+  // (emulated_device_runtime.h) itself.
   uint64_t emulated_memory_bytes = uint64_t{4} << 30;
-  simt::Schedule emulated_schedule;
 };
 
 // UNAVAILABLE with a one-line reason when the device cannot be used (no CUDA in this build, no

@@ -28,8 +28,7 @@ constexpr int kBlocks = 16;
 
 std::unique_ptr<CudaModelRunner> MakeRunner(const LoadedModel& model, DataType dtype) {
   auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                     .emulated_memory_bytes = uint64_t{128} << 20,
-                                     .emulated_schedule = {}});
+                                     .emulated_memory_bytes = uint64_t{128} << 20});
   EXPECT_TRUE(runtime.ok()) << runtime.status();
   if (!runtime.ok()) return nullptr;
   auto runner = CudaModelRunner::Create(*std::move(runtime), model.config, model.plan,

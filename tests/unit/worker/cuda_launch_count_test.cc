@@ -32,8 +32,7 @@ struct DecodeLaunches {
 // Launches of one decode step (batch 1, context 6) on a fresh runner over `model`.
 int64_t OneDecodeStep(const LoadedModel& model, CudaGraphMode graphs) {
   auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                     .emulated_memory_bytes = uint64_t{128} << 20,
-                                     .emulated_schedule = {}});
+                                     .emulated_memory_bytes = uint64_t{128} << 20});
   EXPECT_TRUE(runtime.ok()) << runtime.status();
   auto* emulated = dynamic_cast<device::EmulatedDeviceRuntime*>(runtime->get());
   auto runner = CudaModelRunner::Create(*std::move(runtime), model.config, model.plan,

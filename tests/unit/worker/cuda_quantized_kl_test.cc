@@ -38,8 +38,7 @@ std::vector<std::vector<float>> DeviceTeacherForcedLogits(const LoadedModel& mod
   const int n = static_cast<int>(tokens.size());
   const int blocks = n / kBlockSize + 2;
   auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                     .emulated_memory_bytes = uint64_t{1} << 30,
-                                     .emulated_schedule = {}});
+                                     .emulated_memory_bytes = uint64_t{1} << 30});
   EXPECT_TRUE(runtime.ok()) << runtime.status();
   if (!runtime.ok()) return {};
   auto runner = CudaModelRunner::Create(

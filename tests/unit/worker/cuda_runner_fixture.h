@@ -40,8 +40,7 @@ inline constexpr bool kOnGpu = TESSERA_TEST_CUDA_DEVICE != 0;
 // of the tiny model take a few MiB).
 inline device::DeviceOptions TestDeviceOptions() {
   return {.kind = kOnGpu ? device::DeviceKind::kCuda : device::DeviceKind::kEmulated,
-          .emulated_memory_bytes = uint64_t{256} << 20,
-          .emulated_schedule = {}};
+          .emulated_memory_bytes = uint64_t{256} << 20};
 }
 
 class CudaRunnerTest : public ::testing::Test {

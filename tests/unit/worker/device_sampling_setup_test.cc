@@ -17,8 +17,7 @@ class PrepareSamplingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto runtime = device::OpenDevice({.kind = device::DeviceKind::kEmulated,
-                                       .emulated_memory_bytes = uint64_t{16} << 20,
-                                       .emulated_schedule = {}});
+                                       .emulated_memory_bytes = uint64_t{16} << 20});
     ASSERT_TRUE(runtime.ok()) << runtime.status();
     runtime_ = std::move(*runtime);
     auto kernels = MakeDeviceKernels(*runtime_);

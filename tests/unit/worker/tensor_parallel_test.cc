@@ -50,8 +50,7 @@ CudaRunnerOptions RunnerOptions(DataType dtype) {
 
 std::unique_ptr<ModelRunner> MakeRunner(const LoadedModel& model, DataType dtype, int tp) {
   const device::DeviceOptions device{.kind = device::DeviceKind::kEmulated,
-                                     .emulated_memory_bytes = uint64_t{128} << 20,
-                                     .emulated_schedule = {}};
+                                     .emulated_memory_bytes = uint64_t{128} << 20};
   if (tp == 1) {
     auto runtime = device::OpenDevice(device);
     EXPECT_TRUE(runtime.ok()) << runtime.status();
