@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
   absl::StatusOr<ModelPlan> plan = PlanModel(model->config, forms);
   if (!plan.ok()) return WithPath(path, plan.status());
   model->plan = *std::move(plan);
-  absl::StatusOr<std::unique_ptr<CpuModelWeights>> weights =
-      BindCpuWeights(*model->file, model->plan.weights);
+  absl::StatusOr<std::unique_ptr<HostModelWeights>> weights =
+      BindHostWeights(*model->file, model->plan.weights);
   if (!weights.ok()) return WithPath(path, weights.status());
   model->weights = std::move(*weights);
   return model;

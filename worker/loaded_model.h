@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf_file.h"
 #include "common/model/model_config.h"
-#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/model_plan.h"
 
 namespace tessera::worker {
@@ -20,7 +20,7 @@ struct LoadedModel {
   std::unique_ptr<gguf::GgufFile> file;
   model::ModelConfig config;
   ModelPlan plan;
-  std::unique_ptr<CpuModelWeights> weights;
+  std::unique_ptr<HostModelWeights> weights;
 };
 
 // `path` is a GGUF file or a HF safetensors directory. Errors name the path and the problem (bad

@@ -70,7 +70,7 @@ nlohmann::json PrefillJson(const BenchSetup& setup, const PrefillRow& r) {
 }  // namespace
 
 int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
-                          const worker::CpuModelWeights& weights) {
+                          const worker::HostModelWeights& weights) {
   int64_t bytes = 0;
   for (worker::WeightId id = 0; id < declaration.size(); ++id) {
     if (weights[id].present && weights[id].role == worker::WeightRole::kMatrix) {

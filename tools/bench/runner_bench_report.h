@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "common/model/model_config.h"
-#include "worker/cpu/cpu_model_weights.h"
 #include "worker/model_runner.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/weight_declaration.h"
 
 namespace tessera::bench {
@@ -53,7 +53,7 @@ struct PrefillRow {
 // Bytes of the matrices one decode step reads on the cpu backend, as the loaded weights store
 // them (quantized formats included); a device backend's: BuiltRunner::decode_weight_bytes.
 int64_t DecodeWeightBytes(const worker::WeightDeclaration& declaration,
-                          const worker::CpuModelWeights& weights);
+                          const worker::HostModelWeights& weights);
 // K/V bytes of `batch` sequences of `context` tokens over the attention layers, plus their
 // recurrent state (linear-attention layers), read and written once per decode step.
 int64_t ContextKvBytes(const model::ModelConfig& config, const worker::ModelLayerInfo& layers,

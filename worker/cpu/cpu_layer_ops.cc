@@ -92,7 +92,7 @@ void CpuModelOps::LinearAttend(int linear_layer, const GdnOpWeights& w, const Gd
 void CpuModelOps::MoeFfn(ActId in, const MoeOpWeights& w, ActId out) {
   const model::MoeDims& m = *config_.hybrid->moe;
   const auto experts = [this](WeightId id) {
-    const CpuWeight& weight = (*weights_)[id];
+    const HostWeight& weight = (*weights_)[id];
     cpu::ExpertWeightsView view = weight.experts;
     view.output_scales = weight.expert_scales.empty() ? nullptr : weight.expert_scales.data();
     return view;

@@ -22,7 +22,7 @@ void AddInPlace(std::span<float> x, std::span<const float> delta) {
 }  // namespace
 
 CpuModelOps::CpuModelOps(const model::ModelConfig& config, const ModelPlan* plan,
-                         const CpuModelWeights* weights, const Int8PackedWeights* packed,
+                         const HostModelWeights* weights, const Int8PackedWeights* packed,
                          const CpuKvPools* kv, const CpuRecurrentState* state,
                          const cpu::RopeTable* rope, cpu::ThreadPool* pool, cpu::Isa isa)
     : config_(config),

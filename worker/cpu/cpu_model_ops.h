@@ -24,8 +24,8 @@
 #include "kernels/cpu/recurrent_sequence.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
-#include "worker/cpu/cpu_model_weights.h"
 #include "worker/cpu/int8_packed_weights.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/model_ops.h"
 #include "worker/models/model_plan.h"
 
@@ -61,7 +61,7 @@ class CpuModelOps {
  public:
   // Preconditions: all pointers outlive the ops; packed is null unless activations are int8.
   CpuModelOps(const model::ModelConfig& config, const ModelPlan* plan,
-              const CpuModelWeights* weights, const Int8PackedWeights* packed,
+              const HostModelWeights* weights, const Int8PackedWeights* packed,
               const CpuKvPools* kv, const CpuRecurrentState* state,
               const kernels::cpu::RopeTable* rope, kernels::cpu::ThreadPool* pool,
               kernels::cpu::Isa isa);
@@ -99,7 +99,7 @@ class CpuModelOps {
 
   model::ModelConfig config_;
   const ModelPlan* plan_;
-  const CpuModelWeights* weights_;
+  const HostModelWeights* weights_;
   const Int8PackedWeights* packed_;
   const CpuKvPools* kv_;
   const CpuRecurrentState* state_;

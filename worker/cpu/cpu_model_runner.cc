@@ -76,7 +76,7 @@ std::string_view KvDtypeName(cpu::KvDtype dtype) {
 }
 
 CpuModelRunner::CpuModelRunner(const model::ModelConfig& config, const ModelPlan* plan,
-                               const CpuModelWeights* weights, cpu::ThreadPool* pool,
+                               const HostModelWeights* weights, cpu::ThreadPool* pool,
                                const CpuRunnerOptions& options)
     : config_(config),
       plan_(plan),

@@ -30,10 +30,10 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/cpu/cpu_model_ops.h"
-#include "worker/cpu/cpu_model_weights.h"
 #include "worker/cpu/int8_packed_weights.h"
-#include "worker/models/model_plan.h"
 #include "worker/model_runner.h"
+#include "worker/models/host_model_weights.h"
+#include "worker/models/model_plan.h"
 #include "worker/sampler/slot_samplers.h"
 
 namespace tessera::worker {
@@ -85,7 +85,7 @@ class CpuModelRunner final : public ModelRunner {
   // Preconditions: weights were bound from plan's declaration for config; options.block_size >= 1,
   // num_kv_blocks >= 2, max_num_seqs >= 1.
   CpuModelRunner(const model::ModelConfig& config, const ModelPlan* plan,
-                 const CpuModelWeights* weights, kernels::cpu::ThreadPool* pool,
+                 const HostModelWeights* weights, kernels::cpu::ThreadPool* pool,
                  const CpuRunnerOptions& options);
 
   const model::ModelConfig& config() const override { return config_; }
@@ -136,7 +136,7 @@ class CpuModelRunner final : public ModelRunner {
 
   model::ModelConfig config_;
   const ModelPlan* plan_;
-  const CpuModelWeights* weights_;
+  const HostModelWeights* weights_;
   std::unique_ptr<Int8PackedWeights> int8_;  // set for MatmulActivations::kInt8
   kernels::cpu::RopeTable rope_;
   kernels::cpu::KvDtype kv_dtype_;

@@ -25,10 +25,10 @@ size_t PackedBytes(const cpu::WeightView& w) {
 }  // namespace
 
 std::vector<std::string> UnpackableInt8Weights(const WeightDeclaration& declaration,
-                                               const CpuModelWeights& weights) {
+                                               const HostModelWeights& weights) {
   std::vector<std::string> names;
   for (WeightId id = 0; id < declaration.size(); ++id) {
-    const CpuWeight& w = weights[id];
+    const HostWeight& w = weights[id];
     const std::string& name = declaration.spec(id).name;
     if (!w.present || w.role == WeightRole::kDense || w.role == WeightRole::kEmbedding) continue;
     if (w.role == WeightRole::kExperts) {
@@ -42,7 +42,7 @@ std::vector<std::string> UnpackableInt8Weights(const WeightDeclaration& declarat
 }
 
 absl::Status CheckInt8Packable(const WeightDeclaration& declaration,
-                               const CpuModelWeights& weights) {
+                               const HostModelWeights& weights) {
   const std::vector<std::string> unpackable = UnpackableInt8Weights(declaration, weights);
   if (unpackable.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
@@ -52,7 +52,7 @@ absl::Status CheckInt8Packable(const WeightDeclaration& declaration,
 }
 
 Int8PackedWeights::Int8PackedWeights(const WeightDeclaration& declaration,
-                                     const CpuModelWeights& weights)
+                                     const HostModelWeights& weights)
     : packed_(static_cast<size_t>(declaration.size())) {
   const absl::Status packable = CheckInt8Packable(declaration, weights);
   TESSERA_CHECK(packable.ok(), std::string(packable.message()).c_str());

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "common/util/huge_page_buffer.h"
 #include "kernels/cpu/int8_matmul.h"
-#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/weight_declaration.h"
 
 namespace tessera::worker {
@@ -24,16 +24,16 @@ namespace tessera::worker {
 // The matmul weights the int8 path cannot read, e.g. "blk.0.attn_q.weight (F32, 64 cols)"; empty
 // when every projection can be packed.
 std::vector<std::string> UnpackableInt8Weights(const WeightDeclaration& declaration,
-                                               const CpuModelWeights& weights);
+                                               const HostModelWeights& weights);
 
 // OK when every matmul weight can be packed; FAILED_PRECONDITION naming the others otherwise.
 absl::Status CheckInt8Packable(const WeightDeclaration& declaration,
-                               const CpuModelWeights& weights);
+                               const HostModelWeights& weights);
 
 class Int8PackedWeights {
  public:
   // Precondition: CheckInt8Packable is OK (checked: aborts naming the weights).
-  Int8PackedWeights(const WeightDeclaration& declaration, const CpuModelWeights& weights);
+  Int8PackedWeights(const WeightDeclaration& declaration, const HostModelWeights& weights);
 
   // The packed view of a kMatrix weight (null data for other roles and absent weights).
   const kernels::cpu::Int8WeightView& operator[](WeightId id) const {

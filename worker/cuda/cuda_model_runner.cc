@@ -50,7 +50,7 @@ absl::Status CudaModelRunner::CheckRunnable(const model::ModelConfig& config,
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
     std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-    const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options,
+    const ModelPlan& plan, const HostModelWeights& weights, const CudaRunnerOptions& options,
     const gguf::GgufFile* file) {
   TESSERA_RETURN_IF_ERROR(CheckRunnable(config, plan, options));
   const kernels::cpu::RopeTable rope(

@@ -39,7 +39,6 @@
 #include "common/model/model_config.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
-#include "worker/cpu/cpu_model_weights.h"
 #include "worker/cuda/device_block_tables.h"
 #include "worker/cuda/device_kernels.h"
 #include "worker/cuda/device_model_ops.h"
@@ -48,6 +47,7 @@
 #include "worker/cuda/device_step_inputs.h"
 #include "worker/cuda/graph_cache.h"
 #include "worker/model_runner.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/model_plan.h"
 
 namespace tessera::worker {
@@ -90,7 +90,7 @@ class CudaModelRunner final : public ModelRunner {
   // (Q4_K), so they too stay packed.
   static absl::StatusOr<std::unique_ptr<CudaModelRunner>> Create(
       std::unique_ptr<device::DeviceRuntime> runtime, const model::ModelConfig& config,
-      const ModelPlan& plan, const CpuModelWeights& weights, const CudaRunnerOptions& options,
+      const ModelPlan& plan, const HostModelWeights& weights, const CudaRunnerOptions& options,
       const gguf::GgufFile* file = nullptr);
   // Weights already on `runtime` (e.g. MakeDummyModelWeights), in options.dtype and declared by
   // `plan`, RoPE table included; the runner takes them over. The path above uploads host

@@ -118,7 +118,7 @@ struct RawMatrix {
   std::span<const uint8_t> data;
 };
 // `given` (a concatenation's rows, built by the caller) wins when set.
-std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
+std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const HostWeight& w,
                                      const gguf::GgufFile* file,
                                      const RawMatrix* given = nullptr) {
   if (given != nullptr) return *given;
@@ -137,7 +137,7 @@ std::optional<RawMatrix> RawMatrixOf(const WeightSpec& spec, const CpuWeight& w,
 // The packed form of a projection or expert stack (all experts' rows as one matrix), or nullopt
 // when it has none (format, shape, role, or a scale byte the planar layout cannot hold: then it
 // is dequantized like any other tensor). A stack's per-expert scales are uploaded beside it.
-std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const CpuWeight& w,
+std::optional<cuda::PackedWeight> PackedFormOf(const WeightSpec& spec, const HostWeight& w,
                                                const WeightUploadOptions& options,
                                                const RawMatrix* given) {
   if (!options.keep_packed || !MayKeepPacked(spec)) return std::nullopt;
@@ -168,7 +168,7 @@ std::optional<cuda::GgufFormat> DeviceGgufFormat(gguf::GgmlType type) {
 // An embedding table kept in its quantized GGUF rows: their type, or nullopt when the rule or
 // the file says otherwise (then it is dequantized like any other tensor).
 absl::StatusOr<std::optional<gguf::GgmlType>> UploadEmbeddingRows(
-    Uploader& up, const WeightSpec& spec, const CpuWeight& w, const WeightUploadOptions& options,
+    Uploader& up, const WeightSpec& spec, const HostWeight& w, const WeightUploadOptions& options,
     DeviceWeight* out) {
   const std::optional<RawMatrix> raw =
       options.keep_packed ? RawMatrixOf(spec, w, options.file) : std::nullopt;
@@ -182,7 +182,7 @@ absl::StatusOr<std::optional<gguf::GgmlType>> UploadEmbeddingRows(
 // or null when the host does it: another compute type, a tensor scale to fold, or a type the
 // device does not decode.
 absl::StatusOr<const void*> UploadDecodedOnDevice(Uploader& up, const WeightSpec& spec,
-                                                  const CpuWeight& w,
+                                                  const HostWeight& w,
                                                   const WeightUploadOptions& options,
                                                   DataType dtype, const RawMatrix* given) {
   const bool scaled = w.tensor_scale != 1.0f || !w.expert_scales.empty();
@@ -214,7 +214,7 @@ absl::StatusOr<cuda::PackedLinear> UploadPacked(Uploader& up, const cuda::Packed
 }
 
 absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
-                                          const CpuWeight& w, const WeightUploadOptions& options,
+                                          const HostWeight& w, const WeightUploadOptions& options,
                                           DeviceModelWeights& model,
                                           const RawMatrix* given = nullptr) {
   DeviceWeight out{.data = nullptr, .rows = spec.rows(), .cols = spec.cols(),
@@ -279,7 +279,7 @@ absl::StatusOr<DeviceWeight> UploadTensor(Uploader& up, const WeightSpec& spec,
 // and scale and the result has a form uploaded from raw rows alone (packed, or decoded on the
 // device); nullopt otherwise (the parts are then uploaded as they are).
 std::optional<RawMatrix> ConcatenatedRows(const WeightDeclaration& declaration,
-                                          const WeightSpec& spec, const CpuModelWeights& weights,
+                                          const WeightSpec& spec, const HostModelWeights& weights,
                                           const WeightUploadOptions& options, DataType dtype,
                                           std::vector<uint8_t>* storage, float* scale) {
   for (const WeightId other : spec.only_without) {
@@ -288,7 +288,7 @@ std::optional<RawMatrix> ConcatenatedRows(const WeightDeclaration& declaration,
   std::optional<gguf::GgmlType> type;
   storage->clear();
   for (const WeightId part : spec.parts) {
-    const CpuWeight& w = weights[part];
+    const HostWeight& w = weights[part];
     if (w.partial_sum) return std::nullopt;  // each part's output is summed over ranks on its own
     const std::optional<RawMatrix> raw =
         w.present ? RawMatrixOf(declaration.spec(part), w, options.file) : std::nullopt;
@@ -307,7 +307,7 @@ std::optional<RawMatrix> ConcatenatedRows(const WeightDeclaration& declaration,
 // Uploads every concatenation that ConcatenatedRows can build into `fused` (by WeightId) and
 // marks its parts in `absorbed`.
 absl::Status UploadConcatenations(Uploader& up, const WeightDeclaration& declaration,
-                                  const CpuModelWeights& weights,
+                                  const HostModelWeights& weights,
                                   const WeightUploadOptions& options, DeviceModelWeights& model,
                                   std::vector<std::optional<DeviceWeight>>* fused,
                                   std::vector<bool>* absorbed) {
@@ -315,7 +315,7 @@ absl::Status UploadConcatenations(Uploader& up, const WeightDeclaration& declara
   for (WeightId id = 0; id < declaration.size(); ++id) {
     const WeightSpec& spec = declaration.spec(id);
     if (spec.parts.empty()) continue;
-    CpuWeight whole{.role = WeightRole::kMatrix, .present = true};
+    HostWeight whole{.role = WeightRole::kMatrix, .present = true};
     const std::optional<RawMatrix> raw = ConcatenatedRows(declaration, spec, weights, options,
                                                           model.dtype, &storage,
                                                           &whole.tensor_scale);
@@ -341,7 +341,7 @@ void DeviceModelWeights::CountStorage(const std::string& format, bool packed, in
 
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
     device::DeviceRuntime& runtime, const WeightDeclaration& declaration,
-    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, DataType dtype,
+    const HostModelWeights& weights, const kernels::cpu::RopeTable& rope, DataType dtype,
     const WeightUploadOptions& options) {
   if (options.keep_packed && dtype == DataType::kF32) {
     return absl::InvalidArgumentError("packed weights need a bf16 or f16 compute type");
@@ -362,7 +362,7 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
     }
     // An absorbed part, or a concatenation left to its parts: absent.
     const bool absent = absorbed[id] || !spec.parts.empty();
-    const CpuWeight none{.role = spec.role, .present = false};
+    const HostWeight none{.role = spec.role, .present = false};
     TESSERA_ASSIGN_OR_RETURN(
         const DeviceWeight tensor,
         UploadTensor(up, spec, absent ? none : weights[id], options, *out));

@@ -24,7 +24,7 @@
 #include "kernels/cuda/packed_format.h"
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
-#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/weight_declaration.h"
 #include "worker/weight_storage.h"
 
@@ -51,7 +51,7 @@ struct DeviceWeight {
   // embedding lookup; nullopt: `data` is in the compute type.
   std::optional<cuda::GgufFormat> table_format;
   int64_t bytes = 0;  // device bytes of the tensor (codes and scales when packed; data, not values)
-  // A tensor-parallel rank's share of a row-parallel projection (CpuWeight::partial_sum):
+  // A tensor-parallel rank's share of a row-parallel projection (HostWeight::partial_sum):
   // Project sums its output over the ranks.
   bool partial_sum = false;
 
@@ -95,7 +95,7 @@ struct DeviceModelWeights {
 // type this loader cannot dequantize.
 absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
     device::DeviceRuntime& runtime, const WeightDeclaration& declaration,
-    const CpuModelWeights& weights, const kernels::cpu::RopeTable& rope, device::DataType dtype,
+    const HostModelWeights& weights, const kernels::cpu::RopeTable& rope, device::DataType dtype,
     const WeightUploadOptions& options = {});
 
 }  // namespace tessera::worker

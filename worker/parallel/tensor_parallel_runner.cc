@@ -179,7 +179,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::Crea
                            MakeCommunicators(runtimes));
   std::vector<std::unique_ptr<CudaModelRunner>> ranks(static_cast<size_t>(options.size));
   TESSERA_RETURN_IF_ERROR(OnRankThreads(options.size, communicators, [&](int r) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<CpuModelWeights>> weights =
+    absl::StatusOr<std::unique_ptr<HostModelWeights>> weights =
         ShardWeights(model.plan.weights, *model.weights, shard_plan.weights, r, options.size);
     if (!weights.ok()) return weights.status();
     CudaRunnerOptions rank_options = options.runner;

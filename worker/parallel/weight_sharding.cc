@@ -23,7 +23,7 @@ absl::Status CheckDivides(int tp, int value, const char* what) {
 }
 
 // `bytes` of new storage owned by `weights` (counted with its load-time copies); returns it.
-void* OwnedBytes(CpuModelWeights* weights, size_t bytes) {
+void* OwnedBytes(HostModelWeights* weights, size_t bytes) {
   cpu::AlignedVector<float>& copy = weights->owned.emplace_back((bytes + 3) / 4);
   weights->num_dequantized_bytes += static_cast<int64_t>(bytes);
   return copy.data();
@@ -33,7 +33,7 @@ void* OwnedBytes(CpuModelWeights* weights, size_t bytes) {
 // blocks' boundaries, else dequantized to f32.
 absl::StatusOr<cpu::WeightView> ColumnSlice(const cpu::WeightView& full, int64_t first,
                                             int64_t cols, const std::string& name,
-                                            CpuModelWeights* out) {
+                                            HostModelWeights* out) {
   const int64_t block = cpu::FormatBlockElements(full.format);
   if (first % block == 0 && cols % block == 0) {
     const size_t offset = cpu::RowBytes(full.format, first);
@@ -59,7 +59,7 @@ absl::StatusOr<cpu::WeightView> ColumnSlice(const cpu::WeightView& full, int64_t
 
 // Rows [first, first + count) of each expert's matrix in `full`, copied in its format.
 cpu::ExpertWeightsView ExpertRows(const cpu::ExpertWeightsView& full, int64_t first,
-                                  int64_t count, CpuModelWeights* out) {
+                                  int64_t count, HostModelWeights* out) {
   const size_t row_bytes = cpu::RowBytes(full.format, full.cols);
   auto* data = static_cast<uint8_t*>(OwnedBytes(out, row_bytes * count * full.num_experts));
   const auto* source = static_cast<const uint8_t*>(full.data);
@@ -75,10 +75,10 @@ cpu::ExpertWeightsView ExpertRows(const cpu::ExpertWeightsView& full, int64_t fi
 
 // An expert stack of rank `rank`: rows shrank (gate, up; the fused [gate | up] form shards each
 // half) or columns shrank (down: a partial sum, completed after the MoE layer's combine).
-absl::StatusOr<CpuWeight> ShardExperts(const WeightSpec& full_spec, const CpuWeight& full,
-                                       const WeightSpec& spec, int rank, int tp,
-                                       CpuModelWeights* out) {
-  CpuWeight weight = full;
+absl::StatusOr<HostWeight> ShardExperts(const WeightSpec& full_spec, const HostWeight& full,
+                                        const WeightSpec& spec, int rank, int tp,
+                                        HostModelWeights* out) {
+  HostWeight weight = full;
   const cpu::ExpertWeightsView& stack = full.experts;
   if (spec.cols() == full_spec.cols() && spec.rows() * tp == full_spec.rows()) {
     if (spec.name.find("gate_up_exps") == std::string::npos) {
@@ -117,11 +117,11 @@ absl::StatusOr<CpuWeight> ShardExperts(const WeightSpec& full_spec, const CpuWei
 }
 
 // One declared tensor of rank `rank`: see the header for the rule.
-absl::StatusOr<CpuWeight> ShardOne(const WeightSpec& full_spec, const CpuWeight& full,
-                                   const WeightSpec& spec, int rank, int tp,
-                                   CpuModelWeights* out) {
+absl::StatusOr<HostWeight> ShardOne(const WeightSpec& full_spec, const HostWeight& full,
+                                    const WeightSpec& spec, int rank, int tp,
+                                    HostModelWeights* out) {
   if (!full.present || full_spec.dims == spec.dims || !spec.parts.empty()) return full;
-  CpuWeight weight = full;
+  HostWeight weight = full;
   if (spec.role == WeightRole::kDense && spec.elements() * tp == full_spec.elements()) {
     weight.values = full.values.subspan(static_cast<size_t>(rank * spec.elements()),
                                         static_cast<size_t>(spec.elements()));
@@ -177,17 +177,17 @@ absl::StatusOr<model::ModelConfig> ShardModelConfig(const model::ModelConfig& co
   return shard;
 }
 
-absl::StatusOr<std::unique_ptr<CpuModelWeights>> ShardWeights(
-    const WeightDeclaration& full, const CpuModelWeights& weights,
+absl::StatusOr<std::unique_ptr<HostModelWeights>> ShardWeights(
+    const WeightDeclaration& full, const HostModelWeights& weights,
     const WeightDeclaration& rank_declaration, int rank, int tp) {
-  auto shard = std::make_unique<CpuModelWeights>();
+  auto shard = std::make_unique<HostModelWeights>();
   for (const WeightSpec& spec : rank_declaration.specs()) {
     const WeightId id = full.Find(spec.name);
     if (id == kNoWeight) {
       return absl::InternalError(absl::StrCat("tensor parallel: '", spec.name,
                                               "' is declared by a rank but not by the model"));
     }
-    TESSERA_ASSIGN_OR_RETURN(CpuWeight weight,
+    TESSERA_ASSIGN_OR_RETURN(HostWeight weight,
                              ShardOne(full.spec(id), weights[id], spec, rank, tp, shard.get()));
     shard->tensors.push_back(std::move(weight));
   }

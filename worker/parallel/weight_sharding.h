@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
-#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/host_model_weights.h"
 #include "worker/models/model_plan.h"
 
 namespace tessera::worker {
@@ -39,8 +39,8 @@ absl::StatusOr<model::ModelConfig> ShardModelConfig(const model::ModelConfig& co
 // Rank `rank` of `tp`'s weights for `rank_declaration` (the plan of ShardModelConfig's config),
 // cut from `weights` (bound against `full`). Views point into `weights` (which must outlive the
 // result) or into the result's own copies.
-absl::StatusOr<std::unique_ptr<CpuModelWeights>> ShardWeights(
-    const WeightDeclaration& full, const CpuModelWeights& weights,
+absl::StatusOr<std::unique_ptr<HostModelWeights>> ShardWeights(
+    const WeightDeclaration& full, const HostModelWeights& weights,
     const WeightDeclaration& rank_declaration, int rank, int tp);
 
 }  // namespace tessera::worker

@@ -1,8 +1,9 @@
-// Binding a model's declared weights for the cpu kernels: the tiny generated model
-// (F32/F16/Q8_0/Q4_1 tensors, so both the mmapped and the dequantized-at-load paths), MXFP4/NVFP4
-// matrices (mmapped, same tokens as their f32 values), and rejection of what we cannot run.
+// Binding a model's declared weights in host memory (worker/models/host_model_weights.h): the
+// tiny generated model (F32/F16/Q8_0/Q4_1 tensors, so both the mmapped and the
+// dequantized-at-load paths), MXFP4/NVFP4 matrices (mmapped, same tokens as their f32 values),
+// and rejection of what we cannot run; generation through the cpu runner.
 #include "tests/unique_temp_path.h"
-#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/host_model_weights.h"
 
 #include <filesystem>
 #include <random>
@@ -23,7 +24,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(CpuModelWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
+TEST(HostModelWeightsTest, TinyModelLoadsAndGeneratesDeterministically) {
   const std::string path = testing_util::UniqueTempPath("weights_tiny.gguf");
   ASSERT_TRUE(convert::WriteTinyLlamaGguf({.num_layers = 2, .seed = 5}, path).ok());
   auto model = LoadModel(path);
@@ -100,21 +101,21 @@ std::vector<uint8_t> Fp4Llama(const WeightDeclaration& declaration, bool as_f32,
 
 // MXFP4/NVFP4 matrices are bound in place (no f32 copy), and generating from them gives the
 // tokens the same weights give as F32: the packed matmul is exact.
-TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
+TEST(HostModelWeightsTest, Fp4MatricesStayPacked) {
   const model::ModelConfig config = OneLayerLlama();
   auto plan = PlanModel(config);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto packed_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false));
   auto f32_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, true));
   ASSERT_TRUE(packed_file.ok() && f32_file.ok());
-  auto packed = BindCpuWeights(**packed_file, plan->weights);
-  auto f32 = BindCpuWeights(**f32_file, plan->weights);
+  auto packed = BindHostWeights(**packed_file, plan->weights);
+  auto f32 = BindHostWeights(**f32_file, plan->weights);
   ASSERT_TRUE(packed.ok()) << packed.status();
   ASSERT_TRUE(f32.ok()) << f32.status();
   EXPECT_EQ((*packed)->num_dequantized_bytes, 0);
   int fp4_matrices = 0;
   for (int i = 0; i < plan->weights.size(); ++i) {
-    const CpuWeight& w = (**packed)[i];
+    const HostWeight& w = (**packed)[i];
     if (w.role == WeightRole::kDense) continue;
     const gguf::GgufTensorInfo* info = (*packed_file)->FindTensor(plan->weights.spec(i).name);
     ASSERT_NE(info, nullptr);
@@ -125,7 +126,7 @@ TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
   }
   EXPECT_GE(fp4_matrices, 8);  // embedding, q, k, v, output, gate, up, down
   kernels::cpu::ThreadPool pool(2);
-  auto generate = [&](const CpuModelWeights* weights) {
+  auto generate = [&](const HostModelWeights* weights) {
     CpuModelRunner runner(config, &*plan, weights, &pool, {.block_size = 4, .num_kv_blocks = 16});
     GenerationRequest request{.prompt = {1, 2, 3, 4, 5}, .max_tokens = 12};
     request.sampling.temperature = 0.0f;
@@ -141,7 +142,7 @@ TEST(CpuModelWeightsTest, Fp4MatricesStayPacked) {
 // An NVFP4 matrix's per-tensor scale (`X.scale` beside `X.weight`) is part of the weight and
 // multiplies its output: generating gives the tokens of the F32 model whose matrix is scaled.
 // Beside an embedding table, which no lookup scales yet, it is refused by name, not ignored.
-TEST(CpuModelWeightsTest, AppliesAnNvfp4MatrixScaleAndRefusesAnEmbeddingOne) {
+TEST(HostModelWeightsTest, AppliesAnNvfp4MatrixScaleAndRefusesAnEmbeddingOne) {
   const model::ModelConfig config = OneLayerLlama();
   auto plan = PlanModel(config);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -157,13 +158,13 @@ TEST(CpuModelWeightsTest, AppliesAnNvfp4MatrixScaleAndRefusesAnEmbeddingOne) {
   auto file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false, matrix_scale));
   auto f32_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, true, matrix_scale));
   ASSERT_TRUE(file.ok() && f32_file.ok());
-  auto packed = BindCpuWeights(**file, plan->weights);
-  auto f32 = BindCpuWeights(**f32_file, plan->weights);
+  auto packed = BindHostWeights(**file, plan->weights);
+  auto f32 = BindHostWeights(**f32_file, plan->weights);
   ASSERT_TRUE(packed.ok()) << packed.status();
   ASSERT_TRUE(f32.ok()) << f32.status();  // an F32 matrix ignores a .scale beside it
   EXPECT_EQ((**packed)[plan->weights.Find(nvfp4[1])].tensor_scale, kTensorScale);
   kernels::cpu::ThreadPool pool(2);
-  auto logits = [&](const CpuModelWeights* weights) {  // the prompt's last-position logits
+  auto logits = [&](const HostModelWeights* weights) {  // the prompt's last-position logits
     CpuModelRunner runner(config, &*plan, weights, &pool, {.block_size = 4, .num_kv_blocks = 16});
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 5}, table = {1, 2};
     const SequenceWork work{.tokens = prompt, .start_pos = 0, .block_table = table,
@@ -177,12 +178,12 @@ TEST(CpuModelWeightsTest, AppliesAnNvfp4MatrixScaleAndRefusesAnEmbeddingOne) {
   const std::string embedding_scale = "token_embd.scale";
   auto embedding_file = gguf::GgufFile::FromBuffer(Fp4Llama(plan->weights, false, embedding_scale));
   ASSERT_TRUE(embedding_file.ok());
-  auto refused = BindCpuWeights(**embedding_file, plan->weights);
+  auto refused = BindHostWeights(**embedding_file, plan->weights);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(refused.status().message(), HasSubstr("'" + embedding_scale + "'"));
 }
 
-TEST(CpuModelWeightsTest, RejectsUnsupportedArchitectureByName) {
+TEST(HostModelWeightsTest, RejectsUnsupportedArchitectureByName) {
   gguf::GgufWriter writer;
   writer.AddString("general.architecture", "mamba");
   auto file = gguf::GgufFile::FromBuffer(writer.Serialize());
@@ -193,7 +194,7 @@ TEST(CpuModelWeightsTest, RejectsUnsupportedArchitectureByName) {
   EXPECT_THAT(plan.status().message(), HasSubstr("'mamba'"));
 }
 
-TEST(CpuModelWeightsTest, MissingTensorIsNamed) {
+TEST(HostModelWeightsTest, MissingTensorIsNamed) {
   gguf::GgufWriter writer;
   writer.AddString("general.architecture", "llama");
   auto file = gguf::GgufFile::FromBuffer(writer.Serialize());
@@ -203,7 +204,7 @@ TEST(CpuModelWeightsTest, MissingTensorIsNamed) {
                             .vocab_size = 10};
   auto plan = PlanModel(config);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  auto weights = BindCpuWeights(**file, plan->weights);
+  auto weights = BindHostWeights(**file, plan->weights);
   EXPECT_EQ(weights.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(weights.status().message(), HasSubstr("token_embd.weight"));
 }

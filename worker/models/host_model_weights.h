@@ -1,5 +1,8 @@
-// A model's tensors as the CPU kernels read them, bound from its WeightDeclaration
-// (worker/models/weight_declaration.h) and indexed by WeightId.
+// A model's tensors in host memory as the CPU kernels read them, bound from its
+// WeightDeclaration (worker/models/weight_declaration.h) and indexed by WeightId. Every backend
+// starts from them: the cpu runner computes on them, the cuda runner uploads them
+// (worker/cuda/device_model_weights.h), tensor parallelism cuts its shards from them
+// (worker/parallel/weight_sharding.h).
 //
 // Matmul weights (kMatrix, kExperts) in a format the kernels read directly (F32, Q8_0, Q4_0,
 // Q4_1, MXFP4, NVFP4) stay in the loaded GGUF — kernels/cpu/matmul.h shows that is bit-identical
@@ -31,7 +34,7 @@
 
 namespace tessera::worker {
 
-struct CpuWeight {
+struct HostWeight {
   WeightRole role = WeightRole::kDense;
   bool present = false;                     // false: an optional tensor the file lacks
   kernels::cpu::WeightView matrix;          // kMatrix, kEmbedding
@@ -44,12 +47,12 @@ struct CpuWeight {
   bool partial_sum = false;
 };
 
-struct CpuModelWeights {
-  std::vector<CpuWeight> tensors;  // [declaration.size()], by WeightId
+struct HostModelWeights {
+  std::vector<HostWeight> tensors;  // [declaration.size()], by WeightId
   int64_t num_dequantized_bytes = 0;                      // f32 copies made at load
   std::deque<kernels::cpu::AlignedVector<float>> owned;  // backing store for those copies
 
-  const CpuWeight& operator[](WeightId id) const { return tensors.at(static_cast<size_t>(id)); }
+  const HostWeight& operator[](WeightId id) const { return tensors.at(static_cast<size_t>(id)); }
 };
 
 // Binds every declared tensor. INVALID_ARGUMENT naming the tensor when a required one is missing
@@ -57,7 +60,7 @@ struct CpuModelWeights {
 // (spec.positive) holds a value that is not finite and positive, or an NVFP4 tensor scale that is
 // not one finite positive F32 per matrix (per expert for a stack); UNIMPLEMENTED naming an NVFP4
 // embedding table's scale.
-absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
+absl::StatusOr<std::unique_ptr<HostModelWeights>> BindHostWeights(
     const gguf::GgufFile& file, const WeightDeclaration& declaration);
 
 }  // namespace tessera::worker

@@ -1,4 +1,4 @@
-#include "worker/cpu/cpu_model_weights.h"
+#include "worker/models/host_model_weights.h"
 
 #include <cmath>
 #include <cstring>
@@ -31,7 +31,7 @@ bool SameShape(const std::vector<uint64_t>& actual, const std::vector<uint64_t>&
 // The per-tensor scale llama.cpp's converter writes beside an NVFP4 matrix `X.weight`: the F32
 // tensor `X.scale` ([1]; [experts] for an expert stack, one per expert), which multiplies the
 // matmul output (docs/design/fp4-formats.md). Empty when the file has none. It becomes part of
-// the weight (CpuWeight::tensor_scale / expert_scales), applied by the backends; an embedding
+// the weight (HostWeight::tensor_scale / expert_scales), applied by the backends; an embedding
 // table's is refused (UNIMPLEMENTED), since the lookup would silently run without it.
 absl::StatusOr<std::vector<float>> Nvfp4TensorScales(const gguf::GgufFile& file,
                                                      const WeightSpec& spec) {
@@ -68,12 +68,12 @@ absl::StatusOr<std::vector<float>> Nvfp4TensorScales(const gguf::GgufFile& file,
 // Resolves one declared tensor at a time and keeps the f32 copies it has to make.
 class TensorBinder {
  public:
-  TensorBinder(const gguf::GgufFile& file, CpuModelWeights* weights)
+  TensorBinder(const gguf::GgufFile& file, HostModelWeights* weights)
       : file_(file), weights_(weights) {}
 
-  absl::StatusOr<CpuWeight> Bind(const WeightSpec& spec) {
-    CpuWeight weight{.role = spec.role, .present = false, .matrix = {}, .experts = {}, .values = {},
-                     .tensor_scale = 1.0f};
+  absl::StatusOr<HostWeight> Bind(const WeightSpec& spec) {
+    HostWeight weight{.role = spec.role, .present = false, .matrix = {}, .experts = {},
+                      .values = {}, .tensor_scale = 1.0f};
     const gguf::GgufTensorInfo* info = file_.FindTensor(spec.name);
     if (info == nullptr && spec.optional) return weight;
     TESSERA_RETURN_IF_ERROR(CheckShape(spec, info));
@@ -156,17 +156,17 @@ class TensorBinder {
   }
 
   const gguf::GgufFile& file_;
-  CpuModelWeights* weights_;
+  HostModelWeights* weights_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CpuModelWeights>> BindCpuWeights(
+absl::StatusOr<std::unique_ptr<HostModelWeights>> BindHostWeights(
     const gguf::GgufFile& file, const WeightDeclaration& declaration) {
-  auto weights = std::make_unique<CpuModelWeights>();
+  auto weights = std::make_unique<HostModelWeights>();
   TensorBinder binder(file, weights.get());
   for (const WeightSpec& spec : declaration.specs()) {
-    TESSERA_ASSIGN_OR_RETURN(CpuWeight weight, binder.Bind(spec));
+    TESSERA_ASSIGN_OR_RETURN(HostWeight weight, binder.Bind(spec));
     weights->tensors.push_back(weight);
   }
   return weights;
