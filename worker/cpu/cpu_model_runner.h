@@ -38,14 +38,6 @@
 
 namespace tessera::worker {
 
-// The RoPE parameters llama.cpp would pass to ggml_rope_ext for this model: the pairing mode of
-// its architecture (config.rope_neox), the scaling read from metadata (freq_scale = 1 / factor;
-// YaRN's ext_factor 1, its n_ctx_orig and betas), llama.cpp's llama_context adjustment of
-// attn_factor, and the model's rope_freqs (may be empty).
-// Precondition: freq_factors is empty or holds config.rope_dim / 2 values.
-kernels::cpu::RopeParams RopeParamsForModel(const model::ModelConfig& config,
-                                            std::span<const float> freq_factors);
-
 // What the matmuls do with activations. kF32 (default): exact, f32 activations (matmul.h), the
 // path the oracle and bit-exactness gates hold for. kInt8: activations quantized to int8 per
 // 32-element block for integer dot products (int8_matmul.h) — lossy (KL bound in

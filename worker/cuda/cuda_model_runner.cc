@@ -7,7 +7,7 @@
 #include "common/util/absl_compat.h"
 #include "common/util/check.h"
 #include "common/util/status_macros.h"
-#include "worker/cpu/cpu_model_runner.h"
+#include "worker/models/rope_params.h"
 #include "worker/step_batch_validation.h"
 
 namespace tessera::worker {

@@ -10,8 +10,8 @@
 #include "kernels/cpu/rope.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "worker/cpu/cpu_model_runner.h"
 #include "worker/cuda_packed_rule.h"
+#include "worker/models/rope_params.h"
 
 namespace tessera::worker {
 namespace {

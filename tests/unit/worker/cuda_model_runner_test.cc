@@ -17,6 +17,7 @@
 #include "tests/unit/worker/position_logits.h"
 #include "worker/cuda/device_kernels.h"
 #include "worker/cuda/device_model_weights.h"
+#include "worker/models/rope_params.h"
 
 namespace tessera::worker::testing {
 namespace {

@@ -26,6 +26,7 @@
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
+#include "worker/models/rope_params.h"
 
 namespace tessera::worker {
 namespace {

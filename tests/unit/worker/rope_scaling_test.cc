@@ -1,5 +1,5 @@
 // RoPE scaling end to end in the CPU runner: GGUF metadata and the rope_freqs tensor -> ModelConfig
-// and LlamaWeights -> RopeParamsForModel (llama.cpp's context parameters) -> the runner's table
+// and HostModelWeights -> RopeParamsForModel (llama.cpp's context parameters) -> the runner's table
 // and logits. The kernel arithmetic itself is tested in tests/unit/kernels/rope_scaling_test.cc.
 #include <cmath>
 #include <cstring>
@@ -18,6 +18,7 @@
 #include "tools/convert/tiny_model.h"
 #include "worker/cpu/cpu_model_runner.h"
 #include "worker/loaded_model.h"
+#include "worker/models/rope_params.h"
 
 namespace tessera::worker {
 namespace {
