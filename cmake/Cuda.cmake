@@ -1,5 +1,7 @@
-# The CUDA part is ON when nvcc is found (TESSERA_CUDA=AUTO), or forced ON/OFF.
-# CMake 3.25 does not know nvcc's C++20 flag, so it is set by hand.
+# TESSERA_WITH_CUDA: the code nvcc compiles for a real GPU (the kernels' device builds, the CUDA
+# runtime and cuBLAS under the device runtime's cuda implementation) is built: ON when nvcc is
+# found (TESSERA_CUDA=AUTO), or forced ON/OFF. CMake 3.25 does not know nvcc's C++20 flag, so it
+# is set by hand.
 set(TESSERA_WITH_CUDA OFF)
 if(NOT TESSERA_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -20,18 +22,26 @@ if(NOT TESSERA_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "TESSERA_CUDA=ON but no CUDA compiler was found")
   endif()
 endif()
-message(STATUS "tessera: CUDA backend ${TESSERA_WITH_CUDA} (archs: ${TESSERA_CUDA_ARCHS})")
+message(STATUS "tessera: GPU code (nvcc) ${TESSERA_WITH_CUDA} (archs: ${TESSERA_CUDA_ARCHS})")
 
-# The SIMT emulator runs CUDA kernels on the CPU in every build that has CUDA's headers and
+# TESSERA_WITH_EMULATOR: the SIMT emulator (kernels/simt), which runs CUDA kernels on the CPU,
+# and the suites that run kernels on it, in every build that has CUDA's headers and
 # Boost.Context (libboost-context-dev), GPU or not (DESIGN.md §11).
 find_path(TESSERA_CUDA_INCLUDE_DIR cuda_bf16.h
   HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
 find_package(Boost 1.74 COMPONENTS context)
-set(TESSERA_WITH_SIMT OFF)
+set(TESSERA_WITH_EMULATOR OFF)
 if(TESSERA_CUDA_INCLUDE_DIR AND Boost_CONTEXT_FOUND)
-  set(TESSERA_WITH_SIMT ON)
+  set(TESSERA_WITH_EMULATOR ON)
 endif()
-message(STATUS "tessera: SIMT emulator ${TESSERA_WITH_SIMT} (CUDA headers: ${TESSERA_CUDA_INCLUDE_DIR})")
+message(STATUS
+  "tessera: SIMT emulator ${TESSERA_WITH_EMULATOR} (CUDA headers: ${TESSERA_CUDA_INCLUDE_DIR})")
+# TESSERA_WITH_DEVICE_BACKENDS: the device runtime (kernels/device) and the runner on it, i.e. the
+# worker's `--device cuda` and `--device emulated` backends (worker/cuda, worker/parallel) and
+# their tests. The runtime always has the emulated device, so they are built exactly when the
+# emulator is; `--device cuda` opens a GPU only where TESSERA_WITH_CUDA is ON as well.
+set(TESSERA_WITH_DEVICE_BACKENDS ${TESSERA_WITH_EMULATOR})
+message(STATUS "tessera: device backends (cuda, emulated) ${TESSERA_WITH_DEVICE_BACKENDS}")
 
 # The GPU copies of the kernel tests (tests/gpu/gpu_kernel_tests.cmake) and the GPU kernel
 # benchmark: built when the configure step sees a GPU (nvidia-smi lists one) or with

@@ -12,7 +12,7 @@
 #include "worker/cpu/cpu_model_runner.h"
 #include "worker/cpu/int8_packed_weights.h"
 
-#if TESSERA_WITH_SIMT
+#if TESSERA_WITH_DEVICE_BACKENDS
 #include "worker/cuda/cuda_model_runner.h"
 #include "worker/cuda/dummy_model_weights.h"
 #include "worker/parallel/tensor_parallel_runner.h"
@@ -74,7 +74,7 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
   return built;
 }
 
-#if TESSERA_WITH_SIMT
+#if TESSERA_WITH_DEVICE_BACKENDS
 absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) {
   TESSERA_ASSIGN_OR_RETURN(const device::DataType dtype,
                            ParseComputeDtype(flags.dtype.empty() ? "bf16" : flags.dtype));
@@ -208,7 +208,7 @@ using DeviceBuild =
 
 absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerFlags& flags,
                                                                    device::DeviceKind kind) {
-#if TESSERA_WITH_SIMT
+#if TESSERA_WITH_DEVICE_BACKENDS
   device::DeviceOptions options{.kind = kind,
                                 .cuda_device_index = flags.cuda_device,
                                 .cuda_sync_each_launch = flags.cuda_sync_each_launch,
@@ -260,7 +260,7 @@ absl::StatusOr<BuiltRunner> BuildOnSelectedDevice(
 DeviceBuild FileBuild(const RunnerFlags& flags, const LoadedModel& model) {
   return [&flags, &model](std::unique_ptr<device::DeviceRuntime> runtime)
              -> absl::StatusOr<BuiltRunner> {
-#if TESSERA_WITH_SIMT
+#if TESSERA_WITH_DEVICE_BACKENDS
     return BuildDeviceRunner(flags, model, std::move(runtime));
 #else
     return absl::UnavailableError("this build has no device backends");
@@ -271,7 +271,7 @@ DeviceBuild FileBuild(const RunnerFlags& flags, const LoadedModel& model) {
 DeviceBuild DummyBuild(const RunnerFlags& flags, const model::SyntheticModel& model) {
   return [&flags, &model](std::unique_ptr<device::DeviceRuntime> runtime)
              -> absl::StatusOr<BuiltRunner> {
-#if TESSERA_WITH_SIMT
+#if TESSERA_WITH_DEVICE_BACKENDS
     return BuildDummyDeviceRunner(flags, model, std::move(runtime));
 #else
     return absl::UnavailableError("this build has no device backends");
