@@ -8,7 +8,6 @@
 #include "absl/strings/str_split.h"
 #include "common/util/status_macros.h"
 #include "kernels/cuda/cuda_current_device.h"
-#include "kernels/device/gemm_reference.h"
 
 namespace tessera::device {
 namespace {

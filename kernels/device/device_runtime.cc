@@ -1,5 +1,6 @@
 #include "kernels/device/device_runtime.h"
 
+#include "absl/strings/str_cat.h"
 #include "kernels/device/emulated_device_runtime.h"
 #if TESSERA_WITH_CUDA
 #include "kernels/device/cuda_device_runtime.h"
@@ -12,6 +13,17 @@ std::string_view DeviceKindName(DeviceKind kind) {
 }
 
 size_t DataTypeBytes(DataType type) { return type == DataType::kF32 ? 4 : 2; }
+
+absl::Status ValidateGemm(const GemmArgs& args) {
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GEMM shape m=", args.m, " n=", args.n, " k=", args.k, " must be positive"));
+  }
+  if (args.a == nullptr || args.b == nullptr || args.c == nullptr) {
+    return absl::InvalidArgumentError("GEMM operand pointer is null");
+  }
+  return absl::OkStatus();
+}
 
 const char* DataTypeName(DataType type) {
   switch (type) {

@@ -2,8 +2,8 @@
 // stream, events, graph capture/replay and dense GEMM, with two implementations:
 //   cuda      — the CUDA runtime and cuBLAS on a real GPU (cuda_device_runtime.h)
 //   emulated  — host memory with guard pages, kernels through the SIMT emulator, a graph is the
-//               recorded operation list replayed in order, GEMM is a CPU reference
-//               (emulated_device_runtime.h)
+//               recorded operation list replayed in order, GEMM a CPU loop
+//               (emulated_device_runtime.h, emulated_gemm.h)
 // so the runner, its graph cache and its metrics run end to end in CI without a GPU.
 //
 // All work is ordered on the runtime's single stream. Kernels are launched through the
@@ -52,6 +52,9 @@ struct GemmArgs {
   int64_t n = 0;
   int64_t k = 0;
 };
+// OK, or INVALID_ARGUMENT when a shape is not positive or an operand pointer is null: what every
+// implementation's Gemm checks first.
+absl::Status ValidateGemm(const GemmArgs& args);
 
 using EventHandle = int;
 using GraphHandle = int;

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/device/gemm_reference.h"
+#include "kernels/device/emulated_gemm.h"
 #include "kernels/simt/device_memory.h"
 
 namespace tessera::device {
@@ -162,7 +162,7 @@ absl::Status EmulatedDeviceRuntime::Replay(GraphHandle graph) {
 absl::Status EmulatedDeviceRuntime::Gemm(const GemmArgs& args) {
   if (absl::Status valid = ValidateGemm(args); !valid.ok()) return valid;
   return EnqueueLaunch([args] {
-    ReferenceGemm(args);
+    EmulatedGemm(args);
     return absl::OkStatus();
   });
 }

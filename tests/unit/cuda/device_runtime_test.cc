@@ -18,7 +18,7 @@
 
 #include "kernels/device/device_memory.h"
 #include "kernels/device/device_runtime.h"
-#include "kernels/device/gemm_reference.h"
+#include "kernels/device/emulated_gemm.h"
 #include "tests/testing/gpu_expectation.h"
 #if !TESSERA_TEST_CUDA_DEVICE
 #include "kernels/cuda/rms_norm.cuh"
@@ -132,13 +132,14 @@ float ValueAt(DataType type, const std::vector<uint8_t>& bytes, size_t i) {
   return __half2float(__half_raw{bits});
 }
 
-// The largest |device - reference| allowed for c[i, j], the reference being gemm_reference.h
-// (f32 sum in increasing k, rounded once to c's type). Both f32 sums lie within k·u·Σ|a·b| of
-// the exact dot product whatever their order (Higham, Accuracy and Stability, §3.1), so they
-// differ by at most 2·k·u·Σ|a·b|; u = 2^-23 rather than 2^-24 because tensor-core accumulation
-// may truncate instead of rounding to nearest. Rounding the two sums to c's type then adds at most
-// one unit in the last place at that magnitude: 2^-7 relative for bf16 (8 significant bits),
-// 2^-10 for f16 (11 bits) plus its subnormal step 2^-24, nothing for f32.
+// The largest |device - reference| allowed for c[i, j], the reference being the emulated device's
+// GEMM (emulated_gemm.h: f32 sum in increasing k, rounded once to c's type). Both f32 sums lie
+// within k·u·Σ|a·b| of the exact dot product whatever their order (Higham, Accuracy and
+// Stability, §3.1), so they differ by at most 2·k·u·Σ|a·b|; u = 2^-23 rather than 2^-24 because
+// tensor-core accumulation may truncate instead of rounding to nearest. Rounding the two sums to
+// c's type then adds at most one unit in the last place at that magnitude: 2^-7 relative for
+// bf16 (8 significant bits), 2^-10 for f16 (11 bits) plus its subnormal step 2^-24, nothing for
+// f32.
 double GemmTolerance(DataType c_type, int64_t k, double abs_dot, double reference) {
   const double sums = 2.0 * static_cast<double>(k) * std::ldexp(1.0, -23) * abs_dot;
   const double magnitude = std::abs(reference) + sums;
@@ -161,8 +162,8 @@ struct GemmTypes {
 
 // c = a·bᵀ for every input/output type pair the runner may use, on awkward shapes: m = 1, 3, 17
 // rows, n and k not multiples of 8 (ValidateGemm asks only for positive sizes and set pointers;
-// cuBLAS takes any leading dimension for these types), against gemm_reference.h within
-// GemmTolerance.
+// cuBLAS takes any leading dimension for these types), against the emulated device's GEMM
+// (emulated_gemm.h) within GemmTolerance.
 TEST_F(DeviceRuntimeTest, GemmMatchesTheReferenceForEveryOutputType) {
   std::mt19937 rng(3);
   const GemmTypes types[] = {{DataType::kF32, DataType::kF32},
@@ -188,8 +189,8 @@ TEST_F(DeviceRuntimeTest, GemmMatchesTheReferenceForEveryOutputType) {
         std::vector<uint8_t> c(c_bytes), expected(c_bytes);
         ASSERT_TRUE(runtime_->CopyToHost(c.data(), d_c, c.size()).ok());
         ASSERT_TRUE(runtime_->Synchronize().ok());
-        ReferenceGemm({t.inputs, t.inputs, t.output, a.data(), b.data(),
-                               expected.data(), m, n, k});
+        EmulatedGemm({t.inputs, t.inputs, t.output, a.data(), b.data(), expected.data(), m, n,
+                      k});
         for (int i = 0; i < m; ++i) {
           for (int j = 0; j < n; ++j) {
             double abs_dot = 0;

@@ -1,11 +1,9 @@
-#include "kernels/device/gemm_reference.h"
+#include "kernels/device/emulated_gemm.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <vector>
-
-#include "absl/strings/str_cat.h"
 
 namespace tessera::device {
 namespace {
@@ -37,18 +35,7 @@ std::vector<float> ToFloats(DataType type, const void* base, int64_t count) {
 
 }  // namespace
 
-absl::Status ValidateGemm(const GemmArgs& args) {
-  if (args.m <= 0 || args.n <= 0 || args.k <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GEMM shape m=", args.m, " n=", args.n, " k=", args.k, " must be positive"));
-  }
-  if (args.a == nullptr || args.b == nullptr || args.c == nullptr) {
-    return absl::InvalidArgumentError("GEMM operand pointer is null");
-  }
-  return absl::OkStatus();
-}
-
-void ReferenceGemm(const GemmArgs& args) {
+void EmulatedGemm(const GemmArgs& args) {
   const std::vector<float> a = ToFloats(args.a_type, args.a, args.m * args.k);
   std::vector<float> b_row(static_cast<size_t>(args.k));
   for (int64_t n = 0; n < args.n; ++n) {
