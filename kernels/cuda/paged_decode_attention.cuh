@@ -5,7 +5,7 @@
 // num_kv_heads, head_dim] of T (bf16, f16 or f32); block_tables: [num_seqs,
 // max_blocks_per_seq] int32 (logical block -> physical block, any order); context_lens:
 // [num_seqs] int32, the number of cached positions the query attends to (its own K/V
-// included: write them first, kv_write.cuh).
+// included: write them first, rope_kv_write.cuh).
 // out[s][h] = Σ_j softmax_j(scale * q[s][h] · k_j) v_j over j < context_lens[s], with
 // k_j = k_pool[table[s][j / block_size]][j % block_size][h / (num_heads / num_kv_heads)] (the GQA
 // mapping of kernels/cpu/paged_attention.h). f32 accumulation, one rounding to T at the end.

@@ -5,8 +5,8 @@
 // q, out: [num_tokens, num_heads, head_dim] of T, sequence s owning rows
 // [query_start_loc[s], query_start_loc[s + 1]) (vLLM's varlen layout, query_start_loc [num_seqs
 // + 1] int32, query_start_loc[0] = 0); context_lens: [num_seqs] int32, the sequence's cached
-// length INCLUDING this chunk (its K/V already written, kv_write.cuh), so the chunk starts at
-// position start = context_lens[s] - chunk_len and its row i attends to positions
+// length INCLUDING this chunk (its K/V already written, rope_kv_write.cuh), so the chunk starts
+// at position start = context_lens[s] - chunk_len and its row i attends to positions
 // [0, start + i]. k_pool, v_pool: [num_blocks, block_size, num_kv_heads, head_dim] of T;
 // block_tables: [num_seqs, max_blocks_per_seq] int32. GQA: query head h reads KV head
 // h / (num_heads / num_kv_heads) (kernels/cpu/paged_attention.h). f32 accumulation, one rounding

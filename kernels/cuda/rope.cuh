@@ -1,5 +1,6 @@
-// Rotary position embedding, in place on q [num_tokens, num_heads, head_dim] and
-// k [num_tokens, num_kv_heads, head_dim] (bf16, f16 or f32; f32 math), token t at positions[t].
+// Rotary position embedding of one token's q [num_heads, head_dim] and k [num_kv_heads, head_dim]
+// in place (bf16, f16 or f32; f32 math), at the token's position: the device half that
+// rope_kv_write.cuh launches (RoPE, then the KV write, one block per token).
 // Pairs as the CPU engine (kernels/cpu/rope.h): normal/GGUF-llama mode rotates (2i, 2i + 1),
 // NeoX mode (i, i + rope_dim / 2), for i < rope_dim / 2; dimensions >= rope_dim are untouched.
 //
@@ -17,11 +18,11 @@
 // A position outside [0, max_positions) leaves that token's q and k unchanged (the table is
 // never read out of bounds); the worker keeps positions below the model's context.
 //
-// Design: one block per token; each thread rotates pairs across all q then k heads of the token
+// Design: each thread of the token's block rotates pairs across all q then k heads of the token
 // (consecutive threads take consecutive pairs, so a warp covers contiguous bytes of a head in
 // normal mode and two contiguous runs in NeoX mode); the token's table row (rope_dim * 4 bytes)
-// is read once per head from L1. Bound (H100): memory; reads and writes the rotated part of q and
-// k once: 512 tokens x (32 + 8) heads x 128 dims x 2 bytes x 2 = 10.5 MB ~ 3.1 µs at 3.35 TB/s.
+// is read once per head from L1. Reads and writes the rotated part of q and k once:
+// 512 tokens x (32 + 8) heads x 128 dims x 2 bytes x 2 = 10.5 MB ~ 3.1 µs at 3.35 TB/s (H100).
 #pragma once
 
 #include <cstdint>
@@ -68,39 +69,11 @@ __device__ __forceinline__ void RotateToken(T* q_token, T* k_token, int32_t pos,
   }
 }
 
-template <typename T, RopeStyle kStyle>
-__global__ void __launch_bounds__(kRopeMaxThreads)
-    RopeKernel(T* __restrict__ q, T* __restrict__ k, const int32_t* __restrict__ positions,
-               const float* __restrict__ cos_sin, int max_positions, int num_heads,
-               int num_kv_heads, int head_dim, int rope_dim) {
-  const int64_t token = blockIdx.x;
-  RotateToken<T, kStyle>(q + token * num_heads * head_dim, k + token * num_kv_heads * head_dim,
-                         positions[token], cos_sin, max_positions, num_heads, num_kv_heads,
-                         head_dim, rope_dim);
-}
-
 // Threads per block of a RoPE launch: one per pair up to kRopeMaxThreads, whole warps.
 inline unsigned RopeThreads(int num_heads, int num_kv_heads, int rope_dim) {
   const unsigned pairs = static_cast<unsigned>((num_heads + num_kv_heads) * (rope_dim / 2));
   const unsigned threads = CeilDiv(pairs > 0 ? pairs : 1, 32) * 32;
   return threads < kRopeMaxThreads ? threads : kRopeMaxThreads;
-}
-
-// Preconditions: num_tokens > 0 (< 2^31); num_heads >= 0, num_kv_heads >= 0 (k may be nullptr
-// when num_kv_heads == 0); rope_dim even, 2 <= rope_dim <= head_dim; cos_sin holds
-// max_positions * rope_dim floats laid out as RopeTable's; q and k do not overlap.
-template <class Launcher, typename T>
-auto LaunchRope(Launcher& launcher, RopeStyle style, T* q, T* k, const int32_t* positions,
-                const float* cos_sin, int max_positions, int num_tokens, int num_heads,
-                int num_kv_heads, int head_dim, int rope_dim) {
-  const LaunchShape shape{dim3(num_tokens), dim3(RopeThreads(num_heads, num_kv_heads, rope_dim)),
-                          0};
-  if (style == RopeStyle::kNeox) {
-    return launcher.Launch(shape, RopeKernel<T, RopeStyle::kNeox>, q, k, positions, cos_sin,
-                           max_positions, num_heads, num_kv_heads, head_dim, rope_dim);
-  }
-  return launcher.Launch(shape, RopeKernel<T, RopeStyle::kNormal>, q, k, positions, cos_sin,
-                         max_positions, num_heads, num_kv_heads, head_dim, rope_dim);
 }
 
 }  // namespace tessera::cuda

@@ -1,6 +1,8 @@
 // The attention step's input half in one launch: optional q/k/v biases, RoPE on q and k, then the
 // KV write (elementwise.cuh's bias add, rope.cuh's RotateToken, kv_write.cuh's WriteTokenKv, per
-// token). Same results, bit for bit, as LaunchAddBias x 3, LaunchRope and LaunchKvWrite.
+// token). Exact: each bias added in f32 and rounded to T (as LaunchAddBias), then the CPU
+// engine's rotation (kernels::cpu::ApplyRope on the same table) of those values, rounded once to
+// T, then the rows copied bit for bit to their slots.
 //
 // Two layouts of the inputs (RopeKvWriteRows):
 //   - separate: q [tokens, heads, head_dim], k and v [tokens, kv_heads, head_dim], each dense; q and
@@ -9,9 +11,11 @@
 //     copied out to `q_out` (dense) and rotated there, k is rotated in place (in the fused row),
 //     k and v go to the pools from the fused row.
 // Design: one block per token; its threads copy q out (fused layout) and add the biases, a
-// barrier; rotate the token's q and k pairs, a barrier (the rotated k, written by any thread, is read next); copy k
-// and v to the token's slot (none for slot -1). Bound (H100): memory, the two kernels' bytes less
-// one pass over k (read back from L1/L2); at decode sizes launch-bound, which the fusion saves.
+// barrier; rotate the token's q and k pairs, a barrier (the rotated k, written by any thread, is
+// read next); copy k and v to the token's slot (none for slot -1). Bound (H100): memory, the
+// rotated part of q and k read and written once (rope.cuh) and the k and v rows written to the
+// pools, k read back from L1/L2; at decode sizes launch-bound (RoPE and the KV write were two
+// launches before the fusion).
 #pragma once
 
 #include <cstdint>
@@ -75,9 +79,12 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
                vectorized);
 }
 
-// Preconditions: LaunchRope's and LaunchKvWrite's; q_out does not overlap q_in's rows unless
-// equal; strides >= the rows they step over; the 16-byte copy needs 16-byte aligned rows, which
-// this checks on the row sizes and strides (pointers come from 16-byte aligned buffers).
+// Preconditions: num_tokens > 0 (< 2^31); num_heads >= 0, num_kv_heads >= 1; rope_dim even,
+// 2 <= rope_dim <= head_dim; cos_sin holds max_positions * rope_dim floats laid out as
+// RopeTable's; q and k do not overlap; kv_write.cuh's for the slots and pools; q_out does not
+// overlap q_in's rows unless equal; strides >= the rows they step over; the 16-byte copy needs
+// 16-byte aligned rows, which this checks on the row sizes and strides (pointers come from
+// 16-byte aligned buffers).
 template <class Launcher, typename T>
 auto LaunchRopeKvWrite(Launcher& launcher, RopeStyle style, const RopeKvWriteRows<T>& rows,
                        T* k_pool, T* v_pool, const int32_t* positions,

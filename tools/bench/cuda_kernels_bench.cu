@@ -22,7 +22,6 @@
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/batch_invariant_gemm.cuh"
 #include "kernels/cuda/cuda_launcher.h"
-#include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/packed_dequantize.cuh"
@@ -223,30 +222,6 @@ void BM_PagedPrefillAttention(benchmark::State& state) {
 BENCHMARK(BM_PagedPrefillAttention)
     ->Arg(512)->Arg(4096)
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
-
-// KV write of a decode step (one token per sequence), bf16: k and v rows in and out.
-void BM_KvWrite(benchmark::State& state) {
-  const int tokens = static_cast<int>(state.range(0));
-  constexpr int kKvHeads = 8, kHeadDim = 128;
-  const size_t row = size_t(kKvHeads) * kHeadDim;
-  DeviceArena arena;
-  auto* k = static_cast<__nv_bfloat16*>(arena.Get(tokens * row * 2));
-  auto* v = static_cast<__nv_bfloat16*>(arena.Get(tokens * row * 2));
-  auto* k_pool = static_cast<__nv_bfloat16*>(arena.Get((tokens + 1) * row * 2));
-  auto* v_pool = static_cast<__nv_bfloat16*>(arena.Get((tokens + 1) * row * 2));
-  std::vector<int32_t> slots(tokens);
-  for (int i = 0; i < tokens; ++i) slots[i] = i + 1;
-  auto* d_slots = static_cast<int32_t*>(arena.Get(slots.size() * 4));
-  Check(cudaMemcpy(d_slots, slots.data(), slots.size() * 4, cudaMemcpyHostToDevice), "copy");
-  CudaLauncher launcher(nullptr);
-  TimeKernel(state, 4.0 * tokens * row * 2, [&] {
-    Check(LaunchKvWrite(launcher, static_cast<const __nv_bfloat16*>(k),
-                        static_cast<const __nv_bfloat16*>(v), k_pool, v_pool,
-                        static_cast<const int32_t*>(d_slots), tokens, kKvHeads, kHeadDim),
-          "KvWrite");
-  });
-}
-BENCHMARK(BM_KvWrite)->Arg(1)->Arg(256)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // SwiGLU from a fused gate_up, bf16: 3 x width x 2 bytes per token.
 void BM_SwiGlu(benchmark::State& state) {
