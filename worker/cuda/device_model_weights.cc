@@ -326,6 +326,18 @@ absl::Status UploadConcatenations(Uploader& up, const WeightDeclaration& declara
   return absl::OkStatus();
 }
 
+// The parameters of every tensor the file has (a concatenation counts through its parts): the
+// upload's progress total.
+int64_t PresentParameters(const WeightDeclaration& declaration, const CpuModelWeights& weights) {
+  int64_t total = 0;
+  for (WeightId id = 0; id < declaration.size(); ++id) {
+    if (declaration.spec(id).parts.empty() && weights[id].present) {
+      total += declaration.spec(id).elements();
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 void DeviceModelWeights::CountStorage(const std::string& format, bool packed, int64_t parameters,
@@ -352,6 +364,10 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
   Uploader up(runtime, dtype, out.get());
   std::vector<std::optional<DeviceWeight>> fused(static_cast<size_t>(declaration.size()));
   std::vector<bool> absorbed(static_cast<size_t>(declaration.size()), false);
+  if (options.progress != nullptr) {
+    options.progress->Begin("uploading weights", PresentParameters(declaration, weights),
+                            util::LoadProgress::Unit::kParameters);
+  }
   TESSERA_RETURN_IF_ERROR(
       UploadConcatenations(up, declaration, weights, options, *out, &fused, &absorbed));
   for (WeightId id = 0; id < declaration.size(); ++id) {
@@ -367,7 +383,12 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
         const DeviceWeight tensor,
         UploadTensor(up, spec, absent ? none : weights[id], options, *out));
     out->tensors.push_back(tensor);
+    // A part absorbed into a concatenation is counted here too, once its whole is on the device.
+    if (options.progress != nullptr && spec.parts.empty() && weights[id].present) {
+      options.progress->Advance(spec.elements());
+    }
   }
+  if (options.progress != nullptr) options.progress->End();
   out->rope_positions = static_cast<int>(rope.max_positions());
   const size_t rope_bytes = static_cast<size_t>(rope.max_positions()) * rope.rope_dim() *
                             sizeof(float);
