@@ -46,22 +46,25 @@ void LoadProgress::Begin(std::string phase, int64_t total, Unit unit) {
   total_ = std::max<int64_t>(total, 1);
   done_ = 0;
   started_ = last_print_ = Clock::now();
-  PrintLocked(/*final=*/false);
+  printed_ = false;
 }
 
 void LoadProgress::Advance(int64_t units) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
   done_ = std::min(total_, done_ + units);
+  const auto now = Clock::now();
   const auto interval = options_.terminal ? options_.terminal_interval : options_.log_interval;
-  if (Clock::now() - last_print_ >= interval) PrintLocked(/*final=*/false);
+  if (printed_ ? now - last_print_ >= interval : now - started_ >= options_.quiet_period) {
+    PrintLocked(/*final=*/false);
+  }
 }
 
 void LoadProgress::End() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
   done_ = total_;
-  PrintLocked(/*final=*/true);
+  if (printed_) PrintLocked(/*final=*/true);
   active_ = false;
 }
 
@@ -89,6 +92,7 @@ std::string LoadProgress::DescribeLocked() const {
 
 void LoadProgress::PrintLocked(bool final) {
   last_print_ = Clock::now();
+  printed_ = true;
   if (options_.out == nullptr) return;
   const double seconds = std::chrono::duration<double>(last_print_ - started_).count();
   if (options_.terminal) {

@@ -2,11 +2,12 @@
 // device, capturing CUDA graphs): what is done of how much, the rate and the time left, for the
 // person watching and for readiness probes.
 //
-// Each phase is printed to `out`: on a terminal one line rewritten in place (at most every
-// 200 ms) and finished with a newline; otherwise (a log file, a supervisor's pipe) a structured
-// `<prefix>: progress phase="..." done=... total=... rate=... eta_s=...` line every 5 s and a
-// `... done in ...` line when the phase ends, so logs stay short. Describe() is the one-line
-// state a /readyz answer shows while a phase runs.
+// A phase that ends within `quiet_period` (1 s) prints nothing (a small model's load stays
+// silent, and a start-up error stays one line). A longer one is printed to `out`: on a terminal
+// one line rewritten in place (at most every 200 ms) and finished with a newline; otherwise (a
+// log file, a supervisor's pipe) a structured `<prefix>: progress phase="..." done=... total=...
+// rate=... eta_s=...` line every 5 s and a `... done=... seconds=...` line when the phase ends,
+// so logs stay short. Describe() is the one-line state a /readyz answer shows while a phase runs.
 //
 // Threading: Begin/Advance/End from the loading thread; active() and Describe() from any thread
 // (one mutex).
@@ -28,6 +29,7 @@ class LoadProgress {
     std::string prefix;        // "tessera-worker"
     std::FILE* out = nullptr;  // null: nothing printed (Describe still works)
     bool terminal = false;     // `out` is a terminal: rewrite one line in place
+    std::chrono::milliseconds quiet_period{1000};
     std::chrono::milliseconds terminal_interval{200};
     std::chrono::milliseconds log_interval{5000};
   };
@@ -57,6 +59,7 @@ class LoadProgress {
   int64_t done_ = 0;
   Clock::time_point started_;
   Clock::time_point last_print_;
+  bool printed_ = false;  // this phase has printed a line
 };
 
 }  // namespace tessera::util

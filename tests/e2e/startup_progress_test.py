@@ -5,8 +5,8 @@ tessera-worker on the emulated device with eager graph capture (86 graphs for --
 and the default token buckets: a start-up long enough to watch) serves /metrics, /healthz and
 /readyz from before the model loads. While it starts: /healthz is 200, /readyz is 503 saying the
 phase with its percentage, counts, rate and ETA ("starting up: capturing CUDA graphs: 3% (3 of
-86, 0.2/s, ETA 400 s)"), and stderr (not a terminal) carries structured progress lines: the
-weights upload's begin and end (in parameters, with the rate) and the capture's begin. The
+86, 0.2/s, ETA 400 s)"), and stderr (not a terminal) carries the capture's structured progress
+lines (phases shorter than 1 s, like this tiny model's upload, print none). The
 worker is stopped before it finishes capturing. Bounded waits; loopback only.
 """
 import argparse
@@ -68,12 +68,11 @@ def main():
             _, err = worker.communicate()
     lines = [l for l in err.splitlines() if "progress phase=" in l]
     print("\n".join(lines))
-    check(any(re.fullmatch(r'tessera-worker: progress phase="uploading weights" done=0 '
-                           r'total=\d+ percent=0 rate="0 M/s" eta_s=-1', l) for l in lines), lines)
-    check(any(re.fullmatch(r'tessera-worker: progress phase="uploading weights" done=\d+ '
-                           r'seconds=[0-9.]+ rate="\d+ M/s"', l) for l in lines), lines)
-    check(any(l.startswith('tessera-worker: progress phase="capturing CUDA graphs" done=0 '
-                           'total=86 ') for l in lines), lines)
+    # The capture runs for minutes here: past the 1 s quiet period, its progress is logged. (The
+    # tiny upload ends within it and prints nothing, so an error after it stays one line.)
+    check(any(re.fullmatch(r'tessera-worker: progress phase="capturing CUDA graphs" done=\d+ '
+                           r'total=86 percent=\d+ rate="[0-9.]+/s" eta_s=-?\d+', l)
+              for l in lines), lines)
     check(not any("\r" in l for l in err.splitlines()), "terminal rewrites in a pipe")
     print("startup progress OK")
     return 0
