@@ -4,7 +4,7 @@
 # suites (label cuda-emulated), whether or not NVIDIA's toolkit is installed:
 #   - an installed toolkit ($CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc): used as it is;
 #   - none: PyPI's CUDA 13.0 wheels (pinned below) into .venv-cuda/, about 720 MB to download and
-#     840 MB installed (docs/testing/no-cuda-toolkit.md):
+#     865 MB installed (docs/testing/no-cuda-toolkit.md):
 #       nvidia-cuda-nvcc     nvcc, ptxas, nvlink, fatbinary, cudafe++
 #       nvidia-nvvm          cicc and libdevice (nvcc's front end; the nvcc wheel lacks it)
 #       nvidia-cuda-crt      nvcc's crt/ headers
