@@ -52,7 +52,7 @@ mount -t tmpfs none "$state"
 # symlinks to the kept entries (the originals stay reachable through a bind mount under $state).
 for sub in bin include lib; do
   dir=/usr/local/$sub
-  [ -d "$dir" ] && [ ${#hidden[@]} -gt 0 ] || continue
+  if [ ! -d "$dir" ] || [ ${#hidden[@]} -eq 0 ]; then continue; fi
   keep=()
   drop=0
   for entry in "$dir"/* "$dir"/.[!.]*; do
