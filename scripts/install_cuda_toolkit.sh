@@ -23,19 +23,19 @@
 #     nvidia-nccl-cu13 2.28 wheel (196 MB to download, the one 26 kB file kept) into include/.
 # --headers-only: only CUDA's headers, for a build without the CUDA backend (-DTESSERA_CUDA=OFF,
 # e.g. the CPU image): the emulator compiles our kernels with g++ and needs just those (PyPI:
-# nvidia-cuda-runtime and nvidia-cuda-crt, whose crt/ headers CUDA's own headers include; 2 MB).
+# nvidia-cuda-runtime, nvidia-cuda-crt and nvidia-cuda-cccl, whose crt/ and nv/ headers CUDA's own
+# headers include; 5 MB).
 # TESSERA_CUDA_FROM_PYPI=1 takes the PyPI path even where a toolkit is installed (to check it).
 # Prints the toolkit root on its last line (its include/ holds the headers; scripts/build.sh hands
 # it to CMake). Idempotent, and silent apart from that line when everything is in place.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-needed=("nvidia-cuda-runtime==13.0.*" "nvidia-cuda-crt==13.0.*")
+needed=("nvidia-cuda-runtime==13.0.*" "nvidia-cuda-crt==13.0.*" "nvidia-cuda-cccl==13.0.*")
 files=(include/cuda_runtime.h include/cuda_bf16.h include/cuda_fp4.h include/crt/host_defines.h
-       lib/libcudart_static.a)
+       include/cccl/nv/target lib/libcudart_static.a)
 nccl=
 if [ "${1:-}" != --headers-only ]; then
-  needed+=("nvidia-cuda-nvcc==13.0.*" "nvidia-nvvm==13.0.*"
-           "nvidia-cuda-cccl==13.0.*" "nvidia-cublas==13.0.*")
+  needed+=("nvidia-cuda-nvcc==13.0.*" "nvidia-nvvm==13.0.*" "nvidia-cublas==13.0.*")
   files+=(bin/nvcc bin/ptxas nvvm/bin/cicc include/crt/host_config.h include/cccl/cub/cub.cuh
           lib/libcublas.so.13 lib/libcublasLt.so.13)
   nccl="nvidia-nccl-cu13==2.28.*"
