@@ -1,7 +1,9 @@
 # TESSERA_WITH_CUDA: the code nvcc compiles for a real GPU (the kernels' device builds, the CUDA
 # runtime and cuBLAS under the device runtime's cuda implementation) is built: ON when nvcc is
-# found (TESSERA_CUDA=AUTO), or forced ON/OFF. CMake 3.25 does not know nvcc's C++20 flag, so it
-# is set by hand.
+# found (TESSERA_CUDA=AUTO), or forced ON/OFF. scripts/build.sh passes CMAKE_CUDA_COMPILER and
+# CUDAToolkit_ROOT from scripts/install_cuda_toolkit.sh (an installed CUDA 13, else PyPI's wheels
+# in .venv-cuda/); without them /usr/local/cuda is tried. CMake 3.25 does not know nvcc's C++20
+# flag, so it is set by hand.
 set(TESSERA_WITH_CUDA OFF)
 if(NOT TESSERA_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -17,6 +19,9 @@ if(NOT TESSERA_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
+    # The build tree's binaries find cudart and cuBLAS through their RUNPATH, also where the
+    # dynamic loader does not know the toolkit (PyPI's, in .venv-cuda/).
+    list(APPEND CMAKE_BUILD_RPATH "${CUDAToolkit_LIBRARY_DIR}")
     set(TESSERA_WITH_CUDA ON)
   elseif(TESSERA_CUDA STREQUAL "ON")
     message(FATAL_ERROR "TESSERA_CUDA=ON but no CUDA compiler was found")

@@ -6,16 +6,20 @@
 //
 // Once serving it prints `tessera-worker listening on HOST:PORT` to stdout (the bound port, so
 // `--listen 127.0.0.1:0` works), which `tessera serve` and the e2e tests wait for. With
-// --metrics-port it first prints `tessera-worker metrics on HOST:PORT`: Prometheus /metrics,
-// /healthz and /readyz (ready while the model is loaded and the worker is not shutting down).
-// Errors (bad flags, a model that does not load, an address that cannot be bound) are one line on
-// stderr and exit status 1. A signal shuts the server down gracefully (in-flight streams
-// get a short deadline) and exits 0.
+// --metrics-port it first prints `tessera-worker metrics on HOST:PORT`, before loading: Prometheus
+// /metrics, /healthz and /readyz (503 "starting up: <phase>: 47% (..., ETA 4 s)" during the
+// start-up, ready once the model is loaded and until the worker shuts down). Long start-up
+// phases (weights upload, eager graph capture) print progress with rate and ETA to stderr
+// (common/util/load_progress.h). Errors (bad flags, a model that does not load, an address that
+// cannot be bound) are one line on stderr and exit status 1. A signal during the start-up exits
+// at once (0); afterwards it shuts the server down gracefully (in-flight streams get a short
+// deadline) and exits 0.
 //
 // Threading: main blocks SIGINT/SIGTERM before any thread starts (so every thread inherits the
-// mask) and later waits for them with sigwait; gRPC threads serve RPCs; the service's step
-// thread drives the runner, whose thread pool runs the kernels.
+// mask); a watcher thread waits for them with sigwait; main loads and serves; gRPC threads
+// serve RPCs; the service's step thread drives the runner, whose thread pool runs the kernels.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -33,6 +38,7 @@
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <prometheus/registry.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,6 +47,7 @@
 #include "common/metrics/metrics_server.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/util/absl_compat.h"
+#include "common/util/load_progress.h"
 #include "common/util/status_macros.h"
 #include "worker/runner_factory.h"
 #include "worker/loaded_model.h"
@@ -112,6 +119,12 @@ absl::Status CheckFlags(const WorkerFlags& flags) {
 
 // Everything the server borrows, in construction order (destroyed in reverse).
 struct Worker {
+  // Start-up progress (weights upload, graph capture): printed, and /readyz's 503 until loaded.
+  std::unique_ptr<util::LoadProgress> progress;
+  std::atomic<bool> loaded{false};
+  // The metrics registry exists before the model loads, so /metrics, /healthz and /readyz answer
+  // during the load; the worker's series join it once the runner is built.
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<LoadedModel> model;  // null with --load-format dummy
   BuiltRunner runner;  // the runner and its thread pool (cpu)
   std::unique_ptr<WorkerMetrics> metrics;
@@ -145,7 +158,8 @@ absl::StatusOr<SpecialTokens> BuildWorkerRunner(const WorkerFlags& flags, Worker
                                                           : util::FileLoad::kHugePageCopy));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer::Tokenizer> tok,
                            tokenizer::Tokenizer::FromGguf(*worker->model->file));
-  TESSERA_ASSIGN_OR_RETURN(worker->runner, BuildRunner(flags.runner, *worker->model));
+  TESSERA_ASSIGN_OR_RETURN(worker->runner,
+                           BuildRunner(flags.runner, *worker->model, worker->progress.get()));
   tokens.bos_id = tok->info().bos_id;
   if (tok->info().eos_id >= 0) tokens.eos_ids.push_back(tok->info().eos_id);
   tokens.grammar_vocabulary = GrammarVocabularyOf(*tok);
@@ -165,7 +179,7 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   }
   const int max_num_seqs = flags.runner.max_num_seqs;
   worker->metrics = std::make_unique<WorkerMetrics>(
-      std::make_shared<prometheus::Registry>(),
+      worker->registry,
       WorkerMetricsOptions{.max_num_seqs = max_num_seqs,
                            .kv_pool_bytes = built.runner->kv_pool().bytes,
                            .measure_gpu_busy = built.has_device});
@@ -231,24 +245,30 @@ absl::Status Start(const WorkerFlags& flags, Worker* worker, int* port) {
   return absl::OkStatus();
 }
 
-// With --metrics-port: serves /metrics, /healthz, /readyz and prints "tessera-worker metrics on
-// HOST:PORT" (before the listening line, so a supervisor reading up to that line sees both).
+// With --metrics-port: serves /metrics, /healthz, /readyz from before the model loads and prints
+// "tessera-worker metrics on HOST:PORT" (before the listening line, so a supervisor reading up to
+// that line sees both). /readyz is 503 while loading (saying how far the load is) and while
+// shutting down.
 absl::Status StartMetricsServer(const WorkerFlags& flags, Worker* worker) {
   if (flags.metrics_port < 0) return absl::OkStatus();
-  const std::atomic<bool>* shutting_down = &worker->shutting_down;
   TESSERA_ASSIGN_OR_RETURN(
       worker->metrics_server,
       metrics::MetricsServer::Start(
-          worker->metrics->registry(),
+          worker->registry,
           {.host = flags.metrics_host,
            .port = flags.metrics_port,
-           // The model is loaded before this server starts; only shutdown makes it unready.
-           .readiness = [shutting_down] {
-             return shutting_down->load() ? absl::UnavailableError("the worker is shutting down")
-                                          : absl::OkStatus();
+           .readiness = [worker]() -> absl::Status {
+             if (worker->shutting_down.load()) {
+               return absl::UnavailableError("the worker is shutting down");
+             }
+             if (worker->loaded.load()) return absl::OkStatus();
+             const std::string progress = worker->progress->Describe();
+             return absl::UnavailableError(
+                 absl::StrCat("starting up", progress.empty() ? "" : ": ", progress));
            }}));
   std::printf("tessera-worker metrics on %s:%d\n", flags.metrics_host.c_str(),
               worker->metrics_server->port());
+  std::fflush(stdout);  // a supervisor can probe /readyz during the load
   return absl::OkStatus();
 }
 
@@ -389,21 +409,36 @@ int Main(int argc, char** argv) {
 
   gpr_set_log_function(LogGrpc);
   Worker worker;
+  worker.progress = std::make_unique<util::LoadProgress>(util::LoadProgress::Options{
+      .prefix = "tessera-worker", .out = stderr, .terminal = isatty(STDERR_FILENO) == 1});
+  // A stop signal during a long start-up (an 8B model's upload, eager graph capture) ends the
+  // process at once; afterwards it starts the graceful shutdown below.
+  std::promise<int> stop_signal;
+  std::thread signal_watcher([&signals, &worker, &stop_signal] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    if (!worker.loaded.load()) {
+      std::fprintf(stderr, "tessera-worker: signal %d during start-up, exiting\n", signal_number);
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    stop_signal.set_value(signal_number);
+  });
   int port = 0;
-  if (absl::Status s = Start(flags, &worker, &port); !s.ok()) {
-    std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());
+  absl::Status started = StartMetricsServer(flags, &worker);
+  if (started.ok()) started = Start(flags, &worker, &port);
+  if (!started.ok()) {
+    std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(started.message()).c_str());
+    signal_watcher.detach();  // still in sigwait; the process exits
     return 1;
   }
-  if (absl::Status s = StartMetricsServer(flags, &worker); !s.ok()) {
-    std::fprintf(stderr, "tessera-worker: error: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
+  worker.loaded.store(true);
   const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
   std::printf("tessera-worker listening on %s:%d\n", host.c_str(), port);
   std::fflush(stdout);
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = stop_signal.get_future().get();
+  signal_watcher.join();
   std::fprintf(stderr, "tessera-worker: signal %d, shutting down\n", signal_number);
   worker.shutting_down.store(true);
   worker.server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);

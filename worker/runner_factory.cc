@@ -153,13 +153,16 @@ absl::StatusOr<BuiltRunner> BuildTensorParallelRunner(
   return built;
 }
 
-// The model file's weights, uploaded.
+// The model file's weights, uploaded (reporting to `progress`, when set, on one device; the
+// ranks of a tensor-parallel worker load concurrently and report nothing).
 absl::StatusOr<BuiltRunner> BuildDeviceRunner(const RunnerFlags& flags, const LoadedModel& model,
-                                              std::unique_ptr<device::DeviceRuntime> runtime) {
+                                              std::unique_ptr<device::DeviceRuntime> runtime,
+                                              util::LoadProgress* progress) {
   if (flags.tensor_parallel > 1) {
     return BuildTensorParallelRunner(flags, model, std::move(runtime));
   }
-  TESSERA_ASSIGN_OR_RETURN(const CudaRunnerOptions options, DeviceRunnerOptions(flags));
+  TESSERA_ASSIGN_OR_RETURN(CudaRunnerOptions options, DeviceRunnerOptions(flags));
+  options.progress = progress;
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<CudaModelRunner> runner,
       CudaModelRunner::Create(std::move(runtime), model.config, model.plan, *model.weights,
@@ -257,11 +260,12 @@ absl::StatusOr<BuiltRunner> BuildOnSelectedDevice(
 
 // The device builds of both load formats (a build without device backends never opens a
 // runtime to call them with).
-DeviceBuild FileBuild(const RunnerFlags& flags, const LoadedModel& model) {
-  return [&flags, &model](std::unique_ptr<device::DeviceRuntime> runtime)
+DeviceBuild FileBuild(const RunnerFlags& flags, const LoadedModel& model,
+                      util::LoadProgress* progress) {
+  return [&flags, &model, progress](std::unique_ptr<device::DeviceRuntime> runtime)
              -> absl::StatusOr<BuiltRunner> {
 #if TESSERA_WITH_DEVICE_BACKENDS
-    return BuildDeviceRunner(flags, model, std::move(runtime));
+    return BuildDeviceRunner(flags, model, std::move(runtime), progress);
 #else
     return absl::UnavailableError("this build has no device backends");
 #endif
@@ -288,7 +292,8 @@ absl::StatusOr<bool> IsDummyLoadFormat(const std::string& load_format) {
       absl::StrCat("unknown --load-format '", load_format, "' (expected auto or dummy)"));
 }
 
-absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model) {
+absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model,
+                                        util::LoadProgress* progress) {
   if (flags.tensor_parallel < 1) {
     return absl::InvalidArgumentError("--tensor-parallel must be at least 1");
   }
@@ -299,7 +304,7 @@ absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedMo
   }
   if (flags.device == "cpu") return BuildCpuRunner(flags, model);
   return BuildOnSelectedDevice(
-      flags, FileBuild(flags, model),
+      flags, FileBuild(flags, model, progress),
       [&](const absl::Status& no_cuda) -> absl::StatusOr<BuiltRunner> {
         TESSERA_ASSIGN_OR_RETURN(BuiltRunner built, BuildCpuRunner(flags, model));
         built.selection = absl::StrCat("--device auto: ", no_cuda.message(), "; using cpu");

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/synthetic_shapes.h"
+#include "common/util/load_progress.h"
 #include "kernels/cpu/thread_pool.h"
 #include "worker/loaded_model.h"
 #include "worker/model_runner.h"
@@ -81,7 +82,10 @@ struct BuiltRunner {
 };
 
 // --load-format auto. The model must outlive the runner (the cpu runner borrows its weights).
-absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model);
+// `progress` (borrowed, optional): a device backend's start-up phases (weights upload, eager
+// graph capture) report to it.
+absl::StatusOr<BuiltRunner> BuildRunner(const RunnerFlags& flags, const LoadedModel& model,
+                                        util::LoadProgress* progress = nullptr);
 
 // --load-format dummy: flags.dummy_shape (with flags.dummy_vocab) on a device backend, its
 // weights made there (worker/cuda/dummy_model_weights.h) from flags.dummy_seed. Errors, one

@@ -439,12 +439,8 @@ grpc::Status BackendService::Free(grpc::ServerContext* context, const ::backend:
 grpc::Status BackendService::GetMetrics(grpc::ServerContext* context,
                                         const ::backend::MetricsRequest*,
                                         ::backend::MetricsResponse* response) {
-  if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
-  std::shared_ptr<Loaded> loaded = this->loaded();
-  if (loaded == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "no model is loaded: LoadModel first");
-  }
+  std::shared_ptr<Loaded> loaded;
+  if (grpc::Status ok = AuthorizedWithModel(*context, &loaded); !ok.ok()) return ok;
   *response = MetricsOf(*loaded->registry);
   return grpc::Status::OK;
 }
@@ -452,13 +448,20 @@ grpc::Status BackendService::GetMetrics(grpc::ServerContext* context,
 grpc::Status BackendService::ModelMetadata(grpc::ServerContext* context,
                                            const ::backend::ModelOptions*,
                                            ::backend::ModelMetadataResponse* response) {
-  if (grpc::Status auth = CheckAuth(*context); !auth.ok()) return auth;
-  std::shared_ptr<Loaded> loaded = this->loaded();
-  if (loaded == nullptr) {
+  std::shared_ptr<Loaded> loaded;
+  if (grpc::Status ok = AuthorizedWithModel(*context, &loaded); !ok.ok()) return ok;
+  *response = ModelMetadataOf(*loaded->frontend);
+  return grpc::Status::OK;
+}
+
+grpc::Status BackendService::AuthorizedWithModel(const grpc::ServerContext& context,
+                                                 std::shared_ptr<Loaded>* out) const {
+  if (grpc::Status auth = CheckAuth(context); !auth.ok()) return auth;
+  *out = loaded();
+  if (*out == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "no model is loaded: LoadModel first");
   }
-  *response = ModelMetadataOf(*loaded->frontend);
   return grpc::Status::OK;
 }
 

@@ -107,6 +107,10 @@ class BackendService final : public ::backend::Backend::Service {
   struct Loaded;
   grpc::Status CheckAuth(const grpc::ServerContext& context) const;
   std::shared_ptr<Loaded> loaded() const;
+  // The caller is authorized and a model is loaded (into *out); else the status to answer
+  // (UNAUTHENTICATED, or FAILED_PRECONDITION "no model is loaded").
+  grpc::Status AuthorizedWithModel(const grpc::ServerContext& context,
+                                   std::shared_ptr<Loaded>* out) const;
   // Makes `next` (may be null) the model and retires the old one with `why`.
   void Replace(std::shared_ptr<Loaded> next, const std::string& why);
   // The model's frontend (tokenizer, chat template) from the canonical `file`; nothing started.

@@ -1,10 +1,23 @@
 """localai_backend_test.py's checks of Predict's logprobs, GetMetrics and ModelMetadata
 (router/localai/reply_builder.h, backend_reports.h), driven as LocalAI drives them."""
 import json
+import time
 
 from e2e_checks import check
 
 PROMPT = "The capital of France is"
+
+
+def metrics_reaching(stub, pb2, tokens, timeout_s=5):
+    """GetMetrics once it counts `tokens` generated tokens (the router counts a request's last
+    tokens as it finishes it, which may be a moment after the client has its Reply), or the last
+    answer after `timeout_s`."""
+    deadline = time.time() + timeout_s
+    while True:
+        metrics = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
+        if metrics.tokens_generated >= tokens or time.time() > deadline:
+            return metrics
+        time.sleep(0.05)
 
 
 def check_before_load(grpc, stub, pb2):
@@ -114,7 +127,7 @@ def check_metrics(stub, pb2):
     reply = stub.Predict(pb2.PredictOptions(Prompt=PROMPT, Tokens=6, Temperature=0,
                                             IgnoreEOS=True), timeout=120)
     check(reply.tokens == 6, reply)
-    after = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
+    after = metrics_reaching(stub, pb2, 6)
     check(after.tokens_generated == 6,
           f"tokens_generated {after.tokens_generated} after one Predict of 6 tokens")
     check(after.prompt_tokens_processed == prompt,
@@ -125,7 +138,7 @@ def check_metrics(stub, pb2):
           f"tokens_per_second {after.tokens_per_second}, the Reply's timing says {from_timing}")
     stub.Predict(pb2.PredictOptions(Prompt=PROMPT, Tokens=3, Temperature=0, IgnoreEOS=True),
                  timeout=120)
-    again = stub.GetMetrics(pb2.MetricsRequest(), timeout=10)
+    again = metrics_reaching(stub, pb2, 9)
     check(again.tokens_generated == 9 and again.prompt_tokens_processed == 2 * prompt,
           f"after 6 + 3 tokens and two {prompt}-token prompts: {again}")
     print(f"GetMetrics OK ({after.tokens_per_second:.1f} tokens/s)")

@@ -1,6 +1,8 @@
 // `tessera generate --model PATH (--prompt TEXT | --chat TEXT | --token-ids 1,2,3)`: offline
 // generation on the runner --device picks (worker/runner_factory.h), streaming text to stdout as tokens arrive; counts and speeds go
 // to stderr. With --addr it is a client of tessera-router instead (generate_client.cc).
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -9,6 +11,7 @@
 #include "common/chat/chat_template.h"
 #include "common/tokenizer/streaming_decoder.h"
 #include "common/tokenizer/tokenizer.h"
+#include "common/util/load_progress.h"
 #include "tools/cli/commands.h"
 #include "worker/runner_factory.h"
 #include "worker/loaded_model.h"
@@ -90,6 +93,10 @@ absl::Status RunGenerate(const GenerateOptions& options) {
   }
   const int block_size = 16;
   const int64_t chunk = request.prefill_chunk;
+  // A device backend's start-up (weights upload, graph capture) shows its progress on stderr.
+  util::LoadProgress progress({.prefix = "tessera generate",
+                               .out = stderr,
+                               .terminal = isatty(STDERR_FILENO) == 1});
   absl::StatusOr<worker::BuiltRunner> built = worker::BuildRunner(
       {.device = options.device,
        .dtype = options.dtype,
@@ -100,7 +107,7 @@ absl::Status RunGenerate(const GenerateOptions& options) {
        .max_num_batched_tokens = static_cast<int>(chunk),
        .activations = options.activations,
        .kv_cache_dtype = options.kv_cache_dtype},
-      **model);
+      **model, &progress);
   if (!built.ok()) return built.status();
   if (!built->selection.empty()) std::fprintf(stderr, "%s\n", built->selection.c_str());
   worker::ModelRunner& runner = *built->runner;

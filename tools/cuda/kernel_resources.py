@@ -21,7 +21,10 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NVCC = "/usr/local/cuda/bin/nvcc"
+# An installed CUDA 13's nvcc, else PyPI's in .venv-cuda/ (scripts/install_cuda_toolkit.sh).
+TOOLKIT = subprocess.run([str(ROOT / "scripts/install_cuda_toolkit.sh")], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout.splitlines()[-1]
+NVCC = f"{TOOLKIT}/bin/nvcc"
 DOC = ROOT / "docs/perf/cuda-kernels.md"
 BEGIN, END = "<!-- kernel_resources.py: begin -->", "<!-- kernel_resources.py: end -->"
 

@@ -20,7 +20,10 @@ max_bytes=$((48 * 1024 * 1024))  # with the working tree (~11 MB) under the devi
 
 "$root/scripts/install_deps.sh"
 "$root/scripts/fetch_xgrammar.sh"  # the worker links its C++ core
+cuda_root=$("$root/scripts/install_cuda_toolkit.sh" | tail -n1)  # a CUDA 13, else PyPI's
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
+  -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -DCUDAToolkit_ROOT="$cuda_root" \
+  -DTESSERA_CUDA_INCLUDE_DIR="$cuda_root/include" \
   -DTESSERA_CUDA_ARCHS=90a -DTESSERA_GPU_KERNEL_TESTS=ON -DTESSERA_SANITIZER_TESTS=OFF \
   -DTESSERA_FUZZ=OFF -DCMAKE_CUDA_FLAGS=-lineinfo >/dev/null
 cmake --build "$build" --target gpu-bundle --parallel "$(nproc)"
@@ -64,7 +67,7 @@ cp "$root/tools/gpu/validate.sh" "$root/tools/gpu/validate_serving.sh" "$root/to
 {
   echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (with uncommitted changes)')"
   echo "built: $(date -u +%FT%TZ) on $(uname -n), $(ldd --version | head -1)"
-  echo "cuda archs: 90a; nvcc: $(nvcc --version | tail -1)"
+  echo "cuda archs: 90a; nvcc: $("$cuda_root/bin/nvcc" --version | tail -1)"
   echo "glibc needed: $(objdump -T "$bundle"/bin/* "$bundle"/lib/* 2>/dev/null \
     | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)"
   echo "executables:"; (cd "$bundle/bin" && ls)

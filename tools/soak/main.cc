@@ -178,7 +178,6 @@ int Run(const SoakOptions& options) {
   target.WaitConnected(120);
   report.EndKill();  // a kill whose restore the killer did not wait out
   WaitIdle(target, 60);
-  if (life.pid < 0 || life.start_mib < 0) life = BeginLife(target, options, report, done, life.number);
   CloseLife(target, life, report);
   report.AddRssWindow({.who = "router", .pid = router, .start_mib = router_start_mib,
                        .end_mib = RssMiB(router), .requests = report.num_recorded()});

@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
                                                   !options.batch_invariant &&
                                                   options.dtype != device::DataType::kF32,
                                    .file = file,
-                                   .kernels = kernels.get()};
+                                   .kernels = kernels.get(),
+                                   .progress = options.progress};
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<DeviceModelWeights> device_weights,
       UploadModelWeights(*runtime, plan.weights, weights, rope, options.dtype, upload));

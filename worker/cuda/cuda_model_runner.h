@@ -77,6 +77,9 @@ struct CudaRunnerOptions {
   // One rank of a tensor-parallel worker (worker/parallel/tensor_parallel_runner.h): sums the
   // row-parallel projections' outputs over the ranks. Borrowed; null on a single device.
   Communicator* communicator = nullptr;
+  // Start-up progress (weights upload, eager graph capture) for the person and /readyz;
+  // borrowed, null: none reported.
+  util::LoadProgress* progress = nullptr;
 };
 
 // "bf16" | "f16" | "f32"; INVALID_ARGUMENT naming the accepted values otherwise.

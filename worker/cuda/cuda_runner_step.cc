@@ -47,18 +47,35 @@ absl::Status CudaModelRunner::EnqueueSampling() {
 // uploaded, since the capture's warm-up runs it (padding writes no K/V and samples nothing); a
 // capture records addresses and shapes, the values are whatever a later replay finds.
 absl::Status CudaModelRunner::CaptureEagerGraphs() {
-  TESSERA_RETURN_IF_ERROR(graphs_->CaptureAll([this](int bucket) {
+  util::LoadProgress* progress = options_.progress;
+  if (progress != nullptr && graphs_->mode() == CudaGraphMode::kEager) {
+    const size_t buckets = graphs_->buckets().size() +
+                           (options_.mixed_step_graphs ? graphs_->token_buckets().size() : 0);
+    progress->Begin("capturing CUDA graphs", static_cast<int64_t>(buckets),
+                    util::LoadProgress::Unit::kItems);
+  }
+  int64_t reported = 0;  // captures passed to `progress` so far
+  const auto report = [&] {
+    if (progress == nullptr) return;
+    progress->Advance(graphs_->all_captures() - reported);
+    reported = graphs_->all_captures();
+  };
+  TESSERA_RETURN_IF_ERROR(graphs_->CaptureAll([&](int bucket) {
+    report();
     LayOut({}, bucket, /*sampling=*/true, /*in_graph=*/true);
     // Uploaded for the warm-up run only: a copy enqueued while capturing would join the graph.
     if (!runtime_->capturing()) TESSERA_RETURN_IF_ERROR(inputs_->Upload());
     return EnqueueStep(/*sample=*/true);
   }));
   // Token buckets: a step of padding tokens only (no sequence, no row), laid out per pass.
-  return graphs_->CaptureAllMixed([this](int tokens, StepPieces::Mode mode) {
+  TESSERA_RETURN_IF_ERROR(graphs_->CaptureAllMixed([&](int tokens, StepPieces::Mode mode) {
+    report();
     LayOut({}, 0, /*sampling=*/true, /*in_graph=*/false, tokens);
     if (mode != StepPieces::Mode::kCapture) TESSERA_RETURN_IF_ERROR(inputs_->Upload());
     return EnqueuePass(mode, /*sample=*/true);
-  });
+  }));
+  if (progress != nullptr) progress->End();
+  return absl::OkStatus();
 }
 
 absl::Status CudaModelRunner::UploadAndMarkStart(Clock::time_point start,

@@ -315,7 +315,9 @@ absl::Status UploadConcatenations(Uploader& up, const WeightDeclaration& declara
   for (WeightId id = 0; id < declaration.size(); ++id) {
     const WeightSpec& spec = declaration.spec(id);
     if (spec.parts.empty()) continue;
-    HostWeight whole{.role = WeightRole::kMatrix, .present = true};
+    HostWeight whole;
+    whole.role = WeightRole::kMatrix;
+    whole.present = true;
     const std::optional<RawMatrix> raw = ConcatenatedRows(declaration, spec, weights, options,
                                                           model.dtype, &storage,
                                                           &whole.tensor_scale);
@@ -324,6 +326,19 @@ absl::Status UploadConcatenations(Uploader& up, const WeightDeclaration& declara
     for (const WeightId part : spec.parts) (*absorbed)[part] = true;
   }
   return absl::OkStatus();
+}
+
+// The parameters of every tensor the file has (a concatenation counts through its parts): the
+// upload's progress total.
+int64_t PresentParameters(const WeightDeclaration& declaration,
+                          const HostModelWeights& weights) {
+  int64_t total = 0;
+  for (WeightId id = 0; id < declaration.size(); ++id) {
+    if (declaration.spec(id).parts.empty() && weights[id].present) {
+      total += declaration.spec(id).elements();
+    }
+  }
+  return total;
 }
 
 }  // namespace
@@ -352,6 +367,10 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
   Uploader up(runtime, dtype, out.get());
   std::vector<std::optional<DeviceWeight>> fused(static_cast<size_t>(declaration.size()));
   std::vector<bool> absorbed(static_cast<size_t>(declaration.size()), false);
+  if (options.progress != nullptr) {
+    options.progress->Begin("uploading weights", PresentParameters(declaration, weights),
+                            util::LoadProgress::Unit::kParameters);
+  }
   TESSERA_RETURN_IF_ERROR(
       UploadConcatenations(up, declaration, weights, options, *out, &fused, &absorbed));
   for (WeightId id = 0; id < declaration.size(); ++id) {
@@ -362,12 +381,18 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> UploadModelWeights(
     }
     // An absorbed part, or a concatenation left to its parts: absent.
     const bool absent = absorbed[id] || !spec.parts.empty();
-    const HostWeight none{.role = spec.role, .present = false};
+    HostWeight none;  // present = false
+    none.role = spec.role;
     TESSERA_ASSIGN_OR_RETURN(
         const DeviceWeight tensor,
         UploadTensor(up, spec, absent ? none : weights[id], options, *out));
     out->tensors.push_back(tensor);
+    // A part absorbed into a concatenation is counted here too, once its whole is on the device.
+    if (options.progress != nullptr && spec.parts.empty() && weights[id].present) {
+      options.progress->Advance(spec.elements());
+    }
   }
+  if (options.progress != nullptr) options.progress->End();
   out->rope_positions = static_cast<int>(rope.max_positions());
   const size_t rope_bytes = static_cast<size_t>(rope.max_positions()) * rope.rope_dim() *
                             sizeof(float);

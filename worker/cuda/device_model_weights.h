@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/gguf/gguf_file.h"
+#include "common/util/load_progress.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/gguf_blocks.cuh"
 #include "kernels/cuda/packed_format.h"
@@ -73,6 +74,8 @@ struct WeightUploadOptions {
   // GGUF rows and dequantized there (kernels/cuda/dequantize.cuh: the same bits as the host's
   // decode and rounding). Null, or another compute type: dequantized on the host.
   DeviceKernels* kernels = nullptr;
+  // Reports the upload as a phase in parameters ("uploading weights"); null: none.
+  util::LoadProgress* progress = nullptr;
 };
 
 struct DeviceModelWeights {

@@ -221,7 +221,10 @@ absl::StatusOr<std::unique_ptr<DeviceModelWeights>> MakeDummyModelWeights(
   for (WeightId id = 0; id < declaration.size(); ++id) {
     const WeightSpec& spec = declaration.spec(id);
     if (absent[id]) {
-      out->tensors.push_back({.data = nullptr, .rows = spec.rows(), .cols = spec.cols()});
+      DeviceWeight none;  // data = nullptr: absent
+      none.rows = spec.rows();
+      none.cols = spec.cols();
+      out->tensors.push_back(none);
       continue;
     }
     const int64_t bytes_before = out->bytes;

@@ -72,8 +72,8 @@ class TensorBinder {
       : file_(file), weights_(weights) {}
 
   absl::StatusOr<HostWeight> Bind(const WeightSpec& spec) {
-    HostWeight weight{.role = spec.role, .present = false, .matrix = {}, .experts = {},
-                      .values = {}, .tensor_scale = 1.0f};
+    HostWeight weight;  // present = false
+    weight.role = spec.role;
     const gguf::GgufTensorInfo* info = file_.FindTensor(spec.name);
     if (info == nullptr && spec.optional) return weight;
     TESSERA_RETURN_IF_ERROR(CheckShape(spec, info));
