@@ -218,8 +218,9 @@ TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {
   const std::string before = ScrapeWorker(*device_);
   const double replays = MetricValue(before, "tessera_graph_replays_total");
   ASSERT_GE(replays, 0) << before;
-  // The GPU-busy gauge (device time over a sliding 1 s window) is read while the decode runs:
-  // steady decode keeps the device busy part of every second.
+  // The GPU-busy gauge (device time over a sliding 1 s window) is read while the decode runs,
+  // and once just after it ends, which the window still covers: on a real GPU the whole decode
+  // can take less than one polling interval.
   std::future<std::vector<StreamResult>> decoding = std::async(std::launch::async, [] {
     return RunConcurrently(*device_, {GreedyIds(5, 1, 24), GreedyIds(9, 2, 24)});
   });
@@ -228,6 +229,7 @@ TEST_F(CudaWorkerTest, SteadyDecodeReplaysGraphsAndExportsStepMetrics) {
     busiest = std::max(busiest, MetricValue(ScrapeWorker(*device_), "tessera_gpu_busy_ratio"));
   }
   decoding.get();
+  busiest = std::max(busiest, MetricValue(ScrapeWorker(*device_), "tessera_gpu_busy_ratio"));
   const std::string after = ScrapeWorker(*device_);
   EXPECT_GE(MetricValue(after, "tessera_graph_replays_total"), replays + 20);
   EXPECT_GT(MetricValue(after, "tessera_graph_captures_total"), 0);
