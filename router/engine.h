@@ -37,7 +37,7 @@
 #include "router/router_log.h"
 #include "router/router_metrics.h"
 #include "router/scheduler.h"
-#include "router/step_trace.h"
+#include "router/step_recorder.h"
 #include "router/worker_client.h"
 
 namespace tessera::router {
@@ -56,7 +56,7 @@ struct EngineConfig {
   // cache does no extra work.
   bool publish_prefixes = false;
   // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
-  StepTraceWriter* step_trace = nullptr;
+  StepRecorder* step_trace = nullptr;
   // A request whose client has read nothing for this long while its output is backlogged is
   // cancelled with DEADLINE_EXCEEDED (--stream-stall-timeout).
   std::chrono::milliseconds stream_stall_timeout{60000};

@@ -13,7 +13,8 @@
 //
 // With --http-port (default 8080; 0 = off) it serves the OpenAI-compatible HTTP API
 // (router/openai/) on the --listen host and prints "tessera-router http on HOST:PORT" before the
-// listening line too.
+// listening line too; GET / there is the web console (router/console/; off with
+// --no-web-console).
 //
 // Auth and TLS: --api-key (or $TESSERA_API_KEY, read here) is required as
 // `authorization: Bearer <key>` on the public gRPC API and the HTTP API (health, reflection and
@@ -39,6 +40,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/metrics/collectable_union.h"
 #include "common/metrics/metrics_server.h"
+#include "prometheus/counter.h"
+#include "router/console/step_feed.h"
 #include "router/engine.h"
 #include "router/engine_group.h"
 #include "router/model_frontend.h"
@@ -69,6 +72,7 @@ struct RouterFlags {
   std::string metrics_host = "127.0.0.1";
   int metrics_port = -1;  // -1 = no metrics server; 0 = any free port
   std::string trace_steps_path;  // "" = no step trace
+  bool web_console = true;       // the console on the HTTP port (with --http-port)
   int http_port = 8080;          // OpenAI-compatible HTTP; 0 = off
   std::string http_host;         // "" = the host of --listen
   int http_threads = 128;        // HTTP handler threads (concurrent HTTP requests)
@@ -200,7 +204,8 @@ void AddHttpLimitOptions(CLI::App& app, RouterFlags& flags) {
 // port an inference gateway's endpoint picker scrapes); prints "tessera-router http on HOST:PORT".
 absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttpServer(
     const RouterFlags& flags, RequestEngine* engine, const tessera::router::ModelFrontend* model,
-    std::shared_ptr<prometheus::Collectable> registry) {
+    std::shared_ptr<prometheus::Collectable> registry,
+    tessera::router::console::StepFeed* console_feed) {
   if (flags.http_port == 0) return nullptr;
   std::string host = flags.http_host;
   if (host.empty()) host = flags.listen.substr(0, flags.listen.rfind(':'));
@@ -216,7 +221,8 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
            .tls_cert = flags.tls_cert,
            .tls_key = flags.tls_key,
            .limits = HttpLimitsOf(flags),
-           .metrics = std::move(registry)},
+           .metrics = std::move(registry),
+           .console_feed = console_feed},
           engine, model);
   if (server.ok()) {
     const bool bracket = host.find(':') != std::string::npos;
@@ -226,22 +232,45 @@ absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> StartHttp
   return server;
 }
 
-// --trace-steps PATH: one writer per engine (each engine thread writes its own file): PATH with
-// one --worker, PATH.worker-I for worker I of several. None without the flag.
-absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>> OpenTraces(
-    const RouterFlags& flags) {
-  std::vector<std::unique_ptr<tessera::router::StepTraceWriter>> traces;
-  if (flags.trace_steps_path.empty()) return traces;
+// One step recorder per engine (each engine thread records its own steps), when there is a
+// step trace or a console feed; none otherwise. --trace-steps PATH: PATH with one --worker,
+// PATH.worker-I for worker I of several.
+absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepRecorder>>> MakeStepRecorders(
+    const RouterFlags& flags, tessera::router::console::StepFeed* console_feed) {
+  using tessera::router::StepRecorder;
+  std::vector<std::unique_ptr<StepRecorder>> recorders;
+  if (flags.trace_steps_path.empty() && console_feed == nullptr) return recorders;
   for (size_t i = 0; i < flags.workers.size(); ++i) {
-    const std::string path = flags.workers.size() == 1
-                                 ? flags.trace_steps_path
-                                 : absl::StrCat(flags.trace_steps_path, ".worker-", i);
-    absl::StatusOr<std::unique_ptr<tessera::router::StepTraceWriter>> opened =
-        tessera::router::StepTraceWriter::Open(path);
-    if (!opened.ok()) return opened.status();
-    traces.push_back(*std::move(opened));
+    std::unique_ptr<StepRecorder> recorder;
+    if (flags.trace_steps_path.empty()) {
+      recorder = StepRecorder::WithoutFile();
+    } else {
+      const std::string path = flags.workers.size() == 1
+                                   ? flags.trace_steps_path
+                                   : absl::StrCat(flags.trace_steps_path, ".worker-", i);
+      absl::StatusOr<std::unique_ptr<StepRecorder>> opened = StepRecorder::Open(path);
+      if (!opened.ok()) return opened.status();
+      recorder = *std::move(opened);
+    }
+    if (console_feed != nullptr) recorder->AttachFeed(console_feed, static_cast<int>(i));
+    recorders.push_back(std::move(recorder));
   }
-  return traces;
+  return recorders;
+}
+
+// The web console's feed when the console is served (an HTTP port, not --no-web-console), its
+// lost records counted in `registry`.
+std::unique_ptr<tessera::router::console::StepFeed> MakeConsoleFeed(
+    const RouterFlags& flags, prometheus::Registry& registry) {
+  if (flags.http_port == 0 || !flags.web_console) return nullptr;
+  prometheus::Counter& dropped =
+      prometheus::BuildCounter()
+          .Name("tessera_console_records_dropped_total")
+          .Help("Step records a web console viewer lost because it read slower than steps came")
+          .Register(registry)
+          .Add({});
+  return std::make_unique<tessera::router::console::StepFeed>(
+      tessera::router::console::StepFeedOptions{}, &dropped);
 }
 
 // One engine per --worker, each with its own metrics in `registry` (labelled worker="i" when
@@ -251,7 +280,7 @@ std::unique_ptr<RequestEngine> MakeEngines(
     const RouterFlags& flags, const tessera::router::ModelFrontend* model,
     const std::shared_ptr<prometheus::Registry>& registry,
     tessera::router::GatewayMetrics* gateway,
-    const std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>& traces,
+    const std::vector<std::unique_ptr<tessera::router::StepRecorder>>& traces,
     std::vector<std::unique_ptr<tessera::router::RouterMetrics>>* metrics) {
   const bool labelled = flags.workers.size() > 1;
   std::vector<std::unique_ptr<Engine>> engines;
@@ -380,6 +409,10 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--http-host", flags.http_host, "address for the HTTP API (default: the host "
                  "of --listen)");
+  bool no_web_console = false;
+  app.add_flag("--no-web-console", no_web_console,
+               "do not serve the web console (GET /: a chat playground and the live batch view) "
+               "on the HTTP port");
   app.add_option("--http-threads", flags.http_threads,
                  "HTTP handler threads: how many generation and (de)tokenization requests run "
                  "at once (more wait in a bounded queue; /health never waits)")
@@ -401,6 +434,7 @@ int main(int argc, char** argv) {
     return Fail(e.what());  // one line, which `tessera serve` quotes
   }
   flags.engine.enable_prefix_cache = !no_prefix_cache;
+  flags.web_console = !no_web_console;
   // Secrets may come from the environment, which keeps them off the command line (ps).
   if (const char* key = std::getenv("TESSERA_API_KEY"); flags.api_key.empty() && key != nullptr) {
     flags.api_key = key;
@@ -437,10 +471,12 @@ int main(int argc, char** argv) {
                                          flags.served_model_names);
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
-  absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepTraceWriter>>> traces =
-      OpenTraces(flags);
-  if (!traces.ok()) return Fail(std::string(traces.status().message()));
   auto registry = std::make_shared<prometheus::Registry>();
+  const std::unique_ptr<tessera::router::console::StepFeed> console_feed =
+      MakeConsoleFeed(flags, *registry);
+  absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepRecorder>>> traces =
+      MakeStepRecorders(flags, console_feed.get());
+  if (!traces.ok()) return Fail(std::string(traces.status().message()));
   tessera::router::GatewayMetrics gateway(registry, flags.workers.size());
   std::vector<std::unique_ptr<tessera::router::RouterMetrics>> metrics;
   const std::unique_ptr<RequestEngine> engine_owner =
@@ -469,7 +505,7 @@ int main(int argc, char** argv) {
       StartMetricsServer(flags, served_metrics, engine);
   if (!metrics_server.ok()) return Fail(std::string(metrics_server.status().message()));
   absl::StatusOr<std::unique_ptr<tessera::router::openai::OpenAiServer>> http_server =
-      StartHttpServer(flags, &engine, model->get(), served_metrics);
+      StartHttpServer(flags, &engine, model->get(), served_metrics, console_feed.get());
   if (!http_server.ok()) return Fail(std::string(http_server.status().message()));
   engine.Start();
 

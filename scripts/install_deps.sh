@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages tessera builds and tests with. Idempotent: does nothing when
-# every package is already installed.
+# every package is already installed. --test-tools adds what only the tests use beyond that
+# (headless Chromium and its WebDriver, for the web console's browser test), so README command 1
+# does not download a browser.
 set -euo pipefail
 
 packages=(
@@ -13,6 +15,9 @@ packages=(
   prometheus
   patchelf xz-utils binutils
 )
+if [ "${1:-}" = "--test-tools" ]; then
+  packages+=(chromium chromium-driver)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

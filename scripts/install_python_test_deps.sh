@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Python packages the tests need beyond Debian's (PyPI, pinned): the real `openai` client for the
-# e2e tests and `gguf` (ggml-org's gguf-py, the MXFP4/NVFP4 oracle of gguf_test), installed into
+# e2e tests, `selenium` (drives Debian's headless Chromium in web_console_test) and `gguf`
+# (ggml-org's gguf-py, the MXFP4/NVFP4 oracle of gguf_test), installed into
 # the git-ignored virtual environment .venv-e2e/. It is made from Debian's
 # /usr/bin/python3 with --system-site-packages, so it also sees python3-grpcio. Idempotent: does
 # nothing when the pinned versions are already there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv-e2e"
-requirements=("openai==3.51.0" "gguf==0.19.0")
+requirements=("openai==3.51.0" "gguf==0.19.0" "selenium==4.51.0")
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${requirements[@]}" <<'PY'
 import sys
 from importlib.metadata import version, PackageNotFoundError

@@ -35,7 +35,9 @@ fi
 # Every suite is there: a label with fewer tests than tests/label_minimums.txt fails the run
 # before anything runs (a suite that silently stopped being built cannot turn CI green).
 python3 "$root/scripts/check_label_counts.py" "$root/build" "$root/tests/label_minimums.txt"
-# PyPI packages of the Python e2e tests (the openai client) into .venv-e2e/.
+# What only the tests use: Chromium for the web console's browser test (Debian), and the PyPI
+# packages of the Python e2e tests (the openai client, selenium) into .venv-e2e/.
+"$root/scripts/install_deps.sh" --test-tools
 "$root/scripts/install_python_test_deps.sh"
 junit="$root/build/ctest-junit.xml"
 rm -f "$junit"

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metrics_server.h"
+#include "router/console/console_routes.h"
 #include "router/openai/openai_handlers.h"
 #include "router/openai/openai_response.h"
 
@@ -51,7 +52,7 @@ Route MetricsRoute(std::shared_ptr<prometheus::Collectable> metrics) {
 }
 
 std::vector<Route> RoutesOf(const std::shared_ptr<OpenAiHandlers>& handlers,
-                            std::shared_ptr<prometheus::Collectable> metrics) {
+                            const OpenAiServerOptions& options, const RequestEngine* engine) {
   using H = OpenAiHandlers;
   std::vector<Route> routes = {
       RouteTo("POST", "/v1/completions", Execution::kPool, true, handlers, &H::Completions),
@@ -62,7 +63,14 @@ std::vector<Route> RoutesOf(const std::shared_ptr<OpenAiHandlers>& handlers,
       RouteTo("POST", "/tokenize", Execution::kPool, true, handlers, &H::Tokenize),
       RouteTo("POST", "/detokenize", Execution::kPool, true, handlers, &H::Detokenize),
   };
-  if (metrics != nullptr) routes.push_back(MetricsRoute(std::move(metrics)));
+  if (options.metrics != nullptr) routes.push_back(MetricsRoute(options.metrics));
+  if (options.console_feed != nullptr) {
+    for (Route& route : console::ConsoleRoutes(
+             options.console_feed, engine, !options.api_key.empty(),
+             [handlers](const Request& head) { return handlers->Admit(head); })) {
+      routes.push_back(std::move(route));
+    }
+  }
   return routes;
 }
 
@@ -88,7 +96,7 @@ absl::StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(
         return response;
       }};
   absl::StatusOr<std::unique_ptr<http::HttpServer>> started =
-      http::HttpServer::Start(std::move(server), RoutesOf(handlers, options.metrics));
+      http::HttpServer::Start(std::move(server), RoutesOf(handlers, options, engine));
   if (!started.ok()) {
     if (started.status().code() != absl::StatusCode::kUnavailable) return started.status();
     return absl::UnavailableError(absl::StrCat("cannot listen for HTTP: ",

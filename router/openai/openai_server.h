@@ -6,6 +6,8 @@
 //   GET  /metrics  (when options.metrics is set: the router's Prometheus series, the same text
 //                   as the --metrics-port server's, so an inference gateway's endpoint picker,
 //                   which scrapes the pool's target port, finds them; never needs the API key)
+//   GET  /, /console/*, /v1/console/events  (when options.console_feed is set: the web console,
+//                   router/console/console_routes.h; its events need the API key)
 //
 // Requests are parsed (openai_request.h), turned into the public API's GenerateRequest and
 // admitted by the same BuildRequest as gRPC Generate, then submitted to the engine as one
@@ -29,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "common/http/http_server.h"
 #include "prometheus/collectable.h"
+#include "router/console/step_feed.h"
 #include "router/request_engine.h"
 #include "router/model_frontend.h"
 
@@ -47,6 +50,8 @@ struct OpenAiServerOptions {
   http::ServerLimits limits;
   // Served as GET /metrics on this port too; null = no such route.
   std::shared_ptr<prometheus::Collectable> metrics;
+  // The web console's step feed (borrowed; outlives the server); null = no console.
+  console::StepFeed* console_feed = nullptr;
 };
 
 class OpenAiServer {

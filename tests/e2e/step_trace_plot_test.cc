@@ -1,7 +1,7 @@
 // The step-trace plotter (tools/trace/plot_steps.py --check) on a trace the current router writes
 // with --trace-steps: one long decode, then a second request whose prefill joins it, so the trace
 // must hold steps mixing a prefill chunk with another request's decode. The plotter validates
-// every line against the schema in router/step_trace.h and renders the PNG; a router writing a
+// every line against the schema in router/step_recorder.h and renders the PNG; a router writing a
 // different schema, or not batching the prefill with the decode, fails here.
 #include <cstdio>
 #include <cstdlib>

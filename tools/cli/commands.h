@@ -122,6 +122,7 @@ struct ServeOptions {
   bool dequantize_weights = false;    // worker (cuda): quantized projections not kept packed
   bool no_prefix_cache = false;       // router: no KV sharing between requests
   std::string trace_steps_path;       // router: one JSON line per step; "": none
+  bool no_web_console = false;        // router: no web console on the HTTP port
   std::string metrics_host = "127.0.0.1";  // where both metrics servers listen
   int metrics_port = -1;              // router /metrics; -1: none, 0: any free port (printed)
   int worker_metrics_port = -1;       // worker /metrics; -1: none, 0: any free port (printed)

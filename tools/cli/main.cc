@@ -205,6 +205,9 @@ CLI::App* AddServe(CLI::App& app, ServeOptions& serve) {
                 "router: do not share KV blocks between requests with a common prefix");
   cmd->add_option("--trace-steps", serve.trace_steps_path,
                   "router: write one JSON line per step to this file");
+  cmd->add_flag("--no-web-console", serve.no_web_console,
+                "router: do not serve the web console (GET / on the HTTP port: a chat "
+                "playground and the live batch view)");
   cmd->add_option("--metrics-port", serve.metrics_port,
                   "router Prometheus /metrics, /healthz, /readyz (0 = any free port; printed); "
                   "its /metrics, like the HTTP port's, carries the workers' series too, labelled "

@@ -184,6 +184,7 @@ std::vector<std::string> RouterArgs(const ServeOptions& o,
     args.insert(args.end(), {"--drain-timeout-s", absl::StrCat(o.drain_timeout_s)});
   }
   if (o.no_prefix_cache) args.push_back("--no-prefix-cache");
+  if (o.no_web_console) args.push_back("--no-web-console");
   AddIfSet(args, "--max-queue-time", o.max_queue_time_s, -1.0);
   AddIfSet(args, "--stream-stall-timeout", o.stream_stall_timeout_s, -1.0);
   AddIfSet(args, "--kv-reserve-horizon", o.kv_reserve_horizon, -1);
@@ -232,6 +233,10 @@ void Supervisor::PrintAddresses(const std::string& router_addr) const {
   }
   if (!router_addresses_.http.empty()) {
     std::printf("tessera serve: http on %s\n", router_addresses_.http.c_str());
+    if (!options_.no_web_console) {
+      std::printf("tessera serve: web console on %s://%s/\n",
+                  options_.tls_cert.empty() ? "http" : "https", router_addresses_.http.c_str());
+    }
   }
   std::printf("tessera serve: listening on %s\n", router_addr.c_str());
   std::fflush(stdout);

@@ -1,7 +1,7 @@
-// StepTraceWriter: every line is valid JSON with exactly the documented keys; results join the
+// StepRecorder: every line is valid JSON with exactly the documented keys; results join the
 // right step with two plans in flight; unanswered steps (Close, a new stream, a lost result) are
 // written with null result fields; the file survives without Close (lines flushed as written).
-#include "router/step_trace.h"
+#include "router/step_recorder.h"
 
 #include <unistd.h>
 
@@ -20,7 +20,7 @@ namespace {
 
 namespace wv1 = ::tessera::worker::v1;
 using ::testing::ElementsAre;
-using Clock = StepTraceWriter::Clock;
+using Clock = StepRecorder::Clock;
 using Json = nlohmann::ordered_json;
 using std::chrono::milliseconds;
 
@@ -35,7 +35,7 @@ class StepTraceTest : public ::testing::Test {
              (std::string("step_trace_") + info->name() + "_" + std::to_string(::getpid()) +
               ".jsonl"))
                 .string();
-    auto writer = StepTraceWriter::Open(path_, start_);
+    auto writer = StepRecorder::Open(path_, start_);
     ASSERT_TRUE(writer.ok()) << writer.status();
     writer_ = std::move(*writer);
   }
@@ -73,9 +73,9 @@ class StepTraceTest : public ::testing::Test {
 
   const Clock::time_point start_ = Clock::now();
   std::string path_;
-  std::unique_ptr<StepTraceWriter> writer_;
+  std::unique_ptr<StepRecorder> writer_;
   // Engine ids 1 and 2 have client request ids; others fall back to the engine id.
-  const StepTraceWriter::RequestNamer namer_ = [](uint64_t id) {
+  const StepRecorder::RequestNamer namer_ = [](uint64_t id) {
     if (id == 1) return std::string("client-a");
     if (id == 2) return std::string("client-b");
     return std::to_string(id);
@@ -258,8 +258,48 @@ TEST_F(StepTraceTest, LinesAreOnDiskBeforeClose) {
   EXPECT_EQ(lines[0]["step"], 1);
 }
 
+// The console's feed: records go to it only while someone watches, tagged with the engine's
+// worker, the same JSON as the file's lines; a file-less recorder builds nothing unwatched.
+TEST_F(StepTraceTest, FeedGetsTheFileLinesOnlyWhileWatched) {
+  console::StepFeed feed(console::StepFeedOptions{});
+  writer_->AttachFeed(&feed, 2);
+  Send(1, DecodeStep(1, 10), 0);
+  Answer(1, 0.01, 10);  // unwatched: the file only
+  auto subscription = feed.Subscribe();
+  Send(2, MixedStep(), 11);
+  Answer(2, 0.02, 20);
+  const std::vector<std::string> records = subscription->Take(milliseconds(0));
+  ASSERT_EQ(records.size(), 1u);
+  Json record = Json::parse(records[0]);
+  EXPECT_EQ(record["worker"], 2);
+  record.erase("worker");
+  const std::vector<Json> lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(record, lines[1]);
+}
+
+TEST(StepRecorderFeedTest, WithoutFileRecordsOnlyWhileWatched) {
+  console::StepFeed feed(console::StepFeedOptions{});
+  const std::unique_ptr<StepRecorder> recorder = StepRecorder::WithoutFile();
+  recorder->AttachFeed(&feed, 0);
+  const StepRecorder::RequestNamer namer = [](uint64_t id) { return std::to_string(id); };
+  recorder->OnPlanSent(1, DecodeStep(5, 3), namer, 0, Clock::now());
+  EXPECT_EQ(recorder->num_pending(), 0u) << "nobody watches: nothing should be kept";
+  auto subscription = feed.Subscribe();
+  recorder->OnPlanSent(2, DecodeStep(5, 4), namer, 0, Clock::now());
+  wv1::StepResult result;
+  result.set_step(2);
+  recorder->OnResult(2, result, Clock::now());
+  const std::vector<std::string> records = subscription->Take(milliseconds(0));
+  ASSERT_EQ(records.size(), 1u);
+  const Json record = Json::parse(records[0]);
+  EXPECT_EQ(record["step"], 2);
+  EXPECT_EQ(record["requests"][0]["id"], "5");
+  EXPECT_EQ(recorder->lines_written(), 0u);
+}
+
 TEST(StepTraceOpenTest, UnwritablePathIsAnError) {
-  auto writer = StepTraceWriter::Open("/nonexistent-dir/trace.jsonl");
+  auto writer = StepRecorder::Open("/nonexistent-dir/trace.jsonl");
   ASSERT_FALSE(writer.ok());
   EXPECT_THAT(std::string(writer.status().message()),
               ::testing::HasSubstr("/nonexistent-dir/trace.jsonl"));

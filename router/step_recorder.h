@@ -1,8 +1,10 @@
-// StepTraceWriter: the batch-composition trace (`tessera-router --trace-steps FILE`). One JSON
-// line per step the engine sent: who was in the batch, how many tokens each request got, prefill
-// chunk or decode, and what the step cost (the router's Schedule(), the worker's host / device /
-// total time, the router's plan-sent -> result-received round trip). tools/trace/plot_steps.py
-// renders it.
+// StepRecorder: one engine's step records. One JSON record per step the engine sent: who was in
+// the batch, how many tokens each request got, prefill chunk or decode, and what the step cost
+// (the router's Schedule(), the worker's host / device / total time, the router's plan-sent ->
+// result-received round trip). Each record goes, as one line, to the batch-composition trace
+// (`tessera-router --trace-steps FILE`; tools/trace/plot_steps.py renders it) and/or to the web
+// console's feed (console/step_feed.h) while a browser watches. With neither a file nor a
+// watcher, OnPlanSent and OnResult return at once.
 //
 // Why the writer holds steps back: the engine sends plan N+1 before result N arrives (DESIGN.md
 // §2), so a step's line is complete only when its result comes back. OnPlanSent keeps the step's
@@ -18,7 +20,9 @@
 //    "host_s":0.0004,"device_s":0.031,"sample_s":0.0001,"total_s":0.032,"graph_replayed":false,
 //    "round_trip_s":0.034}
 // `step` is the protocol's step number (it restarts at 1 on a new worker stream); `sent_s` is
-// counted from Open(). Requests appear in plan order (running first, then newly admitted).
+// counted from the recorder's start. Requests appear in plan order (running first, then newly
+// admitted). A record begun while nobody watched (no file) is not made later: a watcher that
+// arrives sees the steps planned from then on.
 //
 // Durability: each line is flushed to the kernel when written, so a trace survives kill -9 of
 // the router except for the steps still pending.
@@ -38,25 +42,32 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "router/console/step_feed.h"
 #include "router/scheduled_step.h"
 #include "tessera/worker/v1/worker.pb.h"
 
 namespace tessera::router {
 
-class StepTraceWriter {
+class StepRecorder {
  public:
   using Clock = std::chrono::steady_clock;
   // Maps an engine request id to the name written in the trace (the client's request_id when it
   // gave one). Called during OnPlanSent only: a request may be gone when its result arrives.
   using RequestNamer = std::function<std::string(uint64_t)>;
 
-  // Creates (truncates) `path`. `start` is time zero of every `sent_s`.
-  static absl::StatusOr<std::unique_ptr<StepTraceWriter>> Open(
+  // Records to `path` (created or truncated). `start` is time zero of every `sent_s`.
+  static absl::StatusOr<std::unique_ptr<StepRecorder>> Open(
       const std::string& path, Clock::time_point start = Clock::now());
+  // Records to no file (the console's feed alone, once attached).
+  static std::unique_ptr<StepRecorder> WithoutFile(Clock::time_point start = Clock::now());
 
-  StepTraceWriter(const StepTraceWriter&) = delete;
-  StepTraceWriter& operator=(const StepTraceWriter&) = delete;
-  ~StepTraceWriter();  // Close()
+  // Also publish each record to `feed` (borrowed; outlives the recorder) as worker `worker`'s,
+  // while it is watched. Call before the engine starts.
+  void AttachFeed(console::StepFeed* feed, int worker);
+
+  StepRecorder(const StepRecorder&) = delete;
+  StepRecorder& operator=(const StepRecorder&) = delete;
+  ~StepRecorder();  // Close()
 
   // Call after the plan for `step_number` was handed to the worker stream. `schedule_seconds`
   // is how long the Schedule() call that produced `step` took. A step number not above the
@@ -97,7 +108,10 @@ class StepTraceWriter {
     std::vector<RequestEntry> requests;
   };
 
-  StepTraceWriter(std::FILE* file, std::string path, Clock::time_point start);
+  StepRecorder(std::FILE* file, std::string path, Clock::time_point start);
+
+  // Whether a record made now has anywhere to go.
+  bool Recording() const { return file_ != nullptr || (feed_ != nullptr && feed_->watched()); }
 
   // Writes `step` as one line; `result` null = unanswered (result fields null).
   void Emit(const PendingStep& step, const ::tessera::worker::v1::StepResult* result,
@@ -106,7 +120,9 @@ class StepTraceWriter {
   // Pops and writes (unanswered) every pending step.
   void FlushPendingUnanswered();
 
-  std::FILE* file_;  // null once closed or after a write error
+  std::FILE* file_;  // null: no file, closed, or after a write error
+  console::StepFeed* feed_ = nullptr;
+  int feed_worker_ = 0;
   const std::string path_;
   const Clock::time_point start_;
   std::deque<PendingStep> pending_;  // oldest first; at most the engine's plans in flight

@@ -1,4 +1,4 @@
-#include "router/step_trace.h"
+#include "router/step_recorder.h"
 
 #include <cerrno>
 #include <cmath>
@@ -38,25 +38,34 @@ Json RequestsJson(const auto& requests) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StepTraceWriter>> StepTraceWriter::Open(const std::string& path,
+absl::StatusOr<std::unique_ptr<StepRecorder>> StepRecorder::Open(const std::string& path,
                                                                         Clock::time_point start) {
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot open step trace '", path, "' for writing: ", std::strerror(errno)));
   }
-  return std::unique_ptr<StepTraceWriter>(new StepTraceWriter(file, path, start));
+  return std::unique_ptr<StepRecorder>(new StepRecorder(file, path, start));
 }
 
-StepTraceWriter::StepTraceWriter(std::FILE* file, std::string path, Clock::time_point start)
+std::unique_ptr<StepRecorder> StepRecorder::WithoutFile(Clock::time_point start) {
+  return std::unique_ptr<StepRecorder>(new StepRecorder(nullptr, "", start));
+}
+
+StepRecorder::StepRecorder(std::FILE* file, std::string path, Clock::time_point start)
     : file_(file), path_(std::move(path)), start_(start) {}
 
-StepTraceWriter::~StepTraceWriter() { Close(); }
+void StepRecorder::AttachFeed(console::StepFeed* feed, int worker) {
+  feed_ = feed;
+  feed_worker_ = worker;
+}
 
-void StepTraceWriter::OnPlanSent(uint64_t step_number, const ScheduledStep& step,
+StepRecorder::~StepRecorder() { Close(); }
+
+void StepRecorder::OnPlanSent(uint64_t step_number, const ScheduledStep& step,
                                  const RequestNamer& request_name, double schedule_seconds,
                                  Clock::time_point sent) {
-  if (file_ == nullptr) return;
+  if (!Recording()) return;
   // Step numbers grow within one worker stream; a smaller one means the engine reconnected and
   // the older steps will never be answered.
   if (!pending_.empty() && step_number <= pending_.back().step) FlushPendingUnanswered();
@@ -79,7 +88,7 @@ void StepTraceWriter::OnPlanSent(uint64_t step_number, const ScheduledStep& step
   }
 }
 
-void StepTraceWriter::OnResult(uint64_t step_number, const wv1::StepResult& result,
+void StepRecorder::OnResult(uint64_t step_number, const wv1::StepResult& result,
                                Clock::time_point received) {
   size_t index = 0;
   while (index < pending_.size() && pending_[index].step != step_number) ++index;
@@ -93,7 +102,7 @@ void StepTraceWriter::OnResult(uint64_t step_number, const wv1::StepResult& resu
   pending_.pop_front();
 }
 
-void StepTraceWriter::Close() {
+void StepRecorder::Close() {
   FlushPendingUnanswered();
   if (file_ != nullptr) {
     if (std::fclose(file_) != 0 && status_.ok()) {
@@ -104,16 +113,15 @@ void StepTraceWriter::Close() {
   }
 }
 
-void StepTraceWriter::FlushPendingUnanswered() {
+void StepRecorder::FlushPendingUnanswered() {
   while (!pending_.empty()) {
     Emit(pending_.front(), nullptr, Clock::time_point{});
     pending_.pop_front();
   }
 }
 
-void StepTraceWriter::Emit(const PendingStep& step, const wv1::StepResult* result,
+void StepRecorder::Emit(const PendingStep& step, const wv1::StepResult* result,
                            Clock::time_point received) {
-  if (file_ == nullptr) return;
   Json line{{"step", step.step},
             {"sent_s", Round(step.sent_seconds)},
             {"batch_size", step.requests.size()},
@@ -136,10 +144,12 @@ void StepTraceWriter::Emit(const PendingStep& step, const wv1::StepResult* resul
       line[key] = nullptr;
     }
   }
-  WriteLine(line.dump());
+  const std::string record = line.dump();
+  if (file_ != nullptr) WriteLine(record);
+  if (feed_ != nullptr) feed_->Publish(feed_worker_, record);
 }
 
-void StepTraceWriter::WriteLine(const std::string& line) {
+void StepRecorder::WriteLine(const std::string& line) {
   // One fwrite per line into stdio's buffer, then fflush: the line reaches the kernel whole, so
   // a killed router leaves complete lines behind.
   const bool ok = std::fwrite(line.data(), 1, line.size(), file_) == line.size() &&
