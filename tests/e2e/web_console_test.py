@@ -12,7 +12,8 @@ what the binary serves.
    run, draws steps and at least one bar with a prefill chunk next to decodes; hovering that
    bar shows its step and request ids. No console errors, and every resource came from the
    server's origin.
-2. TLS (a certificate made with openssl): the page loads over https, answers, and draws steps.
+2. TLS (a certificate made with openssl) and two workers behind the router: the page loads over
+   https, answers, shows a gauge row per worker, and draws steps.
 3. `--no-web-console`: GET / is 404 and the API still answers.
 
 `--screenshots DIR` saves the two views (docs/console/ holds the committed ones).
@@ -320,7 +321,8 @@ def check_browser_clean(driver, base):
 
 def check_tls(driver, args, directory):
     cert, key = make_certificate(directory)
-    with serving(args.bin_dir, args.model, "--tls-cert", cert, "--tls-key", key) as http_addr:
+    with serving(args.bin_dir, args.model, "--tls-cert", cert, "--tls-key", key,
+                 "--workers", "2") as http_addr:
         base = "https://" + http_addr
         driver.get(base + "/")
         wait_for("the model's name over TLS", lambda: driver.find_element("id", "model-name").text)
@@ -335,6 +337,9 @@ def check_tls(driver, args, directory):
         check(status == 200, f"a completion over TLS answered {status}")
         wait_for("steps drawn over TLS",
                  lambda: driver.execute_script("return window.tesseraConsole.bars().length"))
+        rows = driver.find_elements("css selector", "#gauge-rows tr")
+        check([r.get_attribute("data-worker") for r in rows] == ["0", "1"],
+              f"not one gauge row per worker: {[r.text for r in rows]}")
         check_browser_clean(driver, base)
 
 
