@@ -48,7 +48,10 @@
 // L2) and a finish over <= 4096 candidates: ~30-40 us for the step, against 1.9-2.0 ms measured
 // for the one-block-per-row version (docs/perf/gpu-h200-2026-11-27.md: ~12 latency-bound passes
 // of 600 KB per block); temperature alone: two split reads and a draw over one 8192-id chunk.
-// Rows that take the full path cost what they did (flat rows ~12 passes). Not measured yet.
+// Rows that take the full path cost what they did (flat rows ~12 passes). Measured on an H200
+// (docs/perf/gpu-h200-2026-11-28.md, BM_Sampling): greedy 28 / 58 us at 1 / 64 rows; peaked
+// rows with top-p and logprobs, all on candidates, 116 / 236 / 702 us at 1 / 64 / 256 rows: 8.6x
+// the full path at 64 rows, but 6x the design's bound (not profiled yet).
 // Registers <= 128 (2 blocks per SM), no spills, no local memory (sm_90a/100a/120a).
 #pragma once
 

@@ -287,9 +287,17 @@ def point_at_chart(driver):
         "return window.tesseraConsole.frozen()"), timeout_s=5)
 
 
+def gauge_rows(driver):
+    """The gauge table's rows as (worker attribute, cell texts), read in one script: the page
+    redraws the table every second, so element references would go stale."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#gauge-rows tr')].map(r => "
+        "[r.dataset.worker, [...r.querySelectorAll('td')].map(c => c.textContent)])")
+
+
 def check_batch_view(driver, base, screenshots):
     driver.find_element("id", "tab-batch").click()
-    wait_for("the gauges", lambda: driver.find_elements("css selector", "#gauge-rows tr"))
+    wait_for("the gauges", lambda: gauge_rows(driver))
     threads, statuses = load(base, 8)
     wait_for("a drawn step with a prefill chunk next to decodes",
              lambda: mixed_bar(driver), timeout_s=120)
@@ -301,8 +309,9 @@ def check_batch_view(driver, base, screenshots):
           f"the tooltip does not describe the mixed step {bar}: {text!r}")
     check(all(request_id in text for request_id in bar["ids"]),
           f"the tooltip lacks some of the step's requests {bar['ids']}: {text!r}")
-    cells = [c.text for c in driver.find_elements("css selector", "#gauge-rows tr td")]
-    check(len(cells) == 11 and cells[0].startswith("0"), f"the gauge row is not one worker's: {cells}")
+    rows = gauge_rows(driver)
+    check(len(rows) == 1 and rows[0][0] == "0" and len(rows[0][1]) == 11,
+          f"the gauge table is not one worker's row: {rows}")
     if screenshots:
         driver.save_screenshot(os.path.join(screenshots, "console-batch.png"))
     for thread in threads:
@@ -337,9 +346,9 @@ def check_tls(driver, args, directory):
         check(status == 200, f"a completion over TLS answered {status}")
         wait_for("steps drawn over TLS",
                  lambda: driver.execute_script("return window.tesseraConsole.bars().length"))
-        rows = driver.find_elements("css selector", "#gauge-rows tr")
-        check([r.get_attribute("data-worker") for r in rows] == ["0", "1"],
-              f"not one gauge row per worker: {[r.text for r in rows]}")
+        two_rows = lambda: (lambda rows: rows if len(rows) == 2 else None)(gauge_rows(driver))
+        rows = wait_for("a gauge row per worker", two_rows)
+        check([r[0] for r in rows] == ["0", "1"], f"not one gauge row per worker: {rows}")
         check_browser_clean(driver, base)
 
 
