@@ -301,6 +301,9 @@ def check_batch_view(driver, base, screenshots):
     threads, statuses = load(base, 8)
     wait_for("a drawn step with a prefill chunk next to decodes",
              lambda: mixed_bar(driver), timeout_s=120)
+    wait_for("40 steps in the view (a fuller picture for the screenshot)",
+             lambda: driver.execute_script("return window.tesseraConsole.stepsHeld()") >= 40,
+             timeout_s=120)
     point_at_chart(driver)  # the load goes on; the drawn bars stay where they are
     bar = mixed_bar(driver)
     check(bar, "the held chart lost its mixed step")
