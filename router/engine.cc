@@ -296,7 +296,7 @@ void Engine::HandleResult(WorkerResult& event) {
                                " tokens (expected ", step.sampling_requests.size(), ")"));
     return;
   }
-  if (config_.step_trace != nullptr) config_.step_trace->OnResult(step.step, result, Clock::now());
+  if (config_.step_recorder != nullptr) config_.step_recorder->OnResult(step.step, result, Clock::now());
   for (int i = 0; i < result.sampled_size(); ++i) {
     ApplySampled(step.sampling_requests[i], result.sampled(i));
   }
@@ -462,8 +462,8 @@ bool Engine::SendPlans() {
     InFlightStep in_flight;
     BuildPlan(step, &plan, &in_flight);
     if (!worker_client_->Send(epoch_, plan)) break;  // WorkerLost follows
-    if (config_.step_trace != nullptr) {
-      config_.step_trace->OnPlanSent(
+    if (config_.step_recorder != nullptr) {
+      config_.step_recorder->OnPlanSent(
           in_flight.step, step, [this](uint64_t id) { return RequestName(id); },
           schedule_seconds, in_flight.sent);
     }

@@ -55,8 +55,9 @@ struct EngineConfig {
   // The prefix cache's block hashes published for routing (an EngineGroup's engines); off, the
   // cache does no extra work.
   bool publish_prefixes = false;
-  // --trace-steps: one JSON line per step (borrowed; outlives the engine; engine thread only).
-  StepRecorder* step_trace = nullptr;
+  // Step records for --trace-steps and the web console's feed (borrowed; outlives the engine;
+  // engine thread only); null = neither.
+  StepRecorder* step_recorder = nullptr;
   // A request whose client has read nothing for this long while its output is backlogged is
   // cancelled with DEADLINE_EXCEEDED (--stream-stall-timeout).
   std::chrono::milliseconds stream_stall_timeout{60000};

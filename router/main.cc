@@ -274,13 +274,13 @@ std::unique_ptr<tessera::router::console::StepFeed> MakeConsoleFeed(
 }
 
 // One engine per --worker, each with its own metrics in `registry` (labelled worker="i" when
-// there are several) adding to the pod-level `gateway` gauges, and step trace (`traces`: one per
-// worker, or none); several engines are served as one EngineGroup.
+// there are several) adding to the pod-level `gateway` gauges, and step recorder (`recorders`:
+// one per worker, or none); several engines are served as one EngineGroup.
 std::unique_ptr<RequestEngine> MakeEngines(
     const RouterFlags& flags, const tessera::router::ModelFrontend* model,
     const std::shared_ptr<prometheus::Registry>& registry,
     tessera::router::GatewayMetrics* gateway,
-    const std::vector<std::unique_ptr<tessera::router::StepRecorder>>& traces,
+    const std::vector<std::unique_ptr<tessera::router::StepRecorder>>& recorders,
     std::vector<std::unique_ptr<tessera::router::RouterMetrics>>* metrics) {
   const bool labelled = flags.workers.size() > 1;
   std::vector<std::unique_ptr<Engine>> engines;
@@ -294,7 +294,7 @@ std::unique_ptr<RequestEngine> MakeEngines(
     EngineConfig config = flags.engine;
     config.worker_address = flags.workers[i];
     config.publish_prefixes = labelled;  // read by the group's routing only
-    config.step_trace = traces.empty() ? nullptr : traces[i].get();
+    config.step_recorder = recorders.empty() ? nullptr : recorders[i].get();
     engines.push_back(std::make_unique<Engine>(config, model, metrics->back().get()));
   }
   if (!labelled) return std::move(engines.front());
@@ -474,13 +474,13 @@ int main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   const std::unique_ptr<tessera::router::console::StepFeed> console_feed =
       MakeConsoleFeed(flags, *registry);
-  absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepRecorder>>> traces =
+  absl::StatusOr<std::vector<std::unique_ptr<tessera::router::StepRecorder>>> recorders =
       MakeStepRecorders(flags, console_feed.get());
-  if (!traces.ok()) return Fail(std::string(traces.status().message()));
+  if (!recorders.ok()) return Fail(std::string(recorders.status().message()));
   tessera::router::GatewayMetrics gateway(registry, flags.workers.size());
   std::vector<std::unique_ptr<tessera::router::RouterMetrics>> metrics;
   const std::unique_ptr<RequestEngine> engine_owner =
-      MakeEngines(flags, model->get(), registry, &gateway, *traces, &metrics);
+      MakeEngines(flags, model->get(), registry, &gateway, *recorders, &metrics);
   RequestEngine& engine = *engine_owner;
   tessera::router::TesseraService service(&engine, model->get(), flags.api_key);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(flags);
@@ -515,6 +515,6 @@ int main(int argc, char** argv) {
   ServeUntilSignal(*server, engine, signals);
   std::fprintf(stderr, "tessera-router: draining\n");
   Drain(*server, engine, *http_server, flags.drain_timeout_s);
-  for (auto& trace : *traces) trace->Close();  // the engines have stopped: no more steps
+  for (auto& recorder : *recorders) recorder->Close();  // the engines have stopped: no more steps
   return 0;
 }
