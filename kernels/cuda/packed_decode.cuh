@@ -58,13 +58,17 @@ __device__ __forceinline__ float HalfBitsToFloat(unsigned bits) {
 // 2^e as f32 for -126 <= e <= 127.
 __device__ __forceinline__ float PowerOfTwo(int e) { return __uint_as_float((e + 127) << 23); }
 
+// E4M3 -> f16 is exact (every E4M3 value, subnormals and NaN included, is an f16), and one
+// instruction from sm_89 on (cvt.rn.f16x2.e4m3x2; CUDA's own software conversion elsewhere).
 __device__ __forceinline__ float E4M3ToFloat(unsigned bits) {
-  const int exponent = (bits >> 3) & 15, mantissa = bits & 7;
-  if (exponent == 15 && mantissa == 7) return __uint_as_float(0x7FC00000u);
-  // (8 + m)·2^(e − 10) for normals, m·2^-9 for subnormals (e = 0): both exact.
-  const float magnitude = static_cast<float>(exponent != 0 ? 8 + mantissa : mantissa) *
-                          PowerOfTwo((exponent != 0 ? exponent : 1) - 10);
-  return (bits & 0x80u) ? -magnitude : magnitude;
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(bits),
+                                                     __NV_E4M3)));
+}
+
+// Two E4M3 values (the low two bytes of `bits`, low byte first) as f32.
+__device__ __forceinline__ float2 E4M3PairToFloat2(unsigned bits) {
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(bits & 0xFFFFu), __NV_E4M3)));
 }
 
 __device__ __forceinline__ float E8M0ToFloat(unsigned bits) {

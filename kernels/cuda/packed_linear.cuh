@@ -1,7 +1,9 @@
 // Linear layers over packed weights: Y[m, n] = Σ_k X[m, k]·W[n, k] (Y = X·Wᵀ), W kept in its
 // quantized codes and group scales (packed_format.h: Q8_0, Q4_0, Q4_1, Q4_K, NVFP4, MXFP4), X
-// and Y of T (bf16 or f16), f32 accumulation, one rounding of each output to T. Two paths,
+// and Y of T (bf16 or f16), f32 accumulation, one rounding of each output to T. Four paths,
 // chosen by m (LaunchPackedLinear):
+//   m <= 4  packed_linear_stream.cuh: tensor cores over codes streamed through shared memory,
+//           when k is a multiple of 128 (64 for Q8_0); else
 //   m <= 4  packed_linear_small_m.cuh: CUDA cores (it serves m <= 8; faster up to m = 4 today).
 //   m <= 16 packed_linear_tc.cuh: tensor cores over codes decoded in registers.
 //   m > 16  packed_linear_mma.cuh: tensor cores (mma.sync m16n8k16 in T, f32 accumulate) over
@@ -53,6 +55,7 @@
 #include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/packed_linear_mma.cuh"
 #include "kernels/cuda/packed_linear_small_m.cuh"
+#include "kernels/cuda/packed_linear_stream.cuh"
 #include "kernels/cuda/packed_linear_tc.cuh"
 
 namespace tessera::cuda {
@@ -110,6 +113,58 @@ auto LaunchPackedLinearSmallM(Launcher& launcher, const T* x, int m, const Packe
   return packed_linear_detail::Reject(launcher, x, m, w, y);
 }
 
+namespace packed_linear_detail {
+
+template <typename T, PackedScheme kScheme, int kM, class Launcher, class Result>
+void AllowStream(Launcher& launcher, Result& result) {
+  if (result.ok()) {
+    result = launcher.AllowDynamicShared(PackedLinearStreamKernel<T, kScheme, kM>,
+                                         kPackedStreamSharedBytes<kScheme, kM>);
+  }
+  if constexpr (kM < kPackedStreamMaxM) AllowStream<T, kScheme, kM == 1 ? 2 : 4>(launcher, result);
+}
+
+}  // namespace packed_linear_detail
+
+// Lets the streaming path's kernels (every scheme and m bucket, for T) use their dynamic shared
+// memory: once per T before any launch or graph capture (the worker's PreparePackedLinear). The
+// launcher's result; the first refusal if any.
+template <typename T, class Launcher>
+auto AllowPackedLinearSharedMemory(Launcher& launcher) {
+  using packed_linear_detail::AllowStream;
+  auto result = launcher.AllowDynamicShared(PackedLinearStreamKernel<T, PackedScheme::kQ8_0, 1>,
+                                            kPackedStreamSharedBytes<PackedScheme::kQ8_0, 1>);
+  AllowStream<T, PackedScheme::kQ8_0, 2>(launcher, result);
+  AllowStream<T, PackedScheme::kQ4_0, 1>(launcher, result);
+  AllowStream<T, PackedScheme::kQ4_1, 1>(launcher, result);
+  AllowStream<T, PackedScheme::kQ4_K, 1>(launcher, result);
+  AllowStream<T, PackedScheme::kNvfp4, 1>(launcher, result);
+  AllowStream<T, PackedScheme::kMxfp4, 1>(launcher, result);
+  return result;
+}
+
+// The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k); its
+// shared memory allowed first (AllowPackedLinearSharedMemory).
+template <class Launcher, typename T, PackedScheme kScheme>
+auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+  if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme ||
+      m > kPackedStreamMaxM || !PackedStreamTakes(kScheme, w.k)) {
+    return packed_linear_detail::Reject(launcher, x, m, w, y);
+  }
+  auto launch = [&](auto kernel, int shared_bytes) {
+    const LaunchShape shape{dim3(CeilDiv(w.n, kPackedStreamRows)), dim3(kPackedStreamThreads),
+                            static_cast<size_t>(shared_bytes)};
+    return launcher.Launch(shape, kernel, x, m, w, y);
+  };
+  if (m == 1) {
+    return launch(PackedLinearStreamKernel<T, kScheme, 1>, kPackedStreamSharedBytes<kScheme, 1>);
+  }
+  if (m == 2) {
+    return launch(PackedLinearStreamKernel<T, kScheme, 2>, kPackedStreamSharedBytes<kScheme, 2>);
+  }
+  return launch(PackedLinearStreamKernel<T, kScheme, 4>, kPackedStreamSharedBytes<kScheme, 4>);
+}
+
 // The tensor-core decode path alone (packed_linear_tc.cuh), 1 <= m <= 16.
 template <class Launcher, typename T, PackedScheme kScheme>
 auto LaunchPackedLinearTc(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
@@ -132,7 +187,8 @@ auto LaunchPackedLinearMma(Launcher& launcher, const T* x, int m, const PackedLi
   return launcher.Launch(shape, PackedLinearMmaKernel<T, kScheme>, x, m, w, y);
 }
 
-// Rows up to which the dispatch takes the CUDA-core path, measured on an H200 (n = k = 4096,
+// Rows up to which the dispatch takes the CUDA-core path when the streaming path does not take
+// k, measured on an H200 (n = k = 4096,
 // µs, small-m vs tensor-core decode; docs/perf/nvfp4.md): m = 1 Q4_0 12.1 vs 13.4, NVFP4 16.9
 // vs 24.0; m = 2 13.6 vs 14.5, 18.5 vs 24.1; m = 4 15.4 vs 14.9, 20.1 vs 24.2; m = 8 30.7 vs
 // 15.4, 36.5 vs 24.3.
@@ -146,7 +202,9 @@ auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinea
   switch (w.scheme) {
 #define TESSERA_PACKED_LINEAR_CASE(S)                                                         \
   case PackedScheme::S:                                                                       \
-    return m <= kPackedSmallMRowsFirst                                                        \
+    return m <= kPackedStreamMaxM && PackedStreamTakes(PackedScheme::S, w.k)                  \
+               ? LaunchPackedLinearStream<Launcher, T, PackedScheme::S>(launcher, x, m, w, y)   \
+           : m <= kPackedSmallMRowsFirst                                                      \
                ? LaunchPackedLinearSmallM<Launcher, T, PackedScheme::S,                       \
                                           kPackedSmallMRowsFirst>(launcher, x, m, w, y)       \
            : m <= kPackedTcMaxM                                                               \

@@ -111,15 +111,17 @@ __device__ __forceinline__ void MmaM16N8K16(float d[4], const uint32_t a[4], con
 #endif
 ) {
 #if defined(__CUDA_ARCH__)
+  // Not volatile: a pure function of its registers, so the compiler may interleave independent
+  // mma with other work (volatile asm keeps program order and serialises dependent chains).
   if constexpr (kType == MmaType::kBf16) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%10,%11,%12,%13};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
           "f"(c[2]), "f"(c[3]));
   } else {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%10,%11,%12,%13};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
@@ -176,6 +178,19 @@ __device__ __forceinline__ void CpAsync16(void* shared_destination, const void* 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global_source));
 #elif !defined(__CUDACC__)
   ::tessera::simt::detail::AsyncCopyIssue(shared_destination, global_source, 16);
+#endif
+}
+
+// Copies kBytes (4 or 8) global -> shared through L1 (cp.async.ca); both kBytes-aligned.
+template <int kBytes>
+__device__ __forceinline__ void CpAsyncSmall(void* shared_destination, const void* global_source) {
+  static_assert(kBytes == 4 || kBytes == 8);
+#if defined(__CUDA_ARCH__)
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared_destination));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(address), "l"(global_source),
+               "n"(kBytes));
+#elif !defined(__CUDACC__)
+  ::tessera::simt::detail::AsyncCopyIssue(shared_destination, global_source, kBytes);
 #endif
 }
 

@@ -425,7 +425,7 @@ BENCHMARK(BM_Sampling)
 // Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = 4096, one row
 // per scheme (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 NVFP4, 5 MXFP4), m and k (4096; 14336 at m = 1,
 // an MLP down projection), path (0: the dispatch, LaunchPackedLinear; 1: the CUDA-core small-m
-// path, m <= 8; 2: the tensor-core decode path, m <= 16): bytes = the
+// path, m <= 8; 2: the tensor-core decode path, m <= 16; 3: the streaming path, m <= 4): bytes = the
 // packed weight (codes, scales, mins, super-scales) + x + y. m <= 16 is bandwidth-bound
 // (of_copy_bw; the design target is >= 0.85 of HBM), m = 256 compute (TFLOP/s). The arena's 0x3C
 // fill is a valid code and scale pattern for every scheme.
@@ -447,18 +447,26 @@ void BM_PackedLinear(benchmark::State& state) {
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(m) * k * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
   CudaLauncher launcher(nullptr);
+  Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
   const double weight_bytes = double(code_bytes + scale_bytes + min_bytes + super_bytes);
   TimeKernel(state, weight_bytes + 2.0 * m * (k + n), [&] {
     if (path == 0) return Check(LaunchPackedLinear(launcher, x, m, w, y), "PackedLinear");
     switch (scheme) {
 #define TESSERA_BENCH_SMALL_M(S)                                                               \
   case PackedScheme::S:                                                                        \
-    return path == 1 ? Check(LaunchPackedLinearSmallM<CudaLauncher, __nv_bfloat16,             \
-                                                      PackedScheme::S>(launcher, x, m, w, y),  \
-                             "PackedLinearSmallM")                                             \
-                     : Check(LaunchPackedLinearTc<CudaLauncher, __nv_bfloat16, PackedScheme::S>( \
-                                 launcher, x, m, w, y),                                        \
-                             "PackedLinearTc");
+    if (path == 1) {                                                                           \
+      return Check(LaunchPackedLinearSmallM<CudaLauncher, __nv_bfloat16, PackedScheme::S>(     \
+                       launcher, x, m, w, y),                                                  \
+                   "PackedLinearSmallM");                                                      \
+    }                                                                                          \
+    if (path == 3) {                                                                           \
+      return Check(LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::S>(     \
+                       launcher, x, m, w, y),                                                  \
+                   "PackedLinearStream");                                                      \
+    }                                                                                          \
+    return Check(                                                                              \
+        LaunchPackedLinearTc<CudaLauncher, __nv_bfloat16, PackedScheme::S>(launcher, x, m, w, y), \
+        "PackedLinearTc");
       TESSERA_BENCH_SMALL_M(kQ8_0)
       TESSERA_BENCH_SMALL_M(kQ4_0)
       TESSERA_BENCH_SMALL_M(kQ4_1)
@@ -475,6 +483,7 @@ BENCHMARK(BM_PackedLinear)
     ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 8, 16, 256}, {4096}, {0}})
     ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1}, {14336}, {0, 2}})
     ->ArgsProduct({{1, 4}, {1, 2, 4, 8}, {4096}, {1, 2}})
+    ->ArgsProduct({{1, 4}, {1, 4}, {4096, 14336}, {1, 3}})
     ->ArgNames({"scheme", "m", "k", "path"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 

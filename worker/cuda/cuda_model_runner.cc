@@ -98,6 +98,7 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
     TESSERA_ASSIGN_OR_RETURN(kernels_, MakeDeviceKernels(*runtime_));
   }
   TESSERA_RETURN_IF_ERROR(kernels_->PrepareSampling(config_.vocab_size));
+  TESSERA_RETURN_IF_ERROR(kernels_->PreparePackedLinear(options_.dtype));
   if (plan_.num_linear_layers > 0) {
     TESSERA_RETURN_IF_ERROR(kernels_->PrepareGatedDeltaRule(options_.dtype));
   }

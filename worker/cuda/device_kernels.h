@@ -152,6 +152,9 @@ class DeviceKernels {
   // of `type` (bf16 or f16; f32 is INVALID_ARGUMENT), 16-byte aligned.
   virtual absl::Status PackedLinear(DataType type, const void* x, int m,
                                     const cuda::PackedLinear& w, void* y) = 0;
+  // Lets PackedLinear's streaming path (m <= 4) use its shared memory for `type`. Once per type,
+  // before any step or capture (packed_linear.cuh's AllowPackedLinearSharedMemory).
+  virtual absl::Status PreparePackedLinear(DataType type) = 0;
   // out [w.n, w.k] of `type` (bf16 or f16) = the packed weight dequantized
   // (kernels/cuda/packed_dequantize.cuh); out 16-byte aligned.
   virtual absl::Status PackedDequantize(DataType type, const cuda::PackedLinear& w,

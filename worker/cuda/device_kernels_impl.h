@@ -214,6 +214,17 @@ class DeviceKernelsFor final : public DeviceKernels {
     });
   }
 
+  absl::Status PreparePackedLinear(DataType type) override {
+    return WithElementType(type, [&](auto t) -> absl::Status {
+      using T = decltype(t);
+      if constexpr (std::is_same_v<T, float>) {
+        return absl::OkStatus();  // packed weights serve bf16 and f16 only
+      } else {
+        return to_status_(cuda::AllowPackedLinearSharedMemory<T>(launcher_));
+      }
+    });
+  }
+
   absl::Status PackedDequantize(DataType type, const cuda::PackedLinear& w, void* out) override {
     return WithElementType(type, [&](auto t) -> absl::Status {
       using T = decltype(t);

@@ -48,16 +48,20 @@ float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
   return 0.0f;
 }
 
-enum class Path { kSmallM, kTc, kMma, kDispatch };
+enum class Path { kSmallM, kStream, kTc, kMma, kDispatch };
 
 template <typename T>
 auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w,
             T* y) {
+  EXPECT_TRUE(AllowPackedLinearSharedMemory<T>(launcher).ok());  // as PreparePackedLinear does
   switch (w.scheme) {
 #define TESSERA_PATH_CASE(S)                                                                      \
   case PackedScheme::S:                                                                           \
     if (path == Path::kSmallM)                                                                    \
       return LaunchPackedLinearSmallM<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
+                                                                              y);                 \
+    if (path == Path::kStream)                                                                    \
+      return LaunchPackedLinearStream<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
                                                                               y);                 \
     if (path == Path::kTc)                                                                        \
       return LaunchPackedLinearTc<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y);  \
@@ -122,8 +126,22 @@ std::vector<std::tuple<int, int, int>> Shapes(PackedScheme scheme) {
   return shapes;
 }
 
+// The streaming path's shapes: m 1..4, k a multiple of a stage (the 8 warps' slices uneven or
+// empty), n a multiple of 16 or not.
+std::vector<std::tuple<int, int, int>> StreamShapes(PackedScheme scheme) {
+  const int stage = scheme == PackedScheme::kQ8_0 ? 64 : 128;
+  const std::vector<int> ks = scheme == PackedScheme::kQ4_K ? std::vector{256, 768, 2304}
+                                                            : std::vector{stage, 3 * stage, 9 * stage};
+  return {{1, 24, ks[0]}, {1, 64, ks[2]}, {2, 40, ks[1]}, {3, 64, ks[2]}, {4, 24, ks[1]}};
+}
+
 void CheckScheme(const simt::Schedule& schedule, PackedScheme scheme, unsigned seed) {
   std::mt19937 rng(seed);
+  for (auto [m, n, k] : StreamShapes(scheme)) {
+    SCOPED_TRACE(testing::Message() << "stream m " << m << " n " << n << " k " << k);
+    CheckLinear<__nv_bfloat16>(schedule, Path::kStream, scheme, m, n, k, rng);
+    CheckLinear<__half>(schedule, Path::kStream, scheme, m, n, k, rng);
+  }
   for (auto [m, n, k] : Shapes(scheme)) {
     SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k);
     if (m <= kPackedSmallMMaxM) {
@@ -148,12 +166,22 @@ TEST_P(PackedLinearKernelTest, Q4_K) { CheckScheme(GetParam(), PackedScheme::kQ4
 TEST_P(PackedLinearKernelTest, Nvfp4) { CheckScheme(GetParam(), PackedScheme::kNvfp4, 2005); }
 TEST_P(PackedLinearKernelTest, Nvfp4SubnormalScales) {
   std::mt19937 rng(2009);
-  for (Path path : {Path::kSmallM, Path::kTc, Path::kMma}) {
+  for (Path path : {Path::kSmallM, Path::kStream, Path::kTc, Path::kMma}) {
     CheckLinear<__nv_bfloat16>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
     CheckLinear<__half>(GetParam(), path, PackedScheme::kNvfp4, 3, 64, 256, rng, true);
   }
 }
 TEST_P(PackedLinearKernelTest, Mxfp4) { CheckScheme(GetParam(), PackedScheme::kMxfp4, 2006); }
+
+// The streaming path over stage counts that split unevenly between its warps (some with one
+// stage or none), rows past n, the schemes with mins and super-scales and NVFP4's column split.
+TEST_P(PackedLinearKernelTest, StreamUnevenSlices) {
+  std::mt19937 rng(2010);
+  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_K, 1, 24, 2816, rng);
+  CheckLinear<__half>(GetParam(), Path::kStream, PackedScheme::kNvfp4, 3, 40, 1408, rng);
+  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ8_0, 2, 16, 704, rng);
+  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_1, 4, 24, 640, rng);
+}
 
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
   std::mt19937 rng(2007);
@@ -232,6 +260,12 @@ TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
   EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get() + 1));  // y misaligned
   EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));        // small-m path, m > 8
   EXPECT_TRUE(rejected(Path::kTc, x, 17, w, d_y.get()));           // tensor-core decode, m > 16
+  EXPECT_TRUE(rejected(Path::kStream, x, 5, w, d_y.get()));        // streaming path, m > 4
+  {
+    PackedLinear q4 = w;
+    q4.scheme = PackedScheme::kQ4_0, q4.k = 192, q4.mins = nullptr, q4.super_scales = nullptr;
+    EXPECT_TRUE(rejected(Path::kStream, x, 1, q4, d_y.get()));  // streaming path, k % 128
+  }
   w.k = 192;
   EXPECT_TRUE(rejected(Path::kDispatch, x, 2, w, d_y.get()));  // Q4_K, k % 256
   w.k = 256, w.n = 12;

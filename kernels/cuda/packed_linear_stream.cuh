@@ -1,0 +1,469 @@
+// The streaming decode path of packed_linear.cuh: Y[m, n] = Σ_k X[m, k]·W[n, k] for m <= 4 on
+// tensor cores, the packed codes (and X and the group scales) streamed through shared memory by
+// cp.async and turned into mma operands by ldmatrix: ~3 instructions per 4-bit weight, against
+// 7 (Q4_0) to 13 (NVFP4) for the CUDA-core path (packed_linear_small_m.cuh) and 8 to 21 for the
+// register-decode tensor-core path (packed_linear_tc.cuh).
+//  - W is A of mma m16n8k16 (16 rows per block). Each warp owns the block's 16 rows over one
+//    eighth of k and streams it in stages of 16 rows x 64 code bytes, with the rows' scale
+//    fields and the stage's X, into a ring of 4 stages (3 in flight): one 16-byte cp.async per
+//    lane and row half, 64 contiguous bytes per row.
+//  - ldmatrix.x4 hands lane (g, t) = (lane / 4, lane % 4) word t of rows g and g + 8 of two
+//    16-byte chunks: exactly the codes of its A fragment, with every k16 step inside one scale
+//    group (a chunk is one 32-input group, two NVFP4 groups, or half a Q8_0 group).
+//  - A 4-bit word decodes to four pairs of T (exact small integers c, packed_decode.cuh): one
+//    masked OR and one packed subtraction per pair (Q4_0, Q4_1, Q4_K), byte permutes for FP4.
+//    B is X (column g: X row g, one 16-byte shared read per lane and chunk); per group the mma
+//    sums into a zeroed fragment and acc += D·scale (+ min·Σ x, Σ x from an mma with A = ones)
+//    in f32.
+//  - NVFP4's chunk holds two groups (lanes t < 2 the first, t >= 2 the second): B carries each X
+//    row twice (columns 2i and 2i + 1), each copy read as zeros on the other group's lanes (a
+//    zero row), so one mma yields both groups' sums; hence m <= 4.
+// The warps' partial sums meet in shared memory and warp 0 adds them in warp order
+// (deterministic) and stores Y. Error bound: as every packed path (packed_linear.cuh).
+// Shared memory: 8 warps x 4 stages x (1344 + X rows x 272) bytes, 52 KiB (Q4, m = 1) to
+// 86 KiB (NVFP4, m = 4): dynamic, opted in once (AllowPackedLinearSharedMemory).
+//
+// Bound (H200, 4.1 TB/s copy): full bandwidth asks ~31 4-bit weights per SM and clock, i.e. ~3
+// warp instructions per clock at ~3 instructions per weight: 75% of the SM's issue rate. Design
+// target >= 85% of copy bandwidth at m = 1 for n, k >= 4096. Measured (H200, docs/perf/
+// packed-stream.md): 0.36–0.40 of copy bandwidth at n = 4096, k = 14336 (Q4_0 22.9 µs, NVFP4
+// 22.8 µs, against 25.7 and 38.5 for the CUDA-core path); ncu: 45% issue-active, 8.3 cycles
+// between a warp's instructions, of which 1.8 waiting for the cp.async data and ~5 spread over
+// shared-memory, tensor-pipe and dependency stalls; 16 warps per SM (115 registers). A deeper
+// ring (8 stages), 256 contiguous bytes per row and 3–4 blocks per SM (80 and 64 registers)
+// measured no faster. The next things to try: fewer instructions per weight (a nibble order
+// that pairs neighbours, so X needs no permutes), more independent work per warp (two row
+// tiles), and the decode step's launches (fused gate/up, persistent kernels).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/packed_decode.cuh"
+#include "kernels/cuda/packed_linear_tc.cuh"
+#include "kernels/cuda/ptx_ops.cuh"
+
+namespace tessera::cuda {
+
+inline constexpr int kPackedStreamRows = 16;  // W rows per block (one mma row tile)
+inline constexpr int kPackedStreamMaxM = 4;
+
+inline constexpr int kPackedStreamWarps = 8;  // split k; 2 blocks per SM (the register cap)
+inline constexpr int kPackedStreamThreads = 32 * kPackedStreamWarps;
+inline constexpr int kPackedStreamSlots = 4;  // stages in each warp's ring, 3 in flight
+
+// Whether the streaming path takes inputs k of `scheme`: k a multiple of one stage's inputs
+// (128 for the 4-bit schemes, 64 for Q8_0).
+TESSERA_PACKED_HOST_DEVICE constexpr bool PackedStreamTakes(PackedScheme scheme, int64_t k) {
+  return k % (scheme == PackedScheme::kQ8_0 ? 64 : 128) == 0;
+}
+
+namespace packed_stream {
+
+inline constexpr int kStageBytes = 64;  // code bytes of one row per stage: 4 chunks of 16
+inline constexpr int kCodeBytes = kPackedStreamRows * kStageBytes;
+inline constexpr int kFieldBytes = 16;  // per row and stage: scales [0, 8), mins [8, 16)
+inline constexpr int kSuperOffset = kCodeBytes + kPackedStreamRows * kFieldBytes;
+inline constexpr int kXOffset = kSuperOffset + kPackedStreamRows * 4;  // after Q4_K's super words
+
+template <PackedScheme kScheme>
+inline constexpr int kStageInputs = kStageBytes * 8 / PackedCodeBits(kScheme);
+template <PackedScheme kScheme>
+inline constexpr int kStageGroups = kStageInputs<kScheme> / PackedGroupSize(kScheme);
+template <PackedScheme kScheme>
+inline constexpr int kStageScaleBytes = kStageGroups<kScheme> * PackedScaleBytes(kScheme);
+template <PackedScheme kScheme>
+inline constexpr int kStageMinBytes = kStageGroups<kScheme> * PackedMinBytes(kScheme);
+template <PackedScheme kScheme>
+inline constexpr bool kFp4 = kScheme == PackedScheme::kNvfp4 || kScheme == PackedScheme::kMxfp4;
+
+// A stage's X: kM rows (NVFP4: and a zero row) of the stage's inputs as T, rows 16 bytes apart
+// more than their length (the lanes of different rows hit different banks).
+template <PackedScheme kScheme>
+inline constexpr int kXRowBytes = kStageInputs<kScheme> * 2;
+template <PackedScheme kScheme>
+inline constexpr int kXStride = kXRowBytes<kScheme> + 16;
+template <PackedScheme kScheme, int kM>
+inline constexpr int kXRows = kScheme == PackedScheme::kNvfp4 ? kM + 1 : kM;
+template <PackedScheme kScheme, int kM>
+inline constexpr int kSlotBytes = kXOffset + kXRows<kScheme, kM> * kXStride<kScheme>;
+
+// Byte offset of (row, chunk) in a stage's codes: chunk ^ (row / 2 % 4) keeps the 8 rows of an
+// ldmatrix matrix (and the 8 lanes of a cp.async phase) on distinct 16-byte bank groups.
+__device__ __forceinline__ int CodeOffset(int row, int chunk) {
+  return row * kStageBytes + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
+
+// Where a lane's copies of stage 0 come from and go to (slot-relative); stage s adds s·64 bytes
+// of codes, s stages of fields and s·kXRowBytes of X. Codes: copy h takes row lane / 4 + 8h,
+// chunk lane % 4 (a row's 64 bytes in 4 neighbouring lanes). Fields: lanes 0-15 copy row lane's
+// scales (and Q4_K super word), 16-31 its mins. X: 16-byte pieces lane and lane + 32 of the kM
+// rows. Rows past n repeat row n - 1 and X rows past m repeat row m - 1 (computed, never stored).
+struct StageCopies {
+  const uint8_t* codes[2];
+  int code_offset[2];
+  const uint8_t* fields;
+  int field_offset;
+  const uint8_t* super;
+  int super_offset;
+  const uint8_t* x[2];
+  int x_offset[2];
+};
+
+template <typename T, PackedScheme kScheme>
+__device__ __forceinline__ StageCopies MakeStageCopies(const T* x, int m, const PackedLinear& w,
+                                                       int n0, int lane) {
+  StageCopies c{};
+  const int rows = w.n - n0 < kPackedStreamRows ? w.n - n0 : kPackedStreamRows;
+  TESSERA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int row = lane / 4 + 8 * h, source_row = row < rows ? row : rows - 1;
+    c.codes[h] = w.codes + (int64_t{n0} + source_row) * PackedRowCodeBytes(kScheme, w.k) +
+                 lane % 4 * 16;
+    c.code_offset[h] = CodeOffset(row, lane % 4);
+  }
+  const int row = lane % 16;
+  const int64_t source_row = n0 + (row < rows ? row : rows - 1);
+  const int64_t group = source_row * (w.k / PackedGroupSize(kScheme));
+  c.fields = lane < 16 ? w.scales + group * PackedScaleBytes(kScheme)
+                       : w.mins + group * PackedMinBytes(kScheme);  // null + 0 without mins
+  c.field_offset = kCodeBytes + row * kFieldBytes + (lane < 16 ? 0 : 8);
+  if constexpr (kScheme == PackedScheme::kQ4_K) {
+    c.super = reinterpret_cast<const uint8_t*>(w.super_scales) +
+              source_row * (w.k / kPackedSuperGroup) * 4;
+    c.super_offset = kSuperOffset + row * 4;
+  }
+  constexpr int kPieces = kXRowBytes<kScheme> / 16;  // 16-byte pieces of an X row per stage
+  TESSERA_UNROLL
+  for (int i = 0; i < 2; ++i) {
+    const int piece = lane + 32 * i, x_row = piece / kPieces;
+    const int source_x_row = x_row < m ? x_row : m - 1;
+    c.x[i] = reinterpret_cast<const uint8_t*>(x + int64_t{source_x_row} * w.k) +
+             piece % kPieces * 16;
+    c.x_offset[i] = kXOffset + x_row * kXStride<kScheme> + piece % kPieces * 16;
+  }
+  return c;
+}
+
+// Issues the copies of stage `stage` into `slot`: codes, scale (and min) fields, Q4_K's
+// super-scale word, X.
+template <PackedScheme kScheme, int kM>
+__device__ __forceinline__ void IssueStage(const StageCopies& c, int lane, int stage,
+                                           uint8_t* slot) {
+  TESSERA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    ptx::CpAsync16(slot + c.code_offset[h], c.codes[h] + int64_t{stage} * kStageBytes);
+  }
+  if (lane < 16) {
+    ptx::CpAsyncSmall<kStageScaleBytes<kScheme>>(
+        slot + c.field_offset, c.fields + int64_t{stage} * kStageScaleBytes<kScheme>);
+    if constexpr (kScheme == PackedScheme::kQ4_K) {
+      ptx::CpAsyncSmall<4>(slot + c.super_offset, c.super + stage / 2 * 4);
+    }
+  } else if constexpr (PackedHasMins(kScheme)) {
+    ptx::CpAsyncSmall<kStageMinBytes<kScheme>>(
+        slot + c.field_offset, c.fields + int64_t{stage} * kStageMinBytes<kScheme>);
+  }
+  constexpr int kXPieces = kM * kXRowBytes<kScheme> / 16;
+  static_assert(kXPieces <= 64);
+  TESSERA_UNROLL
+  for (int i = 0; i < (kXPieces + 31) / 32; ++i) {
+    if (kXPieces % 32 == 0 || lane + 32 * i < kXPieces) {
+      ptx::CpAsync16(slot + c.x_offset[i], c.x[i] + int64_t{stage} * kXRowBytes<kScheme>);
+    }
+  }
+}
+
+// prmt.b32 in its default mode: byte i of the result is byte (selector >> 4i) & 7 of {a, b},
+// or, when bit 3 of that nibble is set, that byte's top bit replicated (0x00 or 0xFF).
+__device__ __forceinline__ uint32_t PermSigned(uint32_t a, uint32_t b, uint32_t selector) {
+#if defined(__CUDA_ARCH__)
+  uint32_t out;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(out) : "r"(a), "r"(b), "r"(selector));
+  return out;
+#else
+  const uint64_t bytes = a | (uint64_t{b} << 32);
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t nibble = (selector >> (4 * i)) & 15;
+    uint32_t byte = (bytes >> (8 * (nibble & 7))) & 0xFF;
+    if (nibble & 8) byte = (byte & 0x80) ? 0xFF : 0x00;
+    out |= byte << (8 * i);
+  }
+  return out;
+#endif
+}
+
+// The four T pairs of a 4-bit word (8 codes c0..c7): the masked-nibble schemes pair (c_i,
+// c_i+4), FP4 pairs (c_2i, c_2i+1).
+template <typename T, PackedScheme kScheme>
+__device__ __forceinline__ void DecodeWord4(uint32_t word, uint32_t (&pairs)[4]) {
+  using packed_tc::kMagicPair;
+  if constexpr (kFp4<kScheme>) {
+    const uint32_t selector = word & 0x77777777u;
+    const uint32_t magnitudes[2] = {packed_tc::Perm(0x03020100u, 0x0C080604u, selector),
+                                    packed_tc::Perm(0x03020100u, 0x0C080604u, selector >> 16)};
+    const uint32_t shifted = word << 4;  // bit 3 of each low nibble at its byte's top
+    TESSERA_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t magnitude = packed_tc::SubPairs<T>(
+          packed_tc::Perm(magnitudes[i / 2], packed_tc::kMagicByte<T> * 0x01010101u,
+                          i % 2 == 0 ? 0x4140u : 0x4342u),
+          kMagicPair<T>);
+      const uint32_t signs = PermSigned(shifted, word, ((0xCu + i) << 12) | ((0x8u + i) << 4));
+      pairs[i] = magnitude | (signs & 0x80008000u);
+    }
+  } else {
+    constexpr uint32_t kBias = kMagicPair<T> + (kScheme == PackedScheme::kQ4_0 ? 0x00080008u : 0u);
+    TESSERA_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      pairs[i] = packed_tc::SubPairs<T>(
+          packed_tc::AndOr(word >> (4 * i), 0x000F000Fu, kMagicPair<T>), kBias);
+    }
+  }
+}
+
+// The two T pairs of a Q8_0 word (codes q0..q3): (q0, q1), (q2, q3).
+template <typename T>
+__device__ __forceinline__ void DecodeWord8(uint32_t word, uint32_t (&pairs)[2]) {
+  TESSERA_UNROLL
+  for (int i = 0; i < 2; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {  // 1024 + (q + 128) - 1152
+      pairs[i] = packed_tc::SubPairs<T>(
+          packed_tc::Perm(word ^ 0x80808080u, 0x64646464u, i == 0 ? 0x4140u : 0x4342u),
+          0x64806480u);
+    } else {  // (128 + low 7 bits) - (128 + 128·sign bit)
+      const uint32_t raw = packed_tc::Perm(word, 0x43434343u, i == 0 ? 0x4140u : 0x4342u);
+      pairs[i] = packed_tc::SubPairs<T>(raw & 0xFF7FFF7Fu, raw & 0xFF80FF80u);
+    }
+  }
+}
+
+// B registers matching pairs P0..P3 of a 4-bit word, from the lane's 8 X values.
+template <PackedScheme kScheme>
+__device__ __forceinline__ void XPairs4(const uint4& v, uint32_t (&b)[4]) {
+  if constexpr (kFp4<kScheme>) {
+    b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
+  } else {  // (x_i, x_i+4)
+    b[0] = packed_tc::Perm(v.x, v.z, 0x5410u);
+    b[1] = packed_tc::Perm(v.x, v.z, 0x7632u);
+    b[2] = packed_tc::Perm(v.y, v.w, 0x5410u);
+    b[3] = packed_tc::Perm(v.y, v.w, 0x7632u);
+  }
+}
+
+// Group `j` of the stage's raw scale fields of one row (`fields`: its 16-byte record, `super`:
+// Q4_K's word).
+template <PackedScheme kScheme>
+__device__ __forceinline__ packed_detail::GroupScale ScaleOf(const uint4& fields, uint32_t super,
+                                                             int j) {
+  const uint32_t words[4] = {fields.x, fields.y, fields.z, fields.w};
+  packed_detail::RawGroupScale raw;
+  if constexpr (PackedScaleBytes(kScheme) == 2) {
+    raw.scale = (words[j / 2] >> (16 * (j % 2))) & 0xFFFFu;
+  } else {
+    raw.scale = (words[j / 4] >> (8 * (j % 4))) & 0xFFu;
+  }
+  if constexpr (kScheme == PackedScheme::kQ4_1) raw.min = (words[2 + j / 2] >> (16 * (j % 2))) & 0xFFFFu;
+  if constexpr (kScheme == PackedScheme::kQ4_K) {
+    raw.min = (words[2] >> (8 * j)) & 0xFFu;
+    raw.super = super;
+  }
+  return packed_detail::DecodeGroupScale<kScheme>(raw);
+}
+
+template <typename T>
+inline constexpr ptx::MmaType kMmaType = packed_tc::kMmaType<T>;
+
+// acc += one group's sums d (rows g, g + 8 x columns 2t, 2t + 1) times the rows' scales, plus
+// min·Σ x (dx) for the schemes with mins. Columns 2t + 1 only for kM > 1.
+template <PackedScheme kScheme, int kM>
+__device__ __forceinline__ void ApplyGroup(const packed_detail::GroupScale (&s)[2],
+                                           const float (&d)[4], const float (&dx)[4],
+                                           float (&acc)[4]) {
+  TESSERA_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    if (kM == 1 && i % 2 == 1) continue;
+    acc[i] = __fmaf_rn(s[i / 2].scale, d[i], acc[i]);
+    if constexpr (PackedHasMins(kScheme)) acc[i] = __fmaf_rn(s[i / 2].min, dx[i], acc[i]);
+  }
+}
+
+// One chunk (32 inputs) of a 4-bit scheme: words of rows g and g + 8, the lane's X values.
+template <typename T, PackedScheme kScheme, int kM>
+__device__ __forceinline__ void ComputeChunk4(uint32_t word_g, uint32_t word_h, const uint4& xv,
+                                              const uint4 (&fields)[2], const uint32_t (&super)[2],
+                                              int chunk, float (&acc)[4]) {
+  uint32_t pg[4], ph[4], b[4];
+  DecodeWord4<T, kScheme>(word_g, pg);
+  DecodeWord4<T, kScheme>(word_h, ph);
+  XPairs4<kScheme>(xv, b);
+  float d[4] = {};
+  const uint32_t a0[4] = {pg[0], ph[0], pg[1], ph[1]}, b0[2] = {b[0], b[1]};
+  const uint32_t a1[4] = {pg[2], ph[2], pg[3], ph[3]}, b1[2] = {b[2], b[3]};
+  ptx::MmaM16N8K16<kMmaType<T>>(d, a0, b0, d);
+  ptx::MmaM16N8K16<kMmaType<T>>(d, a1, b1, d);
+  if constexpr (kScheme == PackedScheme::kNvfp4) {  // columns 2t, 2t + 1: X row t, groups 2c, 2c + 1
+    TESSERA_UNROLL
+    for (int r = 0; r < 2; ++r) {  // the pair of E4M3 scales at bytes 2c, 2c + 1; c = 2·e2m1
+      const uint32_t words[4] = {fields[r].x, fields[r].y, fields[r].z, fields[r].w};
+      const float2 s = packed_detail::E4M3PairToFloat2(words[chunk / 2] >> (16 * (chunk % 2)));
+      acc[2 * r] = __fmaf_rn(s.x, d[2 * r], acc[2 * r]);  // the 1/2 at the output
+      acc[2 * r] = __fmaf_rn(s.y, d[2 * r + 1], acc[2 * r]);
+    }
+  } else {
+    float dx[4] = {};
+    if constexpr (PackedHasMins(kScheme)) {
+      constexpr uint32_t kOnes = packed_tc::kOnesPair<T>;
+      const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+      ptx::MmaM16N8K16<kMmaType<T>>(dx, ones, b0, dx);
+      ptx::MmaM16N8K16<kMmaType<T>>(dx, ones, b1, dx);
+    }
+    const packed_detail::GroupScale s[2] = {ScaleOf<kScheme>(fields[0], super[0], chunk),
+                                            ScaleOf<kScheme>(fields[1], super[1], chunk)};
+    ApplyGroup<kScheme, kM>(s, d, dx, acc);
+  }
+}
+
+// One stage from its slot: two ldmatrix.x4 (chunks 2p, 2p + 1 of rows g, g + 8), decode, mma.
+// Slot-relative offsets a lane reads, fixed for the kernel: its ldmatrix row of each chunk pair,
+// the field records of rows g and g + 8, their Q4_K super words.
+struct LaneReads {
+  int ldmatrix[2];
+  int x;       // the lane's B row in the stage's X, at its 8 (Q8_0: 4) inputs of chunk 0
+  int fields;  // row g; row g + 8 is 8 records on
+  int super;
+};
+
+template <typename T, PackedScheme kScheme, int kM>
+__device__ __forceinline__ void ComputeStage(const uint8_t* slot, const LaneReads& reads,
+                                             float (&acc)[4]) {
+  constexpr int kChunkXBytes = kXRowBytes<kScheme> / 4;
+  constexpr int kRowsApart = 8 * kFieldBytes;
+  const uint4 fields[2] = {*reinterpret_cast<const uint4*>(slot + reads.fields),
+                           *reinterpret_cast<const uint4*>(slot + reads.fields + kRowsApart)};
+  uint32_t super[2] = {0u, 0u};
+  if constexpr (kScheme == PackedScheme::kQ4_K) {
+    super[0] = *reinterpret_cast<const uint32_t*>(slot + reads.super);
+    super[1] = *reinterpret_cast<const uint32_t*>(slot + reads.super + 32);
+  }
+  TESSERA_UNROLL
+  for (int p = 0; p < 2; ++p) {
+    uint32_t r[4];  // word t of: row g chunk 2p, row g + 8 chunk 2p, row g 2p + 1, row g + 8 2p + 1
+    ptx::LdMatrix<4>(r, slot + reads.ldmatrix[p]);
+    if constexpr (PackedCodeBits(kScheme) == 8) {  // a pair is one 32-input group
+      float d[4] = {};
+      TESSERA_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        uint32_t pg[2], ph[2];
+        DecodeWord8<T>(r[2 * c], pg);
+        DecodeWord8<T>(r[2 * c + 1], ph);
+        const uint32_t a[4] = {pg[0], ph[0], pg[1], ph[1]};
+        const uint2 xv =
+            *reinterpret_cast<const uint2*>(slot + reads.x + (2 * p + c) * kChunkXBytes);
+        const uint32_t b[2] = {xv.x, xv.y};
+        ptx::MmaM16N8K16<kMmaType<T>>(d, a, b, d);
+      }
+      const float dx[4] = {};
+      const packed_detail::GroupScale s[2] = {ScaleOf<kScheme>(fields[0], 0u, p),
+                                              ScaleOf<kScheme>(fields[1], 0u, p)};
+      ApplyGroup<kScheme, kM>(s, d, dx, acc);
+    } else {
+      TESSERA_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const uint4 xv =
+            *reinterpret_cast<const uint4*>(slot + reads.x + (2 * p + c) * kChunkXBytes);
+        ComputeChunk4<T, kScheme, kM>(r[2 * c], r[2 * c + 1], xv, fields, super, 2 * p + c, acc);
+      }
+    }
+  }
+}
+
+}  // namespace packed_stream
+
+// Dynamic shared memory of a launch: every warp's ring.
+template <PackedScheme kScheme, int kM>
+inline constexpr int kPackedStreamSharedBytes =
+    kPackedStreamWarps * kPackedStreamSlots * packed_stream::kSlotBytes<kScheme, kM>;
+
+// Grid n / 16 (rounded up), kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic
+// shared memory (opted in: AllowPackedLinearSharedMemory); k a multiple of one stage's inputs
+// (128, or 64 for Q8_0). kM: m rounded up to 1, 2 or 4.
+template <typename T, PackedScheme kScheme, int kM>
+__global__ void __launch_bounds__(kPackedStreamThreads, 2)
+    PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y) {
+  using namespace packed_stream;
+  constexpr int kSlots = kPackedStreamSlots, kSlot = kSlotBytes<kScheme, kM>;
+  TESSERA_DYNAMIC_SHARED(uint8_t, ring);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint8_t* const slots = ring + warp * kSlots * kSlot;
+  const int n0 = blockIdx.x * kPackedStreamRows;
+  const int stages = w.k / kStageInputs<kScheme>;
+  const int s0 = stages * warp / kPackedStreamWarps;
+  const int s1 = stages * (warp + 1) / kPackedStreamWarps;
+  const StageCopies copies = MakeStageCopies<T, kScheme>(x, m, w, n0, lane);
+  TESSERA_UNROLL
+  for (int d = 0; d < kSlots - 1; ++d) {
+    if (s0 + d < s1) IssueStage<kScheme, kM>(copies, lane, s0 + d, slots + d * kSlot);
+    ptx::CpAsyncCommit();
+  }
+  // B column g: X row g (rows past kM read row kM - 1: columns never stored), or for NVFP4 X row
+  // g / 2 on the lanes of group g % 2 (t / 2 == g % 2) and the zero row kM on the others.
+  int x_row = g < kM ? g : kM - 1;
+  if constexpr (kScheme == PackedScheme::kNvfp4) {
+    x_row = g / 2 < kM && t / 2 == g % 2 ? g / 2 : kM;
+    constexpr int kZeroWords = kXStride<kScheme> / 4;
+    for (int i = lane; i < kSlots * kZeroWords; i += 32) {  // never written by the copies
+      reinterpret_cast<uint32_t*>(slots + i / kZeroWords * kSlot + kXOffset +
+                                  kM * kXStride<kScheme>)[i % kZeroWords] = 0u;
+    }
+  }
+  // ldmatrix: lane l gives row l % 8 (+ 8 for odd matrices) of matrix l / 8.
+  const int ldm_row = lane % 8 + 8 * (lane / 8 % 2);
+  const LaneReads reads{{CodeOffset(ldm_row, lane / 16), CodeOffset(ldm_row, 2 + lane / 16)},
+                        kXOffset + x_row * kXStride<kScheme> +
+                            t * (PackedCodeBits(kScheme) == 8 ? 8 : 16),
+                        kCodeBytes + g * kFieldBytes,
+                        kSuperOffset + g * 4};
+  float acc[4] = {};
+  // Stage s in slot (s - s0) % kSlots: wait for its copies, issue stage s + kSlots - 1 into the
+  // slot stage s - 1 used, compute.
+  for (int base = s0; base < s1; base += kSlots) {  // warp-uniform
+    TESSERA_UNROLL
+    for (int slot = 0; slot < kSlots; ++slot) {  // constant slot offsets
+      const int s = base + slot;
+      if (s >= s1) break;
+      ptx::CpAsyncWait<kSlots - 2>();
+      __syncwarp();  // every lane's copies of stage s landed; stage s - 1's slot is read
+      if (s + kSlots - 1 < s1) {
+        IssueStage<kScheme, kM>(copies, lane, s + kSlots - 1,
+                                slots + (slot + kSlots - 1) % kSlots * kSlot);
+      }
+      ptx::CpAsyncCommit();
+      ComputeStage<T, kScheme, kM>(slots + slot * kSlot, reads, acc);
+    }
+  }
+  ptx::CpAsyncWait<0>();
+  __syncthreads();  // every warp is done with the ring: it holds the partial sums now
+  float* const partials = reinterpret_cast<float*>(ring);
+  TESSERA_UNROLL
+  for (int i = 0; i < 4; ++i) partials[(warp * 4 + i) * 32 + lane] = acc[i];
+  __syncthreads();
+  if (warp != 0) return;
+  float total[4] = {};
+  for (int from = 0; from < kPackedStreamWarps; ++from) {
+    TESSERA_UNROLL
+    for (int i = 0; i < 4; ++i) total[i] += partials[(from * 4 + i) * 32 + lane];
+  }
+  // NVFP4: the tensor scale and the 1/2 of c = 2·e2m1 (exact: a power of two).
+  const float scale = kScheme == PackedScheme::kNvfp4 ? w.tensor_scale * 0.5f : 1.0f;
+  TESSERA_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const int row = n0 + g + 8 * (i / 2);
+    // NVFP4: X row t in elements 0 and 2; otherwise X row 2t + i % 2.
+    const int out_row = kScheme == PackedScheme::kNvfp4 ? (i % 2 == 0 ? t : m) : 2 * t + i % 2;
+    if (out_row < m && row < w.n) y[int64_t{out_row} * w.n + row] = FromFloat<T>(total[i] * scale);
+  }
+}
+
+}  // namespace tessera::cuda
