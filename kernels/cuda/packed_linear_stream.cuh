@@ -174,26 +174,6 @@ __device__ __forceinline__ void IssueStage(const StageCopies& c, int lane, int s
   }
 }
 
-// prmt.b32 in its default mode: byte i of the result is byte (selector >> 4i) & 7 of {a, b},
-// or, when bit 3 of that nibble is set, that byte's top bit replicated (0x00 or 0xFF).
-__device__ __forceinline__ uint32_t PermSigned(uint32_t a, uint32_t b, uint32_t selector) {
-#if defined(__CUDA_ARCH__)
-  uint32_t out;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(out) : "r"(a), "r"(b), "r"(selector));
-  return out;
-#else
-  const uint64_t bytes = a | (uint64_t{b} << 32);
-  uint32_t out = 0;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t nibble = (selector >> (4 * i)) & 15;
-    uint32_t byte = (bytes >> (8 * (nibble & 7))) & 0xFF;
-    if (nibble & 8) byte = (byte & 0x80) ? 0xFF : 0x00;
-    out |= byte << (8 * i);
-  }
-  return out;
-#endif
-}
-
 // The four T pairs of a 4-bit word (8 codes c0..c7): the masked-nibble schemes pair (c_i,
 // c_i+4), FP4 pairs (c_2i, c_2i+1).
 template <typename T, PackedScheme kScheme>
@@ -210,7 +190,7 @@ __device__ __forceinline__ void DecodeWord4(uint32_t word, uint32_t (&pairs)[4])
           packed_tc::Perm(magnitudes[i / 2], packed_tc::kMagicByte<T> * 0x01010101u,
                           i % 2 == 0 ? 0x4140u : 0x4342u),
           kMagicPair<T>);
-      const uint32_t signs = PermSigned(shifted, word, ((0xCu + i) << 12) | ((0x8u + i) << 4));
+      const uint32_t signs = packed_tc::Perm(shifted, word, ((0xCu + i) << 12) | ((0x8u + i) << 4));
       pairs[i] = magnitude | (signs & 0x80008000u);
     }
   } else {

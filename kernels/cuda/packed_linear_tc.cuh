@@ -65,15 +65,22 @@ inline constexpr uint32_t kMagicByte = std::is_same_v<T, __half> ? 0x64u : 0x43u
 template <typename T>
 inline constexpr uint32_t kOnesPair = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;
 
-// Byte permute: byte i of the result is byte (selector >> 4i) & 7 of {a (bytes 0-3), b (4-7)}.
+// Byte permute (prmt.b32 in its default mode): byte i of the result is byte (selector >> 4i) & 7
+// of {a (bytes 0-3), b (4-7)}, or, when bit 3 of that nibble is set, that byte's top bit
+// replicated (0x00 or 0xFF).
 __device__ __forceinline__ uint32_t Perm(uint32_t a, uint32_t b, uint32_t selector) {
-#if defined(__CUDACC__)
-  return __byte_perm(a, b, selector);
+#if defined(__CUDA_ARCH__)
+  uint32_t out;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(out) : "r"(a), "r"(b), "r"(selector));
+  return out;
 #else
   const uint64_t bytes = a | (uint64_t{b} << 32);
   uint32_t out = 0;
   for (int i = 0; i < 4; ++i) {
-    out |= static_cast<uint32_t>((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+    const uint32_t nibble = (selector >> (4 * i)) & 15;
+    uint32_t byte = (bytes >> (8 * (nibble & 7))) & 0xFF;
+    if (nibble & 8) byte = (byte & 0x80) ? 0xFF : 0x00;
+    out |= byte << (8 * i);
   }
   return out;
 #endif
