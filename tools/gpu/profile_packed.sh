@@ -7,10 +7,10 @@
 #   decode   runner-bench step time of the synthetic Llama-3.1-8B shape with its projections
 #            dense (bf16) and packed (nvfp4, q4_k, q4_0, q8_0), batch 1 / 8 / 64, context 512;
 #            the weight bytes a batch-1 step reads over the step time against the copy bandwidth
-#   kernels  ncu per-kernel times of one packed nvfp4 decode step (batch 1), and the packed
-#            decode GEMM's (packed_linear_tc.cuh) speed-of-light, occupancy, warp-stall and
-#            instruction statistics at m = 1, n = 4096, k = 14336 (Q4_0 and NVFP4) from the
-#            kernel bench
+#   kernels  ncu per-kernel times of one packed nvfp4 decode step (batch 1), and the batch-1
+#            packed decode GEMM's (packed_linear_stream.cuh) speed-of-light, occupancy, warp-stall
+#            (per reason) and instruction statistics at m = 1, n = 4096, k = 14336 (Q4_0 and
+#            NVFP4) from the kernel bench
 # Opt-in, minutes; benchmarks never fail it (exit 0 unless the bundle cannot run).
 set -uo pipefail
 if [ $# -lt 1 ]; then
@@ -52,9 +52,10 @@ if [ -n "$ncu" ] && [ "$(left)" -gt 40 ]; then
     timeout "$(( $(left) / 2 ))" "$ncu" --clock-control none \
       --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis \
-      --section InstructionStats --kernel-name regex:PackedLinearTc --launch-count 1 \
+      --section InstructionStats --kernel-name regex:PackedLinearStream --launch-count 1 \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
       "$bin/tessera-cuda-kernels-bench" \
-      --benchmark_filter="BM_PackedLinear/scheme:$scheme/m:1/k:14336/path:2" --benchmark_min_time=0.01 \
+      --benchmark_filter="BM_PackedLinear/scheme:$scheme/m:1/k:14336/path:3/" --benchmark_min_time=0.01 \
       >"$out/ncu-small-m-scheme$scheme.txt" 2>&1
   done
 fi
@@ -67,6 +68,6 @@ done
 for f in "$out"/ncu-small-m-*.txt; do
   [ -f "$f" ] || continue
   echo "== $(basename "$f")"
-  grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|Executed Ipc A' "$f" | head -12
+  grep -E 'Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|Executed Ipc A|stalled_.* [0-9.]+$' "$f" | head -30
 done
 exit 0
