@@ -77,7 +77,7 @@ cp "$root/tools/gpu/validate.sh" "$root/tools/gpu/validate_serving.sh" "$root/to
 mkdir -p "$(dirname "$output")"
 # xz -9: its 64 MiB dictionary spans several executables, so the kernel images every test
 # binary links in are stored about once (-6's 8 MiB window saw none of that: 63 MiB against
-# 38 MiB for the same files on 2026-11-28).
+# 38 MiB for the same files on 2026-11-28; 28 MiB for 67cf5ef).
 tar -C "$stage" -cf - tessera-gpu | xz -9 >"$output"
 bytes=$(stat -c %s "$output")
 echo "bundle.sh: $output ($((bytes / 1024 / 1024)) MiB, ${#executables[@]} executables, $(ls "$bundle/lib" | wc -l) libraries)"
