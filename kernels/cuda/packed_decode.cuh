@@ -55,9 +55,6 @@ __device__ __forceinline__ float HalfBitsToFloat(unsigned bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
 
-// 2^e as f32 for -126 <= e <= 127.
-__device__ __forceinline__ float PowerOfTwo(int e) { return __uint_as_float((e + 127) << 23); }
-
 // E4M3 -> f16 is exact (every E4M3 value, subnormals and NaN included, is an f16), and one
 // instruction from sm_89 on (cvt.rn.f16x2.e4m3x2; CUDA's own software conversion elsewhere).
 __device__ __forceinline__ float E4M3ToFloat(unsigned bits) {

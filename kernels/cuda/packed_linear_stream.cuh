@@ -74,8 +74,6 @@ template <PackedScheme kScheme>
 inline constexpr int kStageScaleBytes = kStageGroups<kScheme> * PackedScaleBytes(kScheme);
 template <PackedScheme kScheme>
 inline constexpr int kStageMinBytes = kStageGroups<kScheme> * PackedMinBytes(kScheme);
-template <PackedScheme kScheme>
-inline constexpr bool kFp4 = kScheme == PackedScheme::kNvfp4 || kScheme == PackedScheme::kMxfp4;
 
 // A stage's X: kM rows (NVFP4: and a zero row) of the stage's inputs as T, rows 16 bytes apart
 // more than their length (the lanes of different rows hit different banks).
@@ -174,64 +172,6 @@ __device__ __forceinline__ void IssueStage(const StageCopies& c, int lane, int s
   }
 }
 
-// The four T pairs of a 4-bit word (8 codes c0..c7): the masked-nibble schemes pair (c_i,
-// c_i+4), FP4 pairs (c_2i, c_2i+1).
-template <typename T, PackedScheme kScheme>
-__device__ __forceinline__ void DecodeWord4(uint32_t word, uint32_t (&pairs)[4]) {
-  using packed_tc::kMagicPair;
-  if constexpr (kFp4<kScheme>) {
-    const uint32_t selector = word & 0x77777777u;
-    const uint32_t magnitudes[2] = {packed_tc::Perm(0x03020100u, 0x0C080604u, selector),
-                                    packed_tc::Perm(0x03020100u, 0x0C080604u, selector >> 16)};
-    const uint32_t shifted = word << 4;  // bit 3 of each low nibble at its byte's top
-    TESSERA_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t magnitude = packed_tc::SubPairs<T>(
-          packed_tc::Perm(magnitudes[i / 2], packed_tc::kMagicByte<T> * 0x01010101u,
-                          i % 2 == 0 ? 0x4140u : 0x4342u),
-          kMagicPair<T>);
-      const uint32_t signs = packed_tc::Perm(shifted, word, ((0xCu + i) << 12) | ((0x8u + i) << 4));
-      pairs[i] = magnitude | (signs & 0x80008000u);
-    }
-  } else {
-    constexpr uint32_t kBias = kMagicPair<T> + (kScheme == PackedScheme::kQ4_0 ? 0x00080008u : 0u);
-    TESSERA_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      pairs[i] = packed_tc::SubPairs<T>(
-          packed_tc::AndOr(word >> (4 * i), 0x000F000Fu, kMagicPair<T>), kBias);
-    }
-  }
-}
-
-// The two T pairs of a Q8_0 word (codes q0..q3): (q0, q1), (q2, q3).
-template <typename T>
-__device__ __forceinline__ void DecodeWord8(uint32_t word, uint32_t (&pairs)[2]) {
-  TESSERA_UNROLL
-  for (int i = 0; i < 2; ++i) {
-    if constexpr (std::is_same_v<T, __half>) {  // 1024 + (q + 128) - 1152
-      pairs[i] = packed_tc::SubPairs<T>(
-          packed_tc::Perm(word ^ 0x80808080u, 0x64646464u, i == 0 ? 0x4140u : 0x4342u),
-          0x64806480u);
-    } else {  // (128 + low 7 bits) - (128 + 128·sign bit)
-      const uint32_t raw = packed_tc::Perm(word, 0x43434343u, i == 0 ? 0x4140u : 0x4342u);
-      pairs[i] = packed_tc::SubPairs<T>(raw & 0xFF7FFF7Fu, raw & 0xFF80FF80u);
-    }
-  }
-}
-
-// B registers matching pairs P0..P3 of a 4-bit word, from the lane's 8 X values.
-template <PackedScheme kScheme>
-__device__ __forceinline__ void XPairs4(const uint4& v, uint32_t (&b)[4]) {
-  if constexpr (kFp4<kScheme>) {
-    b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
-  } else {  // (x_i, x_i+4)
-    b[0] = packed_tc::Perm(v.x, v.z, 0x5410u);
-    b[1] = packed_tc::Perm(v.x, v.z, 0x7632u);
-    b[2] = packed_tc::Perm(v.y, v.w, 0x5410u);
-    b[3] = packed_tc::Perm(v.y, v.w, 0x7632u);
-  }
-}
-
 // Group `j` of the stage's raw scale fields of one row (`fields`: its 16-byte record, `super`:
 // Q4_K's word).
 template <PackedScheme kScheme>
@@ -251,9 +191,6 @@ __device__ __forceinline__ packed_detail::GroupScale ScaleOf(const uint4& fields
   }
   return packed_detail::DecodeGroupScale<kScheme>(raw);
 }
-
-template <typename T>
-inline constexpr ptx::MmaType kMmaType = packed_tc::kMmaType<T>;
 
 // acc += one group's sums d (rows g, g + 8 x columns 2t, 2t + 1) times the rows' scales, plus
 // min·Σ x (dx) for the schemes with mins. Columns 2t + 1 only for kM > 1.
@@ -275,14 +212,15 @@ __device__ __forceinline__ void ComputeChunk4(uint32_t word_g, uint32_t word_h, 
                                               const uint4 (&fields)[2], const uint32_t (&super)[2],
                                               int chunk, float (&acc)[4]) {
   uint32_t pg[4], ph[4], b[4];
-  DecodeWord4<T, kScheme>(word_g, pg);
-  DecodeWord4<T, kScheme>(word_h, ph);
-  XPairs4<kScheme>(xv, b);
+  packed_tc::DecodeWord4<T, kScheme>(word_g, pg);
+  packed_tc::DecodeWord4<T, kScheme>(word_h, ph);
+  packed_tc::XPairs<kScheme>(xv, 0, b[0], b[1]);
+  packed_tc::XPairs<kScheme>(xv, 1, b[2], b[3]);
   float d[4] = {};
   const uint32_t a0[4] = {pg[0], ph[0], pg[1], ph[1]}, b0[2] = {b[0], b[1]};
   const uint32_t a1[4] = {pg[2], ph[2], pg[3], ph[3]}, b1[2] = {b[2], b[3]};
-  ptx::MmaM16N8K16<kMmaType<T>>(d, a0, b0, d);
-  ptx::MmaM16N8K16<kMmaType<T>>(d, a1, b1, d);
+  ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(d, a0, b0, d);
+  ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(d, a1, b1, d);
   if constexpr (kScheme == PackedScheme::kNvfp4) {  // columns 2t, 2t + 1: X row t, groups 2c, 2c + 1
     TESSERA_UNROLL
     for (int r = 0; r < 2; ++r) {  // the pair of E4M3 scales at bytes 2c, 2c + 1; c = 2·e2m1
@@ -296,8 +234,8 @@ __device__ __forceinline__ void ComputeChunk4(uint32_t word_g, uint32_t word_h, 
     if constexpr (PackedHasMins(kScheme)) {
       constexpr uint32_t kOnes = packed_tc::kOnesPair<T>;
       const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
-      ptx::MmaM16N8K16<kMmaType<T>>(dx, ones, b0, dx);
-      ptx::MmaM16N8K16<kMmaType<T>>(dx, ones, b1, dx);
+      ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(dx, ones, b0, dx);
+      ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(dx, ones, b1, dx);
     }
     const packed_detail::GroupScale s[2] = {ScaleOf<kScheme>(fields[0], super[0], chunk),
                                             ScaleOf<kScheme>(fields[1], super[1], chunk)};
@@ -305,7 +243,6 @@ __device__ __forceinline__ void ComputeChunk4(uint32_t word_g, uint32_t word_h, 
   }
 }
 
-// One stage from its slot: two ldmatrix.x4 (chunks 2p, 2p + 1 of rows g, g + 8), decode, mma.
 // Slot-relative offsets a lane reads, fixed for the kernel: its ldmatrix row of each chunk pair,
 // the field records of rows g and g + 8, their Q4_K super words.
 struct LaneReads {
@@ -315,6 +252,7 @@ struct LaneReads {
   int super;
 };
 
+// One stage from its slot: two ldmatrix.x4 (chunks 2p, 2p + 1 of rows g, g + 8), decode, mma.
 template <typename T, PackedScheme kScheme, int kM>
 __device__ __forceinline__ void ComputeStage(const uint8_t* slot, const LaneReads& reads,
                                              float (&acc)[4]) {
@@ -336,13 +274,13 @@ __device__ __forceinline__ void ComputeStage(const uint8_t* slot, const LaneRead
       TESSERA_UNROLL
       for (int c = 0; c < 2; ++c) {
         uint32_t pg[2], ph[2];
-        DecodeWord8<T>(r[2 * c], pg);
-        DecodeWord8<T>(r[2 * c + 1], ph);
+        packed_tc::DecodeWord8<T>(r[2 * c], pg);
+        packed_tc::DecodeWord8<T>(r[2 * c + 1], ph);
         const uint32_t a[4] = {pg[0], ph[0], pg[1], ph[1]};
         const uint2 xv =
             *reinterpret_cast<const uint2*>(slot + reads.x + (2 * p + c) * kChunkXBytes);
         const uint32_t b[2] = {xv.x, xv.y};
-        ptx::MmaM16N8K16<kMmaType<T>>(d, a, b, d);
+        ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(d, a, b, d);
       }
       const float dx[4] = {};
       const packed_detail::GroupScale s[2] = {ScaleOf<kScheme>(fields[0], 0u, p),

@@ -208,45 +208,61 @@ __device__ __forceinline__ void XPairs(const uint4& v, int step, uint32_t& low, 
   }
 }
 
-// Two FP4 codes' c = 2·e2m1 (a nibble's low 3 bits looked up, bit 3 the sign) as a pair of T:
-// codes (h >> 8·j) & 0xF and (h >> 8·j + 4) & 0xF of the 16-bit group h.
+// The four T pairs of a 4-bit word of codes c0..c7, each its exact small integer c
+// (packed_decode.cuh). The masked-nibble schemes pair (c_i, c_i+4): the nibble pair masked into
+// the mantissas of two T values 128 + c (f16: 1024 + c), minus 128 (and 8 more for Q4_0's
+// c = q - 8). FP4 pairs (c_2i, c_2i+1): 2·|e2m1| {0, 1, 2, 3, 4, 6, 8, 12} looked up by a byte
+// permute, made T the same way, and the sign bits (bit 3 of each nibble) replicated into place
+// by another.
+template <typename T, PackedScheme kScheme>
+__device__ __forceinline__ void DecodeWord4(uint32_t word, uint32_t (&pairs)[4]) {
+  if constexpr (kStridedPairs<kScheme>) {
+    constexpr uint32_t kBias = kMagicPair<T> + (kScheme == PackedScheme::kQ4_0 ? 0x00080008u : 0u);
+    TESSERA_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      pairs[i] = SubPairs<T>(AndOr(word >> (4 * i), 0x000F000Fu, kMagicPair<T>), kBias);
+    }
+  } else {
+    const uint32_t selector = word & 0x77777777u;
+    const uint32_t magnitudes[2] = {Perm(0x03020100u, 0x0C080604u, selector),
+                                    Perm(0x03020100u, 0x0C080604u, selector >> 16)};
+    const uint32_t shifted = word << 4;  // bit 3 of each low nibble at its byte's top
+    TESSERA_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t magnitude = SubPairs<T>(
+          Perm(magnitudes[i / 2], kMagicByte<T> * 0x01010101u, i % 2 == 0 ? 0x4140u : 0x4342u),
+          kMagicPair<T>);
+      const uint32_t signs = Perm(shifted, word, ((0xCu + i) << 12) | ((0x8u + i) << 4));
+      pairs[i] = magnitude | (signs & 0x80008000u);
+    }
+  }
+}
+
+// The two T pairs of a Q8_0 word (codes q0..q3): (q0, q1), (q2, q3).
 template <typename T>
-__device__ __forceinline__ uint32_t Fp4Pair(uint32_t magnitudes, uint32_t h, int j) {
-  const uint32_t pair = SubPairs<T>(
-      Perm(magnitudes, kMagicByte<T> * 0x01010101u, j == 0 ? 0x4140u : 0x4342u), kMagicPair<T>);
-  const uint32_t signs = ((h >> (8 * j)) << 12 & 0x8000u) | ((h >> (8 * j)) << 24 & 0x80000000u);
-  return pair ^ signs;
+__device__ __forceinline__ void DecodeWord8(uint32_t word, uint32_t (&pairs)[2]) {
+  TESSERA_UNROLL
+  for (int i = 0; i < 2; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {  // 1024 + (q + 128) - 1152
+      pairs[i] = SubPairs<T>(Perm(word ^ 0x80808080u, 0x64646464u, i == 0 ? 0x4140u : 0x4342u),
+                             0x64806480u);
+    } else {  // (128 + low 7 bits) - (128 + 128·sign bit)
+      const uint32_t raw = Perm(word, 0x43434343u, i == 0 ? 0x4140u : 0x4342u);
+      pairs[i] = SubPairs<T>(raw & 0xFF7FFF7Fu, raw & 0xFF80FF80u);
+    }
+  }
 }
 
 // B fragments of the unit's two mma steps from the lane's codes.
 template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ void DecodeB(const uint2& codes, uint32_t (&b)[2][2]) {
-  if constexpr (kStridedPairs<kScheme>) {
-    // 128 + c (1024 + c) minus 128 (1024), and 8 more for Q4_0's c = q - 8.
-    constexpr uint32_t kBias =
-        kMagicPair<T> + (kScheme == PackedScheme::kQ4_0 ? 0x00080008u : 0u);
-    TESSERA_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      b[i / 2][i % 2] =
-          SubPairs<T>(AndOr(codes.x >> (4 * i), 0x000F000Fu, kMagicPair<T>), kBias);
-    }
-  } else if constexpr (kScheme == PackedScheme::kQ8_0) {
-    const uint32_t words[2] = {codes.x, codes.y};
-    TESSERA_UNROLL
-    for (int p = 0; p < 4; ++p) {
-      const uint32_t word = words[p / 2], shift = 16 * (p % 2);
-      const float low = packed_detail::CodeValue<kScheme>((word >> shift) & 0xFFu);
-      const float high = packed_detail::CodeValue<kScheme>((word >> (shift + 8)) & 0xFFu);
-      b[p / 2][p % 2] = packed_detail::PackPair<T>(low, high);
-    }
-  } else {  // NVFP4, MXFP4: 2·e2m1 magnitudes {0, 1, 2, 3, 4, 6, 8, 12} by byte permute
-    TESSERA_UNROLL
-    for (int step = 0; step < 2; ++step) {
-      const uint32_t h = (codes.x >> (16 * step)) & 0xFFFFu;
-      const uint32_t magnitudes = Perm(0x03020100u, 0x0C080604u, h & 0x7777u);
-      b[step][0] = Fp4Pair<T>(magnitudes, h, 0);
-      b[step][1] = Fp4Pair<T>(magnitudes, h, 1);
-    }
+  if constexpr (kScheme == PackedScheme::kQ8_0) {
+    DecodeWord8<T>(codes.x, b[0]);
+    DecodeWord8<T>(codes.y, b[1]);
+  } else {
+    uint32_t pairs[4];
+    DecodeWord4<T, kScheme>(codes.x, pairs);
+    b[0][0] = pairs[0], b[0][1] = pairs[1], b[1][0] = pairs[2], b[1][1] = pairs[3];
   }
 }
 
