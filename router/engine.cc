@@ -296,7 +296,9 @@ void Engine::HandleResult(WorkerResult& event) {
                                " tokens (expected ", step.sampling_requests.size(), ")"));
     return;
   }
-  if (config_.step_recorder != nullptr) config_.step_recorder->OnResult(step.step, result, Clock::now());
+  if (config_.step_recorder != nullptr) {
+    config_.step_recorder->OnResult(step.step, result, Clock::now());
+  }
   for (int i = 0; i < result.sampled_size(); ++i) {
     ApplySampled(step.sampling_requests[i], result.sampled(i));
   }

@@ -39,7 +39,7 @@ Json RequestsJson(const auto& requests) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StepRecorder>> StepRecorder::Open(const std::string& path,
-                                                                        Clock::time_point start) {
+                                                                  Clock::time_point start) {
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) {
     return absl::InvalidArgumentError(
@@ -63,8 +63,8 @@ void StepRecorder::AttachFeed(console::StepFeed* feed, int worker) {
 StepRecorder::~StepRecorder() { Close(); }
 
 void StepRecorder::OnPlanSent(uint64_t step_number, const ScheduledStep& step,
-                                 const RequestNamer& request_name, double schedule_seconds,
-                                 Clock::time_point sent) {
+                              const RequestNamer& request_name, double schedule_seconds,
+                              Clock::time_point sent) {
   if (!Recording()) return;
   // Step numbers grow within one worker stream; a smaller one means the engine reconnected and
   // the older steps will never be answered.
@@ -89,7 +89,7 @@ void StepRecorder::OnPlanSent(uint64_t step_number, const ScheduledStep& step,
 }
 
 void StepRecorder::OnResult(uint64_t step_number, const wv1::StepResult& result,
-                               Clock::time_point received) {
+                            Clock::time_point received) {
   size_t index = 0;
   while (index < pending_.size() && pending_[index].step != step_number) ++index;
   if (index == pending_.size()) return;  // not ours: a stale stream's result
@@ -121,7 +121,7 @@ void StepRecorder::FlushPendingUnanswered() {
 }
 
 void StepRecorder::Emit(const PendingStep& step, const wv1::StepResult* result,
-                           Clock::time_point received) {
+                        Clock::time_point received) {
   Json line{{"step", step.step},
             {"sent_s", Round(step.sent_seconds)},
             {"batch_size", step.requests.size()},

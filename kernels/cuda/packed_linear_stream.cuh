@@ -184,7 +184,9 @@ __device__ __forceinline__ packed_detail::GroupScale ScaleOf(const uint4& fields
   } else {
     raw.scale = (words[j / 4] >> (8 * (j % 4))) & 0xFFu;
   }
-  if constexpr (kScheme == PackedScheme::kQ4_1) raw.min = (words[2 + j / 2] >> (16 * (j % 2))) & 0xFFFFu;
+  if constexpr (kScheme == PackedScheme::kQ4_1) {
+    raw.min = (words[2 + j / 2] >> (16 * (j % 2))) & 0xFFFFu;
+  }
   if constexpr (kScheme == PackedScheme::kQ4_K) {
     raw.min = (words[2] >> (8 * j)) & 0xFFu;
     raw.super = super;
@@ -221,7 +223,7 @@ __device__ __forceinline__ void ComputeChunk4(uint32_t word_g, uint32_t word_h, 
   const uint32_t a1[4] = {pg[2], ph[2], pg[3], ph[3]}, b1[2] = {b[2], b[3]};
   ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(d, a0, b0, d);
   ptx::MmaM16N8K16<packed_tc::kMmaType<T>>(d, a1, b1, d);
-  if constexpr (kScheme == PackedScheme::kNvfp4) {  // columns 2t, 2t + 1: X row t, groups 2c, 2c + 1
+  if constexpr (kScheme == PackedScheme::kNvfp4) {  // columns 2t, 2t + 1: X row t, groups 2c, 2c+1
     TESSERA_UNROLL
     for (int r = 0; r < 2; ++r) {  // the pair of E4M3 scales at bytes 2c, 2c + 1; c = 2·e2m1
       const uint32_t words[4] = {fields[r].x, fields[r].y, fields[r].z, fields[r].w};

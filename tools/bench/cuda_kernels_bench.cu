@@ -425,8 +425,8 @@ BENCHMARK(BM_Sampling)
 // Linear layer over a packed weight (packed_linear.cuh), bf16 activations, n = 4096, one row
 // per scheme (0 Q8_0, 1 Q4_0, 2 Q4_1, 3 Q4_K, 4 NVFP4, 5 MXFP4), m and k (4096; 14336 at m = 1,
 // an MLP down projection), path (0: the dispatch, LaunchPackedLinear; 1: the CUDA-core small-m
-// path, m <= 8; 2: the tensor-core decode path, m <= 16; 3: the streaming path, m <= 4): bytes = the
-// packed weight (codes, scales, mins, super-scales) + x + y. m <= 16 is bandwidth-bound
+// path, m <= 8; 2: the tensor-core decode path, m <= 16; 3: the streaming path, m <= 4): bytes =
+// the packed weight (codes, scales, mins, super-scales) + x + y. m <= 16 is bandwidth-bound
 // (of_copy_bw; the design target is >= 0.85 of HBM), m = 256 compute (TFLOP/s). The arena's 0x3C
 // fill is a valid code and scale pattern for every scheme.
 void BM_PackedLinear(benchmark::State& state) {

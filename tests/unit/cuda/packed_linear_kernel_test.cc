@@ -130,8 +130,9 @@ std::vector<std::tuple<int, int, int>> Shapes(PackedScheme scheme) {
 // empty), n a multiple of 16 or not.
 std::vector<std::tuple<int, int, int>> StreamShapes(PackedScheme scheme) {
   const int stage = scheme == PackedScheme::kQ8_0 ? 64 : 128;
-  const std::vector<int> ks = scheme == PackedScheme::kQ4_K ? std::vector{256, 768, 2304}
-                                                            : std::vector{stage, 3 * stage, 9 * stage};
+  const std::vector<int> ks = scheme == PackedScheme::kQ4_K
+                                  ? std::vector{256, 768, 2304}
+                                  : std::vector{stage, 3 * stage, 9 * stage};
   return {{1, 24, ks[0]}, {1, 64, ks[2]}, {2, 40, ks[1]}, {3, 64, ks[2]}, {4, 24, ks[1]}};
 }
 
