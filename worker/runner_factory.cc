@@ -127,6 +127,7 @@ absl::StatusOr<BuiltRunner> BuildTensorParallelRunner(
                            .device = {.kind = kind,
                                       .cuda_device_index = flags.cuda_device,
                                       .cuda_sync_each_launch = flags.cuda_sync_each_launch,
+                                      .cuda_dependent_launch = flags.cuda_dependent_launch,
                                       .emulated_memory_bytes =
                                           static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB},
                            .runner = options};
@@ -215,6 +216,7 @@ absl::StatusOr<std::unique_ptr<device::DeviceRuntime>> OpenRuntime(const RunnerF
   device::DeviceOptions options{.kind = kind,
                                 .cuda_device_index = flags.cuda_device,
                                 .cuda_sync_each_launch = flags.cuda_sync_each_launch,
+                                .cuda_dependent_launch = flags.cuda_dependent_launch,
                                 .emulated_memory_bytes =
                                     static_cast<uint64_t>(flags.emulated_memory_mb) * kMiB};
   return device::OpenDevice(options);

@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
+#include "kernels/cuda/ptx_ops.cuh"
 #include "kernels/cuda/vector_access.cuh"
 
 namespace tessera::cuda {
@@ -34,6 +35,8 @@ template <typename T, bool kVector>
 __global__ void __launch_bounds__(kSwiGluThreads)
     SwiGluKernel(const T* gate, const T* up, T* out, int64_t gate_stride, int64_t up_stride,
                  int64_t out_stride, int width) {
+  ptx::GridDependencyWait();  // a dependent launch (LaunchShape::dependent)
+  ptx::LaunchDependents();
   constexpr int kPerThread = kVector ? kVec16<T> : 1;
   const int64_t token = blockIdx.x;
   const int first = (static_cast<int>(blockIdx.y) * blockDim.x + threadIdx.x) * kPerThread;
@@ -73,7 +76,7 @@ auto LaunchSwiGluStrided(Launcher& launcher, const T* gate, const T* up, T* out,
       SwiGluVectorizable(gate, up, out, gate_stride, up_stride, out_stride, width);
   const unsigned per_thread = vector ? kVec16<T> : 1;
   const unsigned chunks = CeilDiv(CeilDiv(static_cast<unsigned>(width), per_thread), kSwiGluThreads);
-  const LaunchShape shape{dim3(num_tokens, chunks), dim3(kSwiGluThreads), 0};
+  const LaunchShape shape{dim3(num_tokens, chunks), dim3(kSwiGluThreads), 0, /*dependent=*/true};
   if (vector) {
     return launcher.Launch(shape, SwiGluKernel<T, true>, gate, up, out, gate_stride, up_stride,
                            out_stride, width);

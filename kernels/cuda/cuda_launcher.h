@@ -25,6 +25,9 @@ namespace tessera::cuda {
 struct CudaLaunchOptions {
   int device = -1;                // made current before each launch; -1: the thread's current
   bool sync_each_launch = false;  // wait for each kernel outside graph capture (bring-up)
+  // Launch LaunchShape::dependent kernels as programmatic dependents (sm_90+; their wait is a
+  // no-op on a plain launch). Off by default: not yet measured faster (docs/perf/packed-stream.md).
+  bool dependent_launch = false;
 };
 
 struct CudaLaunchResult {
@@ -69,8 +72,17 @@ class CudaLauncher {
     const CudaLaunchResult failed_device{UseDeviceOnThisThread(options_.device),
                                          reinterpret_cast<const void*>(kernel), {}};
     if (!failed_device.ok()) return failed_device;
-    kernel<<<shape.grid, shape.block, shape.dynamic_shared_bytes, stream_>>>(
-        static_cast<Params>(std::forward<Args>(args))...);
+    if (shape.dependent && options_.dependent_launch) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t config{shape.grid, shape.block, shape.dynamic_shared_bytes, stream_,
+                                &attribute, 1};
+      cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
+    } else {
+      kernel<<<shape.grid, shape.block, shape.dynamic_shared_bytes, stream_>>>(
+          static_cast<Params>(std::forward<Args>(args))...);
+    }
     CudaLaunchResult result{cudaGetLastError(), reinterpret_cast<const void*>(kernel), {}};
     if (result.ok() && options_.sync_each_launch && !Capturing()) {
       result.kernel_name = KernelName(result.kernel);

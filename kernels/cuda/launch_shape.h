@@ -21,6 +21,11 @@ struct LaunchShape {
   dim3 grid;
   dim3 block;
   size_t dynamic_shared_bytes = 0;
+  // The kernel starts with ptx::GridDependencyWait (before it reads anything an earlier launch
+  // wrote, and before any write or exit), so it may be launched as a programmatic dependent of
+  // the kernel before it (Hopper's PDL: its blocks are scheduled while that kernel drains, and run
+  // their prologue, e.g. the weight prefetch, until the wait). Launchers that cannot, ignore it.
+  bool dependent = false;
 };
 
 // ceil(a / b) for grid sizes.

@@ -153,7 +153,7 @@ auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const Packe
   }
   auto launch = [&](auto kernel, int shared_bytes) {
     const LaunchShape shape{dim3(CeilDiv(w.n, kPackedStreamRows)), dim3(kPackedStreamThreads),
-                            static_cast<size_t>(shared_bytes)};
+                            static_cast<size_t>(shared_bytes), /*dependent=*/true};
     return launcher.Launch(shape, kernel, x, m, w, y);
   };
   if (m == 1) {

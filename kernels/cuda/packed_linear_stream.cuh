@@ -4,9 +4,10 @@
 // 7 (Q4_0) to 13 (NVFP4) for the CUDA-core path (packed_linear_small_m.cuh) and 8 to 21 for the
 // register-decode tensor-core path (packed_linear_tc.cuh).
 //  - W is A of mma m16n8k16 (16 rows per block). Each warp owns the block's 16 rows over one
-//    eighth of k and streams it in stages of 16 rows x 64 code bytes, with the rows' scale
-//    fields and the stage's X, into a ring of 4 stages (3 in flight): one 16-byte cp.async per
-//    lane and row half, 64 contiguous bytes per row.
+//    eighth of k and streams it in stages of 16 rows x 64 code bytes, with the rows' scale fields and the stage's X, into a ring of 4
+//    stages (3 in flight): one 16-byte cp.async per lane and row half, 64 contiguous bytes per
+//    row. Launched as a programmatic dependent (LaunchShape::dependent): the first 3 stages'
+//    weights are issued before the grid dependency wait, their X after it.
 //  - ldmatrix.x4 hands lane (g, t) = (lane / 4, lane % 4) word t of rows g and g + 8 of two
 //    16-byte chunks: exactly the codes of its A fragment, with every k16 step inside one scale
 //    group (a chunk is one 32-input group, two NVFP4 groups, or half a Q8_0 group).
@@ -143,11 +144,11 @@ __device__ __forceinline__ StageCopies MakeStageCopies(const T* x, int m, const 
   return c;
 }
 
-// Issues the copies of stage `stage` into `slot`: codes, scale (and min) fields, Q4_K's
-// super-scale word, X.
-template <PackedScheme kScheme, int kM>
-__device__ __forceinline__ void IssueStage(const StageCopies& c, int lane, int stage,
-                                           uint8_t* slot) {
+// Issues the weight copies of stage `stage` into `slot`: codes, scale (and min) fields, Q4_K's
+// super-scale word (constant for the launch: they may be issued before the grid dependency).
+template <PackedScheme kScheme>
+__device__ __forceinline__ void IssueStageWeights(const StageCopies& c, int lane, int stage,
+                                                  uint8_t* slot) {
   TESSERA_UNROLL
   for (int h = 0; h < 2; ++h) {
     ptx::CpAsync16(slot + c.code_offset[h], c.codes[h] + int64_t{stage} * kStageBytes);
@@ -162,6 +163,12 @@ __device__ __forceinline__ void IssueStage(const StageCopies& c, int lane, int s
     ptx::CpAsyncSmall<kStageMinBytes<kScheme>>(
         slot + c.field_offset, c.fields + int64_t{stage} * kStageMinBytes<kScheme>);
   }
+}
+
+// Issues the X copies of stage `stage` into `slot` (X: the previous kernel's output).
+template <PackedScheme kScheme, int kM>
+__device__ __forceinline__ void IssueStageX(const StageCopies& c, int lane, int stage,
+                                            uint8_t* slot) {
   constexpr int kXPieces = kM * kXRowBytes<kScheme> / 16;
   static_assert(kXPieces <= 64);
   TESSERA_UNROLL
@@ -322,11 +329,20 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
   const int s0 = stages * warp / kPackedStreamWarps;
   const int s1 = stages * (warp + 1) / kPackedStreamWarps;
   const StageCopies copies = MakeStageCopies<T, kScheme>(x, m, w, n0, lane);
+  // The first stages' weights go in flight before the grid dependency (a dependent launch runs
+  // this while the kernel that writes X drains); their X after it, in one more group.
   TESSERA_UNROLL
   for (int d = 0; d < kSlots - 1; ++d) {
-    if (s0 + d < s1) IssueStage<kScheme, kM>(copies, lane, s0 + d, slots + d * kSlot);
+    if (s0 + d < s1) IssueStageWeights<kScheme>(copies, lane, s0 + d, slots + d * kSlot);
     ptx::CpAsyncCommit();
   }
+  ptx::GridDependencyWait();
+  ptx::LaunchDependents();
+  TESSERA_UNROLL
+  for (int d = 0; d < kSlots - 1; ++d) {
+    if (s0 + d < s1) IssueStageX<kScheme, kM>(copies, lane, s0 + d, slots + d * kSlot);
+  }
+  ptx::CpAsyncCommit();
   // B column g: X row g (rows past kM read row kM - 1: columns never stored), or for NVFP4 X row
   // g / 2 on the lanes of group g % 2 (t / 2 == g % 2) and the zero row kM on the others.
   int x_row = g < kM ? g : kM - 1;
@@ -353,11 +369,16 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
     for (int slot = 0; slot < kSlots; ++slot) {  // constant slot offsets
       const int s = base + slot;
       if (s >= s1) break;
-      ptx::CpAsyncWait<kSlots - 2>();
+      if (s == s0) {
+        ptx::CpAsyncWait<0>();  // the first stages' X came in the newest group
+      } else {
+        ptx::CpAsyncWait<kSlots - 2>();
+      }
       __syncwarp();  // every lane's copies of stage s landed; stage s - 1's slot is read
       if (s + kSlots - 1 < s1) {
-        IssueStage<kScheme, kM>(copies, lane, s + kSlots - 1,
-                                slots + (slot + kSlots - 1) % kSlots * kSlot);
+        uint8_t* const next = slots + (slot + kSlots - 1) % kSlots * kSlot;
+        IssueStageWeights<kScheme>(copies, lane, s + kSlots - 1, next);
+        IssueStageX<kScheme, kM>(copies, lane, s + kSlots - 1, next);
       }
       ptx::CpAsyncCommit();
       ComputeStage<T, kScheme, kM>(slots + slot * kSlot, reads, acc);

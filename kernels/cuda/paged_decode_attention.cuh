@@ -325,6 +325,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
                                const int32_t* __restrict__ context_lens, T* __restrict__ out,
                                DecodeWorkspace workspace, PagedDecodeParams params,
                                DecodePartitioning plan) {
+  ptx::GridDependencyWait();  // a dependent launch (LaunchShape::dependent)
+  ptx::LaunchDependents();
   static_assert(kHeadDim % 16 == 0 && kHeadDim <= 2 * kDecodeThreads);
   constexpr int kStageKeys = decode_detail::kStageKeys<T, kHeadDim>;
   constexpr int kSlices = decode_detail::kDecodeSlices<kHeadDim>;
@@ -437,6 +439,8 @@ template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(kDecodeCombineThreads)
     PagedDecodeCombineKernel(const int32_t* __restrict__ context_lens, DecodeWorkspace workspace,
                              T* __restrict__ out, int num_heads, DecodePartitioning plan) {
+  ptx::GridDependencyWait();  // a dependent launch (LaunchShape::dependent)
+  ptx::LaunchDependents();
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int context = __ldg(&context_lens[seq]);
@@ -481,12 +485,12 @@ auto LaunchPagedDecodeAttention(Launcher& launcher, const PagedDecodeParams& par
   }
   const LaunchShape shape{
       dim3(params.num_kv_heads * DecodeHeadChunks(params), params.num_seqs, plan.num_partitions),
-      dim3(kDecodeThreads), 0};
+      dim3(kDecodeThreads), 0, /*dependent=*/true};
   auto status = launcher.Launch(shape, PagedDecodeAttentionKernel<T, kHeadDim>, q, k_pool,
                                 v_pool, block_tables, context_lens, out, parts, params, plan);
   if (plan.num_partitions == 1 || !LaunchSucceeded(status)) return status;
   const LaunchShape combine{dim3(params.num_heads, params.num_seqs),
-                            dim3(kDecodeCombineThreads), 0};
+                            dim3(kDecodeCombineThreads), 0, /*dependent=*/true};
   return launcher.Launch(combine, PagedDecodeCombineKernel<T, kHeadDim>, context_lens, parts, out,
                          params.num_heads, plan);
 }

@@ -202,6 +202,28 @@ __device__ __forceinline__ void CpAsyncCommit() {
 #endif
 }
 
+// Programmatic dependent launch (LaunchShape::dependent, sm_90+). GridDependencyWait blocks until
+// the grid this launch depends on has completed and its writes are visible (a no-op for a plain
+// launch); a dependent kernel calls it on every thread before it reads another kernel's output,
+// writes anything or exits (the emulator checks that every thread does). LaunchDependents lets
+// the next dependent launch schedule its blocks once every block of this grid has called it or
+// exited (that launch still waits for this grid's end at its own GridDependencyWait).
+__device__ __forceinline__ void GridDependencyWait() {
+#if defined(__CUDA_ARCH__)
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+#elif !defined(__CUDACC__)
+  ::tessera::simt::detail::GridDependencyWait();
+#endif
+}
+
+__device__ __forceinline__ void LaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Waits until at most kPending committed groups of this thread are still in flight. Other
 // threads' copies need a __syncthreads() after the wait, as on the GPU.
 template <int kPending>

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/launch_shape.h"
+#include "kernels/cuda/ptx_ops.cuh"
 #include "kernels/cuda/vector_access.cuh"
 
 namespace tessera::cuda {
@@ -80,6 +81,8 @@ template <typename T>
 __global__ void __launch_bounds__(kRmsNormThreads)
     RmsNormKernel(const T* __restrict__ x, T* __restrict__ residual, const T* __restrict__ weight,
                   T* __restrict__ out, int hidden, float eps) {
+  ptx::GridDependencyWait();  // a dependent launch (LaunchShape::dependent)
+  ptx::LaunchDependents();
   TESSERA_SHARED(float, scratch, 32);
   const size_t row = blockIdx.x;
   const T* x_row = x + row * hidden;
@@ -97,7 +100,7 @@ __global__ void __launch_bounds__(kRmsNormThreads)
 template <class Launcher, typename T>
 auto LaunchRmsNorm(Launcher& launcher, const T* x, T* residual, const T* weight, T* out,
                    int num_rows, int hidden, float eps) {
-  const LaunchShape shape{dim3(num_rows), dim3(kRmsNormThreads), 0};
+  const LaunchShape shape{dim3(num_rows), dim3(kRmsNormThreads), 0, /*dependent=*/true};
   return launcher.Launch(shape, RmsNormKernel<T>, x, residual, weight, out, hidden, eps);
 }
 

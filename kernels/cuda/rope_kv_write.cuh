@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/ptx_ops.cuh"
 #include "kernels/cuda/rope.cuh"
 
 namespace tessera::cuda {
@@ -60,6 +61,8 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
                       const int32_t* __restrict__ slot_mapping, const float* __restrict__ cos_sin,
                       int max_positions, int num_heads, int num_kv_heads, int head_dim,
                       int rope_dim, bool vectorized) {
+  ptx::GridDependencyWait();  // a dependent launch (LaunchShape::dependent)
+  ptx::LaunchDependents();
   const int64_t token = blockIdx.x;
   const int q_elements = num_heads * head_dim, kv_elements = num_kv_heads * head_dim;
   T* q_token = rows.q_out + token * q_elements;
@@ -95,7 +98,7 @@ auto LaunchRopeKvWrite(Launcher& launcher, RopeStyle style, const RopeKvWriteRow
                           (rows.kv_stride * int64_t(sizeof(T))) % 16 == 0 &&
                           ((rows.v - rows.k) * int64_t(sizeof(T))) % 16 == 0;
   const LaunchShape shape{dim3(num_tokens), dim3(RopeThreads(num_heads, num_kv_heads, rope_dim)),
-                          0};
+                          0, /*dependent=*/true};
   if (style == RopeStyle::kNeox) {
     return launcher.Launch(shape, RopeKvWriteKernel<T, RopeStyle::kNeox>, rows, k_pool, v_pool,
                            positions, slot_mapping, cos_sin, max_positions, num_heads,

@@ -42,7 +42,8 @@ bool BuiltFor(int major, int minor) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> CudaDeviceRuntime::Open(int device_index,
-                                                                       bool sync_each_launch) {
+                                                                       bool sync_each_launch,
+                                                                       bool dependent_launch) {
   int count = 0;
   if (cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
     cudaGetLastError();
@@ -70,6 +71,7 @@ absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> CudaDeviceRuntime::Open(int d
   std::unique_ptr<CudaDeviceRuntime> runtime(new CudaDeviceRuntime);
   runtime->device_index_ = device_index;
   runtime->sync_each_launch_ = sync_each_launch;
+  runtime->dependent_launch_ = dependent_launch;
   runtime->properties_ = {prop.name,  prop.totalGlobalMem, prop.multiProcessorCount,
                           prop.major, prop.minor,          prop.sharedMemPerBlockOptin};
   TESSERA_RETURN_IF_ERROR(runtime->Initialize());

@@ -23,9 +23,11 @@ namespace tessera::device {
 class CudaDeviceRuntime final : public DeviceRuntime {
  public:
   // UNAVAILABLE / FAILED_PRECONDITION as OpenDevice documents.
-  // sync_each_launch: DeviceOptions::cuda_sync_each_launch.
+  // sync_each_launch, dependent_launch: DeviceOptions::cuda_sync_each_launch and
+  // cuda_dependent_launch.
   static absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> Open(int device_index,
-                                                                 bool sync_each_launch = false);
+                                                                 bool sync_each_launch = false,
+                                                                 bool dependent_launch = false);
   ~CudaDeviceRuntime() override;
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
@@ -59,6 +61,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   cudaStream_t stream() const { return stream_; }
   int device_index() const { return device_index_; }
   bool sync_each_launch() const { return sync_each_launch_; }
+  bool dependent_launch() const { return dependent_launch_; }
   // cuBLAS's workspace, set before any capture (Hopper wants 32 MiB for its fastest kernels).
   static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
@@ -72,6 +75,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
   int device_index_ = 0;
   bool sync_each_launch_ = false;
+  bool dependent_launch_ = false;
   void* cublas_workspace_ = nullptr;
   DeviceProperties properties_;
   cudaStream_t stream_ = nullptr;

@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<DeviceRuntime>> OpenDevice(const DeviceOptions& o
   }
 #if TESSERA_WITH_CUDA
   absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> runtime =
-      CudaDeviceRuntime::Open(options.cuda_device_index, options.cuda_sync_each_launch);
+      CudaDeviceRuntime::Open(options.cuda_device_index, options.cuda_sync_each_launch,
+                              options.cuda_dependent_launch);
   if (!runtime.ok()) return runtime.status();
   return std::unique_ptr<DeviceRuntime>(std::move(*runtime));
 #else

@@ -98,6 +98,7 @@ absl::Status BlockRun::Run(uint3 block_idx) {
     thread.group = nullptr;
     thread.async_copies.clear();
     thread.committed_groups = 0;
+    thread.waited_on_grid = false;
     char* top = stacks_ + static_cast<size_t>(t) * stack_stride_ + stack_stride_;
     thread.context = fctx::make_fcontext(top, stack_stride_ - page, &BlockRun::FiberEntry);
     all[t] = t;
@@ -183,6 +184,11 @@ void BlockRun::MaybeReleaseBarrier() {
 void BlockRun::OnExit(EmulatedThread& thread) {
   thread.state = ThreadState::kExited;
   --live_;
+  if (config_.dependent && !thread.waited_on_grid && !error_) {
+    Fail(absl::StrFormat("thread %d of a dependent launch exited without "
+                         "ptx::GridDependencyWait (LaunchShape::dependent promises it)",
+                         thread.linear));
+  }
   const int warp = thread.linear / 32;
   const uint32_t bit = 1u << (thread.linear % 32);
   for (const WarpGroup& group : warp_groups_[warp]) {

@@ -50,6 +50,7 @@ struct EmulatedThread {
   const WarpGroup* group = nullptr;  // while kInCollective
   std::vector<AsyncCopy> async_copies;  // issued, not yet completed
   int committed_groups = 0;
+  bool waited_on_grid = false;  // passed ptx::GridDependencyWait
 };
 
 class BlockRun {

@@ -23,6 +23,7 @@ class EmulatedLauncher {
     config.grid = shape.grid;
     config.block = shape.block;
     config.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+    config.dependent = shape.dependent;
     config.shared_bytes_limit = opt_ins_.LimitFor(reinterpret_cast<const void*>(kernel));
     config.schedule = schedule_;
     return simt::Launch(config, kernel, std::forward<Args>(args)...);

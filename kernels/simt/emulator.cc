@@ -130,6 +130,8 @@ void AsyncCopyWait(int pending_allowed) {
   });
 }
 
+void GridDependencyWait() { Block().current().waited_on_grid = true; }
+
 void Fail(const std::string& message) { Block().Fail(message); }
 
 int CurrentLane() { return Block().current().linear % 32; }

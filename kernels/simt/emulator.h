@@ -36,6 +36,10 @@ struct LaunchConfig {
   // kernel opted in to more (cudaFuncAttributeMaxDynamicSharedMemorySize; the emulated
   // launcher's AllowDynamicShared), never above kMaxSharedBytesPerBlock.
   size_t shared_bytes_limit = kDefaultSharedBytesPerBlock;
+  // A programmatic dependent launch (LaunchShape::dependent): launches run one after another
+  // here, so the only thing to check is the kernel's promise, that every thread passes
+  // ptx::GridDependencyWait (a thread that exits without it fails the launch).
+  bool dependent = false;
   Schedule schedule;
   size_t stack_bytes = 64 * 1024;  // per emulated thread; a guard page below catches overflow
 };

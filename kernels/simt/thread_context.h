@@ -64,6 +64,10 @@ void AsyncCopyCommit();
 // Completes every committed group except the newest `pending_allowed`.
 void AsyncCopyWait(int pending_allowed);
 
+// ptx::GridDependencyWait: marks the current thread as having waited (emulator.h's
+// LaunchConfig::dependent check).
+void GridDependencyWait();
+
 // Reports a kernel bug from the current thread: the launch stops and returns INTERNAL.
 [[noreturn]] void Fail(const std::string& message);
 

@@ -429,26 +429,32 @@ BENCHMARK(BM_Sampling)
 // the packed weight (codes, scales, mins, super-scales) + x + y. m <= 16 is bandwidth-bound
 // (of_copy_bw; the design target is >= 0.85 of HBM), m = 256 compute (TFLOP/s). The arena's 0x3C
 // fill is a valid code and scale pattern for every scheme.
-void BM_PackedLinear(benchmark::State& state) {
-  const auto scheme = static_cast<PackedScheme>(state.range(0));
-  const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
-  const int path = static_cast<int>(state.range(3));
+// A packed n x k weight of `scheme` in the arena; its bytes (codes, scales, mins, super-scales).
+PackedLinear ArenaPackedWeight(DeviceArena& arena, PackedScheme scheme, int n, int k,
+                               double* weight_bytes) {
   const size_t groups = size_t(n) * (k / PackedGroupSize(scheme));
   const size_t code_bytes = size_t(n) * PackedRowCodeBytes(scheme, k);
   const size_t scale_bytes = groups * PackedScaleBytes(scheme);
   const size_t min_bytes = groups * PackedMinBytes(scheme);
   const size_t super_bytes = scheme == PackedScheme::kQ4_K ? size_t(n) * (k / 256) * 4 : 0;
+  *weight_bytes = double(code_bytes + scale_bytes + min_bytes + super_bytes);
+  return {scheme, n, k, static_cast<const uint8_t*>(arena.Get(code_bytes)),
+          static_cast<const uint8_t*>(arena.Get(scale_bytes)),
+          min_bytes ? static_cast<const uint8_t*>(arena.Get(min_bytes)) : nullptr,
+          super_bytes ? static_cast<const uint16_t*>(arena.Get(super_bytes)) : nullptr, 1.0f};
+}
+
+void BM_PackedLinear(benchmark::State& state) {
+  const auto scheme = static_cast<PackedScheme>(state.range(0));
+  const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
+  const int path = static_cast<int>(state.range(3));
   DeviceArena arena;
-  PackedLinear w{scheme, n, k, static_cast<const uint8_t*>(arena.Get(code_bytes)),
-                 static_cast<const uint8_t*>(arena.Get(scale_bytes)),
-                 min_bytes ? static_cast<const uint8_t*>(arena.Get(min_bytes)) : nullptr,
-                 super_bytes ? static_cast<const uint16_t*>(arena.Get(super_bytes)) : nullptr,
-                 1.0f};
+  double weight_bytes = 0;
+  const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(m) * k * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
   CudaLauncher launcher(nullptr);
   Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
-  const double weight_bytes = double(code_bytes + scale_bytes + min_bytes + super_bytes);
   TimeKernel(state, weight_bytes + 2.0 * m * (k + n), [&] {
     if (path == 0) return Check(LaunchPackedLinear(launcher, x, m, w, y), "PackedLinear");
     switch (scheme) {
@@ -485,6 +491,33 @@ BENCHMARK(BM_PackedLinear)
     ->ArgsProduct({{1, 4}, {1, 2, 4, 8}, {4096}, {1, 2}})
     ->ArgsProduct({{1, 4}, {1, 4}, {4096, 14336}, {1, 3}})
     ->ArgNames({"scheme", "m", "k", "path"})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The streaming path (m = 1, bf16) on the Llama-3.1-8B decode shapes (n, k: q | k | v, o,
+// gate | up, down), scheme 1 (Q4_0) or 4 (NVFP4).
+void BM_PackedStreamShapes(benchmark::State& state) {
+  const auto scheme = static_cast<PackedScheme>(state.range(0));
+  const int n = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
+  DeviceArena arena;
+  double weight_bytes = 0;
+  const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
+  auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(k) * 2));
+  auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * 2));
+  CudaLauncher launcher(nullptr);
+  Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
+  TimeKernel(state, weight_bytes + 2.0 * (k + n), [&] {
+    const auto result = scheme == PackedScheme::kNvfp4
+        ? LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kNvfp4>(
+              launcher, x, 1, w, y)
+        : LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kQ4_0>(
+              launcher, x, 1, w, y);
+    Check(result, "PackedLinearStream");
+  });
+}
+BENCHMARK(BM_PackedStreamShapes)
+    ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}})
+    ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}})
+    ->ArgNames({"scheme", "n", "k"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The packed weight dequantized to bf16 (packed_dequantize.cuh; the runner's path for m > 16),

@@ -342,6 +342,9 @@ void AddOptions(CLI::App& app, Options* o) {
   r->cuda_graphs = "lazy";
   app.add_option("--cuda-graphs", r->cuda_graphs, "lazy | eager | off")->capture_default_str();
   app.add_flag("--batch-invariant", r->batch_invariant);
+  app.add_option("--cuda-dependent-launch", r->cuda_dependent_launch,
+                 "programmatic dependent launches of the decode kernels (true / false)")
+      ->capture_default_str();
   app.add_option("--emulated-memory-mb", r->emulated_memory_mb)->capture_default_str();
   app.add_option("--max-num-seqs", r->max_num_seqs,
                  "sequence slots (raised to the largest batch)")

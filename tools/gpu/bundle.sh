@@ -62,7 +62,7 @@ done
 mkdir -p "$bundle/tests/data"
 cp -r "$root/tests/data/hybrid" "$bundle/tests/data/"
 cp "$root/tools/gpu/validate.sh" "$root/tools/gpu/validate_serving.sh" "$root/tools/gpu/report.py" \
-  "$root/tools/gpu/profile_packed.sh" \
+  "$root/tools/gpu/profile_packed.sh" "$root/tools/gpu/step_breakdown.sh" \
   "$bundle/"
 {
   echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (with uncommitted changes)')"

@@ -20,7 +20,8 @@ absl::Status CudaLaunchStatus(const cuda::CudaLaunchResult& result) {
 absl::StatusOr<std::unique_ptr<DeviceKernels>> MakeCudaKernels(device::DeviceRuntime& runtime) {
   auto& cuda_runtime = static_cast<device::CudaDeviceRuntime&>(runtime);
   const cuda::CudaLaunchOptions options{.device = cuda_runtime.device_index(),
-                                        .sync_each_launch = cuda_runtime.sync_each_launch()};
+                                        .sync_each_launch = cuda_runtime.sync_each_launch(),
+                                        .dependent_launch = cuda_runtime.dependent_launch()};
   return std::make_unique<DeviceKernelsFor<cuda::CudaLauncher, decltype(&CudaLaunchStatus)>>(
       cuda::CudaLauncher(cuda_runtime.stream(), options), &CudaLaunchStatus);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_compat.cuh"
+#include "kernels/cuda/ptx_ops.cuh"
 #include "kernels/simt/emulator.h"
 #include "tests/unit/cuda/device_buffer.h"
 #include "tests/unit/cuda/emulator_schedules.h"
@@ -251,6 +252,32 @@ TEST_P(SimtScheduleTest, DynamicSharedMemory) {
 }
 
 // ---- planted bugs the emulator must catch ---------------------------------------------------
+
+// A dependent launch's kernel: every thread but those >= `skip_from` passes the grid-dependency
+// wait, and thread i writes i.
+__global__ void DependentWrite(int* out, int skip_from) {
+  if (static_cast<int>(threadIdx.x) >= skip_from) return;
+  tessera::cuda::ptx::GridDependencyWait();
+  out[threadIdx.x] = threadIdx.x;
+}
+
+TEST_P(SimtScheduleTest, DependentLaunchWhoseThreadsAllWaitRuns) {
+  DeviceBuffer<int> out(64);
+  LaunchConfig config = Config(GetParam(), dim3(1), dim3(64));
+  config.dependent = true;
+  ASSERT_TRUE(Launch(config, DependentWrite, out.get(), 64).ok());
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], i);
+}
+
+TEST_P(SimtScheduleTest, DependentLaunchWithAThreadThatSkipsTheWaitIsAnError) {
+  DeviceBuffer<int> out(64);
+  LaunchConfig config = Config(GetParam(), dim3(2), dim3(64));
+  ASSERT_TRUE(Launch(config, DependentWrite, out.get(), 63).ok());  // not dependent: no promise
+  config.dependent = true;
+  const absl::Status status = Launch(config, DependentWrite, out.get(), 63);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("without ptx::GridDependencyWait"));
+}
 
 TEST_P(SimtScheduleTest, DivergentBarrierIsAnErrorNamingBothLines) {
   DeviceBuffer<int> out(32);
