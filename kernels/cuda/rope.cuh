@@ -37,16 +37,26 @@ inline constexpr int kRopeMaxThreads = 256;
 // RoPE pairing; the same meaning as kernels::cpu::RopeMode.
 enum class RopeStyle : int { kNormal, kNeox };
 
+// The elements (a, b) of pair i of a head.
+template <RopeStyle kStyle>
+__device__ __forceinline__ int2 RopePairElements(int i, int half_rope) {
+  return kStyle == RopeStyle::kNormal ? int2{2 * i, 2 * i + 1} : int2{i, i + half_rope};
+}
+
+// Pair (x0, x1) rotated by the angle of table entries (c, s) = cos_sin[2i], cos_sin[2i + 1],
+// each result rounded once to T.
+template <typename T>
+__device__ __forceinline__ void RotateValues(T& x0, T& x1, const float* cos_sin, int i) {
+  const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+  const float f0 = ToFloat(x0), f1 = ToFloat(x1);
+  x0 = FromFloat<T>(__fmul_rn(f0, c) - __fmul_rn(f1, s));
+  x1 = FromFloat<T>(__fmul_rn(f0, s) + __fmul_rn(f1, c));
+}
+
 template <typename T, RopeStyle kStyle>
 __device__ __forceinline__ void RotatePair(T* head, int i, int half_rope, const float* cos_sin) {
-  const int a = kStyle == RopeStyle::kNormal ? 2 * i : i;
-  const int b = kStyle == RopeStyle::kNormal ? 2 * i + 1 : i + half_rope;
-  const float c = cos_sin[2 * i];
-  const float s = cos_sin[2 * i + 1];
-  const float x0 = ToFloat(head[a]);
-  const float x1 = ToFloat(head[b]);
-  head[a] = FromFloat<T>(__fmul_rn(x0, c) - __fmul_rn(x1, s));
-  head[b] = FromFloat<T>(__fmul_rn(x0, s) + __fmul_rn(x1, c));
+  const int2 e = RopePairElements<kStyle>(i, half_rope);
+  RotateValues(head[e.x], head[e.y], cos_sin, i);
 }
 
 // Rotates one token's q heads (q_token) and k heads (k_token) at `pos`, the block's threads
