@@ -378,10 +378,15 @@ __device__ __forceinline__ void ComputeUnit(const BatchScales& scales, const Bat
   }
 }
 
-// Blocks per SM the register cap allows: 3 (85 registers), 2 (128) for m > 8, whose second A row
-// pair spills at 85 (sm_90a, CUDA 13).
+// Blocks per SM the register cap asks for: 4 (64 registers); 3 (85) for Q4_K, which spills at
+// 64 on sm_100a; 2 (128) for Q8_0 at m > 8, which spills at 85 there (CUDA 13). Measured (H200,
+// kit runs of 67899d6 and b35149e): Q8_0 at m = 8 and NVFP4 at m = 16 took 19.6 and 25.8 µs at
+// 63-64 registers, 25.4 and 32.8 µs once a decode change let ptxas use 67 and 72 (3 blocks per
+// SM instead of 4).
 template <PackedScheme kScheme, bool kM16>
-inline constexpr int kMinBlocks = kM16 ? 2 : 3;
+inline constexpr int kMinBlocks = kScheme == PackedScheme::kQ8_0 && kM16 ? 2
+                                  : kScheme == PackedScheme::kQ4_K     ? 3
+                                                                       : 4;
 
 }  // namespace packed_tc
 
