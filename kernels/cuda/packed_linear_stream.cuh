@@ -32,9 +32,11 @@
 // between a warp's instructions, of which 1.8 waiting for the cp.async data and ~5 spread over
 // shared-memory, tensor-pipe and dependency stalls; 16 warps per SM (115 registers). A deeper
 // ring (8 stages), 256 contiguous bytes per row and 3–4 blocks per SM (80 and 64 registers)
-// measured no faster. The next things to try: fewer instructions per weight (a nibble order
-// that pairs neighbours, so X needs no permutes), more independent work per warp (two row
-// tiles), and the decode step's launches (fused gate/up, persistent kernels).
+// measured no faster, nor did splitting a tile between fewer warps. Not issue-bound: NVFP4 costs
+// 325 instructions per stage and Q4_0 181, in the same time. By Little's law (~52 KB in flight per
+// SM at 2.0 TB/s) each copy waits ~3.4 µs, which points at the access pattern (64 bytes from each
+// of 16 rows per warp stage). The next thing to measure is the tiled code layout
+// (CodeLayout::kTiled, BM_PackedStreamShapes' tiled:1 rows).
 #pragma once
 
 #include <cstdint>
