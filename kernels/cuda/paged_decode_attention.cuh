@@ -43,8 +43,10 @@
 //   3. P·V: a thread owns 2 dims of a slice of the stage's keys for every head, in registers,
 //      rescaled per stage; slices are summed through shared memory at the end.
 // Unsplit (one partition) the block writes out = o / l directly. Split, it writes o / l, m and
-// l per (sequence, head, partition) to an f32 workspace and PagedDecodeCombineKernel merges the
-// partitions: M = max m_i, w_i = l_i exp(m_i - M), out = Σ w_i o_i / Σ w_i.
+// l per (sequence, head, partition) to an f32 workspace and counts its arrival (an atomic per
+// sequence and head group); the group's last block merges its partitions: M = max m_i,
+// w_i = l_i exp(m_i - M), out = Σ w_i o_i / Σ w_i (decode_detail::CombineIfLast; a separate
+// combine launch before, ~5 µs above an empty kernel per layer at batch 1 on an H200, ncu).
 // Head dims: 32 (the tiny test models), 64, 80, 96, 128, 256. Static shared memory only:
 // 2 stages x 16 KiB + q + the stage's scores <= 41 KiB (head_dim 256), under the 48 KiB default.
 //
@@ -74,7 +76,6 @@ inline constexpr int kDecodeBlocksPerSm = 4;     // the heuristic's aim for the 
 inline constexpr int kDecodeMaxPartitions = 256;
 inline constexpr int kDecodeStages = 2;          // cp.async pipeline depth
 inline constexpr int kDecodeStageBytes = 8192;   // of K rows (and of V rows) per stage, at most
-inline constexpr int kDecodeCombineThreads = 128;
 
 struct PagedDecodeParams {
   int num_seqs = 0;
@@ -86,6 +87,9 @@ struct PagedDecodeParams {
   float scale = 0;          // usually 1 / sqrt(head_dim)
   int num_sms = 132;        // H100 SXM
   int partition_size = 0;   // 0: the heuristic; > 0 forces partitions of that many keys
+  // The most sequences of any launch that shares this workspace (0: num_seqs): sizes the arrival
+  // counters at its start, which must stay where they are from launch to launch.
+  int max_num_seqs = 0;
 };
 
 struct DecodePartitioning {
@@ -123,16 +127,27 @@ __host__ __device__ inline int DecodeSpan(int context, DecodePartitioning plan) 
   return span > 0 ? span : kDecodeSpanAlign;
 }
 
-// f32 workspace the split path needs (0 when unsplit): partial max and sum [num_seqs, num_heads,
-// partitions] and partial outputs [num_seqs, num_heads, partitions, head_dim].
+// 32-bit words of arrival counters at the workspace's start: one per (sequence, block head
+// group) of the largest launch, rounded up to 16 bytes.
+inline size_t DecodeArrivalWords(const PagedDecodeParams& p) {
+  const int seqs = p.max_num_seqs > p.num_seqs ? p.max_num_seqs : p.num_seqs;
+  return (size_t(seqs) * p.num_kv_heads * DecodeHeadChunks(p) + 3) / 4 * 4;
+}
+
+// The workspace the split path needs (0 when unsplit), in floats: the arrival counters
+// (DecodeArrivalWords, zero before the first launch; every launch leaves them zero), then partial
+// max and sum [num_seqs, num_heads, partitions] and partial outputs [num_seqs, num_heads,
+// partitions, head_dim] in f32.
 inline size_t PagedDecodeWorkspaceFloats(const PagedDecodeParams& p, int head_dim) {
   const DecodePartitioning plan = PlanPagedDecode(p);
   if (plan.num_partitions == 1) return 0;
-  return size_t(p.num_seqs) * p.num_heads * plan.num_partitions * (2 + size_t(head_dim));
+  return DecodeArrivalWords(p) +
+         size_t(p.num_seqs) * p.num_heads * plan.num_partitions * (2 + size_t(head_dim));
 }
 
 struct DecodeWorkspace {
-  float* max = nullptr;  // [num_seqs, num_heads, partitions]; nullptr when unsplit
+  uint32_t* arrivals = nullptr;  // [num_seqs, grid x]; nullptr when unsplit
+  float* max = nullptr;          // [num_seqs, num_heads, partitions]
   float* sum = nullptr;
   float* out = nullptr;  // [num_seqs, num_heads, partitions, head_dim]
 };
@@ -315,6 +330,57 @@ __device__ __forceinline__ void StageValues(const float* probs, int probs_stride
   }
 }
 
+// Merges the `used` partitions of one (sequence, head) from the workspace into out (the row
+// `row` = sequence x num_heads + head): M = max m_i, w_i = l_i exp(m_i - M), out = Σ w_i o_i /
+// Σ w_i, in partition order. One used partition passes its o / l through (the bits the unsplit
+// kernel writes). The block's threads stride over the dims; other blocks' partials are read
+// from L2 (__ldcg).
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void CombineRow(const DecodeWorkspace& workspace, T* out, size_t row,
+                                           int used, const DecodePartitioning& plan) {
+  const size_t first = row * plan.num_partitions;
+  if (used == 1) {
+    for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
+      out[row * kHeadDim + d] = FromFloat<T>(__ldcg(&workspace.out[first * kHeadDim + d]));
+    }
+    return;
+  }
+  float m = -INFINITY;
+  for (int i = 0; i < used; ++i) m = fmaxf(m, __ldcg(&workspace.max[first + i]));
+  for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
+    float total = 0.0f, o = 0.0f;
+    for (int i = 0; i < used; ++i) {
+      const float w =
+          __ldcg(&workspace.sum[first + i]) * __expf(__ldcg(&workspace.max[first + i]) - m);
+      total += w;
+      o += w * __ldcg(&workspace.out[(first + i) * kHeadDim + d]);
+    }
+    out[row * kHeadDim + d] = FromFloat<T>(o / total);
+  }
+}
+
+// After a split block wrote its partials: counts its arrival for its (sequence, head group), and
+// the block that arrives last of the `used` ones merges the group's heads (CombineRow) and puts
+// the counter back to zero for the next launch. The fences order each block's partials before its
+// arrival and the last block's reads after it (CUDA's threadFenceReduction pattern).
+template <typename T, int kHeadDim>
+__device__ __forceinline__ void CombineIfLast(const DecodeWorkspace& workspace, T* out, int seq,
+                                              int first_head, int heads, int used,
+                                              int num_heads, const DecodePartitioning& plan) {
+  TESSERA_SHARED(int, last, 1);
+  __threadfence();
+  __syncthreads();  // every thread's partials are written and fenced
+  uint32_t* const arrival = workspace.arrivals + size_t(seq) * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) *last = atomicAdd(arrival, 1u) == uint32_t(used - 1);
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  for (int g = 0; g < heads; ++g) {
+    CombineRow<T, kHeadDim>(workspace, out, size_t(seq) * num_heads + first_head + g, used, plan);
+  }
+  if (threadIdx.x == 0) *arrival = 0u;
+}
+
 }  // namespace decode_detail
 
 template <typename T, int kHeadDim>
@@ -359,7 +425,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
   const bool split = plan.num_partitions > 1;
 
   if (count <= 0) {  // past this sequence's context: nothing, or zeros for a padding row
-    if (!split && context == 0) {
+    if (context == 0 && blockIdx.z == 0) {
       for (int i = threadIdx.x; i < heads * kHeadDim; i += blockDim.x) {
         out[q_row + i] = FromFloat<T>(0.0f);
       }
@@ -430,49 +496,18 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm)
       }
     }
   }
-}
-
-// One block per (head, sequence): merges the sequence's used partitions. A sequence that used
-// one partition gets that partition's o / l unchanged (the bits the unsplit kernel writes), so
-// with a forced partition size a sequence's output does not depend on whether the launch split.
-template <typename T, int kHeadDim>
-__global__ void __launch_bounds__(kDecodeCombineThreads)
-    PagedDecodeCombineKernel(const int32_t* __restrict__ context_lens, DecodeWorkspace workspace,
-                             T* __restrict__ out, int num_heads, DecodePartitioning plan) {
-  ptx::GridDependencyWait();  // a dependent launch (LaunchShape::dependent)
-  ptx::LaunchDependents();
-  const int head = blockIdx.x;
-  const int seq = blockIdx.y;
-  const int context = __ldg(&context_lens[seq]);
-  const int span = DecodeSpan(context, plan);
-  const int used = (context + span - 1) / span;
-  const size_t row = size_t(seq) * num_heads + head;
-  const size_t first = row * plan.num_partitions;
-  if (used <= 1) {  // zeros for a padding row; one partition: its o / l, as unsplit writes it
-    for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
-      const float o = used == 1 ? workspace.out[first * kHeadDim + d] : 0.0f;
-      out[row * kHeadDim + d] = FromFloat<T>(o);
-    }
-    return;
-  }
-  float m = -INFINITY;
-  for (int i = 0; i < used; ++i) m = fmaxf(m, workspace.max[first + i]);
-  for (int d = threadIdx.x; d < kHeadDim; d += blockDim.x) {
-    float total = 0.0f, o = 0.0f;
-    for (int i = 0; i < used; ++i) {
-      const float w = workspace.sum[first + i] * __expf(workspace.max[first + i] - m);
-      total += w;
-      o += w * workspace.out[(first + i) * kHeadDim + d];
-    }
-    out[row * kHeadDim + d] = FromFloat<T>(o / total);
+  if (split) {
+    decode_detail::CombineIfLast<T, kHeadDim>(workspace, out, seq, first_head, heads,
+                                              (context + span - 1) / span, params.num_heads,
+                                              plan);
   }
 }
-
 // Preconditions: shapes above; num_heads % num_kv_heads == 0; every context_lens[s] <=
 // params.max_context_len and <= max_blocks_per_seq x block_size, with table entries for those
 // positions in [0, num_blocks); pointers 16-byte aligned; when PagedDecodeWorkspaceFloats(params,
-// kHeadDim) > 0, `workspace` holds that many floats (else it may be nullptr); out overlaps
-// nothing. Two launches when split (attention, combine); returns the first failure.
+// kHeadDim) > 0, `workspace` holds that many floats, its first DecodeArrivalWords zero before
+// the first launch (every launch leaves them zero; else it may be nullptr); out overlaps nothing.
+// One launch: when split, the last block of each (sequence, head group) merges the partitions.
 template <class Launcher, typename T, int kHeadDim>
 auto LaunchPagedDecodeAttention(Launcher& launcher, const PagedDecodeParams& params, const T* q,
                                 const T* k_pool, const T* v_pool, const int32_t* block_tables,
@@ -481,18 +516,15 @@ auto LaunchPagedDecodeAttention(Launcher& launcher, const PagedDecodeParams& par
   DecodeWorkspace parts;
   if (plan.num_partitions > 1) {
     const size_t per_value = size_t(params.num_seqs) * params.num_heads * plan.num_partitions;
-    parts = DecodeWorkspace{workspace, workspace + per_value, workspace + 2 * per_value};
+    float* const partials = workspace + DecodeArrivalWords(params);
+    parts = DecodeWorkspace{reinterpret_cast<uint32_t*>(workspace), partials,
+                            partials + per_value, partials + 2 * per_value};
   }
   const LaunchShape shape{
       dim3(params.num_kv_heads * DecodeHeadChunks(params), params.num_seqs, plan.num_partitions),
       dim3(kDecodeThreads), 0, /*dependent=*/true};
-  auto status = launcher.Launch(shape, PagedDecodeAttentionKernel<T, kHeadDim>, q, k_pool,
-                                v_pool, block_tables, context_lens, out, parts, params, plan);
-  if (plan.num_partitions == 1 || !LaunchSucceeded(status)) return status;
-  const LaunchShape combine{dim3(params.num_heads, params.num_seqs),
-                            dim3(kDecodeCombineThreads), 0, /*dependent=*/true};
-  return launcher.Launch(combine, PagedDecodeCombineKernel<T, kHeadDim>, context_lens, parts, out,
-                         params.num_heads, plan);
+  return launcher.Launch(shape, PagedDecodeAttentionKernel<T, kHeadDim>, q, k_pool, v_pool,
+                         block_tables, context_lens, out, parts, params, plan);
 }
 
 }  // namespace tessera::cuda

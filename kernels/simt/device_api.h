@@ -206,6 +206,10 @@ template <typename T>
 T __ldg(const T* address) {
   return *address;
 }
+template <typename T>
+T __ldcg(const T* address) {
+  return *address;
+}
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 

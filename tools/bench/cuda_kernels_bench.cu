@@ -172,6 +172,7 @@ void BM_PagedDecodeAttention(benchmark::State& state) {
                                  .scale = 0.088f, .num_sms = prop.multiProcessorCount};
   const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
   auto* workspace = static_cast<float*>(arena.Get(std::max<size_t>(workspace_floats, 1) * 4));
+  Check(cudaMemset(workspace, 0, std::max<size_t>(workspace_floats, 1) * 4), "zero workspace");
   CudaLauncher launcher(nullptr);
   TimeKernel(state, 2.0 * num_seqs * context * kKvHeads * kHeadDim * 2, [&] {
     Check(LaunchPagedDecodeAttention<CudaLauncher, __nv_bfloat16, kHeadDim>(

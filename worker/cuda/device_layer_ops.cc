@@ -73,7 +73,8 @@ void DeviceModelOps::DecodeAttention(int layer, const void* q, void* out) {
       .max_context_len = std::max(attention_.decode_max_context, 1),
       .scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim)),
       .num_sms = options_.num_sms,
-      .partition_size = options_.decode_partition};
+      .partition_size = options_.decode_partition,
+      .max_num_seqs = options_.max_rows};
   Check(kernels_.DecodeAttention(dtype_, config_.head_dim, params, q, kv_.k[layer], kv_.v[layer],
                                  attention_.decode_tables, inputs_->device_decode_lens(),
                                  out, decode_workspace_.as<float>()));

@@ -72,7 +72,8 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
                                  .max_context_len = config_.context_length,
                                  .scale = 1.0f,
                                  .num_sms = options_.num_sms,
-                                 .partition_size = options_.decode_partition};
+                                 .partition_size = options_.decode_partition,
+                                 .max_num_seqs = options_.max_rows};
   // The most any decode launch can need: every batch size at the longest context (the
   // heuristic's partition count falls as the batch grows, so no single size bounds the rest).
   size_t workspace_floats = 0;
@@ -84,6 +85,8 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
   TESSERA_ASSIGN_OR_RETURN(decode_workspace_,
                            device::DeviceMemory::Allocate(
                                runtime_, std::max<size_t>(workspace_floats, 4) * sizeof(float)));
+  // The split launches' arrival counters start at zero, and every launch leaves them so.
+  TESSERA_RETURN_IF_ERROR(runtime_.Fill(decode_workspace_.data(), 0, decode_workspace_.bytes()));
   activation_bytes_ += static_cast<int64_t>(decode_workspace_.bytes());
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -40,7 +41,9 @@ struct DecodeCase {
   bool expect_split;
 };
 
-// Runs the kernel on `kv` and returns the output.
+// Runs the kernel on `kv` twice over one workspace (the arrival counters zero before the first
+// launch) and returns the output, checking that both launches agree bit for bit and leave the
+// counters zero.
 template <typename T, int kHeadDim>
 std::vector<T> RunDecode(const simt::Schedule& schedule, const PagedDecodeParams& params,
                          const std::vector<T>& q, const simt::PagedKv<T>& kv,
@@ -51,13 +54,24 @@ std::vector<T> RunDecode(const simt::Schedule& schedule, const PagedDecodeParams
       d_contexts{std::span<const int32_t>(contexts)};
   const size_t workspace_floats = PagedDecodeWorkspaceFloats(params, kHeadDim);
   DeviceBuffer<float> d_workspace(std::max<size_t>(workspace_floats, 1));
-  for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // must be overwritten
-  simt::TestLauncher launcher(schedule);
-  const auto status = LaunchPagedDecodeAttention<simt::TestLauncher, T, kHeadDim>(
-      launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_contexts.get(),
-      d_out.get(), workspace_floats > 0 ? d_workspace.get() : nullptr);
-  EXPECT_TRUE(status.ok()) << status;
-  return d_out.ToHost();
+  const size_t arrival_words = workspace_floats > 0 ? DecodeArrivalWords(params) : 0;
+  auto* arrivals = reinterpret_cast<uint32_t*>(d_workspace.get());
+  std::fill_n(arrivals, arrival_words, 0u);
+  std::vector<T> first;
+  for (int run = 0; run < 2; ++run) {
+    for (size_t i = 0; i < q.size(); ++i) d_out[i] = simt::FloatTo<T>(7.0f);  // overwritten
+    simt::TestLauncher launcher(schedule);
+    const auto status = LaunchPagedDecodeAttention<simt::TestLauncher, T, kHeadDim>(
+        launcher, params, d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_contexts.get(),
+        d_out.get(), workspace_floats > 0 ? d_workspace.get() : nullptr);
+    EXPECT_TRUE(status.ok()) << status;
+    for (size_t i = 0; i < arrival_words; ++i) EXPECT_EQ(arrivals[i], 0u) << "counter " << i;
+    if (run == 0) first = d_out.ToHost();
+  }
+  const std::vector<T> second = d_out.ToHost();
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(T)), 0)
+      << "a second launch over the same workspace differs";
+  return second;
 }
 
 // max_context_len: 0 for the longest context, else the launch's (larger) value, as a CUDA graph
@@ -189,7 +203,7 @@ TEST(PagedDecodePlanTest, PartitionHeuristic) {
   EXPECT_EQ(plan.num_partitions, 66);
   EXPECT_EQ(DecodeSpan(512, plan), 64);
   EXPECT_EQ(DecodeSpan(131072, plan), 2048);  // ceil(131072 / 66) = 1986 -> 32 x 64
-  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 128), size_t(1) * 32 * 66 * 130);
+  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 128), 8 + size_t(1) * 32 * 66 * 130);  // 8 counters
   // Many sequences fill the GPU already: no split, whatever the context.
   params.num_seqs = 66;
   EXPECT_EQ(PlanPagedDecode(params).num_partitions, 1);
@@ -206,7 +220,11 @@ TEST(PagedDecodePlanTest, PartitionHeuristic) {
   plan = PlanPagedDecode(params);
   EXPECT_EQ(plan.num_partitions, 13);
   EXPECT_EQ(DecodeSpan(7, plan), 16);
-  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 64), size_t(1) * 32 * 13 * 66);
+  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 64), 8 + size_t(1) * 32 * 13 * 66);
+  // The counters stay where the largest launch sharing the workspace puts them.
+  params.max_num_seqs = 5;
+  EXPECT_EQ(DecodeArrivalWords(params), 40u);
+  EXPECT_EQ(PagedDecodeWorkspaceFloats(params, 64), 40 + size_t(1) * 32 * 13 * 66);
 }
 
 // Runs the sequences `seqs` of `kv` (rows of its tables and of q, in that order) in one launch.
