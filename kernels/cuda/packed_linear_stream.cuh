@@ -4,10 +4,11 @@
 // 7 (Q4_0) to 13 (NVFP4) for the CUDA-core path (packed_linear_small_m.cuh) and 8 to 21 for the
 // register-decode tensor-core path (packed_linear_tc.cuh).
 //  - W is A of mma m16n8k16 (16 rows per block). Each warp owns the block's 16 rows over one
-//    eighth of k and streams it in stages of 16 rows x 64 code bytes, with the rows' scale fields and the stage's X, into a ring of 4
-//    stages (3 in flight): one 16-byte cp.async per lane and row half, 64 contiguous bytes per
-//    row. Launched as a programmatic dependent (LaunchShape::dependent): the first 3 stages'
-//    weights are issued before the grid dependency wait, their X after it.
+//    eighth of k and streams it in stages of 16 rows x 64 code bytes, with the rows' scale
+//    fields and the stage's X, into a ring of 4 stages (3 in flight): one 16-byte cp.async per
+//    lane and row half, 64 contiguous bytes per row. Launched as a programmatic dependent
+//    (LaunchShape::dependent): the first 3 stages' weights are issued before the grid dependency
+//    wait, their X after it.
 //  - ldmatrix.x4 hands lane (g, t) = (lane / 4, lane % 4) word t of rows g and g + 8 of two
 //    16-byte chunks: exactly the codes of its A fragment, with every k16 step inside one scale
 //    group (a chunk is one 32-input group, two NVFP4 groups, or half a Q8_0 group).

@@ -19,7 +19,8 @@ budget=${2:-150}
 mkdir -p "$out"
 started=$(date +%s)
 left() { echo $((budget - ($(date +%s) - started))); }
-[ -f "$1/logs/ld_library_path.txt" ] && export LD_LIBRARY_PATH="$(cat "$1/logs/ld_library_path.txt")"
+libs=$1/logs/ld_library_path.txt
+[ -f "$libs" ] && export LD_LIBRARY_PATH="$(cat "$libs")"
 for format in q4_0 nvfp4 bf16; do
   packed=()
   [ "$format" = bf16 ] || packed=(--dummy-weight-format "$format")
