@@ -494,10 +494,9 @@ BENCHMARK(BM_PackedLinear)
     ->ArgNames({"scheme", "m", "k", "path"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// The streaming path (m = 1, bf16) on the Llama-3.1-8B decode shapes (n, k: q | k | v, o,
-// gate | up, down), scheme 1 (Q4_0) or 4 (NVFP4), codes row-major (tiled 0, every path's
-// layout) or tiled (1: packed_stream::CodeLayout::kTiled, the layout experiment; the arena's
-// fill reads the same either way).
+// The streaming path (m = 1, bf16) on the 8B decode shapes (q|k|v, o, gate|up, down), scheme 1
+// (Q4_0) or 4 (NVFP4), codes row-major (tiled 0, every path's layout) or tiled (1: CodeLayout::
+// kTiled, the layout experiment; the arena's fill reads the same either way).
 template <PackedScheme kScheme, packed_stream::CodeLayout kLayout>
 void TimePackedStream(benchmark::State& state, const PackedLinear& w, const __nv_bfloat16* x,
                       __nv_bfloat16* y, double bytes) {
@@ -506,9 +505,8 @@ void TimePackedStream(benchmark::State& state, const PackedLinear& w, const __nv
   Check(AllowPackedLinearStreamTiledSharedMemory<__nv_bfloat16, kScheme>(launcher),
         "AllowPackedLinearStreamTiledSharedMemory");
   TimeKernel(state, bytes, [&] {
-    Check(LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, kScheme, kLayout>(launcher, x, 1,
-                                                                                 w, y),
-          "PackedLinearStream");
+    Check(LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, kScheme, kLayout>(
+        launcher, x, 1, w, y), "PackedLinearStream");
   });
 }
 
