@@ -330,8 +330,7 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
       ->check(CLI::Range(1, 64));
   app.add_option("--cuda-dependent-launch", r->cuda_dependent_launch,
                  "cuda: let the decode kernels start while the kernel before them drains "
-                 "(Hopper's programmatic dependent launch; experimental, not yet measured "
-                 "faster); false: strictly one after another")
+                 "(Hopper's programmatic dependent launch); false: strictly one after another")
       ->capture_default_str();
   app.add_flag("--cuda-sync-each-launch", r->cuda_sync_each_launch,
                "cuda bring-up: wait after every kernel launch and GEMM (outside graph capture) "

@@ -53,7 +53,7 @@ struct RunnerFlags {
   // cuda/emulated: ranks of one worker (worker/parallel/tensor_parallel_runner.h); 1 = one device.
   int tensor_parallel = 1;
   bool cuda_sync_each_launch = false;  // cuda: sync after every launch, naming a failed kernel
-  bool cuda_dependent_launch = false;  // cuda: programmatic dependent launches (DeviceOptions)
+  bool cuda_dependent_launch = true;   // cuda: programmatic dependent launches (DeviceOptions)
   int64_t emulated_memory_mb = 1024; // the emulated device's memory
   std::string load_format = "auto";  // auto: weights from the model file; dummy: BuildDummyRunner
   std::string dummy_shape = "";      // dummy: a SyntheticShapeNames() entry

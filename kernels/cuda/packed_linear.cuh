@@ -115,17 +115,13 @@ auto LaunchPackedLinearSmallM(Launcher& launcher, const T* x, int m, const Packe
 
 namespace packed_linear_detail {
 
-template <typename T, PackedScheme kScheme, int kM,
-          packed_stream::CodeLayout kLayout = packed_stream::CodeLayout::kRowMajor, class Launcher,
-          class Result>
+template <typename T, PackedScheme kScheme, int kM, class Launcher, class Result>
 void AllowStream(Launcher& launcher, Result& result) {
   if (result.ok()) {
-    result = launcher.AllowDynamicShared(PackedLinearStreamKernel<T, kScheme, kM, kLayout>,
+    result = launcher.AllowDynamicShared(PackedLinearStreamKernel<T, kScheme, kM>,
                                          kPackedStreamSharedBytes<kScheme, kM>);
   }
-  if constexpr (kM < kPackedStreamMaxM) {
-    AllowStream<T, kScheme, kM == 1 ? 2 : 4, kLayout>(launcher, result);
-  }
+  if constexpr (kM < kPackedStreamMaxM) AllowStream<T, kScheme, kM == 1 ? 2 : 4>(launcher, result);
 }
 
 }  // namespace packed_linear_detail
@@ -147,23 +143,9 @@ auto AllowPackedLinearSharedMemory(Launcher& launcher) {
   return result;
 }
 
-// The same for the streaming path over tiled codes (packed_stream::CodeLayout::kTiled, the
-// experiment the kernel bench and its test launch), one scheme.
-template <typename T, PackedScheme kScheme, class Launcher>
-auto AllowPackedLinearStreamTiledSharedMemory(Launcher& launcher) {
-  auto result = launcher.AllowDynamicShared(
-      PackedLinearStreamKernel<T, kScheme, 1, packed_stream::CodeLayout::kTiled>,
-      kPackedStreamSharedBytes<kScheme, 1>);
-  packed_linear_detail::AllowStream<T, kScheme, 2, packed_stream::CodeLayout::kTiled>(launcher,
-                                                                                      result);
-  return result;
-}
-
 // The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k); its
-// shared memory allowed first (AllowPackedLinearSharedMemory). kLayout: the codes' layout
-// (kTiled: the experiment, AllowPackedLinearStreamTiledSharedMemory first).
-template <class Launcher, typename T, PackedScheme kScheme,
-          packed_stream::CodeLayout kLayout = packed_stream::CodeLayout::kRowMajor>
+// shared memory allowed first (AllowPackedLinearSharedMemory).
+template <class Launcher, typename T, PackedScheme kScheme>
 auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
   if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme ||
       m > kPackedStreamMaxM || !PackedStreamTakes(kScheme, w.k)) {
@@ -175,15 +157,12 @@ auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const Packe
     return launcher.Launch(shape, kernel, x, m, w, y);
   };
   if (m == 1) {
-    return launch(PackedLinearStreamKernel<T, kScheme, 1, kLayout>,
-                  kPackedStreamSharedBytes<kScheme, 1>);
+    return launch(PackedLinearStreamKernel<T, kScheme, 1>, kPackedStreamSharedBytes<kScheme, 1>);
   }
   if (m == 2) {
-    return launch(PackedLinearStreamKernel<T, kScheme, 2, kLayout>,
-                  kPackedStreamSharedBytes<kScheme, 2>);
+    return launch(PackedLinearStreamKernel<T, kScheme, 2>, kPackedStreamSharedBytes<kScheme, 2>);
   }
-  return launch(PackedLinearStreamKernel<T, kScheme, 4, kLayout>,
-                kPackedStreamSharedBytes<kScheme, 4>);
+  return launch(PackedLinearStreamKernel<T, kScheme, 4>, kPackedStreamSharedBytes<kScheme, 4>);
 }
 
 // The tensor-core decode path alone (packed_linear_tc.cuh), 1 <= m <= 16.

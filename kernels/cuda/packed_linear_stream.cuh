@@ -33,11 +33,9 @@
 // between a warp's instructions, of which 1.8 waiting for the cp.async data and ~5 spread over
 // shared-memory, tensor-pipe and dependency stalls; 16 warps per SM (115 registers). A deeper
 // ring (8 stages), 256 contiguous bytes per row and 3–4 blocks per SM (80 and 64 registers)
-// measured no faster, nor did splitting a tile between fewer warps. Not issue-bound: NVFP4 costs
-// 325 instructions per stage and Q4_0 181, in the same time. By Little's law (~52 KB in flight per
-// SM at 2.0 TB/s) each copy waits ~3.4 µs, which points at the access pattern (64 bytes from each
-// of 16 rows per warp stage). The next thing to measure is the tiled code layout
-// (CodeLayout::kTiled, BM_PackedStreamShapes' tiled:1 rows).
+// measured no faster, nor did splitting a tile between fewer warps, nor codes tiled so that a
+// warp's stage is 1 KB of contiguous bytes (10-20% slower). Not issue-bound either: NVFP4 costs
+// 325 instructions per stage and Q4_0 181, in the same time (docs/perf/packed-stream.md).
 #pragma once
 
 #include <cstdint>
@@ -62,23 +60,9 @@ TESSERA_PACKED_HOST_DEVICE constexpr bool PackedStreamTakes(PackedScheme scheme,
   return k % (scheme == PackedScheme::kQ8_0 ? 64 : 128) == 0;
 }
 
-// Byte offset of code byte `byte` of row `row` in the tiled layout (packed_stream::CodeLayout):
-// tiles of 16 rows x 16 bytes, row block after row block, each block's tiles in chunk order.
-TESSERA_PACKED_HOST_DEVICE constexpr int64_t PackedStreamTiledOffset(int64_t row_bytes,
-                                                                     int64_t row, int64_t byte) {
-  return ((row / 16) * (row_bytes / 16) + byte / 16) * 256 + row % 16 * 16 + byte % 16;
-}
-
 namespace packed_stream {
 
 inline constexpr int kStageBytes = 64;  // code bytes of one row per stage: 4 chunks of 16
-// The codes' layout in global memory. kRowMajor: each row's k / 2 (Q8_0: k) bytes in turn, as
-// packed_format.h lays them out for every path. kTiled (an experiment, launched by the kernel
-// bench and its test only): 256-byte tiles of 16 rows x 16 bytes, row block after row block and,
-// within one, chunk after chunk (PackedStreamTiledOffset), so a warp's stage is 1 KB of
-// contiguous bytes instead of 64 bytes from each of 16 rows. Whether DRAM serves that faster is
-// what the bench is for (docs/perf/packed-stream.md).
-enum class CodeLayout { kRowMajor, kTiled };
 inline constexpr int kCodeBytes = kPackedStreamRows * kStageBytes;
 inline constexpr int kFieldBytes = 16;  // per row and stage: scales [0, 8), mins [8, 16)
 inline constexpr int kSuperOffset = kCodeBytes + kPackedStreamRows * kFieldBytes;
@@ -126,7 +110,7 @@ struct StageCopies {
   int x_offset[2];
 };
 
-template <typename T, PackedScheme kScheme, CodeLayout kLayout>
+template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ StageCopies MakeStageCopies(const T* x, int m, const PackedLinear& w,
                                                        int n0, int lane) {
   StageCopies c{};
@@ -134,11 +118,8 @@ __device__ __forceinline__ StageCopies MakeStageCopies(const T* x, int m, const 
   TESSERA_UNROLL
   for (int h = 0; h < 2; ++h) {
     const int row = lane / 4 + 8 * h, source_row = row < rows ? row : rows - 1;
-    c.codes[h] = w.codes + (kLayout == CodeLayout::kTiled
-                                ? PackedStreamTiledOffset(PackedRowCodeBytes(kScheme, w.k),
-                                                          n0 + source_row, lane % 4 * 16)
-                                : (int64_t{n0} + source_row) * PackedRowCodeBytes(kScheme, w.k) +
-                                      lane % 4 * 16);
+    c.codes[h] = w.codes + (int64_t{n0} + source_row) * PackedRowCodeBytes(kScheme, w.k) +
+                 lane % 4 * 16;
     c.code_offset[h] = CodeOffset(row, lane % 4);
   }
   const int row = lane % 16;
@@ -166,14 +147,12 @@ __device__ __forceinline__ StageCopies MakeStageCopies(const T* x, int m, const 
 
 // Issues the weight copies of stage `stage` into `slot`: codes, scale (and min) fields, Q4_K's
 // super-scale word (constant for the launch: they may be issued before the grid dependency).
-template <PackedScheme kScheme, CodeLayout kLayout>
+template <PackedScheme kScheme>
 __device__ __forceinline__ void IssueStageWeights(const StageCopies& c, int lane, int stage,
                                                   uint8_t* slot) {
-  // A stage's 4 chunks of 16 bytes: 4 consecutive tiles when tiled.
-  constexpr int kCodeStride = kLayout == CodeLayout::kTiled ? 4 * 256 : kStageBytes;
   TESSERA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    ptx::CpAsync16(slot + c.code_offset[h], c.codes[h] + int64_t{stage} * kCodeStride);
+    ptx::CpAsync16(slot + c.code_offset[h], c.codes[h] + int64_t{stage} * kStageBytes);
   }
   if (lane < 16) {
     ptx::CpAsyncSmall<kStageScaleBytes<kScheme>>(
@@ -337,10 +316,8 @@ inline constexpr int kPackedStreamSharedBytes =
 
 // Grid n / 16 (rounded up), kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic
 // shared memory (opted in: AllowPackedLinearSharedMemory); k a multiple of one stage's inputs
-// (128, or 64 for Q8_0). kM: m rounded up to 1, 2 or 4. kLayout: the codes' (kTiled: n padded
-// to a multiple of 16 rows).
-template <typename T, PackedScheme kScheme, int kM,
-          packed_stream::CodeLayout kLayout = packed_stream::CodeLayout::kRowMajor>
+// (128, or 64 for Q8_0). kM: m rounded up to 1, 2 or 4.
+template <typename T, PackedScheme kScheme, int kM>
 __global__ void __launch_bounds__(kPackedStreamThreads, 2)
     PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y) {
   using namespace packed_stream;
@@ -352,14 +329,12 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
   const int stages = w.k / kStageInputs<kScheme>;
   const int s0 = stages * warp / kPackedStreamWarps;
   const int s1 = stages * (warp + 1) / kPackedStreamWarps;
-  const StageCopies copies = MakeStageCopies<T, kScheme, kLayout>(x, m, w, n0, lane);
+  const StageCopies copies = MakeStageCopies<T, kScheme>(x, m, w, n0, lane);
   // The first stages' weights go in flight before the grid dependency (a dependent launch runs
   // this while the kernel that writes X drains); their X after it, in one more group.
   TESSERA_UNROLL
   for (int d = 0; d < kSlots - 1; ++d) {
-    if (s0 + d < s1) {
-      IssueStageWeights<kScheme, kLayout>(copies, lane, s0 + d, slots + d * kSlot);
-    }
+    if (s0 + d < s1) IssueStageWeights<kScheme>(copies, lane, s0 + d, slots + d * kSlot);
     ptx::CpAsyncCommit();
   }
   ptx::GridDependencyWait();
@@ -401,7 +376,7 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
       __syncwarp();  // every lane's copies of stage s landed; stage s - 1's slot is read
       if (s + kSlots - 1 < s1) {
         uint8_t* const next = slots + (slot + kSlots - 1) % kSlots * kSlot;
-        IssueStageWeights<kScheme, kLayout>(copies, lane, s + kSlots - 1, next);
+        IssueStageWeights<kScheme>(copies, lane, s + kSlots - 1, next);
         IssueStageX<kScheme, kM>(copies, lane, s + kSlots - 1, next);
       }
       ptx::CpAsyncCommit();

@@ -27,7 +27,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   // cuda_dependent_launch.
   static absl::StatusOr<std::unique_ptr<CudaDeviceRuntime>> Open(int device_index,
                                                                  bool sync_each_launch = false,
-                                                                 bool dependent_launch = false);
+                                                                 bool dependent_launch = true);
   ~CudaDeviceRuntime() override;
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
@@ -75,7 +75,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
   int device_index_ = 0;
   bool sync_each_launch_ = false;
-  bool dependent_launch_ = false;
+  bool dependent_launch_ = true;
   void* cublas_workspace_ = nullptr;
   DeviceProperties properties_;
   cudaStream_t stream_ = nullptr;

@@ -111,9 +111,9 @@ struct DeviceOptions {
   // is reported by the launch that caused it, naming the kernel (slow; off in production).
   bool cuda_sync_each_launch = false;
   // Kernels written for it start while the kernel before them drains (programmatic dependent
-  // launch, cuda_launcher.h); off: every kernel waits for the previous one's end. Off by
-  // default until a GPU run measures it faster (docs/perf/packed-stream.md).
-  bool cuda_dependent_launch = false;
+  // launch, cuda_launcher.h); off: every kernel waits for the previous one's end
+  // (docs/perf/packed-stream.md has the A/B).
+  bool cuda_dependent_launch = true;
   // The emulated device's memory size. OpenDevice's emulated device runs a block's threads in
   // order; a caller that picks the emulator's schedule constructs EmulatedDeviceRuntime
   // (emulated_device_runtime.h) itself.

@@ -494,45 +494,31 @@ BENCHMARK(BM_PackedLinear)
     ->ArgNames({"scheme", "m", "k", "path"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// The streaming path (m = 1, bf16) on the 8B decode shapes (q|k|v, o, gate|up, down), scheme 1
-// (Q4_0) or 4 (NVFP4), codes row-major (tiled 0, every path's layout) or tiled (1: CodeLayout::
-// kTiled, the layout experiment; the arena's fill reads the same either way).
-template <PackedScheme kScheme, packed_stream::CodeLayout kLayout>
-void TimePackedStream(benchmark::State& state, const PackedLinear& w, const __nv_bfloat16* x,
-                      __nv_bfloat16* y, double bytes) {
-  CudaLauncher launcher(nullptr);
-  Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
-  Check(AllowPackedLinearStreamTiledSharedMemory<__nv_bfloat16, kScheme>(launcher),
-        "AllowPackedLinearStreamTiledSharedMemory");
-  TimeKernel(state, bytes, [&] {
-    Check(LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, kScheme, kLayout>(
-        launcher, x, 1, w, y), "PackedLinearStream");
-  });
-}
-
+// The streaming path (m = 1, bf16) on the Llama-3.1-8B decode shapes (n, k: q | k | v, o,
+// gate | up, down), scheme 1 (Q4_0) or 4 (NVFP4).
 void BM_PackedStreamShapes(benchmark::State& state) {
   const auto scheme = static_cast<PackedScheme>(state.range(0));
   const int n = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
-  const bool tiled = state.range(3) != 0;
   DeviceArena arena;
   double weight_bytes = 0;
   const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(k) * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * 2));
-  const double bytes = weight_bytes + 2.0 * (k + n);
-  using packed_stream::CodeLayout;
-  if (scheme == PackedScheme::kNvfp4) {
-    tiled ? TimePackedStream<PackedScheme::kNvfp4, CodeLayout::kTiled>(state, w, x, y, bytes)
-          : TimePackedStream<PackedScheme::kNvfp4, CodeLayout::kRowMajor>(state, w, x, y, bytes);
-  } else {
-    tiled ? TimePackedStream<PackedScheme::kQ4_0, CodeLayout::kTiled>(state, w, x, y, bytes)
-          : TimePackedStream<PackedScheme::kQ4_0, CodeLayout::kRowMajor>(state, w, x, y, bytes);
-  }
+  CudaLauncher launcher(nullptr);
+  Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
+  TimeKernel(state, weight_bytes + 2.0 * (k + n), [&] {
+    const auto result = scheme == PackedScheme::kNvfp4
+        ? LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kNvfp4>(
+              launcher, x, 1, w, y)
+        : LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kQ4_0>(
+              launcher, x, 1, w, y);
+    Check(result, "PackedLinearStream");
+  });
 }
 BENCHMARK(BM_PackedStreamShapes)
-    ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}, {0, 1}})
-    ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}, {0, 1}})
-    ->ArgNames({"scheme", "n", "k", "tiled"})
+    ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}})
+    ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}})
+    ->ArgNames({"scheme", "n", "k"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The packed weight dequantized to bf16 (packed_dequantize.cuh; the runner's path for m > 16),

@@ -48,22 +48,7 @@ float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
   return 0.0f;
 }
 
-enum class Path { kSmallM, kStream, kStreamTiled, kTc, kMma, kDispatch };
-
-// `w` with its codes in the streaming path's tiled layout (packed_stream::CodeLayout::kTiled),
-// rows padded with zeros to a multiple of 16.
-PackedWeight TiledCodes(const PackedWeight& w) {
-  PackedWeight tiled = w;
-  const int64_t row_bytes = PackedRowCodeBytes(w.scheme, w.k);
-  tiled.codes.assign(size_t((w.n + 15) / 16 * 16 * row_bytes), 0);
-  for (int64_t row = 0; row < w.n; ++row) {
-    for (int64_t byte = 0; byte < row_bytes; ++byte) {
-      tiled.codes[size_t(PackedStreamTiledOffset(row_bytes, row, byte))] =
-          w.codes[size_t(row * row_bytes + byte)];
-    }
-  }
-  return tiled;
-}
+enum class Path { kSmallM, kStream, kTc, kMma, kDispatch };
 
 template <typename T>
 auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w,
@@ -78,11 +63,6 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
     if (path == Path::kStream)                                                                    \
       return LaunchPackedLinearStream<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
                                                                               y);                 \
-    if (path == Path::kStreamTiled) {                                                             \
-      EXPECT_TRUE((AllowPackedLinearStreamTiledSharedMemory<T, PackedScheme::S>(launcher).ok())); \
-      return LaunchPackedLinearStream<simt::TestLauncher, T, PackedScheme::S,                     \
-                                      packed_stream::CodeLayout::kTiled>(launcher, x, m, w, y);   \
-    }                                                                                             \
     if (path == Path::kTc)                                                                        \
       return LaunchPackedLinearTc<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y);  \
     if (path == Path::kMma)                                                                       \
@@ -105,7 +85,7 @@ void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme,
   const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
   const std::vector<float> w = DequantizePacked(weight);
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
-  const DevicePackedWeight d_w(path == Path::kStreamTiled ? TiledCodes(weight) : weight);
+  const DevicePackedWeight d_w(weight);
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_y(size_t(m) * n);
   for (size_t i = 0; i < d_y.size(); ++i)
     d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
@@ -202,16 +182,6 @@ TEST_P(PackedLinearKernelTest, StreamUnevenSlices) {
   CheckLinear<__half>(GetParam(), Path::kStream, PackedScheme::kNvfp4, 3, 40, 1408, rng);
   CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ8_0, 2, 16, 704, rng);
   CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_1, 4, 24, 640, rng);
-}
-
-// The streaming path over tiled codes (the layout experiment the kernel bench times): every
-// scheme kind, m 1 to 4, n not a multiple of 16, k slices uneven between the warps.
-TEST_P(PackedLinearKernelTest, StreamTiledCodes) {
-  std::mt19937 rng(2011);
-  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStreamTiled, PackedScheme::kQ4_0, 1, 40, 384, rng);
-  CheckLinear<__half>(GetParam(), Path::kStreamTiled, PackedScheme::kNvfp4, 3, 24, 1152, rng);
-  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStreamTiled, PackedScheme::kQ4_K, 2, 72, 768, rng);
-  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStreamTiled, PackedScheme::kQ8_0, 4, 16, 576, rng);
 }
 
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
