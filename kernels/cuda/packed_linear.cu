@@ -7,8 +7,10 @@ namespace tessera::cuda {
 
 template auto LaunchPackedLinear<CudaLauncher, __nv_bfloat16>(CudaLauncher&, const __nv_bfloat16*,
                                                              int, const PackedLinear&,
-                                                             __nv_bfloat16*);
+                                                             __nv_bfloat16*,
+                                                             const PackedStreamWorkspace&);
 template auto LaunchPackedLinear<CudaLauncher, __half>(CudaLauncher&, const __half*, int,
-                                                      const PackedLinear&, __half*);
+                                                      const PackedLinear&, __half*,
+                                                      const PackedStreamWorkspace&);
 
 }  // namespace tessera::cuda

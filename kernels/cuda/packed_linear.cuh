@@ -143,18 +143,38 @@ auto AllowPackedLinearSharedMemory(Launcher& launcher) {
   return result;
 }
 
-// The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k); its
-// shared memory allowed first (AllowPackedLinearSharedMemory).
+// Why the streaming path cannot take (m, w) over `ws`, or null (beyond PackedLinearError).
+inline const char* PackedStreamError(int m, const PackedLinear& w,
+                                     const PackedStreamWorkspace& ws) {
+  if (m > kPackedStreamMaxM) return "the streaming path takes m <= 4";
+  if (!PackedStreamTakes(w.scheme, w.k)) return "the streaming path takes k in whole stages";
+  if (ws.partials == nullptr || ws.arrivals == nullptr || ws.blocks < 1) {
+    return "the streaming path needs its workspace";
+  }
+  const int64_t tiles = CeilDiv(w.n, kPackedStreamRows);
+  if (tiles > ws.max_tiles) return "the streaming workspace has too few tile counters";
+  if (tiles * (w.k / 64) > INT32_MAX) return "too many stages for the streaming path";
+  return nullptr;
+}
+
+// The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k), over
+// `ws` (packed_stream_split.h); its shared memory allowed first (AllowPackedLinearSharedMemory).
 template <class Launcher, typename T, PackedScheme kScheme>
-auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y,
+                              const PackedStreamWorkspace& ws) {
   if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme ||
-      m > kPackedStreamMaxM || !PackedStreamTakes(kScheme, w.k)) {
+      PackedStreamError(m, w, ws) != nullptr) {
     return packed_linear_detail::Reject(launcher, x, m, w, y);
   }
+  PackedStreamSplit split;
+  split.stages = w.k / packed_stream::kStageInputs<kScheme>;
+  split.units = int(CeilDiv(w.n, kPackedStreamRows)) * split.stages;
+  const int blocks = PackedStreamBlocks(split.units, ws.blocks);
+  split.warps = blocks * kPackedStreamWarps;
   auto launch = [&](auto kernel, int shared_bytes) {
-    const LaunchShape shape{dim3(CeilDiv(w.n, kPackedStreamRows)), dim3(kPackedStreamThreads),
+    const LaunchShape shape{dim3(blocks), dim3(kPackedStreamThreads),
                             static_cast<size_t>(shared_bytes), /*dependent=*/true};
-    return launcher.Launch(shape, kernel, x, m, w, y);
+    return launcher.Launch(shape, kernel, x, m, w, y, ws, split);
   };
   if (m == 1) {
     return launch(PackedLinearStreamKernel<T, kScheme, 1>, kPackedStreamSharedBytes<kScheme, 1>);
@@ -196,14 +216,17 @@ inline constexpr int kPackedSmallMRowsFirst = 4;
 
 // y [m, n] = x [m, k] · wᵀ through the path m picks. T: __nv_bfloat16 or __half. Preconditions:
 // PackedLinearError(x, m, w, y) is null (else the launcher's invalid-configuration error), y
-// overlaps nothing, w's arrays as packed_format.h describes. Every y element is written.
+// overlaps nothing, w's arrays as packed_format.h describes; `ws` as the streaming path needs it
+// for m <= 4 (else it is not read). Every y element is written.
 template <class Launcher, typename T>
-auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y) {
+auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y,
+                        const PackedStreamWorkspace& ws) {
   switch (w.scheme) {
 #define TESSERA_PACKED_LINEAR_CASE(S)                                                         \
   case PackedScheme::S:                                                                       \
     return m <= kPackedStreamMaxM && PackedStreamTakes(PackedScheme::S, w.k)                  \
-               ? LaunchPackedLinearStream<Launcher, T, PackedScheme::S>(launcher, x, m, w, y)   \
+               ? LaunchPackedLinearStream<Launcher, T, PackedScheme::S>(launcher, x, m, w, y, \
+                                                                         ws)                  \
            : m <= kPackedSmallMRowsFirst                                                      \
                ? LaunchPackedLinearSmallM<Launcher, T, PackedScheme::S,                       \
                                           kPackedSmallMRowsFirst>(launcher, x, m, w, y)       \

@@ -3,12 +3,14 @@
 // cp.async and turned into mma operands by ldmatrix: ~3 instructions per 4-bit weight, against
 // 7 (Q4_0) to 13 (NVFP4) for the CUDA-core path (packed_linear_small_m.cuh) and 8 to 21 for the
 // register-decode tensor-core path (packed_linear_tc.cuh).
-//  - W is A of mma m16n8k16 (16 rows per block). Each warp owns the block's 16 rows over one
-//    eighth of k and streams it in stages of 16 rows x 64 code bytes, with the rows' scale
-//    fields and the stage's X, into a ring of 4 stages (3 in flight): one 16-byte cp.async per
-//    lane and row half, 64 contiguous bytes per row. Launched as a programmatic dependent
-//    (LaunchShape::dependent): the first 3 stages' weights are issued before the grid dependency
-//    wait, their X after it.
+//  - W is A of mma m16n8k16 (tiles of 16 rows). The work is tiles x stages units of 16 rows x
+//    64 code bytes, split evenly between the grid's warps in contiguous runs that cross tile
+//    boundaries (packed_stream_split.h: the grid is the blocks resident at once, and no wave
+//    waits on another). Each warp streams its units, with the rows' scale fields and the
+//    stage's X, into a ring of 4 stages (3 in flight) that runs on from one tile into the next:
+//    one 16-byte cp.async per lane and row half, 64 contiguous bytes per row. Launched as a
+//    programmatic dependent (LaunchShape::dependent): the first 3 stages' weights are issued
+//    before the grid dependency wait, their X after it.
 //  - ldmatrix.x4 hands lane (g, t) = (lane / 4, lane % 4) word t of rows g and g + 8 of two
 //    16-byte chunks: exactly the codes of its A fragment, with every k16 step inside one scale
 //    group (a chunk is one 32-input group, two NVFP4 groups, or half a Q8_0 group).
@@ -20,8 +22,9 @@
 //  - NVFP4's chunk holds two groups (lanes t < 2 the first, t >= 2 the second): B carries each X
 //    row twice (columns 2i and 2i + 1), each copy read as zeros on the other group's lanes (a
 //    zero row), so one mma yields both groups' sums; hence m <= 4.
-// The warps' partial sums meet in shared memory and warp 0 adds them in warp order
-// (deterministic) and stores Y. Error bound: as every packed path (packed_linear.cuh).
+// A tile a warp streams whole, it stores; the warps sharing a tile meet in the workspace, and
+// the one that completes it adds the pieces in warp order (deterministic for a shape and grid)
+// and stores Y. Error bound: as every packed path (packed_linear.cuh).
 // Shared memory: 8 warps x 4 stages x (1344 + X rows x 272) bytes, 52 KiB (Q4, m = 1) to
 // 86 KiB (NVFP4, m = 4): dynamic, opted in once (AllowPackedLinearSharedMemory).
 //
@@ -35,7 +38,10 @@
 // ring (8 stages), 256 contiguous bytes per row and 3–4 blocks per SM (80 and 64 registers)
 // measured no faster, nor did splitting a tile between fewer warps, nor codes tiled so that a
 // warp's stage is 1 KB of contiguous bytes (10-20% slower). Not issue-bound either: NVFP4 costs
-// 325 instructions per stage and Q4_0 181, in the same time (docs/perf/packed-stream.md).
+// 325 instructions per stage and Q4_0 181, in the same time (docs/perf/packed-stream.md). Those
+// measurements are of the block-per-tile split (grid n / 16, each tile's k split between one
+// block's 8 warps, at most 16 warps per SM at n = 4096 whatever the register cap, 6.8 waves of
+// 4-stage warps at gate/up); the split between all warps is not yet measured.
 #pragma once
 
 #include <cstdint>
@@ -43,14 +49,13 @@
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/packed_decode.cuh"
 #include "kernels/cuda/packed_linear_tc.cuh"
+#include "kernels/cuda/packed_stream_split.h"
 #include "kernels/cuda/ptx_ops.cuh"
 
 namespace tessera::cuda {
 
-inline constexpr int kPackedStreamRows = 16;  // W rows per block (one mma row tile)
 inline constexpr int kPackedStreamMaxM = 4;
 
-inline constexpr int kPackedStreamWarps = 8;  // split k; 2 blocks per SM (the register cap)
 inline constexpr int kPackedStreamThreads = 32 * kPackedStreamWarps;
 inline constexpr int kPackedStreamSlots = 4;  // stages in each warp's ring, 3 in flight
 
@@ -61,6 +66,16 @@ TESSERA_PACKED_HOST_DEVICE constexpr bool PackedStreamTakes(PackedScheme scheme,
 }
 
 namespace packed_stream {
+
+// v, as a value the compiler cannot recompute (an asm mov): keeps the loop-invariant shared
+// offsets in registers, where NVVM otherwise re-derived them from the lane in every stage (~60
+// more instructions per stage, sm_90a SASS).
+__device__ __forceinline__ int OpaqueInt(int v) {
+#if defined(__CUDA_ARCH__)
+  asm("mov.b32 %0, %0;" : "+r"(v));
+#endif
+  return v;
+}
 
 inline constexpr int kStageBytes = 64;  // code bytes of one row per stage: 4 chunks of 16
 inline constexpr int kCodeBytes = kPackedStreamRows * kStageBytes;
@@ -94,88 +109,121 @@ __device__ __forceinline__ int CodeOffset(int row, int chunk) {
   return row * kStageBytes + ((chunk ^ ((row >> 1) & 3)) << 4);
 }
 
-// Where a lane's copies of stage 0 come from and go to (slot-relative); stage s adds s·64 bytes
-// of codes, s stages of fields and s·kXRowBytes of X. Codes: copy h takes row lane / 4 + 8h,
-// chunk lane % 4 (a row's 64 bytes in 4 neighbouring lanes). Fields: lanes 0-15 copy row lane's
-// scales (and Q4_K super word), 16-31 its mins. X: 16-byte pieces lane and lane + 32 of the kM
-// rows. Rows past n repeat row n - 1 and X rows past m repeat row m - 1 (computed, never stored).
-struct StageCopies {
-  const uint8_t* codes[2];
+// Where a lane's copies go (slot-relative, fixed for the kernel) and come from. Codes: copy h
+// takes row lane / 4 + 8h, chunk lane % 4 (a row's 64 bytes in 4 neighbouring lanes). Fields:
+// lanes 0-15 copy row lane's scales (and Q4_K super word), 16-31 its mins. X: 16-byte pieces
+// lane and lane + 32 of the kM rows.
+struct StageTargets {
   int code_offset[2];
-  const uint8_t* fields;
   int field_offset;
-  const uint8_t* super;
   int super_offset;
-  const uint8_t* x[2];
   int x_offset[2];
 };
 
-template <typename T, PackedScheme kScheme>
-__device__ __forceinline__ StageCopies MakeStageCopies(const T* x, int m, const PackedLinear& w,
-                                                       int n0, int lane) {
-  StageCopies c{};
-  const int rows = w.n - n0 < kPackedStreamRows ? w.n - n0 : kPackedStreamRows;
-  TESSERA_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    const int row = lane / 4 + 8 * h, source_row = row < rows ? row : rows - 1;
-    c.codes[h] = w.codes + (int64_t{n0} + source_row) * PackedRowCodeBytes(kScheme, w.k) +
-                 lane % 4 * 16;
-    c.code_offset[h] = CodeOffset(row, lane % 4);
-  }
-  const int row = lane % 16;
-  const int64_t source_row = n0 + (row < rows ? row : rows - 1);
-  const int64_t group = source_row * (w.k / PackedGroupSize(kScheme));
-  c.fields = lane < 16 ? w.scales + group * PackedScaleBytes(kScheme)
-                       : w.mins + group * PackedMinBytes(kScheme);  // null + 0 without mins
-  c.field_offset = kCodeBytes + row * kFieldBytes + (lane < 16 ? 0 : 8);
-  if constexpr (kScheme == PackedScheme::kQ4_K) {
-    c.super = reinterpret_cast<const uint8_t*>(w.super_scales) +
-              source_row * (w.k / kPackedSuperGroup) * 4;
-    c.super_offset = kSuperOffset + row * 4;
-  }
+template <PackedScheme kScheme>
+__device__ __forceinline__ StageTargets MakeStageTargets(int lane) {
   constexpr int kPieces = kXRowBytes<kScheme> / 16;  // 16-byte pieces of an X row per stage
+  StageTargets c{};
+  TESSERA_UNROLL
+  for (int h = 0; h < 2; ++h) c.code_offset[h] = OpaqueInt(CodeOffset(lane / 4 + 8 * h, lane % 4));
+  c.field_offset = OpaqueInt(kCodeBytes + lane % 16 * kFieldBytes + (lane < 16 ? 0 : 8));
+  c.super_offset = OpaqueInt(kSuperOffset + lane % 16 * 4);
   TESSERA_UNROLL
   for (int i = 0; i < 2; ++i) {
-    const int piece = lane + 32 * i, x_row = piece / kPieces;
-    const int source_x_row = x_row < m ? x_row : m - 1;
-    c.x[i] = reinterpret_cast<const uint8_t*>(x + int64_t{source_x_row} * w.k) +
-             piece % kPieces * 16;
-    c.x_offset[i] = kXOffset + x_row * kXStride<kScheme> + piece % kPieces * 16;
+    const int piece = lane + 32 * i;
+    c.x_offset[i] =
+        OpaqueInt(kXOffset + piece / kPieces * kXStride<kScheme> + piece % kPieces * 16);
   }
   return c;
 }
 
-// Issues the weight copies of stage `stage` into `slot`: codes, scale (and min) fields, Q4_K's
-// super-scale word (constant for the launch: they may be issued before the grid dependency).
+// The weight sources of the units of one tile (units tile·stages + s): the copy of unit u comes
+// from origin + u x its bytes per unit (64 of codes, a stage's fields; Q4_K's super word from
+// super + u / 2 x 4, stages being even), so a unit's address is one multiply-add whatever its
+// tile. Rows past n repeat row n - 1 (computed, never stored).
+struct UnitSources {
+  const uint8_t* codes[2];
+  const uint8_t* fields;
+  const uint8_t* super;
+};
+
 template <PackedScheme kScheme>
-__device__ __forceinline__ void IssueStageWeights(const StageCopies& c, int lane, int stage,
-                                                  uint8_t* slot) {
+__device__ __forceinline__ UnitSources MakeUnitSources(const PackedLinear& w, int tile, int stages,
+                                                       int lane) {
+  const int n0 = tile * kPackedStreamRows;
+  const int rows = w.n - n0 < kPackedStreamRows ? w.n - n0 : kPackedStreamRows;
+  const int64_t first = int64_t{tile} * stages;  // the tile's first unit
+  UnitSources c{};
   TESSERA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    ptx::CpAsync16(slot + c.code_offset[h], c.codes[h] + int64_t{stage} * kStageBytes);
+    const int row = lane / 4 + 8 * h, source_row = row < rows ? row : rows - 1;
+    c.codes[h] = w.codes + (int64_t{n0} + source_row) * PackedRowCodeBytes(kScheme, w.k) +
+                 lane % 4 * 16 - first * kStageBytes;
+  }
+  const int row = lane % 16;
+  const int64_t source_row = n0 + (row < rows ? row : rows - 1);
+  const int64_t group = source_row * (w.k / PackedGroupSize(kScheme));
+  c.fields = lane < 16 ? w.scales + group * PackedScaleBytes(kScheme) -
+                             first * kStageScaleBytes<kScheme>
+                       : w.mins + group * PackedMinBytes(kScheme) -
+                             first * kStageMinBytes<kScheme>;  // null + 0 without mins
+  if constexpr (kScheme == PackedScheme::kQ4_K) {
+    c.super = reinterpret_cast<const uint8_t*>(w.super_scales) +
+              source_row * (w.k / kPackedSuperGroup) * 4 - first / 2 * 4;
+  }
+  return c;
+}
+
+// The lane's X pieces of stage 0 (stage s adds s·kXRowBytes); X rows past m repeat row m - 1.
+struct XSources {
+  const uint8_t* x[2];
+};
+
+template <typename T, PackedScheme kScheme>
+__device__ __forceinline__ XSources MakeXSources(const T* x, int m, int k, int lane) {
+  constexpr int kPieces = kXRowBytes<kScheme> / 16;
+  XSources c{};
+  TESSERA_UNROLL
+  for (int i = 0; i < 2; ++i) {
+    const int piece = lane + 32 * i, x_row = piece / kPieces;
+    const int source_x_row = x_row < m ? x_row : m - 1;
+    c.x[i] = reinterpret_cast<const uint8_t*>(x + int64_t{source_x_row} * k) +
+             piece % kPieces * 16;
+  }
+  return c;
+}
+
+// Issues the weight copies of unit `unit` into `slot`: codes, scale (and min) fields, Q4_K's
+// super-scale word (constant for the launch: they may be issued before the grid dependency).
+template <PackedScheme kScheme>
+__device__ __forceinline__ void IssueUnitWeights(const UnitSources& c, const StageTargets& to,
+                                                 int lane, int unit, uint8_t* slot) {
+  TESSERA_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    ptx::CpAsync16(slot + to.code_offset[h], c.codes[h] + int64_t{unit} * kStageBytes);
   }
   if (lane < 16) {
     ptx::CpAsyncSmall<kStageScaleBytes<kScheme>>(
-        slot + c.field_offset, c.fields + int64_t{stage} * kStageScaleBytes<kScheme>);
+        slot + to.field_offset, c.fields + int64_t{unit} * kStageScaleBytes<kScheme>);
     if constexpr (kScheme == PackedScheme::kQ4_K) {
-      ptx::CpAsyncSmall<4>(slot + c.super_offset, c.super + stage / 2 * 4);
+      ptx::CpAsyncSmall<4>(slot + to.super_offset, c.super + unit / 2 * 4);
     }
   } else if constexpr (PackedHasMins(kScheme)) {
     ptx::CpAsyncSmall<kStageMinBytes<kScheme>>(
-        slot + c.field_offset, c.fields + int64_t{stage} * kStageMinBytes<kScheme>);
+        slot + to.field_offset, c.fields + int64_t{unit} * kStageMinBytes<kScheme>);
   }
 }
 
 // Issues the X copies of stage `stage` into `slot` (X: the previous kernel's output).
 template <PackedScheme kScheme, int kM>
-__device__ __forceinline__ void IssueStageX(const StageCopies& c, int lane, int stage,
-                                            uint8_t* slot) {
+__device__ __forceinline__ void IssueStageX(const XSources& c, const StageTargets& to, int lane,
+                                            int stage, uint8_t* slot) {
   constexpr int kXPieces = kM * kXRowBytes<kScheme> / 16;
   static_assert(kXPieces <= 64);
   TESSERA_UNROLL
   for (int i = 0; i < (kXPieces + 31) / 32; ++i) {
     if (kXPieces % 32 == 0 || lane + 32 * i < kXPieces) {
-      ptx::CpAsync16(slot + c.x_offset[i], c.x[i] + int64_t{stage} * kXRowBytes<kScheme>);
+      ptx::CpAsync16(slot + to.x_offset[i], c.x[i] + int64_t{stage} * kXRowBytes<kScheme>);
     }
   }
 }
@@ -307,95 +355,37 @@ __device__ __forceinline__ void ComputeStage(const uint8_t* slot, const LaneRead
   }
 }
 
-}  // namespace packed_stream
-
-// Dynamic shared memory of a launch: every warp's ring.
+// The lane's reads of every stage (and, for NVFP4, the ring's zero rows written). B column g: X
+// row g (rows past kM read row kM - 1: columns never stored), or for NVFP4 X row g / 2 on the
+// lanes of group g % 2 (t / 2 == g % 2) and the zero row kM on the others.
 template <PackedScheme kScheme, int kM>
-inline constexpr int kPackedStreamSharedBytes =
-    kPackedStreamWarps * kPackedStreamSlots * packed_stream::kSlotBytes<kScheme, kM>;
-
-// Grid n / 16 (rounded up), kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic
-// shared memory (opted in: AllowPackedLinearSharedMemory); k a multiple of one stage's inputs
-// (128, or 64 for Q8_0). kM: m rounded up to 1, 2 or 4.
-template <typename T, PackedScheme kScheme, int kM>
-__global__ void __launch_bounds__(kPackedStreamThreads, 2)
-    PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y) {
-  using namespace packed_stream;
-  constexpr int kSlots = kPackedStreamSlots, kSlot = kSlotBytes<kScheme, kM>;
-  TESSERA_DYNAMIC_SHARED(uint8_t, ring);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  uint8_t* const slots = ring + warp * kSlots * kSlot;
-  const int n0 = blockIdx.x * kPackedStreamRows;
-  const int stages = w.k / kStageInputs<kScheme>;
-  const int s0 = stages * warp / kPackedStreamWarps;
-  const int s1 = stages * (warp + 1) / kPackedStreamWarps;
-  const StageCopies copies = MakeStageCopies<T, kScheme>(x, m, w, n0, lane);
-  // The first stages' weights go in flight before the grid dependency (a dependent launch runs
-  // this while the kernel that writes X drains); their X after it, in one more group.
-  TESSERA_UNROLL
-  for (int d = 0; d < kSlots - 1; ++d) {
-    if (s0 + d < s1) IssueStageWeights<kScheme>(copies, lane, s0 + d, slots + d * kSlot);
-    ptx::CpAsyncCommit();
-  }
-  ptx::GridDependencyWait();
-  ptx::LaunchDependents();
-  TESSERA_UNROLL
-  for (int d = 0; d < kSlots - 1; ++d) {
-    if (s0 + d < s1) IssueStageX<kScheme, kM>(copies, lane, s0 + d, slots + d * kSlot);
-  }
-  ptx::CpAsyncCommit();
-  // B column g: X row g (rows past kM read row kM - 1: columns never stored), or for NVFP4 X row
-  // g / 2 on the lanes of group g % 2 (t / 2 == g % 2) and the zero row kM on the others.
+__device__ __forceinline__ LaneReads MakeLaneReads(uint8_t* slots, int lane) {
+  constexpr int kSlot = kSlotBytes<kScheme, kM>;
+  const int g = lane / 4, t = lane % 4;
   int x_row = g < kM ? g : kM - 1;
   if constexpr (kScheme == PackedScheme::kNvfp4) {
     x_row = g / 2 < kM && t / 2 == g % 2 ? g / 2 : kM;
     constexpr int kZeroWords = kXStride<kScheme> / 4;
-    for (int i = lane; i < kSlots * kZeroWords; i += 32) {  // never written by the copies
+    for (int i = lane; i < kPackedStreamSlots * kZeroWords; i += 32) {  // never copied to
       reinterpret_cast<uint32_t*>(slots + i / kZeroWords * kSlot + kXOffset +
                                   kM * kXStride<kScheme>)[i % kZeroWords] = 0u;
     }
   }
   // ldmatrix: lane l gives row l % 8 (+ 8 for odd matrices) of matrix l / 8.
   const int ldm_row = lane % 8 + 8 * (lane / 8 % 2);
-  const LaneReads reads{{CodeOffset(ldm_row, lane / 16), CodeOffset(ldm_row, 2 + lane / 16)},
-                        kXOffset + x_row * kXStride<kScheme> +
-                            t * (PackedCodeBits(kScheme) == 8 ? 8 : 16),
-                        kCodeBytes + g * kFieldBytes,
-                        kSuperOffset + g * 4};
-  float acc[4] = {};
-  // Stage s in slot (s - s0) % kSlots: wait for its copies, issue stage s + kSlots - 1 into the
-  // slot stage s - 1 used, compute. The first stages' X came in the newest group: wait for all
-  // once.
-  ptx::CpAsyncWait<0>();
-  for (int base = s0; base < s1; base += kSlots) {  // warp-uniform
-    TESSERA_UNROLL
-    for (int slot = 0; slot < kSlots; ++slot) {  // constant slot offsets
-      const int s = base + slot;
-      if (s >= s1) break;
-      ptx::CpAsyncWait<kSlots - 2>();
-      __syncwarp();  // every lane's copies of stage s landed; stage s - 1's slot is read
-      if (s + kSlots - 1 < s1) {
-        uint8_t* const next = slots + (slot + kSlots - 1) % kSlots * kSlot;
-        IssueStageWeights<kScheme>(copies, lane, s + kSlots - 1, next);
-        IssueStageX<kScheme, kM>(copies, lane, s + kSlots - 1, next);
-      }
-      ptx::CpAsyncCommit();
-      ComputeStage<T, kScheme, kM>(slots + slot * kSlot, reads, acc);
-    }
-  }
-  ptx::CpAsyncWait<0>();
-  __syncthreads();  // every warp is done with the ring: it holds the partial sums now
-  float* const partials = reinterpret_cast<float*>(ring);
-  TESSERA_UNROLL
-  for (int i = 0; i < 4; ++i) partials[(warp * 4 + i) * 32 + lane] = acc[i];
-  __syncthreads();
-  if (warp != 0) return;
-  float total[4] = {};
-  for (int from = 0; from < kPackedStreamWarps; ++from) {
-    TESSERA_UNROLL
-    for (int i = 0; i < 4; ++i) total[i] += partials[(from * 4 + i) * 32 + lane];
-  }
-  // NVFP4: the tensor scale and the 1/2 of c = 2·e2m1 (exact: a power of two).
+  return {{CodeOffset(ldm_row, lane / 16), CodeOffset(ldm_row, 2 + lane / 16)},
+          kXOffset + x_row * kXStride<kScheme> + t * (PackedCodeBits(kScheme) == 8 ? 8 : 16),
+          kCodeBytes + g * kFieldBytes,
+          kSuperOffset + g * 4};
+}
+
+// Y rows n0.. of the tile from its summed fragment (rows g, g + 8; columns as ComputeChunk4 and
+// ComputeStage leave them), NVFP4's tensor scale and the 1/2 of c = 2·e2m1 applied (exact: a
+// power of two).
+template <typename T, PackedScheme kScheme>
+__device__ __forceinline__ void StoreTile(const float (&total)[4], int m, const PackedLinear& w,
+                                          T* y, int n0, int lane) {
+  const int g = lane / 4, t = lane % 4;
   const float scale = kScheme == PackedScheme::kNvfp4 ? w.tensor_scale * 0.5f : 1.0f;
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) {
@@ -404,6 +394,149 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
     const int out_row = kScheme == PackedScheme::kNvfp4 ? (i % 2 == 0 ? t : m) : 2 * t + i % 2;
     if (out_row < m && row < w.n) y[int64_t{out_row} * w.n + row] = FromFloat<T>(total[i] * scale);
   }
+}
+
+// A warp's piece of a shared tile (packed_stream_split.h): written to its record, counted in;
+// the warp that completes the tile's count adds every piece in warp order into `total` and
+// returns true (and zeroes the counter).
+__device__ __forceinline__ bool MeetAtTile(const PackedStreamWorkspace& ws,
+                                           const PackedStreamSplit& split, int warp, int tile,
+                                           int piece_stages, const float (&acc)[4], int lane,
+                                           float (&total)[4]) {
+  auto record = [&](int owner) {  // a warp's record for `tile`: its first tile's or its last's
+    const int slot = split.Start(owner) / split.stages == tile ? 0 : 1;
+    return ws.partials + (int64_t{owner} * 2 + slot) * kPackedStreamPieceFloats + lane;
+  };
+  float* const own = record(warp);
+  TESSERA_UNROLL
+  for (int i = 0; i < 4; ++i) own[i * 32] = acc[i];
+  __threadfence();  // the piece is visible before the count says so
+  __syncwarp();
+  uint32_t before = 0;
+  if (lane == 0) before = atomicAdd(ws.arrivals + tile, static_cast<uint32_t>(piece_stages));
+  before = __shfl_sync(0xFFFFFFFFu, before, 0);
+  if (before + piece_stages != static_cast<uint32_t>(split.stages)) return false;
+  __threadfence();  // the other pieces, seen complete, are read after the count
+  const int first = split.WarpOf(tile * split.stages);
+  const int last = split.WarpOf((tile + 1) * split.stages - 1);
+  TESSERA_UNROLL
+  for (int i = 0; i < 4; ++i) total[i] = 0.0f;
+  for (int owner = first; owner <= last; ++owner) {
+    if (split.Start(owner) == split.Start(owner + 1)) continue;  // a warp with no units
+    const float* const piece = record(owner);
+    TESSERA_UNROLL
+    for (int i = 0; i < 4; ++i) total[i] += __ldcg(piece + i * 32);
+  }
+  __syncwarp();  // every lane has read before the counter is reset
+  if (lane == 0) ws.arrivals[tile] = 0u;
+  return true;
+}
+
+// The end of a warp's piece of `tile` (piece_stages units): stored when it is the whole tile,
+// else met (MeetAtTile) and stored by the warp that completes the tile; acc zeroed.
+template <typename T, PackedScheme kScheme>
+__device__ __forceinline__ void EndPiece(const PackedStreamWorkspace& ws,
+                                         const PackedStreamSplit& split, int warp, int tile,
+                                         int piece_stages, int m, const PackedLinear& w, T* y,
+                                         int lane, float (&acc)[4]) {
+  float total[4] = {acc[0], acc[1], acc[2], acc[3]};
+  if (piece_stages == split.stages ||
+      MeetAtTile(ws, split, warp, tile, piece_stages, acc, lane, total)) {
+    StoreTile<T, kScheme>(total, m, w, y, tile * kPackedStreamRows, lane);
+  }
+  TESSERA_UNROLL
+  for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
+}
+
+}  // namespace packed_stream
+
+// Dynamic shared memory of a launch: every warp's ring.
+template <PackedScheme kScheme, int kM>
+inline constexpr int kPackedStreamSharedBytes =
+    kPackedStreamWarps * kPackedStreamSlots * packed_stream::kSlotBytes<kScheme, kM>;
+
+// Grid PackedStreamBlocks(units, ws.blocks) with split.warps = grid x kPackedStreamWarps,
+// kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic shared memory (opted in:
+// AllowPackedLinearSharedMemory); k a multiple of one stage's inputs (128, or 64 for Q8_0); kM:
+// m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires, tiles <= ws.max_tiles.
+template <typename T, PackedScheme kScheme, int kM>
+__global__ void __launch_bounds__(kPackedStreamThreads, 2)
+    PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y,
+                             PackedStreamWorkspace ws, PackedStreamSplit split) {
+  using namespace packed_stream;
+  constexpr int kSlots = kPackedStreamSlots, kSlot = kSlotBytes<kScheme, kM>;
+  TESSERA_DYNAMIC_SHARED(uint8_t, ring);
+  const int lane = threadIdx.x % 32;
+  const int warp = blockIdx.x * kPackedStreamWarps + threadIdx.x / 32;
+  uint8_t* const slots = ring + OpaqueInt(threadIdx.x / 32 * kSlots * kSlot);
+  const int u0 = split.Start(warp), u1 = split.Start(warp + 1);
+  if (u0 == u1) {  // no units (a grid of more warps than units)
+    ptx::GridDependencyWait();
+    ptx::LaunchDependents();
+    return;
+  }
+  // The issue side: the tile of the next unit to issue, and where the tile after it starts.
+  int issue_tile = u0 / split.stages, next_tile_unit = (issue_tile + 1) * split.stages;
+  UnitSources sources = MakeUnitSources<kScheme>(w, issue_tile, split.stages, lane);
+  const StageTargets targets = MakeStageTargets<kScheme>(lane);
+  const XSources x_sources = MakeXSources<T, kScheme>(x, m, w.k, lane);
+  auto issue_weights = [&](int unit, uint8_t* slot) {  // units in order
+    if (unit == next_tile_unit) {
+      sources = MakeUnitSources<kScheme>(w, ++issue_tile, split.stages, lane);
+      next_tile_unit += split.stages;
+    }
+    IssueUnitWeights<kScheme>(sources, targets, lane, unit, slot);
+  };
+  // The first stages' weights go in flight before the grid dependency (a dependent launch runs
+  // this while the kernel that writes X drains); their X after it, in one more group.
+  TESSERA_UNROLL
+  for (int d = 0; d < kSlots - 1; ++d) {
+    if (u0 + d < u1) issue_weights(u0 + d, slots + d * kSlot);
+    ptx::CpAsyncCommit();
+  }
+  ptx::GridDependencyWait();
+  ptx::LaunchDependents();
+  TESSERA_UNROLL
+  for (int d = 0; d < kSlots - 1; ++d) {
+    if (u0 + d < u1) {
+      IssueStageX<kScheme, kM>(x_sources, targets, lane, (u0 + d) % split.stages,
+                               slots + d * kSlot);
+    }
+  }
+  ptx::CpAsyncCommit();
+  const LaneReads reads = MakeLaneReads<kScheme, kM>(slots, lane);
+  float acc[4] = {};
+  int tile = u0 / split.stages, piece_begin = u0 % split.stages;
+  // Units to the end of the current piece (its tile's end or the warp's last unit).
+  int piece_left = split.stages - piece_begin < u1 - u0 ? split.stages - piece_begin : u1 - u0;
+  // Unit u in slot (u - u0) % kSlots: wait for its copies, issue unit u + kSlots - 1 into the
+  // slot unit u - 1 used, compute; at the end of a tile or of the warp's units, the piece is
+  // stored or met. The first stages' X came in the newest group: wait for all once.
+  ptx::CpAsyncWait<0>();
+  for (int base = u0; base < u1; base += kSlots) {  // warp-uniform
+    TESSERA_UNROLL
+    for (int slot = 0; slot < kSlots; ++slot) {  // constant slot offsets
+      const int u = base + slot;
+      if (u >= u1) break;
+      ptx::CpAsyncWait<kSlots - 2>();
+      __syncwarp();  // every lane's copies of unit u landed; unit u - 1's slot is read
+      if (u + kSlots - 1 < u1) {
+        uint8_t* const next = slots + (slot + kSlots - 1) % kSlots * kSlot;
+        issue_weights(u + kSlots - 1, next);
+        IssueStageX<kScheme, kM>(x_sources, targets, lane,
+                                 u + kSlots - 1 - (next_tile_unit - split.stages), next);
+      }
+      ptx::CpAsyncCommit();
+      ComputeStage<T, kScheme, kM>(slots + slot * kSlot, reads, acc);
+      if (--piece_left > 0) continue;
+      EndPiece<T, kScheme>(ws, split, warp, tile, u + 1 - (tile * split.stages + piece_begin),
+                           m, w, y, lane, acc);
+      ++tile;
+      piece_begin = 0;
+      piece_left = split.stages < u1 - u - 1 ? split.stages : u1 - u - 1;
+    }
+  }
+  ptx::CpAsyncWait<0>();
 }
 
 }  // namespace tessera::cuda

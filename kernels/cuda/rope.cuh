@@ -1,6 +1,6 @@
 // Rotary position embedding of one token's q [num_heads, head_dim] and k [num_kv_heads, head_dim]
-// in place (bf16, f16 or f32; f32 math), at the token's position: the device half that
-// rope_kv_write.cuh launches (RoPE, then the KV write, one block per token).
+// (bf16, f16 or f32; f32 math), at the token's position: the device half of rope_kv_write.cuh,
+// which launches it a thread per pair.
 // Pairs as the CPU engine (kernels/cpu/rope.h): normal/GGUF-llama mode rotates (2i, 2i + 1),
 // NeoX mode (i, i + rope_dim / 2), for i < rope_dim / 2; dimensions >= rope_dim are untouched.
 //
@@ -17,22 +17,13 @@
 //
 // A position outside [0, max_positions) leaves that token's q and k unchanged (the table is
 // never read out of bounds); the worker keeps positions below the model's context.
-//
-// Design: each thread of the token's block rotates pairs across all q then k heads of the token
-// (consecutive threads take consecutive pairs, so a warp covers contiguous bytes of a head in
-// normal mode and two contiguous runs in NeoX mode); the token's table row (rope_dim * 4 bytes)
-// is read once per head from L1. Reads and writes the rotated part of q and k once:
-// 512 tokens x (32 + 8) heads x 128 dims x 2 bytes x 2 = 10.5 MB ~ 3.1 µs at 3.35 TB/s (H100).
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/launch_shape.h"
 
 namespace tessera::cuda {
-
-inline constexpr int kRopeMaxThreads = 256;
 
 // RoPE pairing; the same meaning as kernels::cpu::RopeMode.
 enum class RopeStyle : int { kNormal, kNeox };
@@ -51,39 +42,6 @@ __device__ __forceinline__ void RotateValues(T& x0, T& x1, const float* cos_sin,
   const float f0 = ToFloat(x0), f1 = ToFloat(x1);
   x0 = FromFloat<T>(__fmul_rn(f0, c) - __fmul_rn(f1, s));
   x1 = FromFloat<T>(__fmul_rn(f0, s) + __fmul_rn(f1, c));
-}
-
-template <typename T, RopeStyle kStyle>
-__device__ __forceinline__ void RotatePair(T* head, int i, int half_rope, const float* cos_sin) {
-  const int2 e = RopePairElements<kStyle>(i, half_rope);
-  RotateValues(head[e.x], head[e.y], cos_sin, i);
-}
-
-// Rotates one token's q heads (q_token) and k heads (k_token) at `pos`, the block's threads
-// striding over the pairs.
-template <typename T, RopeStyle kStyle>
-__device__ __forceinline__ void RotateToken(T* q_token, T* k_token, int32_t pos,
-                                            const float* cos_sin, int max_positions,
-                                            int num_heads, int num_kv_heads, int head_dim,
-                                            int rope_dim) {
-  if (pos < 0 || pos >= max_positions) return;
-  const int half_rope = rope_dim / 2;
-  const float* row = cos_sin + static_cast<int64_t>(pos) * rope_dim;
-  const int total = (num_heads + num_kv_heads) * half_rope;
-  for (int p = threadIdx.x; p < total; p += blockDim.x) {
-    const int head = p / half_rope;
-    const int i = p - head * half_rope;
-    T* base = head < num_heads ? q_token + head * head_dim
-                               : k_token + (head - num_heads) * head_dim;
-    RotatePair<T, kStyle>(base, i, half_rope, row);
-  }
-}
-
-// Threads per block of a RoPE launch: one per pair up to kRopeMaxThreads, whole warps.
-inline unsigned RopeThreads(int num_heads, int num_kv_heads, int rope_dim) {
-  const unsigned pairs = static_cast<unsigned>((num_heads + num_kv_heads) * (rope_dim / 2));
-  const unsigned threads = CeilDiv(pairs > 0 ? pairs : 1, 32) * 32;
-  return threads < kRopeMaxThreads ? threads : kRopeMaxThreads;
 }
 
 }  // namespace tessera::cuda

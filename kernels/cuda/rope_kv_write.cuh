@@ -1,6 +1,6 @@
 // The attention step's input half in one launch: optional q/k/v biases, RoPE on q and k, then the
-// KV write (what elementwise.cuh's bias add, rope.cuh's rotation and kv_write.cuh's slot copy do
-// one after another). Exact: each bias added in f32 and rounded to T (as LaunchAddBias), then the
+// KV write (what elementwise.cuh's bias add, rope.cuh's rotation and a slot copy would do one
+// after another). Exact: each bias added in f32 and rounded to T (as LaunchAddBias), then the
 // CPU engine's rotation (kernels::cpu::ApplyRope on the same table) of those values, rounded once
 // to T (rope.cuh's RotateValues), then the rows stored bit for bit in their slots.
 //
@@ -25,10 +25,14 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_shape.h"
 #include "kernels/cuda/ptx_ops.cuh"
 #include "kernels/cuda/rope.cuh"
 
 namespace tessera::cuda {
+
+// The most threads of a block (one per rotation pair of a head).
+inline constexpr int kRopeMaxThreads = 256;
 
 // Where a token's rows are: q_in/k/v advance by `stride` (k and v may alias q_in's rows), q_out
 // by heads x head_dim; q_out == q_in means in place. Biases (null: none) are added first, each
@@ -113,8 +117,11 @@ __global__ void __launch_bounds__(kRopeMaxThreads)
 // Preconditions: num_tokens > 0 (< 2^31); num_heads >= 0, num_kv_heads >= 1,
 // num_heads + 2 x num_kv_heads <= 65535; head_dim <= 2 x kRopeMaxThreads; rope_dim even,
 // 2 <= rope_dim <= head_dim; cos_sin holds max_positions * rope_dim floats laid out as
-// RopeTable's; q and k do not overlap; kv_write.cuh's for the slots and pools; q_out does not
-// overlap q_in's rows unless equal; strides >= the rows they step over.
+// RopeTable's; q and k do not overlap; q_out does not overlap q_in's rows unless equal; strides
+// >= the rows they step over. Slots and pools: k_pool, v_pool are [num_blocks, block_size,
+// num_kv_heads, head_dim] of T (separate, not overlapping the rows); slot_mapping[t] =
+// block_id * block_size + offset, distinct and < num_blocks * block_size, or -1 for a padding
+// row, which writes nothing; rows are stored bit for bit.
 template <class Launcher, typename T>
 auto LaunchRopeKvWrite(Launcher& launcher, RopeStyle style, const RopeKvWriteRows<T>& rows,
                        T* k_pool, T* v_pool, const int32_t* positions,

@@ -445,6 +445,18 @@ PackedLinear ArenaPackedWeight(DeviceArena& arena, PackedScheme scheme, int n, i
           super_bytes ? static_cast<const uint16_t*>(arena.Get(super_bytes)) : nullptr, 1.0f};
 }
 
+// The streaming path's workspace (packed_stream_split.h), zeroed, for weights of up to n rows
+// and a grid of blocks_per_sm blocks per SM of this device.
+PackedStreamWorkspace StreamWorkspace(DeviceArena& arena, int n, int blocks_per_sm) {
+  int device = 0, sms = 0;
+  Check(cudaGetDevice(&device), "cudaGetDevice");
+  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  const int blocks = blocks_per_sm * sms, tiles = (n + kPackedStreamRows - 1) / kPackedStreamRows;
+  void* memory = arena.Get(PackedStreamWorkspaceBytes(blocks, tiles));
+  Check(cudaMemset(memory, 0, PackedStreamWorkspaceBytes(blocks, tiles)), "zero workspace");
+  return PackedStreamWorkspaceAt(memory, blocks, tiles);
+}
+
 void BM_PackedLinear(benchmark::State& state) {
   const auto scheme = static_cast<PackedScheme>(state.range(0));
   const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
@@ -454,10 +466,11 @@ void BM_PackedLinear(benchmark::State& state) {
   const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(m) * k * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
+  const PackedStreamWorkspace ws = StreamWorkspace(arena, n, kPackedStreamBlocksPerSm);
   CudaLauncher launcher(nullptr);
   Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
   TimeKernel(state, weight_bytes + 2.0 * m * (k + n), [&] {
-    if (path == 0) return Check(LaunchPackedLinear(launcher, x, m, w, y), "PackedLinear");
+    if (path == 0) return Check(LaunchPackedLinear(launcher, x, m, w, y, ws), "PackedLinear");
     switch (scheme) {
 #define TESSERA_BENCH_SMALL_M(S)                                                               \
   case PackedScheme::S:                                                                        \
@@ -468,7 +481,7 @@ void BM_PackedLinear(benchmark::State& state) {
     }                                                                                          \
     if (path == 3) {                                                                           \
       return Check(LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::S>(     \
-                       launcher, x, m, w, y),                                                  \
+                       launcher, x, m, w, y, ws),                                              \
                    "PackedLinearStream");                                                      \
     }                                                                                          \
     return Check(                                                                              \
@@ -495,7 +508,8 @@ BENCHMARK(BM_PackedLinear)
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The streaming path (m = 1, bf16) on the Llama-3.1-8B decode shapes (n, k: q | k | v, o,
-// gate | up, down), scheme 1 (Q4_0) or 4 (NVFP4).
+// gate | up, down), scheme 1 (Q4_0) or 4 (NVFP4), a grid of blocks_per_sm blocks per SM (the
+// worker's: kPackedStreamBlocksPerSm).
 void BM_PackedStreamShapes(benchmark::State& state) {
   const auto scheme = static_cast<PackedScheme>(state.range(0));
   const int n = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
@@ -504,21 +518,22 @@ void BM_PackedStreamShapes(benchmark::State& state) {
   const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(k) * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * 2));
+  const PackedStreamWorkspace ws = StreamWorkspace(arena, n, static_cast<int>(state.range(3)));
   CudaLauncher launcher(nullptr);
   Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
   TimeKernel(state, weight_bytes + 2.0 * (k + n), [&] {
     const auto result = scheme == PackedScheme::kNvfp4
         ? LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kNvfp4>(
-              launcher, x, 1, w, y)
+              launcher, x, 1, w, y, ws)
         : LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kQ4_0>(
-              launcher, x, 1, w, y);
+              launcher, x, 1, w, y, ws);
     Check(result, "PackedLinearStream");
   });
 }
 BENCHMARK(BM_PackedStreamShapes)
-    ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}})
-    ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}})
-    ->ArgNames({"scheme", "n", "k"})
+    ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}, {1, 2, 3}})
+    ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}, {1, 2, 3}})
+    ->ArgNames({"scheme", "n", "k", "blocks_per_sm"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The packed weight dequantized to bf16 (packed_dequantize.cuh; the runner's path for m > 16),

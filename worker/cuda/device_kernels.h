@@ -22,6 +22,7 @@
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/packed_format.h"
+#include "kernels/cuda/packed_stream_split.h"
 #include "kernels/cuda/paged_decode_attention.cuh"
 #include "kernels/cuda/paged_prefill_attention.cuh"
 #include "kernels/cuda/logit_adjust.cuh"
@@ -149,9 +150,11 @@ class DeviceKernels {
   virtual absl::Status BatchInvariantGemm(DataType type, DataType c_type, const void* a,
                                           const void* b, void* c, int m, int n, int k) = 0;
   // y [m, w.n] = x [m, w.k] · Wᵀ over a packed weight (kernels/cuda/packed_linear.cuh), x and y
-  // of `type` (bf16 or f16; f32 is INVALID_ARGUMENT), 16-byte aligned.
+  // of `type` (bf16 or f16; f32 is INVALID_ARGUMENT), 16-byte aligned; `stream` the streaming
+  // path's workspace (m <= 4; kernels/cuda/packed_stream_split.h).
   virtual absl::Status PackedLinear(DataType type, const void* x, int m,
-                                    const cuda::PackedLinear& w, void* y) = 0;
+                                    const cuda::PackedLinear& w, void* y,
+                                    const cuda::PackedStreamWorkspace& stream) = 0;
   // Lets PackedLinear's streaming path (m <= 4) use its shared memory for `type`. Once per type,
   // before any step or capture (packed_linear.cuh's AllowPackedLinearSharedMemory).
   virtual absl::Status PreparePackedLinear(DataType type) = 0;

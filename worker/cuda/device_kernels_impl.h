@@ -202,14 +202,14 @@ class DeviceKernelsFor final : public DeviceKernels {
   }
 
   absl::Status PackedLinear(DataType type, const void* x, int m, const cuda::PackedLinear& w,
-                            void* y) override {
+                            void* y, const cuda::PackedStreamWorkspace& stream) override {
     return WithElementType(type, [&](auto t) -> absl::Status {
       using T = decltype(t);
       if constexpr (std::is_same_v<T, float>) {
         return absl::InvalidArgumentError("packed linear: x and y must be bf16 or f16");
       } else {
         return to_status_(cuda::LaunchPackedLinear<Launcher, T>(
-            launcher_, static_cast<const T*>(x), m, w, static_cast<T*>(y)));
+            launcher_, static_cast<const T*>(x), m, w, static_cast<T*>(y), stream));
       }
     });
   }

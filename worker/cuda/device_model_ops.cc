@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<DeviceModelOps>> DeviceModelOps::Create(
   TESSERA_RETURN_IF_ERROR(ops->AllocateActivations());
   TESSERA_RETURN_IF_ERROR(ops->AllocateDecodeWorkspace());
   TESSERA_RETURN_IF_ERROR(ops->AllocateMoeWorkspace());
-  TESSERA_RETURN_IF_ERROR(ops->AllocateDequantizeScratch());
+  TESSERA_RETURN_IF_ERROR(ops->AllocatePackedScratch());
   return ops;
 }
 
@@ -91,16 +91,29 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
   return absl::OkStatus();
 }
 
-absl::Status DeviceModelOps::AllocateDequantizeScratch() {
-  int64_t largest = 0;
+absl::Status DeviceModelOps::AllocatePackedScratch() {
+  int64_t largest = 0, most_rows = 0;
   for (const DeviceWeight& w : weights_.tensors) {
-    if (w.packed && w.experts == 1) largest = std::max(largest, w.rows * w.cols);  // not stacks
+    if (!w.packed) continue;
+    if (w.experts == 1) largest = std::max(largest, w.rows * w.cols);  // not stacks
+    most_rows = std::max<int64_t>(most_rows, w.packed->n);
   }
   if (largest == 0) return absl::OkStatus();
-  TESSERA_ASSIGN_OR_RETURN(dequantized_,
+  TESSERA_ASSIGN_OR_RETURN(
+      dequantized_, device::DeviceMemory::Allocate(
+                        runtime_, static_cast<size_t>(largest) * device::DataTypeBytes(dtype_)));
+  // The streaming path's split workspace: a grid of the blocks resident at once.
+  const int blocks = cuda::kPackedStreamBlocksPerSm * std::max(options_.num_sms, 1);
+  const int tiles = static_cast<int>((most_rows + cuda::kPackedStreamRows - 1) /
+                                     cuda::kPackedStreamRows);
+  TESSERA_ASSIGN_OR_RETURN(packed_stream_memory_,
                            device::DeviceMemory::Allocate(
-                               runtime_, static_cast<size_t>(largest) * device::DataTypeBytes(dtype_)));
-  activation_bytes_ += static_cast<int64_t>(dequantized_.bytes());
+                               runtime_, cuda::PackedStreamWorkspaceBytes(blocks, tiles)));
+  // The arrival counters start at zero, and every launch leaves them so.
+  TESSERA_RETURN_IF_ERROR(
+      runtime_.Fill(packed_stream_memory_.data(), 0, packed_stream_memory_.bytes()));
+  packed_stream_ = cuda::PackedStreamWorkspaceAt(packed_stream_memory_.data(), blocks, tiles);
+  activation_bytes_ += static_cast<int64_t>(dequantized_.bytes() + packed_stream_memory_.bytes());
   return absl::OkStatus();
 }
 
@@ -189,7 +202,7 @@ void DeviceModelOps::GemmRows(const void* a, int m, const DeviceWeight& weight, 
                   "mode (UploadModelWeights packs neither f32-output projections nor for the "
                   "batch-invariant mode)");
     if (m <= kPackedLinearMaxRows) {
-      Check(kernels_.PackedLinear(dtype_, a, m, *weight.packed, c));
+      Check(kernels_.PackedLinear(dtype_, a, m, *weight.packed, c, packed_stream_));
       return;
     }
     // More rows: the weight dequantized into the scratch, then the dense GEMM below.

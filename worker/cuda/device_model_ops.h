@@ -27,9 +27,11 @@
 // addresses the same buffers.
 //
 // A launch error is kept (the first one) and later ops do nothing; the runner reads status()
-// after the forward pass. Ownership: owns its activations and the MoE workspace; borrows weights,
-// kernels, runtime, KV pools, recurrent state and step inputs from its runner. Threading: the
-// step thread only.
+// after the forward pass. Ownership: owns its activations, the decode attention's and MoE
+// workspaces and the packed GEMMs' scratch (a dense copy for m > 16, the streaming path's split
+// workspace for m <= 4, sized for the device's SMs and the most rows of a packed weight); borrows
+// weights, kernels, runtime, KV pools, recurrent state and step inputs from its runner.
+// Threading: the step thread only.
 #pragma once
 
 #include <cstdint>
@@ -157,7 +159,7 @@ class DeviceModelOps {
   absl::Status AllocateActivations();
   absl::Status AllocateDecodeWorkspace();
   absl::Status AllocateMoeWorkspace();  // device_layer_ops.cc
-  absl::Status AllocateDequantizeScratch();
+  absl::Status AllocatePackedScratch();  // dequantized_ and the streaming path's workspace
   int Rows(ActId act) const;
   int Width(ActId act) const { return static_cast<int>(plan_.activations[act].width); }
   void* Buffer(ActId act) const;
@@ -205,7 +207,10 @@ class DeviceModelOps {
   int spare_ = 0;
   device::DeviceMemory decode_workspace_;
   DeviceMoeWorkspace moe_;
-  device::DeviceMemory dequantized_;  // the largest packed weight, dense (GEMMs of more than kPackedLinearMaxRows rows)
+  // The largest packed weight, dense (GEMMs of more than kPackedLinearMaxRows rows).
+  device::DeviceMemory dequantized_;
+  device::DeviceMemory packed_stream_memory_;
+  cuda::PackedStreamWorkspace packed_stream_;  // over packed_stream_memory_
   int64_t activation_bytes_ = 0;
 };
 

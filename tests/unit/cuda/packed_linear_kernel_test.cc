@@ -50,9 +50,26 @@ float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
 
 enum class Path { kSmallM, kStream, kTc, kMma, kDispatch };
 
+// The streaming path's workspace (packed_stream_split.h), zeroed as the worker zeroes it.
+struct StreamScratch {
+  explicit StreamScratch(int blocks, int max_tiles = 64)
+      : memory((PackedStreamWorkspaceBytes(blocks, max_tiles) + 3) / 4),
+        ws(PackedStreamWorkspaceAt(memory.get(), blocks, max_tiles)) {
+    std::memset(memory.get(), 0, memory.size() * sizeof(float));
+  }
+  bool CountersAtZero() const {
+    for (int i = 0; i < ws.max_tiles; ++i) {
+      if (ws.arrivals[i] != 0u) return false;
+    }
+    return true;
+  }
+  DeviceBuffer<float> memory;
+  PackedStreamWorkspace ws;
+};
+
 template <typename T>
 auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const PackedLinear& w,
-            T* y) {
+            T* y, const PackedStreamWorkspace& ws = StreamScratch(4).ws) {
   EXPECT_TRUE(AllowPackedLinearSharedMemory<T>(launcher).ok());  // as PreparePackedLinear does
   switch (w.scheme) {
 #define TESSERA_PATH_CASE(S)                                                                      \
@@ -62,7 +79,7 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
                                                                               y);                 \
     if (path == Path::kStream)                                                                    \
       return LaunchPackedLinearStream<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w,  \
-                                                                              y);                 \
+                                                                              y, ws);             \
     if (path == Path::kTc)                                                                        \
       return LaunchPackedLinearTc<simt::TestLauncher, T, PackedScheme::S>(launcher, x, m, w, y);  \
     if (path == Path::kMma)                                                                       \
@@ -76,23 +93,36 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
     TESSERA_PATH_CASE(kMxfp4)
 #undef TESSERA_PATH_CASE
   }
-  return LaunchPackedLinear(launcher, x, m, w, y);
+  return LaunchPackedLinear(launcher, x, m, w, y, ws);
 }
 
+// One launch (the streaming path over a workspace of `stream_blocks` blocks) checked against
+// the reference; the streaming and dispatching launches run twice over their workspace, which
+// each must leave at zero, with the same bits.
 template <typename T>
 void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme, int m, int n,
-                 int k, std::mt19937& rng, bool tiny_scales = false) {
+                 int k, std::mt19937& rng, bool tiny_scales = false, int stream_blocks = 4) {
   const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
   const std::vector<float> w = DequantizePacked(weight);
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
   const DevicePackedWeight d_w(weight);
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_y(size_t(m) * n);
-  for (size_t i = 0; i < d_y.size(); ++i)
-    d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
+  const StreamScratch scratch(stream_blocks);
   simt::TestLauncher launcher(schedule);
-  const auto status =
-      Launch(launcher, path, static_cast<const T*>(d_x.get()), m, d_w.view, d_y.get());
-  ASSERT_TRUE(status.ok()) << status;
+  std::vector<uint16_t> first;
+  for (int round = 0; round < (path == Path::kStream || path == Path::kDispatch ? 2 : 1);
+       ++round) {
+    for (size_t i = 0; i < d_y.size(); ++i)
+      d_y[i] = simt::FloatTo<T>(std::numeric_limits<float>::quiet_NaN());
+    const auto status = Launch(launcher, path, static_cast<const T*>(d_x.get()), m, d_w.view,
+                               d_y.get(), scratch.ws);
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_TRUE(scratch.CountersAtZero()) << "a launch left an arrival counter set";
+    std::vector<uint16_t> bits(d_y.size());
+    std::memcpy(bits.data(), d_y.get(), bits.size() * sizeof(uint16_t));
+    if (round == 1) ASSERT_EQ(bits, first) << "the second launch gave other bits";
+    first = std::move(bits);
+  }
   const double unit = std::is_same_v<T, __half> ? 0x1p-11 : 0x1p-8;
   for (int r = 0; r < m; ++r) {
     for (int j = 0; j < n; ++j) {
@@ -184,6 +214,42 @@ TEST_P(PackedLinearKernelTest, StreamUnevenSlices) {
   CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_1, 4, 24, 640, rng);
 }
 
+// The streaming path's split (packed_stream_split.h) under grids that give a warp several
+// tiles, a tile to several warps (up to 8, across blocks), and warps no units; each launch
+// twice over one workspace.
+TEST_P(PackedLinearKernelTest, StreamSplitsTilesBetweenWarps) {
+  std::mt19937 rng(2012);
+  for (int blocks : {1, 2, 3, 64}) {
+    SCOPED_TRACE(testing::Message() << "blocks " << blocks);
+    CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_0, 1, 16, 2304, rng,
+                               false, blocks);  // 18 stages, one tile: 8 warps meet
+    CheckLinear<__half>(GetParam(), Path::kStream, PackedScheme::kNvfp4, 2, 136, 640, rng, false,
+                        blocks);  // 9 tiles x 5 stages over 8 to 16 warps
+    CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_K, 4, 520, 256, rng,
+                               false, blocks);  // 33 tiles x 2 stages
+  }
+}
+
+// Start and WarpOf agree: every unit belongs to the warp WarpOf names, for any grid.
+TEST(PackedStreamSplitTest, EveryUnitHasOneWarp) {
+  for (int units = 1; units <= 150; ++units) {
+    for (int warps = 1; warps <= 80; ++warps) {
+      const PackedStreamSplit split{.stages = 1, .units = units, .warps = warps};
+      ASSERT_EQ(split.Start(0), 0);
+      ASSERT_EQ(split.Start(warps), units);
+      for (int u = 0; u < units; ++u) {
+        const int owner = split.WarpOf(u);
+        ASSERT_TRUE(owner >= 0 && owner < warps && split.Start(owner) <= u &&
+                    u < split.Start(owner + 1))
+            << "unit " << u << " of " << units << " over " << warps << " warps: " << owner;
+      }
+    }
+  }
+  EXPECT_EQ(PackedStreamBlocks(1, 264), 1);
+  EXPECT_EQ(PackedStreamBlocks(8192, 264), 256);  // 4096 x 4096 Q4: 4 stages per warp
+  EXPECT_EQ(PackedStreamBlocks(57344, 264), 264);
+}
+
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
   std::mt19937 rng(2007);
   for (int m : {1, 2, 5, 8, 9, 16, 17}) {
@@ -262,6 +328,12 @@ TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
   EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));        // small-m path, m > 8
   EXPECT_TRUE(rejected(Path::kTc, x, 17, w, d_y.get()));           // tensor-core decode, m > 16
   EXPECT_TRUE(rejected(Path::kStream, x, 5, w, d_y.get()));        // streaming path, m > 4
+  {
+    const StreamScratch few_tiles(4, /*max_tiles=*/0);
+    EXPECT_FALSE(Launch(launcher, Path::kStream, x, 1, w, d_y.get(), few_tiles.ws).ok());
+    EXPECT_FALSE(
+        Launch(launcher, Path::kStream, x, 1, w, d_y.get(), PackedStreamWorkspace{}).ok());
+  }
   {
     PackedLinear q4 = w;
     q4.scheme = PackedScheme::kQ4_0, q4.k = 192, q4.mins = nullptr, q4.super_scales = nullptr;

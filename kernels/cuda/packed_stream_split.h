@@ -1,0 +1,84 @@
+// How the streaming decode path (packed_linear_stream.cuh) splits a launch between its warps, and
+// the workspace in which the warps that share a row tile meet ("stream-K", as Marlin's striped
+// partitioning): the work is tiles x stages units (a tile: 16 rows of W; a stage: 128 inputs,
+// 64 for Q8_0), laid out tile after tile; warp g of the grid's W warps takes the contiguous
+// units [units·g / W, units·(g + 1) / W), crossing tile boundaries. So every warp streams the
+// same number of stages (±1) from launch to end, with no wave of blocks waiting on another and
+// its cp.async ring running on from one tile into the next; the grid is the blocks resident at
+// once (PackedStreamWorkspace::blocks), not n / 16.
+//
+// A tile whose units all fall to one warp is stored by that warp. The other tiles are shared by
+// consecutive warps: each writes its piece (its f32 mma fragment, 4 x 32 floats) to its own
+// workspace record, fences, and adds its stage count to the tile's arrival counter; the warp
+// that completes the count adds the pieces in warp order (k order: deterministic for a given
+// shape and grid) and stores the tile, then zeroes the counter, so every launch leaves the
+// counters at zero. A warp has two records: a piece of its first tile, and one of its last.
+// Host and device (the kernel computes its span; the launch, the grid and the workspace size).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/packed_format.h"
+
+namespace tessera::cuda {
+
+inline constexpr int kPackedStreamRows = 16;  // W rows per tile (one mma row tile)
+inline constexpr int kPackedStreamWarps = 8;  // per block
+inline constexpr int kPackedStreamMinStages = 4;  // per warp: the grid shrinks below this
+inline constexpr int kPackedStreamPieceFloats = 4 * 32;  // a warp's accumulator fragment
+// The grid the worker sizes the workspace for: blocks per SM (the kernel's register and shared
+// memory budget allows 2).
+inline constexpr int kPackedStreamBlocksPerSm = 2;
+
+// The split's scratch, owned by the caller: `partials` [blocks x kPackedStreamWarps x 2 x
+// kPackedStreamPieceFloats] f32, `arrivals` [max_tiles] u32, zero before the first launch (every
+// launch leaves them zero; launches that share a workspace run one after another). `blocks`:
+// the most blocks of a launch, those resident at once (SMs x blocks per SM); `max_tiles`: the
+// most row tiles, CeilDiv(n, 16), of any weight launched over it.
+struct PackedStreamWorkspace {
+  float* partials = nullptr;
+  uint32_t* arrivals = nullptr;
+  int blocks = 0;
+  int max_tiles = 0;
+};
+
+// Bytes of a workspace for `blocks` and `max_tiles` (partials first, then the counters).
+inline size_t PackedStreamWorkspaceBytes(int blocks, int max_tiles) {
+  return size_t(blocks) * kPackedStreamWarps * 2 * kPackedStreamPieceFloats * sizeof(float) +
+         size_t(max_tiles) * sizeof(uint32_t);
+}
+
+// The workspace laid out over `memory` (PackedStreamWorkspaceBytes(blocks, max_tiles) bytes,
+// 4-byte aligned).
+inline PackedStreamWorkspace PackedStreamWorkspaceAt(void* memory, int blocks, int max_tiles) {
+  float* const partials = static_cast<float*>(memory);
+  const size_t floats = size_t(blocks) * kPackedStreamWarps * 2 * kPackedStreamPieceFloats;
+  return {partials, reinterpret_cast<uint32_t*>(partials + floats), blocks, max_tiles};
+}
+
+// The units of one launch and their owners.
+struct PackedStreamSplit {
+  int stages = 0;  // per tile
+  int units = 0;   // tiles x stages
+  int warps = 0;   // of the grid
+
+  // The first unit of warp `warp` (== the next warp's start when it has none).
+  TESSERA_PACKED_HOST_DEVICE int Start(int warp) const {
+    return static_cast<int>(int64_t{units} * warp / warps);
+  }
+  // The warp whose units hold `unit`: the last warp starting at or before it.
+  TESSERA_PACKED_HOST_DEVICE int WarpOf(int unit) const {
+    return static_cast<int>((int64_t{unit + 1} * warps + units - 1) / units) - 1;
+  }
+};
+
+// Blocks of a launch of `units` units: enough that each warp has kPackedStreamMinStages, at
+// most `cap` (PackedStreamWorkspace::blocks), at least 1.
+inline int PackedStreamBlocks(int units, int cap) {
+  const int per_block = kPackedStreamWarps * kPackedStreamMinStages;
+  const int wanted = (units + per_block - 1) / per_block;
+  return wanted < 1 ? 1 : wanted < cap ? wanted : cap;
+}
+
+}  // namespace tessera::cuda
