@@ -151,9 +151,9 @@ inline const char* PackedStreamError(int m, const PackedLinear& w,
   if (ws.partials == nullptr || ws.arrivals == nullptr || ws.blocks < 1) {
     return "the streaming path needs its workspace";
   }
-  const int64_t tiles = CeilDiv(w.n, kPackedStreamRows);
-  if (tiles > ws.max_tiles) return "the streaming workspace has too few tile counters";
-  if (tiles * (w.k / 64) > INT32_MAX) return "too many stages for the streaming path";
+  if (int64_t{CeilDiv(w.n, kPackedStreamRows)} * (w.k / 64) > INT32_MAX) {
+    return "too many stages for the streaming path";
+  }
   return nullptr;
 }
 
@@ -168,8 +168,9 @@ auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const Packe
   }
   PackedStreamSplit split;
   split.stages = w.k / packed_stream::kStageInputs<kScheme>;
-  split.units = int(CeilDiv(w.n, kPackedStreamRows)) * split.stages;
-  const int blocks = PackedStreamBlocks(split.units, ws.blocks);
+  const int tiles = int(CeilDiv(w.n, kPackedStreamRows));
+  split.units = tiles * split.stages;
+  const int blocks = PackedStreamBlocks(tiles, split.stages, ws.blocks);
   split.warps = blocks * kPackedStreamWarps;
   auto launch = [&](auto kernel, int shared_bytes) {
     const LaunchShape shape{dim3(blocks), dim3(kPackedStreamThreads),

@@ -22,11 +22,13 @@
 //  - NVFP4's chunk holds two groups (lanes t < 2 the first, t >= 2 the second): B carries each X
 //    row twice (columns 2i and 2i + 1), each copy read as zeros on the other group's lanes (a
 //    zero row), so one mma yields both groups' sums; hence m <= 4.
-// A tile a warp streams whole, it stores; the warps sharing a tile meet in the workspace, and
-// the one that completes it adds the pieces in warp order (deterministic for a shape and grid)
-// and stores Y. Error bound: as every packed path (packed_linear.cuh).
+// A tile a warp streams whole, it stores; the warps sharing a tile meet (in the block's shared
+// memory, or in the workspace when the tile spans blocks), and the one that completes it adds
+// the pieces in warp order (deterministic for a shape and grid) and stores Y. Error bound: as
+// every packed path (packed_linear.cuh).
 // Shared memory: 8 warps x 4 stages x (1344 + X rows x 272) bytes, 52 KiB (Q4, m = 1) to
-// 86 KiB (NVFP4, m = 4): dynamic, opted in once (AllowPackedLinearSharedMemory).
+// 86 KiB (NVFP4, m = 4), and 8 KiB of meeting records: dynamic, opted in once
+// (AllowPackedLinearSharedMemory).
 //
 // Bound (H200, 4.1 TB/s copy): full bandwidth asks ~31 4-bit weights per SM and clock, i.e. ~3
 // warp instructions per clock at ~3 instructions per weight: 75% of the SM's issue rate. Design
@@ -396,39 +398,66 @@ __device__ __forceinline__ void StoreTile(const float (&total)[4], int m, const 
   }
 }
 
+// Where the warps of a shared tile meet: the block's shared records and counters when they
+// are all warps of one block, else the workspace's.
+struct MeetPlace {
+  float* records;     // [warps from `first_warp`][2][kPackedStreamPieceFloats]
+  uint32_t* count;    // the tile's counter (its first warp's)
+  int first_warp;     // the warp of records[0]
+  bool local;
+};
+
+__device__ __forceinline__ MeetPlace PlaceOfTile(const PackedStreamWorkspace& ws,
+                                                 const PackedStreamSplit& split, int tile,
+                                                 float* block_records, uint32_t* block_counts) {
+  const int first = split.WarpOf(tile * split.stages);
+  const int last = split.WarpOf((tile + 1) * split.stages - 1);
+  if (first / kPackedStreamWarps == last / kPackedStreamWarps) {
+    return {block_records, block_counts + first % kPackedStreamWarps,
+            first / kPackedStreamWarps * kPackedStreamWarps, true};
+  }
+  return {ws.partials, ws.arrivals + first, 0, false};
+}
+
 // A warp's piece of a shared tile (packed_stream_split.h): written to its record, counted in;
 // the warp that completes the tile's count adds every piece in warp order into `total` and
 // returns true (and zeroes the counter).
-__device__ __forceinline__ bool MeetAtTile(const PackedStreamWorkspace& ws,
-                                           const PackedStreamSplit& split, int warp, int tile,
-                                           int piece_stages, const float (&acc)[4], int lane,
-                                           float (&total)[4]) {
+__device__ __forceinline__ bool MeetAtTile(const MeetPlace& place, const PackedStreamSplit& split,
+                                           int warp, int tile, int piece_stages,
+                                           const float (&acc)[4], int lane, float (&total)[4]) {
   auto record = [&](int owner) {  // a warp's record for `tile`: its first tile's or its last's
     const int slot = split.Start(owner) / split.stages == tile ? 0 : 1;
-    return ws.partials + (int64_t{owner} * 2 + slot) * kPackedStreamPieceFloats + lane;
+    return place.records + (owner - place.first_warp) * 2 * kPackedStreamPieceFloats +
+           slot * kPackedStreamPieceFloats + lane;
+  };
+  auto fence = [&] {  // the pieces are visible before the count says so, read after it
+    if (place.local) {
+      __threadfence_block();
+    } else {
+      __threadfence();
+    }
   };
   float* const own = record(warp);
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) own[i * 32] = acc[i];
-  __threadfence();  // the piece is visible before the count says so
+  fence();
   __syncwarp();
   uint32_t before = 0;
-  if (lane == 0) before = atomicAdd(ws.arrivals + tile, static_cast<uint32_t>(piece_stages));
+  if (lane == 0) before = atomicAdd(place.count, static_cast<uint32_t>(piece_stages));
   before = __shfl_sync(0xFFFFFFFFu, before, 0);
   if (before + piece_stages != static_cast<uint32_t>(split.stages)) return false;
-  __threadfence();  // the other pieces, seen complete, are read after the count
-  const int first = split.WarpOf(tile * split.stages);
+  fence();
   const int last = split.WarpOf((tile + 1) * split.stages - 1);
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) total[i] = 0.0f;
-  for (int owner = first; owner <= last; ++owner) {
+  for (int owner = split.WarpOf(tile * split.stages); owner <= last; ++owner) {
     if (split.Start(owner) == split.Start(owner + 1)) continue;  // a warp with no units
     const float* const piece = record(owner);
     TESSERA_UNROLL
-    for (int i = 0; i < 4; ++i) total[i] += __ldcg(piece + i * 32);
+    for (int i = 0; i < 4; ++i) total[i] += place.local ? piece[i * 32] : __ldcg(piece + i * 32);
   }
   __syncwarp();  // every lane has read before the counter is reset
-  if (lane == 0) ws.arrivals[tile] = 0u;
+  if (lane == 0) *place.count = 0u;
   return true;
 }
 
@@ -438,10 +467,12 @@ template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ void EndPiece(const PackedStreamWorkspace& ws,
                                          const PackedStreamSplit& split, int warp, int tile,
                                          int piece_stages, int m, const PackedLinear& w, T* y,
-                                         int lane, float (&acc)[4]) {
+                                         float* block_records, uint32_t* block_counts, int lane,
+                                         float (&acc)[4]) {
   float total[4] = {acc[0], acc[1], acc[2], acc[3]};
   if (piece_stages == split.stages ||
-      MeetAtTile(ws, split, warp, tile, piece_stages, acc, lane, total)) {
+      MeetAtTile(PlaceOfTile(ws, split, tile, block_records, block_counts), split, warp, tile,
+                 piece_stages, acc, lane, total)) {
     StoreTile<T, kScheme>(total, m, w, y, tile * kPackedStreamRows, lane);
   }
   TESSERA_UNROLL
@@ -450,15 +481,23 @@ __device__ __forceinline__ void EndPiece(const PackedStreamWorkspace& ws,
 
 }  // namespace packed_stream
 
-// Dynamic shared memory of a launch: every warp's ring.
+namespace packed_stream {
+// A block's shared meeting place after the rings: its warps' records, then their counters.
+template <PackedScheme kScheme, int kM>
+inline constexpr int kRecordsOffset =
+    kPackedStreamWarps * kPackedStreamSlots * kSlotBytes<kScheme, kM>;
+inline constexpr int kMeetBytes = int(PackedStreamPartialFloats(1) * 4) + kPackedStreamWarps * 4;
+}  // namespace packed_stream
+
+// Dynamic shared memory of a launch: every warp's ring, and the block's meeting place.
 template <PackedScheme kScheme, int kM>
 inline constexpr int kPackedStreamSharedBytes =
-    kPackedStreamWarps * kPackedStreamSlots * packed_stream::kSlotBytes<kScheme, kM>;
+    packed_stream::kRecordsOffset<kScheme, kM> + packed_stream::kMeetBytes;
 
-// Grid PackedStreamBlocks(units, ws.blocks) with split.warps = grid x kPackedStreamWarps,
+// Grid PackedStreamBlocks(tiles, stages, ws.blocks), split.warps = grid x kPackedStreamWarps,
 // kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic shared memory (opted in:
 // AllowPackedLinearSharedMemory); k a multiple of one stage's inputs (128, or 64 for Q8_0); kM:
-// m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires, tiles <= ws.max_tiles.
+// m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires.
 template <typename T, PackedScheme kScheme, int kM>
 __global__ void __launch_bounds__(kPackedStreamThreads, 2)
     PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y,
@@ -469,6 +508,11 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
   const int lane = threadIdx.x % 32;
   const int warp = blockIdx.x * kPackedStreamWarps + threadIdx.x / 32;
   uint8_t* const slots = ring + OpaqueInt(threadIdx.x / 32 * kSlots * kSlot);
+  float* const block_records = reinterpret_cast<float*>(ring + kRecordsOffset<kScheme, kM>);
+  uint32_t* const block_counts =
+      reinterpret_cast<uint32_t*>(block_records + PackedStreamPartialFloats(1));
+  if (threadIdx.x < kPackedStreamWarps) block_counts[threadIdx.x] = 0u;
+  __syncthreads();  // the counters are zero before any warp meets
   const int u0 = split.Start(warp), u1 = split.Start(warp + 1);
   if (u0 == u1) {  // no units (a grid of more warps than units)
     ptx::GridDependencyWait();
@@ -530,7 +574,7 @@ __global__ void __launch_bounds__(kPackedStreamThreads, 2)
       ComputeStage<T, kScheme, kM>(slots + slot * kSlot, reads, acc);
       if (--piece_left > 0) continue;
       EndPiece<T, kScheme>(ws, split, warp, tile, u + 1 - (tile * split.stages + piece_begin),
-                           m, w, y, lane, acc);
+                           m, w, y, block_records, block_counts, lane, acc);
       ++tile;
       piece_begin = 0;
       piece_left = split.stages < u1 - u - 1 ? split.stages : u1 - u - 1;

@@ -8,11 +8,14 @@
 // once (PackedStreamWorkspace::blocks), not n / 16.
 //
 // A tile whose units all fall to one warp is stored by that warp. The other tiles are shared by
-// consecutive warps: each writes its piece (its f32 mma fragment, 4 x 32 floats) to its own
-// workspace record, fences, and adds its stage count to the tile's arrival counter; the warp
-// that completes the count adds the pieces in warp order (k order: deterministic for a given
-// shape and grid) and stores the tile, then zeroes the counter, so every launch leaves the
-// counters at zero. A warp has two records: a piece of its first tile, and one of its last.
+// consecutive warps: each writes its piece (its f32 mma fragment, 4 x 32 floats) to its record,
+// fences, and adds its stage count to the counter of the tile's first warp (a warp is the first
+// of at most one shared tile); the warp that completes the count adds the pieces in warp order (k
+// order: deterministic for a given shape and grid) and stores the tile, then zeroes the counter.
+// Warps of one block meet in its shared memory; a tile that spans blocks meets in the caller's
+// workspace, whose counters every launch leaves at zero. A warp has two records: a piece of its
+// first tile, and one of its last. When the tiles fit the grid, a block takes one tile (its 8
+// warps meet in shared memory, as a block-per-tile split).
 // Host and device (the kernel computes its span; the launch, the grid and the workspace size).
 #pragma once
 
@@ -32,29 +35,32 @@ inline constexpr int kPackedStreamPieceFloats = 4 * 32;  // a warp's accumulator
 inline constexpr int kPackedStreamBlocksPerSm = 2;
 
 // The split's scratch, owned by the caller: `partials` [blocks x kPackedStreamWarps x 2 x
-// kPackedStreamPieceFloats] f32, `arrivals` [max_tiles] u32, zero before the first launch (every
-// launch leaves them zero; launches that share a workspace run one after another). `blocks`:
-// the most blocks of a launch, those resident at once (SMs x blocks per SM); `max_tiles`: the
-// most row tiles, CeilDiv(n, 16), of any weight launched over it.
+// kPackedStreamPieceFloats] f32 and `arrivals` [blocks x kPackedStreamWarps] u32, zero before
+// the first launch (every launch leaves them zero; launches that share a workspace run one after
+// another). `blocks`: the most blocks of a launch, those resident at once (SMs x blocks per SM).
 struct PackedStreamWorkspace {
   float* partials = nullptr;
   uint32_t* arrivals = nullptr;
   int blocks = 0;
-  int max_tiles = 0;
 };
 
-// Bytes of a workspace for `blocks` and `max_tiles` (partials first, then the counters).
-inline size_t PackedStreamWorkspaceBytes(int blocks, int max_tiles) {
-  return size_t(blocks) * kPackedStreamWarps * 2 * kPackedStreamPieceFloats * sizeof(float) +
-         size_t(max_tiles) * sizeof(uint32_t);
+// Floats of the partials of `blocks` blocks (also a block's shared records, blocks = 1).
+TESSERA_PACKED_HOST_DEVICE constexpr size_t PackedStreamPartialFloats(int blocks) {
+  return size_t(blocks) * kPackedStreamWarps * 2 * kPackedStreamPieceFloats;
 }
 
-// The workspace laid out over `memory` (PackedStreamWorkspaceBytes(blocks, max_tiles) bytes,
-// 4-byte aligned).
-inline PackedStreamWorkspace PackedStreamWorkspaceAt(void* memory, int blocks, int max_tiles) {
+// Bytes of a workspace for `blocks` (partials first, then the counters).
+inline size_t PackedStreamWorkspaceBytes(int blocks) {
+  return PackedStreamPartialFloats(blocks) * sizeof(float) +
+         size_t(blocks) * kPackedStreamWarps * sizeof(uint32_t);
+}
+
+// The workspace laid out over `memory` (PackedStreamWorkspaceBytes(blocks) bytes, 4-byte
+// aligned).
+inline PackedStreamWorkspace PackedStreamWorkspaceAt(void* memory, int blocks) {
   float* const partials = static_cast<float*>(memory);
-  const size_t floats = size_t(blocks) * kPackedStreamWarps * 2 * kPackedStreamPieceFloats;
-  return {partials, reinterpret_cast<uint32_t*>(partials + floats), blocks, max_tiles};
+  return {partials, reinterpret_cast<uint32_t*>(partials + PackedStreamPartialFloats(blocks)),
+          blocks};
 }
 
 // The units of one launch and their owners.
@@ -73,12 +79,14 @@ struct PackedStreamSplit {
   }
 };
 
-// Blocks of a launch of `units` units: enough that each warp has kPackedStreamMinStages, at
-// most `cap` (PackedStreamWorkspace::blocks), at least 1.
-inline int PackedStreamBlocks(int units, int cap) {
+// Blocks of a launch of `tiles` x `stages` units: enough that each warp has
+// kPackedStreamMinStages, at most `cap` (PackedStreamWorkspace::blocks), at least 1; one per tile
+// when the tiles fit.
+inline int PackedStreamBlocks(int tiles, int stages, int cap) {
   const int per_block = kPackedStreamWarps * kPackedStreamMinStages;
-  const int wanted = (units + per_block - 1) / per_block;
-  return wanted < 1 ? 1 : wanted < cap ? wanted : cap;
+  const int64_t wanted = (int64_t{tiles} * stages + per_block - 1) / per_block;
+  const int blocks = wanted < 1 ? 1 : wanted < cap ? static_cast<int>(wanted) : cap;
+  return tiles <= blocks ? tiles : blocks;
 }
 
 }  // namespace tessera::cuda

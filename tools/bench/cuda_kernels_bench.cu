@@ -445,16 +445,16 @@ PackedLinear ArenaPackedWeight(DeviceArena& arena, PackedScheme scheme, int n, i
           super_bytes ? static_cast<const uint16_t*>(arena.Get(super_bytes)) : nullptr, 1.0f};
 }
 
-// The streaming path's workspace (packed_stream_split.h), zeroed, for weights of up to n rows
-// and a grid of blocks_per_sm blocks per SM of this device.
-PackedStreamWorkspace StreamWorkspace(DeviceArena& arena, int n, int blocks_per_sm) {
+// The streaming path's workspace (packed_stream_split.h), zeroed, for a grid of blocks_per_sm
+// blocks per SM of this device.
+PackedStreamWorkspace StreamWorkspace(DeviceArena& arena, int blocks_per_sm) {
   int device = 0, sms = 0;
   Check(cudaGetDevice(&device), "cudaGetDevice");
   Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  const int blocks = blocks_per_sm * sms, tiles = (n + kPackedStreamRows - 1) / kPackedStreamRows;
-  void* memory = arena.Get(PackedStreamWorkspaceBytes(blocks, tiles));
-  Check(cudaMemset(memory, 0, PackedStreamWorkspaceBytes(blocks, tiles)), "zero workspace");
-  return PackedStreamWorkspaceAt(memory, blocks, tiles);
+  const int blocks = blocks_per_sm * sms;
+  void* memory = arena.Get(PackedStreamWorkspaceBytes(blocks));
+  Check(cudaMemset(memory, 0, PackedStreamWorkspaceBytes(blocks)), "zero workspace");
+  return PackedStreamWorkspaceAt(memory, blocks);
 }
 
 void BM_PackedLinear(benchmark::State& state) {
@@ -466,7 +466,7 @@ void BM_PackedLinear(benchmark::State& state) {
   const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(m) * k * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(m) * n * 2));
-  const PackedStreamWorkspace ws = StreamWorkspace(arena, n, kPackedStreamBlocksPerSm);
+  const PackedStreamWorkspace ws = StreamWorkspace(arena, kPackedStreamBlocksPerSm);
   CudaLauncher launcher(nullptr);
   Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
   TimeKernel(state, weight_bytes + 2.0 * m * (k + n), [&] {
@@ -518,7 +518,7 @@ void BM_PackedStreamShapes(benchmark::State& state) {
   const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(k) * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * 2));
-  const PackedStreamWorkspace ws = StreamWorkspace(arena, n, static_cast<int>(state.range(3)));
+  const PackedStreamWorkspace ws = StreamWorkspace(arena, static_cast<int>(state.range(3)));
   CudaLauncher launcher(nullptr);
   Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
   TimeKernel(state, weight_bytes + 2.0 * (k + n), [&] {

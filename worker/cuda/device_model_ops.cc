@@ -92,11 +92,9 @@ absl::Status DeviceModelOps::AllocateDecodeWorkspace() {
 }
 
 absl::Status DeviceModelOps::AllocatePackedScratch() {
-  int64_t largest = 0, most_rows = 0;
+  int64_t largest = 0;
   for (const DeviceWeight& w : weights_.tensors) {
-    if (!w.packed) continue;
-    if (w.experts == 1) largest = std::max(largest, w.rows * w.cols);  // not stacks
-    most_rows = std::max<int64_t>(most_rows, w.packed->n);
+    if (w.packed && w.experts == 1) largest = std::max(largest, w.rows * w.cols);  // not stacks
   }
   if (largest == 0) return absl::OkStatus();
   TESSERA_ASSIGN_OR_RETURN(
@@ -104,15 +102,13 @@ absl::Status DeviceModelOps::AllocatePackedScratch() {
                         runtime_, static_cast<size_t>(largest) * device::DataTypeBytes(dtype_)));
   // The streaming path's split workspace: a grid of the blocks resident at once.
   const int blocks = cuda::kPackedStreamBlocksPerSm * std::max(options_.num_sms, 1);
-  const int tiles = static_cast<int>((most_rows + cuda::kPackedStreamRows - 1) /
-                                     cuda::kPackedStreamRows);
-  TESSERA_ASSIGN_OR_RETURN(packed_stream_memory_,
-                           device::DeviceMemory::Allocate(
-                               runtime_, cuda::PackedStreamWorkspaceBytes(blocks, tiles)));
+  TESSERA_ASSIGN_OR_RETURN(
+      packed_stream_memory_,
+      device::DeviceMemory::Allocate(runtime_, cuda::PackedStreamWorkspaceBytes(blocks)));
   // The arrival counters start at zero, and every launch leaves them so.
   TESSERA_RETURN_IF_ERROR(
       runtime_.Fill(packed_stream_memory_.data(), 0, packed_stream_memory_.bytes()));
-  packed_stream_ = cuda::PackedStreamWorkspaceAt(packed_stream_memory_.data(), blocks, tiles);
+  packed_stream_ = cuda::PackedStreamWorkspaceAt(packed_stream_memory_.data(), blocks);
   activation_bytes_ += static_cast<int64_t>(dequantized_.bytes() + packed_stream_memory_.bytes());
   return absl::OkStatus();
 }

@@ -29,7 +29,7 @@
 // A launch error is kept (the first one) and later ops do nothing; the runner reads status()
 // after the forward pass. Ownership: owns its activations, the decode attention's and MoE
 // workspaces and the packed GEMMs' scratch (a dense copy for m > 16, the streaming path's split
-// workspace for m <= 4, sized for the device's SMs and the most rows of a packed weight); borrows
+// workspace for m <= 4, sized for the device's SMs); borrows
 // weights, kernels, runtime, KV pools, recurrent state and step inputs from its runner.
 // Threading: the step thread only.
 #pragma once

@@ -52,13 +52,13 @@ enum class Path { kSmallM, kStream, kTc, kMma, kDispatch };
 
 // The streaming path's workspace (packed_stream_split.h), zeroed as the worker zeroes it.
 struct StreamScratch {
-  explicit StreamScratch(int blocks, int max_tiles = 64)
-      : memory((PackedStreamWorkspaceBytes(blocks, max_tiles) + 3) / 4),
-        ws(PackedStreamWorkspaceAt(memory.get(), blocks, max_tiles)) {
+  explicit StreamScratch(int blocks)
+      : memory((PackedStreamWorkspaceBytes(blocks) + 3) / 4),
+        ws(PackedStreamWorkspaceAt(memory.get(), blocks)) {
     std::memset(memory.get(), 0, memory.size() * sizeof(float));
   }
   bool CountersAtZero() const {
-    for (int i = 0; i < ws.max_tiles; ++i) {
+    for (int i = 0; i < ws.blocks * kPackedStreamWarps; ++i) {
       if (ws.arrivals[i] != 0u) return false;
     }
     return true;
@@ -120,7 +120,9 @@ void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme,
     ASSERT_TRUE(scratch.CountersAtZero()) << "a launch left an arrival counter set";
     std::vector<uint16_t> bits(d_y.size());
     std::memcpy(bits.data(), d_y.get(), bits.size() * sizeof(uint16_t));
-    if (round == 1) ASSERT_EQ(bits, first) << "the second launch gave other bits";
+    if (round == 1) {
+      ASSERT_EQ(bits, first) << "the second launch gave other bits";
+    }
     first = std::move(bits);
   }
   const double unit = std::is_same_v<T, __half> ? 0x1p-11 : 0x1p-8;
@@ -215,8 +217,8 @@ TEST_P(PackedLinearKernelTest, StreamUnevenSlices) {
 }
 
 // The streaming path's split (packed_stream_split.h) under grids that give a warp several
-// tiles, a tile to several warps (up to 8, across blocks), and warps no units; each launch
-// twice over one workspace.
+// tiles, a tile to several warps of one block (shared-memory meetings) or of two (workspace
+// meetings), and warps no units; each launch twice over one workspace.
 TEST_P(PackedLinearKernelTest, StreamSplitsTilesBetweenWarps) {
   std::mt19937 rng(2012);
   for (int blocks : {1, 2, 3, 64}) {
@@ -224,9 +226,11 @@ TEST_P(PackedLinearKernelTest, StreamSplitsTilesBetweenWarps) {
     CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_0, 1, 16, 2304, rng,
                                false, blocks);  // 18 stages, one tile: 8 warps meet
     CheckLinear<__half>(GetParam(), Path::kStream, PackedScheme::kNvfp4, 2, 136, 640, rng, false,
-                        blocks);  // 9 tiles x 5 stages over 8 to 16 warps
+                        blocks);  // 9 tiles x 5 stages over 1 or 2 blocks
     CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_K, 4, 520, 256, rng,
-                               false, blocks);  // 33 tiles x 2 stages
+                               false, blocks);  // 33 tiles x 2 stages over 1 to 3 blocks
+    CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ8_0, 3, 32, 2560, rng,
+                               false, blocks);  // 2 tiles x 40 stages: a block per tile
   }
 }
 
@@ -245,9 +249,11 @@ TEST(PackedStreamSplitTest, EveryUnitHasOneWarp) {
       }
     }
   }
-  EXPECT_EQ(PackedStreamBlocks(1, 264), 1);
-  EXPECT_EQ(PackedStreamBlocks(8192, 264), 256);  // 4096 x 4096 Q4: 4 stages per warp
-  EXPECT_EQ(PackedStreamBlocks(57344, 264), 264);
+  EXPECT_EQ(PackedStreamBlocks(1, 1, 264), 1);
+  EXPECT_EQ(PackedStreamBlocks(256, 32, 264), 256);   // o (4096 x 4096, Q4): a tile per block
+  EXPECT_EQ(PackedStreamBlocks(256, 112, 264), 256);  // down (4096 x 14336): a tile per block
+  EXPECT_EQ(PackedStreamBlocks(1792, 32, 264), 264);  // gate | up: every resident block
+  EXPECT_EQ(PackedStreamBlocks(64, 2, 264), 4);       // 4 stages per warp
 }
 
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
@@ -328,12 +334,7 @@ TEST_P(PackedLinearKernelTest, UnsupportedShapesAreALaunchError) {
   EXPECT_TRUE(rejected(Path::kSmallM, x, 9, w, d_y.get()));        // small-m path, m > 8
   EXPECT_TRUE(rejected(Path::kTc, x, 17, w, d_y.get()));           // tensor-core decode, m > 16
   EXPECT_TRUE(rejected(Path::kStream, x, 5, w, d_y.get()));        // streaming path, m > 4
-  {
-    const StreamScratch few_tiles(4, /*max_tiles=*/0);
-    EXPECT_FALSE(Launch(launcher, Path::kStream, x, 1, w, d_y.get(), few_tiles.ws).ok());
-    EXPECT_FALSE(
-        Launch(launcher, Path::kStream, x, 1, w, d_y.get(), PackedStreamWorkspace{}).ok());
-  }
+  EXPECT_FALSE(Launch(launcher, Path::kStream, x, 1, w, d_y.get(), PackedStreamWorkspace{}).ok());
   {
     PackedLinear q4 = w;
     q4.scheme = PackedScheme::kQ4_0, q4.k = 192, q4.mins = nullptr, q4.super_scales = nullptr;
