@@ -151,7 +151,8 @@ inline const char* PackedStreamError(int m, const PackedLinear& w,
   if (ws.partials == nullptr || ws.arrivals == nullptr || ws.blocks < 1) {
     return "the streaming path needs its workspace";
   }
-  if (int64_t{CeilDiv(w.n, kPackedStreamRows)} * (w.k / 64) > INT32_MAX) {
+  // Units and the loop's look-ahead (a ring's worth past the last unit) fit an int.
+  if (int64_t{CeilDiv(w.n, kPackedStreamRows)} * (w.k / 64) > INT32_MAX - kPackedStreamSlots) {
     return "too many stages for the streaming path";
   }
   return nullptr;

@@ -208,7 +208,7 @@ __device__ __forceinline__ void IssueUnitWeights(const UnitSources& c, const Sta
     ptx::CpAsyncSmall<kStageScaleBytes<kScheme>>(
         slot + to.field_offset, c.fields + int64_t{unit} * kStageScaleBytes<kScheme>);
     if constexpr (kScheme == PackedScheme::kQ4_K) {
-      ptx::CpAsyncSmall<4>(slot + to.super_offset, c.super + unit / 2 * 4);
+      ptx::CpAsyncSmall<4>(slot + to.super_offset, c.super + int64_t{unit} / 2 * 4);
     }
   } else if constexpr (PackedHasMins(kScheme)) {
     ptx::CpAsyncSmall<kStageMinBytes<kScheme>>(
@@ -447,6 +447,7 @@ __device__ __forceinline__ bool MeetAtTile(const MeetPlace& place, const PackedS
   before = __shfl_sync(0xFFFFFFFFu, before, 0);
   if (before + piece_stages != static_cast<uint32_t>(split.stages)) return false;
   fence();
+  __syncwarp();  // lane 0's acquire (its atomic, then the fence) orders every lane's reads
   const int last = split.WarpOf((tile + 1) * split.stages - 1);
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) total[i] = 0.0f;

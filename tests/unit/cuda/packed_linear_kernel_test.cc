@@ -17,9 +17,11 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/util/half.h"
@@ -254,6 +256,37 @@ TEST(PackedStreamSplitTest, EveryUnitHasOneWarp) {
   EXPECT_EQ(PackedStreamBlocks(256, 112, 264), 256);  // down (4096 x 14336): a tile per block
   EXPECT_EQ(PackedStreamBlocks(1792, 32, 264), 264);  // gate | up: every resident block
   EXPECT_EQ(PackedStreamBlocks(64, 2, 264), 4);       // 4 stages per warp
+}
+
+// The meetings of one launch never share a counter or a record (the emulator runs blocks one
+// at a time, so two tiles meeting at once on a GPU are checked here): for every shared tile,
+// its counter (its first warp, in the workspace or its block's shared memory) and each owner's
+// record slot (its first tile's or its last's) are distinct from every other shared tile's.
+TEST(PackedStreamSplitTest, SharedTilesMeetApart) {
+  for (int tiles : {1, 2, 3, 7, 33}) {
+    for (int stages : {1, 2, 5, 18, 40}) {
+      for (int cap : {1, 2, 3, 5, 64}) {
+        const int blocks = PackedStreamBlocks(tiles, stages, cap);
+        const PackedStreamSplit split{.stages = stages, .units = tiles * stages,
+                                      .warps = blocks * kPackedStreamWarps};
+        std::set<int> counters;
+        std::set<std::pair<int, int>> records;
+        for (int tile = 0; tile < tiles; ++tile) {
+          const int first = split.WarpOf(tile * stages);
+          const int last = split.WarpOf((tile + 1) * stages - 1);
+          if (first == last) continue;  // stored whole, no meeting
+          ASSERT_TRUE(counters.insert(first).second)
+              << tiles << " x " << stages << " over " << blocks << " blocks: tile " << tile;
+          for (int owner = first; owner <= last; ++owner) {
+            if (split.Start(owner) == split.Start(owner + 1)) continue;
+            const int slot = split.Start(owner) / stages == tile ? 0 : 1;
+            ASSERT_TRUE(records.insert({owner, slot}).second)
+                << tiles << " x " << stages << ": warp " << owner << " slot " << slot;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_P(PackedLinearKernelTest, DispatchPicksAPathForEveryM) {
