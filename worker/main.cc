@@ -332,6 +332,11 @@ void AddRunnerOptions(CLI::App& app, RunnerFlags* r) {
                  "cuda: let the decode kernels start while the kernel before them drains "
                  "(Hopper's programmatic dependent launch); false: strictly one after another")
       ->capture_default_str();
+  app.add_option("--cuda-packed-stream-grid", r->cuda_packed_stream_grid,
+                 "cuda: the batch-1 packed GEMM over projections whose row tiles fit the "
+                 "resident blocks: tile (a block per tile) | every (every resident block)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tile", "every"}));
   app.add_flag("--cuda-sync-each-launch", r->cuda_sync_each_launch,
                "cuda bring-up: wait after every kernel launch and GEMM (outside graph capture) "
                "so a device fault is reported by the launch that caused it, naming the kernel; "

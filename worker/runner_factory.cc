@@ -75,9 +75,18 @@ absl::StatusOr<BuiltRunner> BuildCpuRunner(const RunnerFlags& flags, const Loade
 }
 
 #if TESSERA_WITH_DEVICE_BACKENDS
+absl::StatusOr<cuda::PackedStreamGrid> ParsePackedStreamGrid(const std::string& name) {
+  if (name == "tile") return cuda::PackedStreamGrid::kBlockPerTileWhenTilesFit;
+  if (name == "every") return cuda::PackedStreamGrid::kEveryResidentBlock;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--cuda-packed-stream-grid: '", name, "' is neither tile nor every"));
+}
+
 absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) {
   TESSERA_ASSIGN_OR_RETURN(const device::DataType dtype,
                            ParseComputeDtype(flags.dtype.empty() ? "bf16" : flags.dtype));
+  TESSERA_ASSIGN_OR_RETURN(const cuda::PackedStreamGrid stream_grid,
+                           ParsePackedStreamGrid(flags.cuda_packed_stream_grid));
   const std::string graph_mode =
       !flags.cuda_graphs.empty() ? flags.cuda_graphs : flags.device == "emulated" ? "lazy" : "eager";
   TESSERA_ASSIGN_OR_RETURN(const CudaGraphMode graphs, ParseCudaGraphMode(graph_mode));
@@ -92,6 +101,7 @@ absl::StatusOr<CudaRunnerOptions> DeviceRunnerOptions(const RunnerFlags& flags) 
                            .batch_invariant = flags.batch_invariant,
                            .keep_weights_packed = !flags.dequantize_weights,
                            .decode_partition = 0,
+                           .packed_stream_grid = stream_grid,
                            .mixed_step_graphs = !flags.no_mixed_graphs,
                            .state_snapshot_bytes = flags.state_snapshot_mb * kMiB};
 }

@@ -54,6 +54,9 @@ struct RunnerFlags {
   int tensor_parallel = 1;
   bool cuda_sync_each_launch = false;  // cuda: sync after every launch, naming a failed kernel
   bool cuda_dependent_launch = true;   // cuda: programmatic dependent launches (DeviceOptions)
+  // cuda: how the batch-1 packed GEMM splits a projection whose row tiles fit the resident
+  // blocks: "tile" (a block per tile) | "every" (every resident block; packed_stream_split.h).
+  std::string cuda_packed_stream_grid = "tile";
   int64_t emulated_memory_mb = 1024; // the emulated device's memory
   std::string load_format = "auto";  // auto: weights from the model file; dummy: BuildDummyRunner
   std::string dummy_shape = "";      // dummy: a SyntheticShapeNames() entry

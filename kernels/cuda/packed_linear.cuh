@@ -159,8 +159,10 @@ inline const char* PackedStreamError(int m, const PackedLinear& w,
 }
 
 // The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k), over
-// `ws` (packed_stream_split.h); its shared memory allowed first (AllowPackedLinearSharedMemory).
-template <class Launcher, typename T, PackedScheme kScheme>
+// `ws` (packed_stream_split.h); its shared memory allowed first (AllowPackedLinearSharedMemory;
+// a kMinBlocks other than the worker's is the caller's to allow).
+template <class Launcher, typename T, PackedScheme kScheme,
+          int kMinBlocks = kPackedStreamBlocksPerSm>
 auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y,
                               const PackedStreamWorkspace& ws) {
   if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme ||
@@ -171,7 +173,7 @@ auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const Packe
   split.stages = w.k / packed_stream::kStageInputs<kScheme>;
   const int tiles = int(CeilDiv(w.n, kPackedStreamRows));
   split.units = tiles * split.stages;
-  const int blocks = PackedStreamBlocks(tiles, split.stages, ws.blocks);
+  const int blocks = PackedStreamBlocks(tiles, split.stages, ws.blocks, ws.grid);
   split.warps = blocks * kPackedStreamWarps;
   auto launch = [&](auto kernel, int shared_bytes) {
     const LaunchShape shape{dim3(blocks), dim3(kPackedStreamThreads),
@@ -179,12 +181,15 @@ auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const Packe
     return launcher.Launch(shape, kernel, x, m, w, y, ws, split);
   };
   if (m == 1) {
-    return launch(PackedLinearStreamKernel<T, kScheme, 1>, kPackedStreamSharedBytes<kScheme, 1>);
+    return launch(PackedLinearStreamKernel<T, kScheme, 1, kMinBlocks>,
+                  kPackedStreamSharedBytes<kScheme, 1>);
   }
   if (m == 2) {
-    return launch(PackedLinearStreamKernel<T, kScheme, 2>, kPackedStreamSharedBytes<kScheme, 2>);
+    return launch(PackedLinearStreamKernel<T, kScheme, 2, kMinBlocks>,
+                  kPackedStreamSharedBytes<kScheme, 2>);
   }
-  return launch(PackedLinearStreamKernel<T, kScheme, 4>, kPackedStreamSharedBytes<kScheme, 4>);
+  return launch(PackedLinearStreamKernel<T, kScheme, 4, kMinBlocks>,
+                  kPackedStreamSharedBytes<kScheme, 4>);
 }
 
 // The tensor-core decode path alone (packed_linear_tc.cuh), 1 <= m <= 16.

@@ -404,6 +404,7 @@ struct MeetPlace {
   float* records;     // [warps from `first_warp`][2][kPackedStreamPieceFloats]
   uint32_t* count;    // the tile's counter (its first warp's)
   int first_warp;     // the warp of records[0]
+  int tile_first, tile_last;  // the warps whose units hold the tile's first and last stage
   bool local;
 };
 
@@ -414,9 +415,9 @@ __device__ __forceinline__ MeetPlace PlaceOfTile(const PackedStreamWorkspace& ws
   const int last = split.WarpOf((tile + 1) * split.stages - 1);
   if (first / kPackedStreamWarps == last / kPackedStreamWarps) {
     return {block_records, block_counts + first % kPackedStreamWarps,
-            first / kPackedStreamWarps * kPackedStreamWarps, true};
+            first / kPackedStreamWarps * kPackedStreamWarps, first, last, true};
   }
-  return {ws.partials, ws.arrivals + first, 0, false};
+  return {ws.partials, ws.arrivals + first, 0, first, last, false};
 }
 
 // A warp's piece of a shared tile (packed_stream_split.h): written to its record, counted in;
@@ -448,10 +449,9 @@ __device__ __forceinline__ bool MeetAtTile(const MeetPlace& place, const PackedS
   if (before + piece_stages != static_cast<uint32_t>(split.stages)) return false;
   fence();
   __syncwarp();  // lane 0's acquire (its atomic, then the fence) orders every lane's reads
-  const int last = split.WarpOf((tile + 1) * split.stages - 1);
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) total[i] = 0.0f;
-  for (int owner = split.WarpOf(tile * split.stages); owner <= last; ++owner) {
+  for (int owner = place.tile_first; owner <= place.tile_last; ++owner) {
     if (split.Start(owner) == split.Start(owner + 1)) continue;  // a warp with no units
     const float* const piece = record(owner);
     TESSERA_UNROLL
@@ -498,9 +498,10 @@ inline constexpr int kPackedStreamSharedBytes =
 // Grid PackedStreamBlocks(tiles, stages, ws.blocks), split.warps = grid x kPackedStreamWarps,
 // kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic shared memory (opted in:
 // AllowPackedLinearSharedMemory); k a multiple of one stage's inputs (128, or 64 for Q8_0); kM:
-// m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires.
-template <typename T, PackedScheme kScheme, int kM>
-__global__ void __launch_bounds__(kPackedStreamThreads, 2)
+// m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires. kMinBlocks: the blocks per SM
+// the register cap makes room for (the worker's kPackedStreamBlocksPerSm; benchmarks try others).
+template <typename T, PackedScheme kScheme, int kM, int kMinBlocks = kPackedStreamBlocksPerSm>
+__global__ void __launch_bounds__(kPackedStreamThreads, kMinBlocks)
     PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y,
                              PackedStreamWorkspace ws, PackedStreamSplit split) {
   using namespace packed_stream;

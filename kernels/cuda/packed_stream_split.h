@@ -34,6 +34,12 @@ inline constexpr int kPackedStreamPieceFloats = 4 * 32;  // a warp's accumulator
 // memory budget allows 2).
 inline constexpr int kPackedStreamBlocksPerSm = 2;
 
+// How a launch whose tiles fit in the resident blocks is split: a block per tile (its warps
+// meet in shared memory; fewer warps run than fit), or over every resident block like a larger
+// launch (more warps streaming, their tiles met in the workspace). Larger launches always take
+// every resident block.
+enum class PackedStreamGrid { kBlockPerTileWhenTilesFit, kEveryResidentBlock };
+
 // The split's scratch, owned by the caller: `partials` [blocks x kPackedStreamWarps x 2 x
 // kPackedStreamPieceFloats] f32 and `arrivals` [blocks x kPackedStreamWarps] u32, zero before
 // the first launch (every launch leaves them zero; launches that share a workspace run one after
@@ -42,6 +48,7 @@ struct PackedStreamWorkspace {
   float* partials = nullptr;
   uint32_t* arrivals = nullptr;
   int blocks = 0;
+  PackedStreamGrid grid = PackedStreamGrid::kBlockPerTileWhenTilesFit;
 };
 
 // Floats of the partials of `blocks` blocks (also a block's shared records, blocks = 1).
@@ -81,12 +88,13 @@ struct PackedStreamSplit {
 
 // Blocks of a launch of `tiles` x `stages` units: enough that each warp has
 // kPackedStreamMinStages, at most `cap` (PackedStreamWorkspace::blocks), at least 1; one per tile
-// when the tiles fit.
-inline int PackedStreamBlocks(int tiles, int stages, int cap) {
+// when the tiles fit and `grid` says so.
+inline int PackedStreamBlocks(int tiles, int stages, int cap,
+                              PackedStreamGrid grid = PackedStreamGrid::kBlockPerTileWhenTilesFit) {
   const int per_block = kPackedStreamWarps * kPackedStreamMinStages;
   const int64_t wanted = (int64_t{tiles} * stages + per_block - 1) / per_block;
   const int blocks = wanted < 1 ? 1 : wanted < cap ? static_cast<int>(wanted) : cap;
-  return tiles <= blocks ? tiles : blocks;
+  return tiles <= blocks && grid == PackedStreamGrid::kBlockPerTileWhenTilesFit ? tiles : blocks;
 }
 
 }  // namespace tessera::cuda

@@ -31,84 +31,10 @@
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/sampling_reference.h"
+#include "tools/bench/cuda_bench_util.cuh"
 
 namespace tessera::cuda {
 namespace {
-
-void Check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-
-void Check(const CudaLaunchResult& result, const char* what) {
-  if (!result.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, DescribeLaunch(result).c_str());
-    std::exit(1);
-  }
-}
-
-// Device memory for one benchmark, filled with small finite values.
-class DeviceArena {
- public:
-  void* Get(size_t bytes) {
-    void* pointer = nullptr;
-    Check(cudaMalloc(&pointer, bytes), "cudaMalloc");
-    Check(cudaMemset(pointer, 0x3C, bytes), "cudaMemset");  // bf16/f16 patterns near 1
-    pointers_.push_back(pointer);
-    return pointer;
-  }
-  ~DeviceArena() {
-    for (void* pointer : pointers_) cudaFree(pointer);
-  }
-
- private:
-  std::vector<void*> pointers_;
-};
-
-double copy_bandwidth_bytes_per_second = 0;
-
-// Evicts the L2 cache: a write of twice its size (allocated once).
-void FlushL2() {
-  static void* buffer = nullptr;
-  static size_t bytes = 0;
-  if (buffer == nullptr) {
-    int device = 0, l2 = 0;
-    Check(cudaGetDevice(&device), "cudaGetDevice");
-    Check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size");
-    bytes = std::max<size_t>(size_t(l2) * 2, size_t{1} << 20);
-    Check(cudaMalloc(&buffer, bytes), "cudaMalloc (L2 flush)");
-  }
-  Check(cudaMemsetAsync(buffer, 0, bytes), "L2 flush");
-}
-
-// Times `launch` with events (L2 flushed before each); reports bytes moved and the fraction of
-// copy bandwidth.
-template <typename Launch>
-void TimeKernel(benchmark::State& state, double bytes_per_launch, Launch launch) {
-  cudaEvent_t start, stop;
-  Check(cudaEventCreate(&start), "cudaEventCreate");
-  Check(cudaEventCreate(&stop), "cudaEventCreate");
-  launch();  // warm-up
-  Check(cudaDeviceSynchronize(), "warm-up");
-  for (auto _ : state) {
-    FlushL2();
-    Check(cudaEventRecord(start), "cudaEventRecord");
-    launch();
-    Check(cudaEventRecord(stop), "cudaEventRecord");
-    Check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float milliseconds = 0;
-    Check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
-    state.SetIterationTime(milliseconds / 1000.0);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(bytes_per_launch * state.iterations()));
-  state.counters["of_copy_bw"] = benchmark::Counter(
-      bytes_per_launch * state.iterations() / copy_bandwidth_bytes_per_second,
-      benchmark::Counter::kIsRate);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-}
 
 // The reference: device-to-device copy of 256 MiB (read + write counted).
 void BM_CopyBandwidth(benchmark::State& state) {
@@ -430,33 +356,6 @@ BENCHMARK(BM_Sampling)
 // the packed weight (codes, scales, mins, super-scales) + x + y. m <= 16 is bandwidth-bound
 // (of_copy_bw; the design target is >= 0.85 of HBM), m = 256 compute (TFLOP/s). The arena's 0x3C
 // fill is a valid code and scale pattern for every scheme.
-// A packed n x k weight of `scheme` in the arena; its bytes (codes, scales, mins, super-scales).
-PackedLinear ArenaPackedWeight(DeviceArena& arena, PackedScheme scheme, int n, int k,
-                               double* weight_bytes) {
-  const size_t groups = size_t(n) * (k / PackedGroupSize(scheme));
-  const size_t code_bytes = size_t(n) * PackedRowCodeBytes(scheme, k);
-  const size_t scale_bytes = groups * PackedScaleBytes(scheme);
-  const size_t min_bytes = groups * PackedMinBytes(scheme);
-  const size_t super_bytes = scheme == PackedScheme::kQ4_K ? size_t(n) * (k / 256) * 4 : 0;
-  *weight_bytes = double(code_bytes + scale_bytes + min_bytes + super_bytes);
-  return {scheme, n, k, static_cast<const uint8_t*>(arena.Get(code_bytes)),
-          static_cast<const uint8_t*>(arena.Get(scale_bytes)),
-          min_bytes ? static_cast<const uint8_t*>(arena.Get(min_bytes)) : nullptr,
-          super_bytes ? static_cast<const uint16_t*>(arena.Get(super_bytes)) : nullptr, 1.0f};
-}
-
-// The streaming path's workspace (packed_stream_split.h), zeroed, for a grid of blocks_per_sm
-// blocks per SM of this device.
-PackedStreamWorkspace StreamWorkspace(DeviceArena& arena, int blocks_per_sm) {
-  int device = 0, sms = 0;
-  Check(cudaGetDevice(&device), "cudaGetDevice");
-  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  const int blocks = blocks_per_sm * sms;
-  void* memory = arena.Get(PackedStreamWorkspaceBytes(blocks));
-  Check(cudaMemset(memory, 0, PackedStreamWorkspaceBytes(blocks)), "zero workspace");
-  return PackedStreamWorkspaceAt(memory, blocks);
-}
-
 void BM_PackedLinear(benchmark::State& state) {
   const auto scheme = static_cast<PackedScheme>(state.range(0));
   const int m = static_cast<int>(state.range(1)), n = 4096, k = static_cast<int>(state.range(2));
@@ -505,35 +404,6 @@ BENCHMARK(BM_PackedLinear)
     ->ArgsProduct({{1, 4}, {1, 2, 4, 8}, {4096}, {1, 2}})
     ->ArgsProduct({{1, 4}, {1, 4}, {4096, 14336}, {1, 3}})
     ->ArgNames({"scheme", "m", "k", "path"})
-    ->UseManualTime()->Unit(benchmark::kMicrosecond);
-
-// The streaming path (m = 1, bf16) on the Llama-3.1-8B decode shapes (n, k: q | k | v, o,
-// gate | up, down), scheme 1 (Q4_0) or 4 (NVFP4), a grid of blocks_per_sm blocks per SM (the
-// worker's: kPackedStreamBlocksPerSm).
-void BM_PackedStreamShapes(benchmark::State& state) {
-  const auto scheme = static_cast<PackedScheme>(state.range(0));
-  const int n = static_cast<int>(state.range(1)), k = static_cast<int>(state.range(2));
-  DeviceArena arena;
-  double weight_bytes = 0;
-  const PackedLinear w = ArenaPackedWeight(arena, scheme, n, k, &weight_bytes);
-  auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(k) * 2));
-  auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * 2));
-  const PackedStreamWorkspace ws = StreamWorkspace(arena, static_cast<int>(state.range(3)));
-  CudaLauncher launcher(nullptr);
-  Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
-  TimeKernel(state, weight_bytes + 2.0 * (k + n), [&] {
-    const auto result = scheme == PackedScheme::kNvfp4
-        ? LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kNvfp4>(
-              launcher, x, 1, w, y, ws)
-        : LaunchPackedLinearStream<CudaLauncher, __nv_bfloat16, PackedScheme::kQ4_0>(
-              launcher, x, 1, w, y, ws);
-    Check(result, "PackedLinearStream");
-  });
-}
-BENCHMARK(BM_PackedStreamShapes)
-    ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}, {1, 2, 3}})
-    ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}, {1, 2, 3}})
-    ->ArgNames({"scheme", "n", "k", "blocks_per_sm"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // The packed weight dequantized to bf16 (packed_dequantize.cuh; the runner's path for m > 16),

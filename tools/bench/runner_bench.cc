@@ -345,6 +345,10 @@ void AddOptions(CLI::App& app, Options* o) {
   app.add_option("--cuda-dependent-launch", r->cuda_dependent_launch,
                  "programmatic dependent launches of the decode kernels (true / false)")
       ->capture_default_str();
+  app.add_option("--cuda-packed-stream-grid", r->cuda_packed_stream_grid,
+                 "the batch-1 packed GEMM's split where the row tiles fit: tile | every")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tile", "every"}));
   app.add_option("--emulated-memory-mb", r->emulated_memory_mb)->capture_default_str();
   app.add_option("--max-num-seqs", r->max_num_seqs,
                  "sequence slots (raised to the largest batch)")

@@ -134,6 +134,7 @@ absl::Status CudaModelRunner::Initialize(std::unique_ptr<DeviceModelWeights> wei
                                      .decode_partition = options_.batch_invariant
                                                              ? 0
                                                              : options_.decode_partition,
+                                     .packed_stream_grid = options_.packed_stream_grid,
                                      .communicator = options_.communicator};
   TESSERA_ASSIGN_OR_RETURN(ops_, DeviceModelOps::Create(*runtime_, *kernels_, config_, plan_,
                                                         *weights_, kv_, state_, ops_options));
@@ -229,11 +230,14 @@ int64_t CudaModelRunner::DecodeStepWeightBytes() const {
 
 std::string CudaModelRunner::DeviceDescription() const {
   const device::DeviceProperties& p = runtime_->properties();
-  return absl::StrFormat("%s %s, %.1f GiB, %s%s, graphs %s", DeviceKindName(runtime_->kind()),
+  const bool every_block =
+      options_.packed_stream_grid == cuda::PackedStreamGrid::kEveryResidentBlock;
+  return absl::StrFormat("%s %s, %.1f GiB, %s%s, graphs %s%s", DeviceKindName(runtime_->kind()),
                          p.name, static_cast<double>(p.total_memory_bytes) / (1 << 30),
                          device::DataTypeName(options_.dtype),
                          options_.batch_invariant ? ", batch-invariant" : "",
-                         CudaGraphModeName(options_.graphs));
+                         CudaGraphModeName(options_.graphs),
+                         every_block ? ", packed GEMM over every resident block" : "");
 }
 
 void CudaModelRunner::BeginSequence(int slot, const sampling::SamplingParams& params,

@@ -68,6 +68,8 @@ struct CudaRunnerOptions {
   // the mode is batch-invariant or the dtype f32 (then every weight is dequantized at load).
   bool keep_weights_packed = true;
   int decode_partition = 0;  // > 0 forces the decode attention's split (tests)
+  // The batch-1 packed GEMM's split when a projection's row tiles fit the resident blocks.
+  cuda::PackedStreamGrid packed_stream_grid = cuda::PackedStreamGrid::kBlockPerTileWhenTilesFit;
   // Steps with prefill rows replay piecewise graphs per token bucket (graph_cache.h) unless false
   // (or graphs are off); they then run eagerly, as decode steps past the last bucket do.
   bool mixed_step_graphs = true;

@@ -109,6 +109,7 @@ absl::Status DeviceModelOps::AllocatePackedScratch() {
   TESSERA_RETURN_IF_ERROR(
       runtime_.Fill(packed_stream_memory_.data(), 0, packed_stream_memory_.bytes()));
   packed_stream_ = cuda::PackedStreamWorkspaceAt(packed_stream_memory_.data(), blocks);
+  packed_stream_.grid = options_.packed_stream_grid;
   activation_bytes_ += static_cast<int64_t>(dequantized_.bytes() + packed_stream_memory_.bytes());
   return absl::OkStatus();
 }

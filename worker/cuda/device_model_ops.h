@@ -108,6 +108,8 @@ struct DeviceOpsOptions {
   int max_rows = 0;    // sampling rows (kFinal, kLogits)
   int num_sms = 132;   // the decode attention's split heuristic
   int decode_partition = 0;  // > 0 forces the decode kernel's partition size
+  // The streaming GEMM's split when the row tiles fit the resident blocks (packed_stream_split.h).
+  cuda::PackedStreamGrid packed_stream_grid = cuda::PackedStreamGrid::kBlockPerTileWhenTilesFit;
   // Tensor parallelism (worker/parallel/): sums the outputs of partial_sum weights over the
   // ranks; null on a single device (no weight is then partial_sum).
   Communicator* communicator = nullptr;

@@ -54,10 +54,12 @@ enum class Path { kSmallM, kStream, kTc, kMma, kDispatch };
 
 // The streaming path's workspace (packed_stream_split.h), zeroed as the worker zeroes it.
 struct StreamScratch {
-  explicit StreamScratch(int blocks)
+  explicit StreamScratch(int blocks,
+                         PackedStreamGrid grid = PackedStreamGrid::kBlockPerTileWhenTilesFit)
       : memory((PackedStreamWorkspaceBytes(blocks) + 3) / 4),
         ws(PackedStreamWorkspaceAt(memory.get(), blocks)) {
     std::memset(memory.get(), 0, memory.size() * sizeof(float));
+    ws.grid = grid;
   }
   bool CountersAtZero() const {
     for (int i = 0; i < ws.blocks * kPackedStreamWarps; ++i) {
@@ -98,18 +100,19 @@ auto Launch(simt::TestLauncher& launcher, Path path, const T* x, int m, const Pa
   return LaunchPackedLinear(launcher, x, m, w, y, ws);
 }
 
-// One launch (the streaming path over a workspace of `stream_blocks` blocks) checked against
-// the reference; the streaming and dispatching launches run twice over their workspace, which
-// each must leave at zero, with the same bits.
+// One launch (the streaming path over a workspace of `stream_blocks` blocks, split as
+// `stream_grid` says) checked against the reference; the streaming and dispatching launches run
+// twice over their workspace, which each must leave at zero, with the same bits.
 template <typename T>
 void CheckLinear(const simt::Schedule& schedule, Path path, PackedScheme scheme, int m, int n,
-                 int k, std::mt19937& rng, bool tiny_scales = false, int stream_blocks = 4) {
+                 int k, std::mt19937& rng, bool tiny_scales = false, int stream_blocks = 4,
+                 PackedStreamGrid stream_grid = PackedStreamGrid::kBlockPerTileWhenTilesFit) {
   const PackedWeight weight = RandomWeight(scheme, n, k, rng, tiny_scales);
   const std::vector<float> w = DequantizePacked(weight);
   const std::vector<T> x = simt::Convert<T>(simt::RandomFloats(size_t(m) * k, rng, -2, 2));
   const DevicePackedWeight d_w(weight);
   DeviceBuffer<T> d_x{std::span<const T>(x)}, d_y(size_t(m) * n);
-  const StreamScratch scratch(stream_blocks);
+  const StreamScratch scratch(stream_blocks, stream_grid);
   simt::TestLauncher launcher(schedule);
   std::vector<uint16_t> first;
   for (int round = 0; round < (path == Path::kStream || path == Path::kDispatch ? 2 : 1);
@@ -236,6 +239,20 @@ TEST_P(PackedLinearKernelTest, StreamSplitsTilesBetweenWarps) {
   }
 }
 
+// Tiles that fit the grid split over every resident block all the same (o and down at more
+// warps per SM), each tile met across blocks: 2 tiles x 40 stages over 3 blocks (a block per
+// tile would be 2), 3 x 40 over 4, and 3 x 36 over 4 with the last tile's rows past n.
+TEST_P(PackedLinearKernelTest, StreamSplitsFittingTilesOverEveryBlock) {
+  std::mt19937 rng(2013);
+  constexpr auto kEvery = PackedStreamGrid::kEveryResidentBlock;
+  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ8_0, 3, 32, 2560, rng,
+                             false, 3, kEvery);
+  CheckLinear<__nv_bfloat16>(GetParam(), Path::kStream, PackedScheme::kQ4_0, 1, 48, 5120, rng,
+                             false, 4, kEvery);
+  CheckLinear<__half>(GetParam(), Path::kStream, PackedScheme::kNvfp4, 4, 40, 4608, rng, false,
+                      64, kEvery);
+}
+
 // Start and WarpOf agree: every unit belongs to the warp WarpOf names, for any grid.
 TEST(PackedStreamSplitTest, EveryUnitHasOneWarp) {
   for (int units = 1; units <= 150; ++units) {
@@ -256,6 +273,10 @@ TEST(PackedStreamSplitTest, EveryUnitHasOneWarp) {
   EXPECT_EQ(PackedStreamBlocks(256, 112, 264), 256);  // down (4096 x 14336): a tile per block
   EXPECT_EQ(PackedStreamBlocks(1792, 32, 264), 264);  // gate | up: every resident block
   EXPECT_EQ(PackedStreamBlocks(64, 2, 264), 4);       // 4 stages per warp
+  constexpr auto kEvery = PackedStreamGrid::kEveryResidentBlock;
+  EXPECT_EQ(PackedStreamBlocks(256, 112, 396, kEvery), 396);  // down over 3 blocks per SM
+  EXPECT_EQ(PackedStreamBlocks(256, 32, 396, kEvery), 256);   // o: 4 stages per warp at most
+  EXPECT_EQ(PackedStreamBlocks(2, 40, 3, kEvery), 3);
 }
 
 // The meetings of one launch never share a counter or a record (the emulator runs blocks one
@@ -263,26 +284,31 @@ TEST(PackedStreamSplitTest, EveryUnitHasOneWarp) {
 // its counter (its first warp, in the workspace or its block's shared memory) and each owner's
 // record slot (its first tile's or its last's) are distinct from every other shared tile's.
 TEST(PackedStreamSplitTest, SharedTilesMeetApart) {
+  auto check = [](int tiles, int stages, int blocks) {
+    const PackedStreamSplit split{.stages = stages, .units = tiles * stages,
+                                  .warps = blocks * kPackedStreamWarps};
+    std::set<int> counters;
+    std::set<std::pair<int, int>> records;
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int first = split.WarpOf(tile * stages);
+      const int last = split.WarpOf((tile + 1) * stages - 1);
+      if (first == last) continue;  // stored whole, no meeting
+      ASSERT_TRUE(counters.insert(first).second)
+          << tiles << " x " << stages << " over " << blocks << " blocks: tile " << tile;
+      for (int owner = first; owner <= last; ++owner) {
+        if (split.Start(owner) == split.Start(owner + 1)) continue;
+        const int slot = split.Start(owner) / stages == tile ? 0 : 1;
+        ASSERT_TRUE(records.insert({owner, slot}).second)
+            << tiles << " x " << stages << ": warp " << owner << " slot " << slot;
+      }
+    }
+  };
   for (int tiles : {1, 2, 3, 7, 33}) {
     for (int stages : {1, 2, 5, 18, 40}) {
       for (int cap : {1, 2, 3, 5, 64}) {
-        const int blocks = PackedStreamBlocks(tiles, stages, cap);
-        const PackedStreamSplit split{.stages = stages, .units = tiles * stages,
-                                      .warps = blocks * kPackedStreamWarps};
-        std::set<int> counters;
-        std::set<std::pair<int, int>> records;
-        for (int tile = 0; tile < tiles; ++tile) {
-          const int first = split.WarpOf(tile * stages);
-          const int last = split.WarpOf((tile + 1) * stages - 1);
-          if (first == last) continue;  // stored whole, no meeting
-          ASSERT_TRUE(counters.insert(first).second)
-              << tiles << " x " << stages << " over " << blocks << " blocks: tile " << tile;
-          for (int owner = first; owner <= last; ++owner) {
-            if (split.Start(owner) == split.Start(owner + 1)) continue;
-            const int slot = split.Start(owner) / stages == tile ? 0 : 1;
-            ASSERT_TRUE(records.insert({owner, slot}).second)
-                << tiles << " x " << stages << ": warp " << owner << " slot " << slot;
-          }
+        for (auto grid : {PackedStreamGrid::kBlockPerTileWhenTilesFit,
+                          PackedStreamGrid::kEveryResidentBlock}) {
+          check(tiles, stages, PackedStreamBlocks(tiles, stages, cap, grid));
         }
       }
     }

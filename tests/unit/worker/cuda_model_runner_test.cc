@@ -288,6 +288,20 @@ TEST_F(CudaRunnerTest, QuantizedProjectionsStayPackedAtTheirFormatsSizes) {
   }
 }
 
+// --cuda-packed-stream-grid reaches the runner, and its description says which split the batch-1
+// packed GEMM takes when it is not the default (a bench row's header names what it measured).
+TEST_F(CudaRunnerTest, DescriptionNamesANonDefaultStreamGrid) {
+  auto every = MakeCudaRunner({.dtype = DataType::kBf16, .graphs = CudaGraphMode::kOff,
+                               .packed_stream_grid = cuda::PackedStreamGrid::kEveryResidentBlock});
+  auto tile = MakeCudaRunner({.dtype = DataType::kBf16, .graphs = CudaGraphMode::kOff});
+  ASSERT_NE(every, nullptr);
+  ASSERT_NE(tile, nullptr);
+  EXPECT_NE(every->DeviceDescription().find("packed GEMM over every resident block"),
+            std::string::npos)
+      << every->DeviceDescription();
+  EXPECT_EQ(tile->DeviceDescription().find("every resident block"), std::string::npos);
+}
+
 // Every layer's K and V pool, copied back and concatenated.
 std::vector<float> KvPoolsOnHost(CudaModelRunner& runner) {
   std::vector<float> out;
