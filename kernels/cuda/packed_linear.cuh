@@ -160,25 +160,28 @@ inline const char* PackedStreamError(int m, const PackedLinear& w,
 
 // The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k), over
 // `ws` (packed_stream_split.h); its shared memory allowed first (AllowPackedLinearSharedMemory;
-// a kMinBlocks other than the worker's is the caller's to allow).
+// a kMinBlocks other than the worker's is the caller's to allow). `output` kSwiGluHalves: y is
+// [m, n / 2] (n even), silu(gate)·up of W = [gate | up] (packed_stream_split.h).
 template <class Launcher, typename T, PackedScheme kScheme,
           int kMinBlocks = kPackedStreamBlocksPerSm>
 auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y,
-                              const PackedStreamWorkspace& ws) {
+                              const PackedStreamWorkspace& ws,
+                              PackedStreamOutput output = PackedStreamOutput::kProduct) {
   if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme ||
-      PackedStreamError(m, w, ws) != nullptr) {
+      PackedStreamError(m, w, ws) != nullptr ||
+      (output == PackedStreamOutput::kSwiGluHalves && w.n % 2 != 0)) {
     return packed_linear_detail::Reject(launcher, x, m, w, y);
   }
   PackedStreamSplit split;
   split.stages = w.k / packed_stream::kStageInputs<kScheme>;
-  const int tiles = int(CeilDiv(w.n, kPackedStreamRows));
+  const int tiles = PackedStreamTiles(w.n, output);
   split.units = tiles * split.stages;
   const int blocks = PackedStreamBlocks(tiles, split.stages, ws.blocks, ws.grid);
   split.warps = blocks * kPackedStreamWarps;
   auto launch = [&](auto kernel, int shared_bytes) {
     const LaunchShape shape{dim3(blocks), dim3(kPackedStreamThreads),
                             static_cast<size_t>(shared_bytes), /*dependent=*/true};
-    return launcher.Launch(shape, kernel, x, m, w, y, ws, split);
+    return launcher.Launch(shape, kernel, x, m, w, y, ws, split, output);
   };
   if (m == 1) {
     return launch(PackedLinearStreamKernel<T, kScheme, 1, kMinBlocks>,
@@ -249,6 +252,30 @@ auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinea
 #undef TESSERA_PACKED_LINEAR_CASE
   }
   return packed_linear_detail::Reject(launcher, x, m, w, y);
+}
+
+// out [m, n / 2] = silu(x · gateᵀ) · (x · upᵀ) of w = [gate | up] in one launch (the streaming
+// path's SwiGlu epilogue): the bits of LaunchPackedLinear into [m, n] then SwiGluHalves
+// (activations.cuh). Preconditions: PackedLinearSwiGluTakes(m, w), as LaunchPackedLinear's
+// streaming path (else the launcher's invalid-configuration error); out overlaps nothing.
+template <class Launcher, typename T>
+auto LaunchPackedLinearSwiGlu(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* out,
+                              const PackedStreamWorkspace& ws) {
+  constexpr auto kSwiGlu = PackedStreamOutput::kSwiGluHalves;
+  switch (w.scheme) {
+#define TESSERA_PACKED_SWIGLU_CASE(S)                                                    \
+  case PackedScheme::S:                                                                  \
+    return LaunchPackedLinearStream<Launcher, T, PackedScheme::S>(launcher, x, m, w, out, \
+                                                                  ws, kSwiGlu);
+    TESSERA_PACKED_SWIGLU_CASE(kQ8_0)
+    TESSERA_PACKED_SWIGLU_CASE(kQ4_0)
+    TESSERA_PACKED_SWIGLU_CASE(kQ4_1)
+    TESSERA_PACKED_SWIGLU_CASE(kQ4_K)
+    TESSERA_PACKED_SWIGLU_CASE(kNvfp4)
+    TESSERA_PACKED_SWIGLU_CASE(kMxfp4)
+#undef TESSERA_PACKED_SWIGLU_CASE
+  }
+  return packed_linear_detail::Reject(launcher, x, m, w, out);
 }
 
 }  // namespace tessera::cuda

@@ -22,6 +22,8 @@
 //  - NVFP4's chunk holds two groups (lanes t < 2 the first, t >= 2 the second): B carries each X
 //    row twice (columns 2i and 2i + 1), each copy read as zeros on the other group's lanes (a
 //    zero row), so one mma yields both groups' sums; hence m <= 4.
+// A tile is 16 rows of W, or (PackedStreamOutput::kSwiGluHalves, W = [gate | up]) the gate and
+// up rows of 8 features, whose store writes silu(gate)·up (the MLP's SwiGlu as the epilogue).
 // A tile a warp streams whole, it stores; the warps sharing a tile meet (in the block's shared
 // memory, or in the workspace when the tile spans blocks), and the one that completes it adds
 // the pieces in warp order (deterministic for a shape and grid) and stores Y. Error bound: as
@@ -48,24 +50,18 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/packed_decode.cuh"
 #include "kernels/cuda/packed_linear_tc.cuh"
+#include "kernels/cuda/packed_stream_meet.cuh"
 #include "kernels/cuda/packed_stream_split.h"
 #include "kernels/cuda/ptx_ops.cuh"
 
 namespace tessera::cuda {
 
-inline constexpr int kPackedStreamMaxM = 4;
-
 inline constexpr int kPackedStreamThreads = 32 * kPackedStreamWarps;
 inline constexpr int kPackedStreamSlots = 4;  // stages in each warp's ring, 3 in flight
-
-// Whether the streaming path takes inputs k of `scheme`: k a multiple of one stage's inputs
-// (128 for the 4-bit schemes, 64 for Q8_0).
-TESSERA_PACKED_HOST_DEVICE constexpr bool PackedStreamTakes(PackedScheme scheme, int64_t k) {
-  return k % (scheme == PackedScheme::kQ8_0 ? 64 : 128) == 0;
-}
 
 namespace packed_stream {
 
@@ -139,10 +135,28 @@ __device__ __forceinline__ StageTargets MakeStageTargets(int lane) {
   return c;
 }
 
+// The W row that row `row` (0-15) of tile `tile` streams. kProduct: rows 16·tile.., rows past n
+// repeating row n - 1. kSwiGluHalves (W = [gate | up], width = n / 2): rows 0-7 are gate
+// features 8·tile.., rows 8-15 the same features' up rows (width + 8·tile..), features past width
+// repeating the last. Repeated rows are computed, never stored.
+__device__ __forceinline__ int64_t TileSourceRow(const PackedLinear& w, PackedStreamOutput output,
+                                                 int tile, int row) {
+  if (output == PackedStreamOutput::kProduct) {
+    const int n0 = tile * kPackedStreamRows;
+    const int rows = w.n - n0 < kPackedStreamRows ? w.n - n0 : kPackedStreamRows;
+    return int64_t{n0} + (row < rows ? row : rows - 1);
+  }
+  constexpr int kFeatures = kPackedStreamRows / 2;
+  const int width = w.n / 2, f0 = tile * kFeatures;
+  const int features = width - f0 < kFeatures ? width - f0 : kFeatures;
+  const int feature = row % kFeatures < features ? row % kFeatures : features - 1;
+  return int64_t{row < kFeatures ? 0 : width} + f0 + feature;
+}
+
 // The weight sources of the units of one tile (units tile·stages + s): the copy of unit u comes
 // from origin + u x its bytes per unit (64 of codes, a stage's fields; Q4_K's super word from
 // super + u / 2 x 4, stages being even), so a unit's address is one multiply-add whatever its
-// tile. Rows past n repeat row n - 1 (computed, never stored).
+// tile. The rows: TileSourceRow.
 struct UnitSources {
   const uint8_t* codes[2];
   const uint8_t* fields;
@@ -150,20 +164,18 @@ struct UnitSources {
 };
 
 template <PackedScheme kScheme>
-__device__ __forceinline__ UnitSources MakeUnitSources(const PackedLinear& w, int tile, int stages,
-                                                       int lane) {
-  const int n0 = tile * kPackedStreamRows;
-  const int rows = w.n - n0 < kPackedStreamRows ? w.n - n0 : kPackedStreamRows;
+__device__ __forceinline__ UnitSources MakeUnitSources(const PackedLinear& w,
+                                                       PackedStreamOutput output, int tile,
+                                                       int stages, int lane) {
   const int64_t first = int64_t{tile} * stages;  // the tile's first unit
   UnitSources c{};
   TESSERA_UNROLL
   for (int h = 0; h < 2; ++h) {
-    const int row = lane / 4 + 8 * h, source_row = row < rows ? row : rows - 1;
-    c.codes[h] = w.codes + (int64_t{n0} + source_row) * PackedRowCodeBytes(kScheme, w.k) +
-                 lane % 4 * 16 - first * kStageBytes;
+    const int64_t source_row = TileSourceRow(w, output, tile, lane / 4 + 8 * h);
+    c.codes[h] = w.codes + source_row * PackedRowCodeBytes(kScheme, w.k) + lane % 4 * 16 -
+                 first * kStageBytes;
   }
-  const int row = lane % 16;
-  const int64_t source_row = n0 + (row < rows ? row : rows - 1);
+  const int64_t source_row = TileSourceRow(w, output, tile, lane % 16);
   const int64_t group = source_row * (w.k / PackedGroupSize(kScheme));
   c.fields = lane < 16 ? w.scales + group * PackedScaleBytes(kScheme) -
                              first * kStageScaleBytes<kScheme>
@@ -381,85 +393,38 @@ __device__ __forceinline__ LaneReads MakeLaneReads(uint8_t* slots, int lane) {
           kSuperOffset + g * 4};
 }
 
-// Y rows n0.. of the tile from its summed fragment (rows g, g + 8; columns as ComputeChunk4 and
+// The tile's outputs from its summed fragment (rows g, g + 8; columns as ComputeChunk4 and
 // ComputeStage leave them), NVFP4's tensor scale and the 1/2 of c = 2·e2m1 applied (exact: a
-// power of two).
+// power of two). kProduct: Y rows 16·tile... kSwiGluHalves: out[., f] = silu(gate)·up of
+// feature f = 8·tile + g (element i gate, i + 2 up), each rounded to T first: the bits of the
+// product stored and then SwiGluHalves (activations.cuh).
 template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ void StoreTile(const float (&total)[4], int m, const PackedLinear& w,
-                                          T* y, int n0, int lane) {
+                                          PackedStreamOutput output, T* y, int tile, int lane) {
   const int g = lane / 4, t = lane % 4;
   const float scale = kScheme == PackedScheme::kNvfp4 ? w.tensor_scale * 0.5f : 1.0f;
+  // NVFP4: X row t in elements 0 and 2; otherwise X row 2t + i % 2.
+  auto out_row = [&](int i) {
+    return kScheme == PackedScheme::kNvfp4 ? (i % 2 == 0 ? t : m) : 2 * t + i % 2;
+  };
+  if (output == PackedStreamOutput::kSwiGluHalves) {
+    const int width = w.n / 2, feature = tile * (kPackedStreamRows / 2) + g;
+    TESSERA_UNROLL
+    for (int i = 0; i < 2; ++i) {
+      if (out_row(i) >= m || feature >= width) continue;
+      const float gate = ToFloat(FromFloat<T>(total[i] * scale));
+      const float up = ToFloat(FromFloat<T>(total[i + 2] * scale));
+      y[int64_t{out_row(i)} * width + feature] = FromFloat<T>(SwiGluValue(gate, up));
+    }
+    return;
+  }
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) {
-    const int row = n0 + g + 8 * (i / 2);
-    // NVFP4: X row t in elements 0 and 2; otherwise X row 2t + i % 2.
-    const int out_row = kScheme == PackedScheme::kNvfp4 ? (i % 2 == 0 ? t : m) : 2 * t + i % 2;
-    if (out_row < m && row < w.n) y[int64_t{out_row} * w.n + row] = FromFloat<T>(total[i] * scale);
-  }
-}
-
-// Where the warps of a shared tile meet: the block's shared records and counters when they
-// are all warps of one block, else the workspace's.
-struct MeetPlace {
-  float* records;     // [warps from `first_warp`][2][kPackedStreamPieceFloats]
-  uint32_t* count;    // the tile's counter (its first warp's)
-  int first_warp;     // the warp of records[0]
-  int tile_first, tile_last;  // the warps whose units hold the tile's first and last stage
-  bool local;
-};
-
-__device__ __forceinline__ MeetPlace PlaceOfTile(const PackedStreamWorkspace& ws,
-                                                 const PackedStreamSplit& split, int tile,
-                                                 float* block_records, uint32_t* block_counts) {
-  const int first = split.WarpOf(tile * split.stages);
-  const int last = split.WarpOf((tile + 1) * split.stages - 1);
-  if (first / kPackedStreamWarps == last / kPackedStreamWarps) {
-    return {block_records, block_counts + first % kPackedStreamWarps,
-            first / kPackedStreamWarps * kPackedStreamWarps, first, last, true};
-  }
-  return {ws.partials, ws.arrivals + first, 0, first, last, false};
-}
-
-// A warp's piece of a shared tile (packed_stream_split.h): written to its record, counted in;
-// the warp that completes the tile's count adds every piece in warp order into `total` and
-// returns true (and zeroes the counter).
-__device__ __forceinline__ bool MeetAtTile(const MeetPlace& place, const PackedStreamSplit& split,
-                                           int warp, int tile, int piece_stages,
-                                           const float (&acc)[4], int lane, float (&total)[4]) {
-  auto record = [&](int owner) {  // a warp's record for `tile`: its first tile's or its last's
-    const int slot = split.Start(owner) / split.stages == tile ? 0 : 1;
-    return place.records + (owner - place.first_warp) * 2 * kPackedStreamPieceFloats +
-           slot * kPackedStreamPieceFloats + lane;
-  };
-  auto fence = [&] {  // the pieces are visible before the count says so, read after it
-    if (place.local) {
-      __threadfence_block();
-    } else {
-      __threadfence();
+    const int row = tile * kPackedStreamRows + g + 8 * (i / 2);
+    if (out_row(i) < m && row < w.n) {
+      y[int64_t{out_row(i)} * w.n + row] = FromFloat<T>(total[i] * scale);
     }
-  };
-  float* const own = record(warp);
-  TESSERA_UNROLL
-  for (int i = 0; i < 4; ++i) own[i * 32] = acc[i];
-  fence();
-  __syncwarp();
-  uint32_t before = 0;
-  if (lane == 0) before = atomicAdd(place.count, static_cast<uint32_t>(piece_stages));
-  before = __shfl_sync(0xFFFFFFFFu, before, 0);
-  if (before + piece_stages != static_cast<uint32_t>(split.stages)) return false;
-  fence();
-  __syncwarp();  // lane 0's acquire (its atomic, then the fence) orders every lane's reads
-  TESSERA_UNROLL
-  for (int i = 0; i < 4; ++i) total[i] = 0.0f;
-  for (int owner = place.tile_first; owner <= place.tile_last; ++owner) {
-    if (split.Start(owner) == split.Start(owner + 1)) continue;  // a warp with no units
-    const float* const piece = record(owner);
-    TESSERA_UNROLL
-    for (int i = 0; i < 4; ++i) total[i] += place.local ? piece[i * 32] : __ldcg(piece + i * 32);
   }
-  __syncwarp();  // every lane has read before the counter is reset
-  if (lane == 0) *place.count = 0u;
-  return true;
 }
 
 // The end of a warp's piece of `tile` (piece_stages units): stored when it is the whole tile,
@@ -467,14 +432,14 @@ __device__ __forceinline__ bool MeetAtTile(const MeetPlace& place, const PackedS
 template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ void EndPiece(const PackedStreamWorkspace& ws,
                                          const PackedStreamSplit& split, int warp, int tile,
-                                         int piece_stages, int m, const PackedLinear& w, T* y,
-                                         float* block_records, uint32_t* block_counts, int lane,
-                                         float (&acc)[4]) {
+                                         int piece_stages, int m, const PackedLinear& w,
+                                         PackedStreamOutput output, T* y, float* block_records,
+                                         uint32_t* block_counts, int lane, float (&acc)[4]) {
   float total[4] = {acc[0], acc[1], acc[2], acc[3]};
   if (piece_stages == split.stages ||
       MeetAtTile(PlaceOfTile(ws, split, tile, block_records, block_counts), split, warp, tile,
                  piece_stages, acc, lane, total)) {
-    StoreTile<T, kScheme>(total, m, w, y, tile * kPackedStreamRows, lane);
+    StoreTile<T, kScheme>(total, m, w, output, y, tile, lane);
   }
   TESSERA_UNROLL
   for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
@@ -495,15 +460,16 @@ template <PackedScheme kScheme, int kM>
 inline constexpr int kPackedStreamSharedBytes =
     packed_stream::kRecordsOffset<kScheme, kM> + packed_stream::kMeetBytes;
 
-// Grid PackedStreamBlocks(tiles, stages, ws.blocks), split.warps = grid x kPackedStreamWarps,
-// kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic shared memory (opted in:
+// Grid PackedStreamBlocks(PackedStreamTiles(n, output), stages, ws.blocks, ws.grid), split.warps =
+// grid x kPackedStreamWarps, kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic shared memory (opted in:
 // AllowPackedLinearSharedMemory); k a multiple of one stage's inputs (128, or 64 for Q8_0); kM:
 // m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires. kMinBlocks: the blocks per SM
 // the register cap makes room for (the worker's kPackedStreamBlocksPerSm; benchmarks try others).
 template <typename T, PackedScheme kScheme, int kM, int kMinBlocks = kPackedStreamBlocksPerSm>
 __global__ void __launch_bounds__(kPackedStreamThreads, kMinBlocks)
     PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y,
-                             PackedStreamWorkspace ws, PackedStreamSplit split) {
+                             PackedStreamWorkspace ws, PackedStreamSplit split,
+                             PackedStreamOutput output) {
   using namespace packed_stream;
   constexpr int kSlots = kPackedStreamSlots, kSlot = kSlotBytes<kScheme, kM>;
   TESSERA_DYNAMIC_SHARED(uint8_t, ring);
@@ -523,12 +489,12 @@ __global__ void __launch_bounds__(kPackedStreamThreads, kMinBlocks)
   }
   // The issue side: the tile of the next unit to issue, and where the tile after it starts.
   int issue_tile = u0 / split.stages, next_tile_unit = (issue_tile + 1) * split.stages;
-  UnitSources sources = MakeUnitSources<kScheme>(w, issue_tile, split.stages, lane);
+  UnitSources sources = MakeUnitSources<kScheme>(w, output, issue_tile, split.stages, lane);
   const StageTargets targets = MakeStageTargets<kScheme>(lane);
   const XSources x_sources = MakeXSources<T, kScheme>(x, m, w.k, lane);
   auto issue_weights = [&](int unit, uint8_t* slot) {  // units in order
     if (unit == next_tile_unit) {
-      sources = MakeUnitSources<kScheme>(w, ++issue_tile, split.stages, lane);
+      sources = MakeUnitSources<kScheme>(w, output, ++issue_tile, split.stages, lane);
       next_tile_unit += split.stages;
     }
     IssueUnitWeights<kScheme>(sources, targets, lane, unit, slot);
@@ -576,7 +542,7 @@ __global__ void __launch_bounds__(kPackedStreamThreads, kMinBlocks)
       ComputeStage<T, kScheme, kM>(slots + slot * kSlot, reads, acc);
       if (--piece_left > 0) continue;
       EndPiece<T, kScheme>(ws, split, warp, tile, u + 1 - (tile * split.stages + piece_begin),
-                           m, w, y, block_records, block_counts, lane, acc);
+                           m, w, output, y, block_records, block_counts, lane, acc);
       ++tile;
       piece_begin = 0;
       piece_left = split.stages < u1 - u - 1 ? split.stages : u1 - u - 1;

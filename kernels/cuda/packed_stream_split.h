@@ -34,6 +34,33 @@ inline constexpr int kPackedStreamPieceFloats = 4 * 32;  // a warp's accumulator
 // memory budget allows 2).
 inline constexpr int kPackedStreamBlocksPerSm = 2;
 
+inline constexpr int kPackedStreamMaxM = 4;  // rows of X the streaming path takes
+
+// Whether the streaming path takes inputs k of `scheme`: k a multiple of one stage's inputs
+// (128 for the 4-bit schemes, 64 for Q8_0).
+TESSERA_PACKED_HOST_DEVICE constexpr bool PackedStreamTakes(PackedScheme scheme, int64_t k) {
+  return k % (scheme == PackedScheme::kQ8_0 ? 64 : 128) == 0;
+}
+
+// Whether the SwiGlu epilogue (packed_linear.cuh's LaunchPackedLinearSwiGlu) takes (m, w): the
+// streaming path's rows and k, W's rows the two halves [gate | up].
+inline bool PackedLinearSwiGluTakes(int m, const PackedLinear& w) {
+  return m >= 1 && m <= kPackedStreamMaxM && PackedStreamTakes(w.scheme, w.k) && w.n % 2 == 0;
+}
+
+// What a launch's tiles are and store. kProduct: Y = X·Wᵀ, a tile 16 rows of W. kSwiGluHalves
+// (W = [gate | up], n = 2 x width rows; the MLP's merged projection): out[m, width] =
+// silu(X·gateᵀ)·(X·upᵀ), a tile the gate and up rows of 8 features, so one store has both
+// (vLLM's SiluAndMul, here in the GEMM's epilogue; one launch fewer per layer).
+enum class PackedStreamOutput { kProduct, kSwiGluHalves };
+
+// Tiles of a launch over n rows of W.
+TESSERA_PACKED_HOST_DEVICE constexpr int PackedStreamTiles(int n, PackedStreamOutput output) {
+  return output == PackedStreamOutput::kProduct
+             ? (n + kPackedStreamRows - 1) / kPackedStreamRows
+             : (n / 2 + kPackedStreamRows / 2 - 1) / (kPackedStreamRows / 2);
+}
+
 // How a launch whose tiles fit in the resident blocks is split: a block per tile (its warps
 // meet in shared memory; fewer warps run than fit), or over every resident block like a larger
 // launch (more warps streaming, their tiles met in the workspace). Larger launches always take

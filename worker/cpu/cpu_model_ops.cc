@@ -122,10 +122,11 @@ void CpuModelOps::SwiGlu(ActId gate, ActId up, ActId out) {
 }
 
 // (The cpu backend never concatenates weights, so it is given no [gate | up] rows; for the
-// concept's sake it computes them as the device does.)
-void CpuModelOps::SwiGluHalves(ActId in, ActId out) {
+// concept's sake it computes them as the device does without fusing: the product, then SwiGlu.)
+void CpuModelOps::ProjectSwiGlu(ActId in, WeightId weight, ActId gate_up, ActId out) {
+  Project(in, {{weight, gate_up}});
   const int64_t width = Width(out);
-  const std::span<const float> rows = Span(in);
+  const std::span<const float> rows = Span(gate_up);
   const std::span<float> result = Span(out);
   for (int64_t r = 0; r < Rows(out); ++r) {
     cpu::SwiGlu(rows.subspan(2 * r * width, width), rows.subspan((2 * r + 1) * width, width),

@@ -155,6 +155,11 @@ class DeviceKernels {
   virtual absl::Status PackedLinear(DataType type, const void* x, int m,
                                     const cuda::PackedLinear& w, void* y,
                                     const cuda::PackedStreamWorkspace& stream) = 0;
+  // out [m, w.n / 2] = silu(x · gateᵀ) · (x · upᵀ) of w = [gate | up] in one launch (the
+  // streaming path's epilogue; packed_linear.cuh's PackedLinearSwiGluTakes(m, w) must hold).
+  virtual absl::Status PackedLinearSwiGlu(DataType type, const void* x, int m,
+                                          const cuda::PackedLinear& w, void* out,
+                                          const cuda::PackedStreamWorkspace& stream) = 0;
   // Lets PackedLinear's streaming path (m <= 4) use its shared memory for `type`. Once per type,
   // before any step or capture (packed_linear.cuh's AllowPackedLinearSharedMemory).
   virtual absl::Status PreparePackedLinear(DataType type) = 0;

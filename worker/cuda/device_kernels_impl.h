@@ -214,6 +214,19 @@ class DeviceKernelsFor final : public DeviceKernels {
     });
   }
 
+  absl::Status PackedLinearSwiGlu(DataType type, const void* x, int m, const cuda::PackedLinear& w,
+                                 void* out, const cuda::PackedStreamWorkspace& stream) override {
+    return WithElementType(type, [&](auto t) -> absl::Status {
+      using T = decltype(t);
+      if constexpr (std::is_same_v<T, float>) {
+        return absl::InvalidArgumentError("packed linear: x and out must be bf16 or f16");
+      } else {
+        return to_status_(cuda::LaunchPackedLinearSwiGlu<Launcher, T>(
+            launcher_, static_cast<const T*>(x), m, w, static_cast<T*>(out), stream));
+      }
+    });
+  }
+
   absl::Status PreparePackedLinear(DataType type) override {
     return WithElementType(type, [&](auto t) -> absl::Status {
       using T = decltype(t);

@@ -257,11 +257,23 @@ void DeviceModelOps::AddRmsNorm(ActId inout, ActId delta, WeightId weight_id, Ac
                             static_cast<float>(config_.rms_norm_eps)));
 }
 
-// in's rows are [gate | up], each out's width.
-void DeviceModelOps::SwiGluHalves(ActId in, ActId out) {
+// At <= 4 rows of a packed weight the SwiGlu is the streaming GEMM's epilogue (one launch);
+// otherwise the product into gate_up's [gate | up] rows, then SwiGlu over its halves.
+void DeviceModelOps::ProjectSwiGlu(ActId in, WeightId weight_id, ActId gate_up, ActId out) {
   if (!TokenWork()) return;
-  TESSERA_CHECK(Width(in) == 2 * Width(out), "DeviceModelOps: SwiGluHalves' widths disagree");
-  Check(kernels_.SwiGluHalves(dtype_, Buffer(in), Buffer(out), Rows(out), Width(out)));
+  const DeviceWeight& weight = weights_[weight_id];
+  TESSERA_CHECK(weight.rows == 2 * Width(out) && Width(gate_up) == weight.rows,
+                "DeviceModelOps: ProjectSwiGlu's widths disagree");
+  if (weight.packed && !weight.partial_sum && plan_.activations[out].type != ActType::kF32 &&
+      cuda::PackedLinearSwiGluTakes(Rows(in), *weight.packed)) {
+    if (status_.ok()) {
+      Check(kernels_.PackedLinearSwiGlu(dtype_, Buffer(in), Rows(in), *weight.packed,
+                                        Buffer(out), packed_stream_));
+    }
+    return;
+  }
+  Project(in, {{weight_id, gate_up}});
+  Check(kernels_.SwiGluHalves(dtype_, Buffer(gate_up), Buffer(out), Rows(out), Width(out)));
 }
 
 void DeviceModelOps::SwiGlu(ActId gate, ActId up, ActId out) {

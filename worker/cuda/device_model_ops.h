@@ -144,7 +144,7 @@ class DeviceModelOps {
   void RotaryAttend(int kv_layer, ActId q, ActId k, ActId v, ActId out);
   void RotaryAttendQkv(int kv_layer, ActId qkv, const QkvBiases& biases, ActId q, ActId k,
                        ActId v, ActId out);
-  void SwiGluHalves(ActId in, ActId out);
+  void ProjectSwiGlu(ActId in, WeightId weight, ActId gate_up, ActId out);
   void SplitHeads(ActId in, int groups, std::initializer_list<SplitPart> parts);
   void SigmoidMul(ActId gate, ActId inout);
   void SwiGlu(ActId gate, ActId up, ActId out);

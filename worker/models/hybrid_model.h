@@ -107,8 +107,7 @@ void HybridFeedForward(Ops& ops, const HybridActs& a, const HybridLayerIds& w) {
     return;
   }
   if (ops.Has(w.ffn_gate_up)) {  // one GEMM where the backend concatenated the two
-    ops.Project(a.normed, {{w.ffn_gate_up, a.ffn_gate_up}});
-    ops.SwiGluHalves(a.ffn_gate_up, a.ffn_gate);
+    ops.ProjectSwiGlu(a.normed, w.ffn_gate_up, a.ffn_gate_up, a.ffn_gate);
   } else {
     ops.Project(a.normed, {{w.ffn_gate, a.ffn_gate}, {w.ffn_up, a.ffn_up}});
     ops.SwiGlu(a.ffn_gate, a.ffn_up, a.ffn_gate);

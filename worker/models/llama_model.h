@@ -68,8 +68,7 @@ void LlamaAttentionBlock(Ops& ops, const model::ModelConfig& config, const Llama
 template <class Ops>
 void LlamaFeedForwardBlock(Ops& ops, const LlamaActs& a, const LlamaLayerIds& w) {
   if (ops.Has(w.w_gate_up)) {
-    ops.Project(a.normed, {{w.w_gate_up, a.gate_up}});
-    ops.SwiGluHalves(a.gate_up, a.gate);
+    ops.ProjectSwiGlu(a.normed, w.w_gate_up, a.gate_up, a.gate);
   } else {
     ops.Project(a.normed, {{w.w_gate, a.gate}, {w.w_up, a.up}});
     ops.SwiGlu(a.gate, a.up, a.gate);

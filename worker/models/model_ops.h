@@ -21,7 +21,10 @@
 //                                        (one QKV projection), the biases added first; q
 //                                        receives the rotated q (k, v: scratch a backend may use
 //                                        to split the rows)
-//   SwiGluHalves(in, out)                out = silu(in[:, :w]) · in[:, w:], w = out's width
+//   ProjectSwiGlu(in, weight, gate_up, out)  out = silu(in · gateᵀ) · (in · upᵀ) of weight =
+//                                        [gate | up] (a concatenation), w = out's width; gate_up
+//                                        [n, 2w]: scratch for the product where a backend does
+//                                        not fuse (the cuda backend does at <= 4 packed rows)
 //   SplitHeads(in, groups, parts)        in's rows are `groups` groups of [part 0 | part 1 | ...];
 //                                        group g of part p goes to parts[p].out at column
 //                                        parts[p].offset + g · parts[p].width

@@ -36,20 +36,6 @@ namespace {
 
 using simt::DeviceBuffer;
 
-// |min| of each group of row `row` (0 without mins), for the bound.
-float GroupMinMagnitude(const PackedWeight& w, int row, int group) {
-  const int index = row * (w.k / PackedGroupSize(w.scheme)) + group;
-  if (w.scheme == PackedScheme::kQ4_1) {
-    return std::fabs(
-        util::HalfToFloat(static_cast<uint16_t>(w.mins[2 * index] | (w.mins[2 * index + 1] << 8))));
-  }
-  if (w.scheme == PackedScheme::kQ4_K) {
-    const uint16_t dmin = w.super_scales[(row * (w.k / 256) + group / 8) * 2 + 1];
-    return std::fabs(util::HalfToFloat(dmin) * w.mins[index]);
-  }
-  return 0.0f;
-}
-
 enum class Path { kSmallM, kStream, kTc, kMma, kDispatch };
 
 // The streaming path's workspace (packed_stream_split.h), zeroed as the worker zeroes it.

@@ -1,10 +1,12 @@
 // Kernel launches per decode step of the llama model on the emulated device, where the runtime
 // counts every kernel and GEMM it runs (a graph replay counts each launch it holds): the same
 // launches a GPU gets, less any split-K reduce cuBLAS adds to a GEMM. Two tiny models that
-// differ only in depth (2 and 4 layers) give the per-layer count and the per-step constant
-// (embedding, final norm, head, sampling), eager and replayed. The counts are printed
-// (docs/perf/cuda-kernels.md records them) and held to a budget, so a fusion undone or a launch
-// added shows here: 10 per layer is issue 26's goal (docs/design/kernel-fusions.md lists them).
+// differ only in depth (2 and 4 layers) give the count of a pair of layers and the per-step
+// constant (embedding, final norm, head, sampling), eager and replayed. The tiny model's layers
+// alternate formats (tiny_model.h): the odd layers' packed [gate | up] takes its SwiGlu in the
+// GEMM's epilogue, the even layers' dense one a launch of its own. The counts are printed
+// (docs/perf/cuda-kernels.md records them) and held to the counts reached, so a fusion undone or
+// a launch added shows here (docs/design/kernel-fusions.md lists the fusions).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -20,7 +22,9 @@
 namespace tessera::worker::testing {
 namespace {
 
-constexpr int kLaunchesPerLayer = 10;
+// 9 in a layer whose MLP is dense (its SwiGlu a launch), 8 where it is packed (the SwiGlu in the
+// gate/up GEMM's epilogue).
+constexpr int kLaunchesPerLayerPair = 17;
 // The sampler is 4 of them (three split-row passes and the finish, sampling.cuh).
 constexpr int kLaunchesPerStep = 12;
 
@@ -83,12 +87,12 @@ TEST(CudaLaunchCountTest, ADecodeStepStaysWithinItsLaunchBudget) {
        {std::tuple{"eager", two.eager, four.eager},
         std::tuple{"replayed", two.replayed, four.replayed}}) {
     ASSERT_GT(shallow, 0) << what;
-    ASSERT_EQ((deep - shallow) % 2, 0) << what << ": " << shallow << " and " << deep;
-    const int64_t per_layer = (deep - shallow) / 2;
-    const int64_t per_step = shallow - 2 * per_layer;
-    std::printf("decode step, %s: %lld launches per layer + %lld per step\n", what,
-                static_cast<long long>(per_layer), static_cast<long long>(per_step));
-    EXPECT_LE(per_layer, kLaunchesPerLayer) << what;
+    const int64_t per_pair = deep - shallow;  // an even layer and an odd one
+    const int64_t per_step = shallow - per_pair;
+    std::printf("decode step, %s: %lld launches per pair of layers (dense and packed MLP) + "
+                "%lld per step\n",
+                what, static_cast<long long>(per_pair), static_cast<long long>(per_step));
+    EXPECT_LE(per_pair, kLaunchesPerLayerPair) << what;
     EXPECT_LE(per_step, kLaunchesPerStep) << what;
   }
 }
