@@ -255,8 +255,8 @@ auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinea
 }
 
 // out [m, n / 2] = silu(x · gateᵀ) · (x · upᵀ) of w = [gate | up] in one launch (the streaming
-// path's SwiGlu epilogue): the bits of LaunchPackedLinear into [m, n] then SwiGluHalves
-// (activations.cuh). Preconditions: PackedLinearSwiGluTakes(m, w), as LaunchPackedLinear's
+// path's SwiGlu epilogue): the arithmetic of LaunchPackedLinear into [m, n] then SwiGluHalves
+// (activations.cuh), the same bits where both split a row's k-sum alike (a block per tile). Preconditions: PackedLinearSwiGluTakes(m, w), as LaunchPackedLinear's
 // streaming path (else the launcher's invalid-configuration error); out overlaps nothing.
 template <class Launcher, typename T>
 auto LaunchPackedLinearSwiGlu(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* out,

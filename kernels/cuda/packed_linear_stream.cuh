@@ -396,8 +396,9 @@ __device__ __forceinline__ LaneReads MakeLaneReads(uint8_t* slots, int lane) {
 // The tile's outputs from its summed fragment (rows g, g + 8; columns as ComputeChunk4 and
 // ComputeStage leave them), NVFP4's tensor scale and the 1/2 of c = 2·e2m1 applied (exact: a
 // power of two). kProduct: Y rows 16·tile... kSwiGluHalves: out[., f] = silu(gate)·up of
-// feature f = 8·tile + g (element i gate, i + 2 up), each rounded to T first: the bits of the
-// product stored and then SwiGluHalves (activations.cuh).
+// feature f = 8·tile + g (element i gate, i + 2 up), each rounded to T first: the arithmetic of
+// the product stored and then SwiGluHalves (activations.cuh); the same bits where both launches
+// split a row's k-sum at the same stages (a block per tile).
 template <typename T, PackedScheme kScheme>
 __device__ __forceinline__ void StoreTile(const float (&total)[4], int m, const PackedLinear& w,
                                           PackedStreamOutput output, T* y, int tile, int lane) {
