@@ -14,7 +14,8 @@
 // a chain of programmatic dependent launches over copies of the weight that together exceed twice
 // the L2 (each launch reads HBM, as in a decode step), per launch: the overlap a CUDA graph of
 // the step gets. Counters: blocks (the grid), resident (blocks per SM the kernel's registers and
-// shared memory allow), of_copy_bw.
+// shared memory allow), of_copy_bw. BM_PackedStreamSwiGlu: the MLP's SwiGlu as the GEMM's
+// epilogue against a launch of its own.
 #include <benchmark/benchmark.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/cuda_launcher.h"
 #include "kernels/cuda/packed_linear.cuh"
 #include "tools/bench/cuda_bench_util.cuh"
@@ -119,6 +121,49 @@ BENCHMARK(BM_PackedStreamShapes)
     ->ArgsProduct({{1, 4}, {6144, 28672}, {4096}, {0, 1, 2, 3}, {0, 1}})
     ->ArgsProduct({{1, 4}, {4096}, {4096, 14336}, {0, 1, 2, 3}, {0, 1}})
     ->ArgNames({"scheme", "n", "k", "config", "chained"})
+    ->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The MLP's [gate | up] at batch 1 (Q4_0 or NVFP4, n = 2 x 14336, k = 4096), chained as above:
+// fused 1, the SwiGlu as the streaming GEMM's epilogue (LaunchPackedLinearSwiGlu, what the worker
+// runs at <= 4 rows); fused 0, the product then the SwiGlu kernel (two launches).
+void BM_PackedStreamSwiGlu(benchmark::State& state) {
+  const auto scheme = static_cast<PackedScheme>(state.range(0));
+  const bool fused = state.range(1) != 0;
+  constexpr int kWidth = 14336, kK = 4096;
+  DeviceArena arena;
+  double weight_bytes = 0;
+  std::vector<PackedLinear> weights;
+  weights.push_back(ArenaPackedWeight(arena, scheme, 2 * kWidth, kK, &weight_bytes));
+  for (int i = 1, copies = ChainCopies(weight_bytes); i < copies; ++i) {
+    weights.push_back(ArenaPackedWeight(arena, scheme, 2 * kWidth, kK, &weight_bytes));
+  }
+  const int launches = std::max<int>(8, static_cast<int>(weights.size()));
+  auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(kK) * 2));
+  auto* gate_up = static_cast<__nv_bfloat16*>(arena.Get(size_t(2) * kWidth * 2));
+  auto* out = static_cast<__nv_bfloat16*>(arena.Get(size_t(kWidth) * 2));
+  const PackedStreamWorkspace ws = StreamWorkspace(arena, kPackedStreamBlocksPerSm);
+  CudaLauncher launcher(nullptr);
+  Check(AllowPackedLinearSharedMemory<__nv_bfloat16>(launcher), "AllowPackedLinearSharedMemory");
+  TimeKernel(
+      state, weight_bytes + 2.0 * (kK + kWidth),
+      [&] {
+        for (int i = 0; i < launches; ++i) {
+          const PackedLinear& w = weights[i % weights.size()];
+          if (fused) {
+            Check(LaunchPackedLinearSwiGlu(launcher, x, 1, w, out, ws), "PackedLinearSwiGlu");
+            continue;
+          }
+          Check(LaunchPackedLinear(launcher, x, 1, w, gate_up, ws), "PackedLinear");
+          Check(LaunchSwiGluFused(launcher, static_cast<const __nv_bfloat16*>(gate_up), out, 1,
+                                  kWidth),
+                "SwiGlu");
+        }
+      },
+      launches);
+}
+BENCHMARK(BM_PackedStreamSwiGlu)
+    ->ArgsProduct({{1, 4}, {0, 1}})
+    ->ArgNames({"scheme", "fused"})
     ->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -7,7 +7,8 @@
 #                              for F = q4_0, nvfp4, with the packed GEMM's split where the row
 #                              tiles fit (--cuda-packed-stream-grid); step-bf16.txt for bf16
 #   stream-shapes.txt          the streaming GEMM on the 8B shapes (BM_PackedStreamShapes: the
-#                              split and register-cap configs, single and chained launches)
+#                              split and register-cap configs, single and chained launches;
+#                              BM_PackedStreamSwiGlu: the SwiGlu epilogue against its own launch)
 #   ncu-stream-configC.txt     ncu's memory workload, scheduler and warp-state sections of the
 #                              streaming GEMM (Q4_0, the down projection's 4096 x 14336), with a
 #                              block per tile (C = 0) and over every resident block (C = 1)
@@ -40,7 +41,7 @@ for format in q4_0 nvfp4; do
 done
 step bf16 bf16
 [ "$(left)" -gt 30 ] && timeout 90 "$bin/tessera-cuda-kernels-bench" \
-  --benchmark_filter=BM_PackedStreamShapes --benchmark_min_time=0.05 >"$out/stream-shapes.txt" 2>&1
+  --benchmark_filter=BM_PackedStream --benchmark_min_time=0.05 >"$out/stream-shapes.txt" 2>&1
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
 for config in 0 1; do  # the down projection: a block per tile, and every resident block
   if [ -n "$ncu" ] && [ "$(left)" -gt 70 ]; then
@@ -65,5 +66,5 @@ for f in "$out"/step-*.txt; do
   echo "== $(basename "$f")"
   grep -E '^ +(1|8) +512 ' "$f"
 done
-grep -E '^BM_PackedStreamShapes' "$out/stream-shapes.txt" 2>/dev/null
+grep -E '^BM_PackedStream' "$out/stream-shapes.txt" 2>/dev/null
 exit 0
