@@ -264,15 +264,15 @@ void DeviceModelOps::ProjectSwiGlu(ActId in, WeightId weight_id, ActId gate_up, 
   const DeviceWeight& weight = weights_[weight_id];
   TESSERA_CHECK(weight.rows == 2 * Width(out) && Width(gate_up) == weight.rows,
                 "DeviceModelOps: ProjectSwiGlu's widths disagree");
-  if (weight.packed && !weight.partial_sum && plan_.activations[out].type != ActType::kF32 &&
+  if (weight.packed && !weight.partial_sum && !options_.batch_invariant &&
+      plan_.activations[out].type != ActType::kF32 &&
       cuda::PackedLinearSwiGluTakes(Rows(in), *weight.packed)) {
-    if (status_.ok()) {
-      Check(kernels_.PackedLinearSwiGlu(dtype_, Buffer(in), Rows(in), *weight.packed,
-                                        Buffer(out), packed_stream_));
-    }
+    Check(kernels_.PackedLinearSwiGlu(dtype_, Buffer(in), Rows(in), *weight.packed, Buffer(out),
+                                      packed_stream_));
     return;
   }
   Project(in, {{weight_id, gate_up}});
+  if (!status_.ok()) return;
   Check(kernels_.SwiGluHalves(dtype_, Buffer(gate_up), Buffer(out), Rows(out), Width(out)));
 }
 

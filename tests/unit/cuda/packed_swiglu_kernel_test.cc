@@ -174,7 +174,7 @@ TEST_P(PackedSwiGluKernelTest, RefusesWhatTheEpilogueCannotTake) {
   EXPECT_FALSE(launch(5, d_w.view));  // m > 4
   PackedLinear odd = d_w.view;
   odd.n = 31;
-  EXPECT_FALSE(launch(1, odd));  // no two halves
+  EXPECT_FALSE(launch(1, odd));  // no two halves (nor a packed shape: n % 8)
   PackedLinear short_k = d_w.view;
   short_k.k = 192;
   EXPECT_FALSE(launch(1, short_k));  // k % 128
