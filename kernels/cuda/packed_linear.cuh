@@ -161,15 +161,14 @@ inline const char* PackedStreamError(int m, const PackedLinear& w,
 // The streaming path alone (packed_linear_stream.cuh), 1 <= m <= 4, PackedStreamTakes(k), over
 // `ws` (packed_stream_split.h); its shared memory allowed first (AllowPackedLinearSharedMemory;
 // a kMinBlocks other than the worker's is the caller's to allow). `output` kSwiGluHalves: y is
-// [m, n / 2] (n even), silu(gate)·up of W = [gate | up] (packed_stream_split.h).
+// [m, n / 2], silu(gate)·up of W = [gate | up] (packed_stream_split.h; n is a multiple of 8).
 template <class Launcher, typename T, PackedScheme kScheme,
           int kMinBlocks = kPackedStreamBlocksPerSm>
 auto LaunchPackedLinearStream(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* y,
                               const PackedStreamWorkspace& ws,
                               PackedStreamOutput output = PackedStreamOutput::kProduct) {
   if (PackedLinearError(x, m, w, y) != nullptr || w.scheme != kScheme ||
-      PackedStreamError(m, w, ws) != nullptr ||
-      (output == PackedStreamOutput::kSwiGluHalves && w.n % 2 != 0)) {
+      PackedStreamError(m, w, ws) != nullptr) {
     return packed_linear_detail::Reject(launcher, x, m, w, y);
   }
   PackedStreamSplit split;
@@ -254,10 +253,11 @@ auto LaunchPackedLinear(Launcher& launcher, const T* x, int m, const PackedLinea
   return packed_linear_detail::Reject(launcher, x, m, w, y);
 }
 
-// out [m, n / 2] = silu(x · gateᵀ) · (x · upᵀ) of w = [gate | up] in one launch (the streaming
-// path's SwiGlu epilogue): the arithmetic of LaunchPackedLinear into [m, n] then SwiGluHalves
-// (activations.cuh), the same bits where both split a row's k-sum alike (a block per tile). Preconditions: PackedLinearSwiGluTakes(m, w), as LaunchPackedLinear's
-// streaming path (else the launcher's invalid-configuration error); out overlaps nothing.
+// out [m, n / 2] = silu(x · gateᵀ) · (x · upᵀ) of w = [gate | up] in one launch (the
+// streaming path's SwiGlu epilogue): the arithmetic of LaunchPackedLinear into [m, n] then
+// SwiGluHalves (activations.cuh), the same bits where both split a row's k-sum alike (a block
+// per tile). Preconditions: PackedLinearSwiGluTakes(m, w), as LaunchPackedLinear's streaming
+// path (else the launcher's invalid-configuration error); out overlaps nothing.
 template <class Launcher, typename T>
 auto LaunchPackedLinearSwiGlu(Launcher& launcher, const T* x, int m, const PackedLinear& w, T* out,
                               const PackedStreamWorkspace& ws) {

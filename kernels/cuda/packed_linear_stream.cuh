@@ -461,11 +461,12 @@ template <PackedScheme kScheme, int kM>
 inline constexpr int kPackedStreamSharedBytes =
     packed_stream::kRecordsOffset<kScheme, kM> + packed_stream::kMeetBytes;
 
-// Grid PackedStreamBlocks(PackedStreamTiles(n, output), stages, ws.blocks, ws.grid), split.warps =
-// grid x kPackedStreamWarps, kPackedStreamThreads threads, kPackedStreamSharedBytes of dynamic shared memory (opted in:
-// AllowPackedLinearSharedMemory); k a multiple of one stage's inputs (128, or 64 for Q8_0); kM:
-// m rounded up to 1, 2 or 4; ws as packed_stream_split.h requires. kMinBlocks: the blocks per SM
-// the register cap makes room for (the worker's kPackedStreamBlocksPerSm; benchmarks try others).
+// Grid PackedStreamBlocks(PackedStreamTiles(n, output), stages, ws.blocks, ws.grid),
+// split.warps = grid x kPackedStreamWarps, kPackedStreamThreads threads, kPackedStreamSharedBytes
+// of dynamic shared memory (opted in: AllowPackedLinearSharedMemory); k a multiple of one
+// stage's inputs (128, or 64 for Q8_0); kM: m rounded up to 1, 2 or 4; ws as
+// packed_stream_split.h requires. kMinBlocks: the blocks per SM the register cap makes room for
+// (the worker's kPackedStreamBlocksPerSm; benchmarks try others).
 template <typename T, PackedScheme kScheme, int kM, int kMinBlocks = kPackedStreamBlocksPerSm>
 __global__ void __launch_bounds__(kPackedStreamThreads, kMinBlocks)
     PackedLinearStreamKernel(const T* __restrict__ x, int m, PackedLinear w, T* __restrict__ y,

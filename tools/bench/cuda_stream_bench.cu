@@ -68,13 +68,24 @@ void LaunchConfig(int blocks_per_sm, CudaLauncher& launcher, const __nv_bfloat16
   LaunchStream<kScheme, 3>(launcher, x, w, y, ws, resident);
 }
 
-// Copies of an n x k weight enough that a chain over them reads HBM: twice the L2 in all.
-int ChainCopies(double weight_bytes) {
+// Packed n x k weights in the arena for a chain of launches: one, or (chained) enough copies
+// that a chain over them reads HBM, twice the L2 in all; each copy's bytes in `weight_bytes`.
+std::vector<PackedLinear> ChainWeights(DeviceArena& arena, PackedScheme scheme, int n, int k,
+                                       bool chained, double* weight_bytes) {
+  std::vector<PackedLinear> weights{ArenaPackedWeight(arena, scheme, n, k, weight_bytes)};
   int device = 0, l2 = 0;
   Check(cudaGetDevice(&device), "cudaGetDevice");
   Check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size");
-  const int copies = static_cast<int>(2.0 * l2 / weight_bytes) + 1;
-  return copies < 1 ? 1 : copies;
+  const int copies = chained ? static_cast<int>(2.0 * l2 / *weight_bytes) + 1 : 1;
+  while (static_cast<int>(weights.size()) < copies) {
+    weights.push_back(ArenaPackedWeight(arena, scheme, n, k, weight_bytes));
+  }
+  return weights;
+}
+
+// Launches per timed iteration over `weights`: one, or (chained) at least 8 and every copy.
+int ChainLaunches(const std::vector<PackedLinear>& weights, bool chained) {
+  return chained ? std::max<int>(8, static_cast<int>(weights.size())) : 1;
 }
 
 // Scheme 1 (Q4_0) or 4 (NVFP4); n, k: q | k | v, o, gate | up, down; config and chained as the
@@ -86,11 +97,9 @@ void BM_PackedStreamShapes(benchmark::State& state) {
   const bool chained = state.range(4) != 0;
   DeviceArena arena;
   double weight_bytes = 0;
-  std::vector<PackedLinear> weights{ArenaPackedWeight(arena, scheme, n, k, &weight_bytes)};
-  for (int i = 1, copies = chained ? ChainCopies(weight_bytes) : 1; i < copies; ++i) {
-    weights.push_back(ArenaPackedWeight(arena, scheme, n, k, &weight_bytes));
-  }
-  const int launches = chained ? std::max<int>(8, static_cast<int>(weights.size())) : 1;
+  const std::vector<PackedLinear> weights =
+      ChainWeights(arena, scheme, n, k, chained, &weight_bytes);
+  const int launches = ChainLaunches(weights, chained);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(k) * 2));
   auto* y = static_cast<__nv_bfloat16*>(arena.Get(size_t(n) * 2));
   PackedStreamWorkspace ws = StreamWorkspace(arena, config.blocks_per_sm);
@@ -112,8 +121,8 @@ void BM_PackedStreamShapes(benchmark::State& state) {
         }
       },
       launches);
-  const int tiles = (n + kPackedStreamRows - 1) / kPackedStreamRows;
-  const int stages = k / (scheme == PackedScheme::kQ8_0 ? 64 : 128);
+  const int tiles = PackedStreamTiles(n, PackedStreamOutput::kProduct);
+  const int stages = k / packed_stream::kStageInputs<PackedScheme::kQ4_0>;  // Q4_0 and NVFP4
   state.counters["blocks"] = PackedStreamBlocks(tiles, stages, ws.blocks, ws.grid);
   state.counters["resident"] = resident;
 }
@@ -132,12 +141,9 @@ void BM_PackedStreamSwiGlu(benchmark::State& state) {
   constexpr int kWidth = 14336, kK = 4096;
   DeviceArena arena;
   double weight_bytes = 0;
-  std::vector<PackedLinear> weights;
-  weights.push_back(ArenaPackedWeight(arena, scheme, 2 * kWidth, kK, &weight_bytes));
-  for (int i = 1, copies = ChainCopies(weight_bytes); i < copies; ++i) {
-    weights.push_back(ArenaPackedWeight(arena, scheme, 2 * kWidth, kK, &weight_bytes));
-  }
-  const int launches = std::max<int>(8, static_cast<int>(weights.size()));
+  const std::vector<PackedLinear> weights =
+      ChainWeights(arena, scheme, 2 * kWidth, kK, /*chained=*/true, &weight_bytes);
+  const int launches = ChainLaunches(weights, /*chained=*/true);
   auto* x = static_cast<const __nv_bfloat16*>(arena.Get(size_t(kK) * 2));
   auto* gate_up = static_cast<__nv_bfloat16*>(arena.Get(size_t(2) * kWidth * 2));
   auto* out = static_cast<__nv_bfloat16*>(arena.Get(size_t(kWidth) * 2));
